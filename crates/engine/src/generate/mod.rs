@@ -1,0 +1,475 @@
+//! `dnscost-engine generate`: the load generator.
+//!
+//! The configuration (a JSON file and/or flags) is resolved once into a [`ctx::Plan`]. Each
+//! thread runs its own single-threaded runtime, pinned, with its share of the connection slots
+//! and of the rate, and counts into its own counters. At every interval boundary each thread
+//! hands its counts to the main thread, which merges them and writes one `interval` record;
+//! the main thread also owns the phases (warm-up, measure, drain), the signals and the summary.
+
+mod ctx;
+mod doh;
+mod output;
+mod stream;
+mod udp;
+mod window;
+
+use crate::EngineError;
+use ctx::{Connectors, Ctx, Plan, Schedule, Stop};
+use dnscost_load::{
+    parse_cpus, parse_duration_ms, parse_lifetime, EngineConfig, Pacer, QuerySet, Rate, Rng, TlsGroup, TlsVersion,
+    TokenBucket, Transport,
+};
+use dnscost_stats::Counters;
+use dnscost_transport::tls;
+use dnscost_wire::QueryOptions;
+use serde::de::DeserializeOwned;
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::rc::Rc;
+use std::sync::Arc;
+
+fn token<T: DeserializeOwned>(s: &str) -> Result<T, String> {
+    serde_json::from_value(serde_json::Value::String(s.to_string())).map_err(|e| e.to_string())
+}
+
+/// Flags override the fields of `--config`; both end up in one validated configuration.
+#[derive(clap::Args, Debug, Default)]
+pub struct GenerateArgs {
+    /// JSON engine configuration (see `dnscost-engine schema`); flags override its fields.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// udp, tcp, dot or doh.
+    #[arg(long, value_parser = token::<Transport>)]
+    transport: Option<Transport>,
+    /// Target address:port.
+    #[arg(long)]
+    target: Option<String>,
+    /// DoH request method: post or get.
+    #[arg(long, value_parser = token::<dnscost_load::DohMethod>)]
+    doh_method: Option<dnscost_load::DohMethod>,
+    /// DoH request path.
+    #[arg(long)]
+    doh_path: Option<String>,
+    /// PEM file of the CA that signed the target's certificate.
+    #[arg(long)]
+    ca: Option<PathBuf>,
+    /// Accept any certificate.
+    #[arg(long)]
+    insecure: bool,
+    /// Server name to send and verify.
+    #[arg(long)]
+    sni: Option<String>,
+    /// TLS version: 1.2 or 1.3.
+    #[arg(long, value_parser = token::<TlsVersion>)]
+    tls_version: Option<TlsVersion>,
+    /// Key-exchange group: x25519, secp256r1, secp384r1 or x25519mlkem768.
+    #[arg(long, value_parser = token::<TlsGroup>)]
+    tls_group: Option<TlsGroup>,
+    /// Write TLS secrets in NSS key-log format to this file.
+    #[arg(long)]
+    keylog: Option<PathBuf>,
+    /// Concurrent connections (udp: sockets).
+    #[arg(long)]
+    connections: Option<u32>,
+    /// forever, a duration (30s), a query count (100q) or both (30s,100q).
+    #[arg(long, value_parser = parse_lifetime)]
+    lifetime: Option<dnscost_load::Lifetime>,
+    /// Close a connection left without outstanding queries this long (e.g. 10s).
+    #[arg(long, value_parser = parse_duration_ms)]
+    idle_timeout: Option<u64>,
+    /// Ceiling on new connections per second.
+    #[arg(long)]
+    open_rate: Option<f64>,
+    /// Share of reconnections that resume the TLS session (0 to 1).
+    #[arg(long)]
+    resumption: Option<f64>,
+    /// Outstanding queries per connection.
+    #[arg(long)]
+    in_flight: Option<u32>,
+    /// How the client closes: graceful, fin or rst.
+    #[arg(long, value_parser = token::<dnscost_load::CloseMode>)]
+    close: Option<dnscost_load::CloseMode>,
+    /// Queries per second (open loop), or max (closed loop).
+    #[arg(long, value_parser = parse_rate)]
+    rate: Option<Rate>,
+    /// Arrival process of the open loop: constant or poisson.
+    #[arg(long, value_parser = token::<dnscost_load::Arrival>)]
+    arrival: Option<dnscost_load::Arrival>,
+    /// Measured duration (e.g. 10s).
+    #[arg(long, value_parser = parse_duration_ms)]
+    duration: Option<u64>,
+    /// Load before the measured period.
+    #[arg(long, value_parser = parse_duration_ms)]
+    warmup: Option<u64>,
+    /// Query timeout, counted from the intended send time.
+    #[arg(long, value_parser = parse_duration_ms)]
+    timeout: Option<u64>,
+    /// Query file in dnsperf's format (name type per line).
+    #[arg(long)]
+    queries: Option<PathBuf>,
+    /// Number of synthetic names of equal length under --tld.
+    #[arg(long)]
+    synthetic: Option<u64>,
+    #[arg(long)]
+    tld: Option<String>,
+    /// Record type of synthetic queries.
+    #[arg(long)]
+    qtype: Option<String>,
+    /// EDNS(0) UDP payload size; 0 for no EDNS.
+    #[arg(long)]
+    edns_size: Option<u16>,
+    /// Set the DNSSEC OK bit.
+    #[arg(long)]
+    dnssec_ok: bool,
+    /// Pad queries to 128-octet blocks (RFC 8467).
+    #[arg(long)]
+    padding: bool,
+    /// Clear the RD bit.
+    #[arg(long)]
+    no_recursion: bool,
+    /// Generator threads.
+    #[arg(long)]
+    threads: Option<u32>,
+    /// CPUs to pin the threads to (e.g. 1 or 2-3).
+    #[arg(long)]
+    cpus: Option<String>,
+    /// Local addresses to spread connections over (comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    source: Option<Vec<String>>,
+    #[arg(long)]
+    seed: Option<u64>,
+    /// JSON-lines output file (default: standard output).
+    #[arg(long)]
+    output: Option<PathBuf>,
+    /// One JSON line per closed connection.
+    #[arg(long)]
+    connections_log: Option<PathBuf>,
+    /// Print nothing on standard error but errors.
+    #[arg(long)]
+    quiet: bool,
+}
+
+fn parse_rate(s: &str) -> Result<Rate, String> {
+    if s == "max" {
+        return Ok(Rate::Max);
+    }
+    s.parse::<f64>().map(Rate::Qps).map_err(|_| format!("{s:?} is neither max nor a number of queries per second"))
+}
+
+impl GenerateArgs {
+    /// The configuration: `--config` (or the defaults), then every flag given.
+    pub fn resolve(self) -> Result<EngineConfig, EngineError> {
+        let mut c = match &self.config {
+            Some(path) => {
+                let text = std::fs::read_to_string(path).map_err(|e| EngineError::file(path, e))?;
+                serde_json::from_str(&text).map_err(|e| EngineError::file(path, e))?
+            }
+            None => EngineConfig::default(),
+        };
+        macro_rules! set {
+            ($($field:ident <- $arg:expr),* $(,)?) => { $( if let Some(v) = $arg { c.$field = v; } )* };
+        }
+        macro_rules! set_some {
+            ($($field:ident <- $arg:expr),* $(,)?) => { $( if let Some(v) = $arg { c.$field = Some(v); } )* };
+        }
+        set!(transport <- self.transport, target <- self.target, tls_version <- self.tls_version,
+             tls_group <- self.tls_group, connections <- self.connections, lifetime <- self.lifetime,
+             in_flight <- self.in_flight, rate <- self.rate, arrival <- self.arrival,
+             duration_ms <- self.duration, warmup_ms <- self.warmup, timeout_ms <- self.timeout,
+             tld <- self.tld, qtype <- self.qtype, edns_udp_size <- self.edns_size, threads <- self.threads,
+             sources <- self.source, seed <- self.seed);
+        set_some!(doh_method <- self.doh_method, doh_path <- self.doh_path, ca_file <- self.ca,
+                  sni <- self.sni, keylog_file <- self.keylog, idle_timeout_ms <- self.idle_timeout,
+                  open_rate <- self.open_rate, resumption <- self.resumption, close <- self.close,
+                  queries_file <- self.queries, synthetic <- self.synthetic, output <- self.output,
+                  connections_log <- self.connections_log);
+        if let Some(list) = &self.cpus {
+            c.cpus = parse_cpus(list)
+                .map_err(|reason| EngineError::Config(dnscost_load::ConfigError::Invalid { field: "cpus", reason }))?;
+        }
+        c.insecure |= self.insecure;
+        c.dnssec_ok |= self.dnssec_ok;
+        c.padding |= self.padding;
+        c.recursion_desired &= !self.no_recursion;
+        c.validate()?;
+        Ok(c)
+    }
+}
+
+/// Resolves names and files once, before any thread starts.
+fn plan(config: EngineConfig) -> Result<Plan, EngineError> {
+    let target: SocketAddr = config
+        .target
+        .to_socket_addrs()
+        .map_err(|e| EngineError::Address(format!("target {}: {e}", config.target)))?
+        .next()
+        .ok_or_else(|| EngineError::Address(format!("target {}: no address", config.target)))?;
+    let opts = QueryOptions {
+        recursion_desired: config.recursion_desired,
+        edns_udp_size: (config.edns_udp_size != 0).then_some(config.edns_udp_size),
+        dnssec_ok: config.dnssec_ok,
+        padding: config.padding,
+    };
+    let queries = match &config.queries_file {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).map_err(|e| EngineError::file(path, e))?;
+            let set =
+                QuerySet::parse(&text, &opts).map_err(|error| EngineError::Queries { path: path.clone(), error })?;
+            if set.is_empty() {
+                return Err(EngineError::file(path, "no queries in the file"));
+            }
+            set
+        }
+        None => {
+            let qtype = dnscost_wire::type_from_str(&config.qtype).expect("validated");
+            QuerySet::synthetic(config.synthetic_count(), &config.tld, qtype, &opts)
+                .map_err(|e| EngineError::Address(format!("synthetic names: {e}")))?
+        }
+    };
+    let sources: Vec<IpAddr> = config.sources.iter().map(|s| s.parse().expect("validated")).collect();
+    let (tls, server_name) = if config.transport.uses_tls() {
+        let options = tls::ClientOptions {
+            version: match config.tls_version {
+                TlsVersion::Tls12 => tls::Version::Tls12,
+                TlsVersion::Tls13 => tls::Version::Tls13,
+            },
+            group: match config.tls_group {
+                TlsGroup::X25519 => tls::Group::X25519,
+                TlsGroup::Secp256r1 => tls::Group::Secp256r1,
+                TlsGroup::Secp384r1 => tls::Group::Secp384r1,
+                TlsGroup::X25519mlkem768 => tls::Group::X25519Mlkem768,
+            },
+            trust: match &config.ca_file {
+                Some(path) => tls::Trust::CaFile(path.clone()),
+                None if config.insecure => tls::Trust::Insecure,
+                None => {
+                    return Err(EngineError::Config(dnscost_load::ConfigError::Invalid {
+                        field: "ca_file",
+                        reason: "TLS needs --ca FILE or --insecure".into(),
+                    }))
+                }
+            },
+            keylog: config.keylog_file.clone(),
+            alpn: vec![if config.transport == Transport::Doh { b"h2".to_vec() } else { b"dot".to_vec() }],
+        };
+        // Fail now, with the file's name, rather than in every connection.
+        tls::client_config(&options, false, 0)?;
+        (Some(options), Some(tls::server_name(config.sni.as_deref(), target.ip())?))
+    } else {
+        (None, None)
+    };
+    let authority = match (&config.sni, target) {
+        (Some(name), t) => format!("{name}:{}", t.port()),
+        (None, t) => t.to_string(),
+    };
+    let doh_uri = format!("https://{authority}{}", config.doh_path());
+    let timeout_ns = config.timeout_ms * 1_000_000;
+    Ok(Plan {
+        config,
+        target,
+        queries,
+        sources,
+        tls,
+        server_name,
+        doh_uri,
+        start: std::time::Instant::now(),
+        timeout_ns,
+    })
+}
+
+/// Interval boundaries: every second, plus the ends of warm-up and of the measured period.
+pub fn next_boundary(after_ms: u64, warmup_ms: u64, duration_ms: u64) -> u64 {
+    let mut b = (after_ms / 1000 + 1) * 1000;
+    for edge in [warmup_ms, warmup_ms + duration_ms] {
+        if edge > after_ms {
+            b = b.min(edge);
+        }
+    }
+    b
+}
+
+/// What a thread hands the main thread at an interval boundary.
+pub struct Report {
+    pub thread: usize,
+    pub index: u32,
+    pub end_ms: u64,
+    pub counters: Counters,
+    pub in_flight: u64,
+    pub active: u64,
+    /// The thread has finished; no report follows.
+    pub last: bool,
+}
+
+pub fn main(args: GenerateArgs) -> Result<ExitCode, EngineError> {
+    let quiet = args.quiet;
+    let config = args.resolve()?;
+    let mut out = output::Output::open(&config)?;
+    let plan = Arc::new(plan(config)?);
+    let cfg = &plan.config;
+    let threads = cfg.threads as usize;
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(Stop::Running);
+    let (report_tx, report_rx) = tokio::sync::mpsc::unbounded_channel::<Report>();
+    let log_thread = output::connections_log(cfg)?;
+    let mut connectors = Vec::with_capacity(threads);
+    for _ in 0..threads {
+        connectors.push(match &plan.tls {
+            Some(o) => {
+                let per_thread_sessions = (cfg.connections as usize / threads) * 2;
+                Some((tls::client_config(o, true, per_thread_sessions)?, tls::client_config(o, false, 0)?))
+            }
+            None => None,
+        });
+    }
+    out.start(&plan)?;
+    let mut handles = Vec::with_capacity(threads);
+    for (t, tls_configs) in connectors.into_iter().enumerate() {
+        let plan = plan.clone();
+        let stop = stop_rx.clone();
+        let reports = report_tx.clone();
+        let log = log_thread.as_ref().map(|(tx, _)| tx.clone());
+        let handle = std::thread::Builder::new()
+            .name(format!("gen-{t}"))
+            .spawn(move || worker(t, plan, stop, reports, log, tls_configs))
+            .map_err(EngineError::Io)?;
+        handles.push(handle);
+    }
+    drop(report_tx);
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let result = runtime.block_on(output::collect(&plan, &mut out, report_rx, stop_tx, quiet));
+    for h in handles {
+        let _ = h.join();
+    }
+    if let Some((tx, writer)) = log_thread {
+        drop(tx);
+        let _ = writer.join();
+    }
+    let aborted = result?;
+    Ok(if aborted { ExitCode::from(130) } else { ExitCode::SUCCESS })
+}
+
+type TlsPair = (Arc<rustls::ClientConfig>, Arc<rustls::ClientConfig>);
+
+/// One generator thread: its runtime, its slots, and its reports.
+fn worker(
+    t: usize,
+    plan: Arc<Plan>,
+    stop: tokio::sync::watch::Receiver<Stop>,
+    reports: tokio::sync::mpsc::UnboundedSender<Report>,
+    log: Option<std::sync::mpsc::Sender<dnscost_stats::ConnectionRecord>>,
+    tls_configs: Option<TlsPair>,
+) {
+    let cfg = &plan.config;
+    if !cfg.cpus.is_empty() {
+        if let Err(e) = dnscost_transport::socket::pin_thread(cfg.cpus[t % cfg.cpus.len()]) {
+            eprintln!("dnscost-engine: cannot pin thread {t} to CPU {}: {e}", cfg.cpus[t % cfg.cpus.len()]);
+        }
+    }
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("dnscost-engine: thread {t}: {e}");
+            return;
+        }
+    };
+    let threads = cfg.threads as u64;
+    let bucket = cfg.open_rate.map(|r| TokenBucket::new(r / threads as f64, (r / threads as f64 / 100.0).max(1.0)));
+    let connectors = tls_configs.map(|(resume, fresh)| Connectors { resume: resume.into(), fresh: fresh.into() });
+    let ctx = Rc::new(Ctx::new(plan.clone(), t as u64, threads, stop, bucket, connectors, log));
+    let local = tokio::task::LocalSet::new();
+    local.block_on(&runtime, async move {
+        let mut slots = Vec::new();
+        let total = cfg.connections as u64;
+        for slot in (t as u64..total).step_by(threads as usize) {
+            let mut rng = Rng::new(cfg.seed, slot);
+            let pacer = match cfg.rate {
+                Rate::Qps(q) => Some(Pacer::new(cfg.arrival, q, total, slot, 0, Rng::new(cfg.seed ^ 0x5EED, slot))),
+                Rate::Max => None,
+            };
+            let sched = Schedule::new(pacer, (cfg.warmup_ms + cfg.duration_ms) * 1_000_000);
+            let ctx = ctx.clone();
+            slots.push(tokio::task::spawn_local(async move {
+                if ctx.plan.config.transport == Transport::Udp {
+                    let source = (!ctx.plan.sources.is_empty())
+                        .then(|| ctx.plan.sources[slot as usize % ctx.plan.sources.len()]);
+                    match dnscost_transport::socket::udp_connect(ctx.plan.target, source, 4 << 20) {
+                        Ok(sock) => udp::run_slot(ctx, sched, sock, rng.next_u64() as u16).await,
+                        Err(e) => {
+                            ctx.counters.borrow_mut().conn_fail(dnscost_stats::ErrorKind::Connect);
+                            eprintln!("dnscost-engine: UDP socket: {e}");
+                        }
+                    }
+                } else {
+                    stream::run_slot(ctx, sched, slot, rng).await;
+                }
+            }));
+        }
+        let done = Rc::new(tokio::sync::Notify::new());
+        let finished = Rc::new(std::cell::Cell::new(false));
+        {
+            let (done, finished) = (done.clone(), finished.clone());
+            tokio::task::spawn_local(async move {
+                for s in slots {
+                    let _ = s.await;
+                }
+                finished.set(true);
+                done.notify_one();
+            });
+        }
+        let (warmup, duration) = (cfg.warmup_ms, cfg.duration_ms);
+        let mut index = 0u32;
+        let mut from = 0u64;
+        loop {
+            let boundary = next_boundary(from, warmup, duration);
+            if !finished.get() {
+                tokio::select! {
+                    _ = tokio::time::sleep_until(ctx.instant(boundary * 1_000_000)) => {}
+                    _ = done.notified() => {}
+                }
+            }
+            let last = finished.get();
+            let end_ms = if last { (ctx.now() / 1_000_000).min(boundary) } else { boundary };
+            let report = Report {
+                thread: t,
+                index,
+                end_ms,
+                counters: ctx.counters.borrow_mut().take(),
+                in_flight: ctx.in_flight.get(),
+                active: ctx.active.get(),
+                last,
+            };
+            if reports.send(report).is_err() || last {
+                break;
+            }
+            from = boundary;
+            index += 1;
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn boundaries_split_phases() {
+        let b: Vec<u64> = std::iter::successors(Some(0), |&t| Some(next_boundary(t, 1500, 2000))).take(6).collect();
+        assert_eq!(b, vec![0, 1000, 1500, 2000, 3000, 3500]);
+        assert_eq!(next_boundary(0, 0, 10_000), 1000);
+    }
+
+    #[test]
+    fn flags_override_the_config_file() {
+        let dir = std::env::temp_dir().join(format!("dnscost-args-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("c.json");
+        std::fs::write(&file, r#"{"transport":"tcp","target":"127.0.0.1:53","connections":7,"in_flight":3}"#).unwrap();
+        let args = GenerateArgs { config: Some(file.clone()), connections: Some(9), ..Default::default() };
+        let c = args.resolve().unwrap();
+        assert_eq!((c.connections, c.in_flight, c.transport), (9, 3, Transport::Tcp));
+        std::fs::write(&file, r#"{"transport":"tcp","target":"127.0.0.1:53","bogus":1}"#).unwrap();
+        let e = GenerateArgs { config: Some(file), ..Default::default() }.resolve().unwrap_err();
+        assert!(e.to_string().contains("unknown field `bogus`"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,299 @@
+//! The main thread's side of a run: merge the threads' reports into interval records as they
+//! come, move the phases on (drain at the end, abort on a second signal), and write the
+//! summary. Every record is flushed when written, so an interrupted run keeps what it measured.
+
+use super::ctx::{Plan, Stop};
+use super::Report;
+use crate::EngineError;
+use dnscost_load::EngineConfig;
+use dnscost_stats::{
+    Accounting, ConnectionRecord, Counters, IntervalRecord, Phase, Record, StartRecord, SummaryRecord, Totals,
+};
+use dnscost_transport::socket::process_cpu_us;
+use std::collections::BTreeMap;
+use std::io::{IsTerminal, Write};
+use std::time::Duration;
+
+/// Where the JSON lines go.
+pub struct Output {
+    w: Box<dyn Write>,
+    name: String,
+}
+
+impl Output {
+    pub fn open(cfg: &EngineConfig) -> Result<Self, EngineError> {
+        Ok(match &cfg.output {
+            Some(path) => Output {
+                w: Box::new(std::io::BufWriter::new(
+                    std::fs::File::create(path).map_err(|e| EngineError::file(path, e))?,
+                )),
+                name: path.display().to_string(),
+            },
+            None => Output { w: Box::new(std::io::stdout()), name: "standard output".into() },
+        })
+    }
+
+    pub fn write(&mut self, r: &Record) -> Result<(), EngineError> {
+        let w = &mut self.w;
+        serde_json::to_writer(&mut *w, r)
+            .map_err(std::io::Error::from)
+            .and_then(|()| w.write_all(b"\n"))
+            .and_then(|()| w.flush())
+            .map_err(|e| EngineError::file(&self.name, e))
+    }
+
+    pub fn start(&mut self, plan: &Plan) -> Result<(), EngineError> {
+        let cfg = &plan.config;
+        let tls = plan.tls.as_ref();
+        self.write(&Record::Start(StartRecord {
+            engine_version: env!("CARGO_PKG_VERSION").into(),
+            config: serde_json::to_value(cfg).expect("config serialises"),
+            tls_version: tls.map(|t| t.version.as_str().into()),
+            tls_group: tls.map(|t| t.group.as_str().into()),
+            target_address: plan.target.to_string(),
+            started_unix_ms: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as u64),
+        }))
+    }
+}
+
+/// The connections log: where connection tasks send records, and the thread writing them.
+pub type LogWriter = (std::sync::mpsc::Sender<ConnectionRecord>, std::thread::JoinHandle<()>);
+
+/// A thread that writes the connections log, flushing at least once a second.
+pub fn connections_log(cfg: &EngineConfig) -> Result<Option<LogWriter>, EngineError> {
+    let Some(path) = &cfg.connections_log else { return Ok(None) };
+    let file = std::fs::File::create(path).map_err(|e| EngineError::file(path, e))?;
+    let (tx, rx) = std::sync::mpsc::channel::<ConnectionRecord>();
+    let handle = std::thread::Builder::new().name("connections-log".into()).spawn(move || {
+        let mut w = std::io::BufWriter::new(file);
+        loop {
+            match rx.recv_timeout(Duration::from_secs(1)) {
+                Ok(r) => {
+                    let _ = serde_json::to_writer(&mut w, &Record::Connection(r));
+                    let _ = w.write_all(b"\n");
+                }
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                    let _ = w.flush();
+                }
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+            }
+        }
+        let _ = w.flush();
+    })?;
+    Ok(Some((tx, handle)))
+}
+
+#[derive(Default)]
+struct Pending {
+    counters: Counters,
+    in_flight: u64,
+    active: u64,
+    reports: usize,
+    end_ms: u64,
+}
+
+/// Collects reports until every thread is done; returns whether the run was aborted.
+pub async fn collect(
+    plan: &Plan,
+    out: &mut Output,
+    mut reports: tokio::sync::mpsc::UnboundedReceiver<Report>,
+    stop: tokio::sync::watch::Sender<Stop>,
+    quiet: bool,
+) -> Result<bool, EngineError> {
+    let cfg = &plan.config;
+    let threads = cfg.threads as usize;
+    let measure_end = cfg.warmup_ms + cfg.duration_ms;
+    let instant = |ms: u64| tokio::time::Instant::from_std(plan.start + Duration::from_millis(ms));
+    let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
+    let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    let progress = !quiet && std::io::stderr().is_terminal();
+    let mut pending: BTreeMap<u32, Pending> = BTreeMap::new();
+    let mut last_index: Vec<Option<u32>> = vec![None; threads];
+    let mut next_emit = 0u32;
+    let mut emitted_end_ms = 0u64;
+    let (mut measured, mut total) = (Counters::default(), Counters::default());
+    let (mut measured_cpu, mut total_cpu) = ((0u64, 0u64), (0u64, 0u64));
+    let (mut measure_from, mut measure_to) = (None::<u64>, 0u64);
+    let mut cpu_mark = process_cpu_us();
+    let (mut interrupted, mut aborted) = (false, false);
+    let mut drain_at = instant(measure_end);
+    let mut abort_at = None::<tokio::time::Instant>;
+    let mut last_gauges = (0u64, 0u64);
+    let mut closed = false;
+    loop {
+        // Emit every interval all live threads have reported.
+        while let Some(p) = pending.get(&next_emit) {
+            let expected = last_index.iter().filter(|l| l.is_none_or(|l| l >= next_emit)).count();
+            if p.reports < expected && !closed {
+                break;
+            }
+            let p = pending.remove(&next_emit).expect("present");
+            let (start_ms, end_ms) = (emitted_end_ms, p.end_ms.max(emitted_end_ms));
+            let phase = if end_ms <= cfg.warmup_ms && cfg.warmup_ms > 0 {
+                Phase::Warmup
+            } else if start_ms < measure_end && start_ms >= cfg.warmup_ms {
+                Phase::Measure
+            } else {
+                Phase::Drain
+            };
+            let cpu = process_cpu_us();
+            let used = (cpu.0 - cpu_mark.0, cpu.1 - cpu_mark.1);
+            cpu_mark = cpu;
+            let seconds = (end_ms - start_ms) as f64 / 1000.0;
+            let totals = Totals::new(&p.counters, p.in_flight, p.active, used.0, used.1, seconds);
+            if progress && phase != Phase::Drain {
+                eprint!("\r{}", progress_line(&totals, phase, end_ms, measure_end, seconds));
+            }
+            out.write(&Record::Interval(IntervalRecord { index: next_emit, phase, start_ms, end_ms, totals }))?;
+            if phase == Phase::Measure {
+                measured.merge(&p.counters);
+                measured_cpu = (measured_cpu.0 + used.0, measured_cpu.1 + used.1);
+                measure_from.get_or_insert(start_ms);
+                measure_to = end_ms;
+            }
+            total.merge(&p.counters);
+            total_cpu = (total_cpu.0 + used.0, total_cpu.1 + used.1);
+            last_gauges = (p.in_flight, p.active);
+            emitted_end_ms = end_ms;
+            next_emit += 1;
+        }
+        if (closed || last_index.iter().all(Option::is_some)) && pending.is_empty() {
+            break;
+        }
+        let abort_sleep = tokio::time::sleep_until(abort_at.unwrap_or_else(|| instant(u64::MAX / 4_000_000)));
+        tokio::select! {
+            r = reports.recv() => match r {
+                Some(r) => {
+                    let p = pending.entry(r.index).or_default();
+                    p.counters.merge(&r.counters);
+                    p.in_flight += r.in_flight;
+                    p.active += r.active;
+                    p.reports += 1;
+                    p.end_ms = p.end_ms.max(r.end_ms);
+                    if r.last {
+                        last_index[r.thread] = Some(r.index);
+                    }
+                }
+                // Every thread is gone: emit what they reported, then stop.
+                None => closed = true,
+            },
+            _ = tokio::time::sleep_until(drain_at), if *stop.borrow() == Stop::Running => {
+                let _ = stop.send(Stop::Drain);
+                abort_at = Some(tokio::time::Instant::now() + Duration::from_nanos(plan.timeout_ns) + Duration::from_secs(2));
+            }
+            _ = abort_sleep, if abort_at.is_some() && *stop.borrow() == Stop::Drain => {
+                // Safety net: threads that still have not drained are stopped.
+                let _ = stop.send(Stop::Abort);
+            }
+            _ = signal(&mut sigint, &mut sigterm) => {
+                if *stop.borrow() == Stop::Running {
+                    interrupted = true;
+                    drain_at = tokio::time::Instant::now();
+                    let _ = stop.send(Stop::Drain);
+                    abort_at = Some(tokio::time::Instant::now() + Duration::from_nanos(plan.timeout_ns) + Duration::from_secs(2));
+                } else {
+                    aborted = true;
+                    let _ = stop.send(Stop::Abort);
+                }
+            }
+        }
+    }
+    if progress {
+        eprintln!();
+    }
+    let measure_from = measure_from.unwrap_or(cfg.warmup_ms);
+    let seconds = measure_to.saturating_sub(measure_from) as f64 / 1000.0;
+    let measured = Totals::new(&measured, 0, 0, measured_cpu.0, measured_cpu.1, seconds);
+    let wall = emitted_end_ms as f64 / 1000.0;
+    let total_t = Totals::new(&total, last_gauges.0, last_gauges.1, total_cpu.0, total_cpu.1, wall);
+    let accounting = Accounting {
+        offered: total.offered,
+        answered: total.answered,
+        timed_out: total.timed_out,
+        failed: total.failed_total(),
+        aborted: total.aborted,
+        balanced: total.offered == total.resolved(),
+    };
+    let busy = (measured.engine.cpu_user_us + measured.engine.cpu_system_us) as f64
+        / (seconds.max(1e-3) * 1e6 * threads as f64);
+    let kept_up = measured.queries.sent as f64 >= 0.99 * measured.queries.offered as f64 && busy < 0.95;
+    let answered_qps =
+        if seconds > 0.0 { (measured.queries.answered as f64 / seconds * 10.0).round() / 10.0 } else { 0.0 };
+    if !quiet {
+        eprintln!("{}", human_summary(&measured, answered_qps, &accounting, kept_up, busy));
+    }
+    out.write(&Record::Summary(SummaryRecord {
+        measure_start_ms: measure_from,
+        measure_end_ms: measure_to,
+        interrupted,
+        aborted,
+        answered_qps,
+        generator_kept_up: kept_up,
+        measured,
+        total: total_t,
+        accounting,
+    }))?;
+    Ok(aborted)
+}
+
+async fn signal(a: &mut tokio::signal::unix::Signal, b: &mut tokio::signal::unix::Signal) {
+    tokio::select! {
+        _ = a.recv() => {}
+        _ = b.recv() => {}
+    }
+}
+
+fn ms(us: u64) -> String {
+    format!("{:.2}ms", us as f64 / 1000.0)
+}
+
+fn progress_line(t: &Totals, phase: Phase, end_ms: u64, measure_end: u64, seconds: f64) -> String {
+    format!(
+        "[{:>5.1}s/{:.0}s {:?}] sent {:>8.0}/s answered {:>8.0}/s p50 {} p99 {} conns {} opened {} in flight {}   ",
+        end_ms as f64 / 1000.0,
+        measure_end as f64 / 1000.0,
+        phase,
+        t.engine.sent_qps,
+        t.queries.answered as f64 / seconds.max(1e-3),
+        ms(t.latency.p50_us),
+        ms(t.latency.p99_us),
+        t.connections.active,
+        t.connections.opened,
+        t.queries.in_flight,
+    )
+}
+
+fn human_summary(m: &Totals, qps: f64, a: &Accounting, kept_up: bool, busy: f64) -> String {
+    let q = &m.queries;
+    let cpu_per_query = (m.engine.cpu_user_us + m.engine.cpu_system_us) as f64 / q.answered.max(1) as f64;
+    format!(
+        "answered {} of {} sent ({:.1} qps), timed out {}, failed {} {:?}\n\
+         latency p50 {} p90 {} p99 {} max {}; set-up p50 {} p99 {}\n\
+         connections opened {} established {}, handshakes full {} resumed {}, closed by client {:?} by server {:?}\n\
+         generator {:.2} CPU-µs per answer, {:.0} % busy, kept up: {}; accounting balanced: {}",
+        q.answered,
+        q.sent,
+        qps,
+        q.timed_out,
+        q.failed_total,
+        q.failed,
+        ms(m.latency.p50_us),
+        ms(m.latency.p90_us),
+        ms(m.latency.p99_us),
+        ms(m.latency.max_us),
+        ms(m.setup_latency.p50_us),
+        ms(m.setup_latency.p99_us),
+        m.connections.opened,
+        m.connections.established,
+        m.handshakes.full,
+        m.handshakes.resumed,
+        m.connections.closed_by_client,
+        m.connections.closed_by_server,
+        cpu_per_query,
+        busy * 100.0,
+        kept_up,
+        a.balanced,
+    )
+}

@@ -1,0 +1,105 @@
+//! UDP: one connected socket per slot, queries matched by ID.
+
+use super::ctx::{Ctx, Schedule, Stop};
+use super::window::Window;
+use dnscost_stats::ErrorKind;
+use dnscost_wire::parse_response;
+use std::rc::Rc;
+
+/// Sends one slot's queries over its own socket until the run stops.
+pub async fn run_slot(ctx: Rc<Ctx>, mut sched: Schedule, sock: tokio::net::UdpSocket, first_id: u16) {
+    let plan = ctx.plan.clone();
+    let timeout = plan.timeout_ns;
+    let mut window = Window::new(plan.config.in_flight as usize, first_id);
+    let mut stop = ctx.stop.clone();
+    let mut out = Vec::with_capacity(512);
+    let mut buf = vec![0u8; 65_536];
+    let sleep = tokio::time::sleep_until(ctx.instant(u64::MAX));
+    tokio::pin!(sleep);
+    loop {
+        let now = ctx.now();
+        let state = *stop.borrow_and_update();
+        if state == Stop::Abort {
+            let n = window.clear();
+            ctx.counters.borrow_mut().aborted += n;
+            ctx.sub_in_flight(n);
+            return;
+        }
+        let expired = window.expire(now.saturating_sub(timeout));
+        if expired > 0 {
+            ctx.counters.borrow_mut().timed_out += expired;
+            ctx.sub_in_flight(expired);
+        }
+        if state == Stop::Running {
+            sched.expire_unsent(now, timeout, &mut ctx.counters.borrow_mut());
+            while !window.is_full() && sched.due(now) {
+                let intended = sched.take(now, &mut ctx.counters.borrow_mut());
+                let q = ctx.next_query();
+                let id = window.insert(intended, q).expect("window has room");
+                out.clear();
+                plan.queries.get(q).write(id, &mut out);
+                let mut sent = sock.try_send(&out);
+                if sent.as_ref().is_err_and(|e| e.kind() == std::io::ErrorKind::WouldBlock) {
+                    // Readiness not known yet, or the send buffer is full: wait for room.
+                    sent = sock.send(&out).await;
+                }
+                let mut c = ctx.counters.borrow_mut();
+                match sent {
+                    Ok(n) => {
+                        c.sent += 1;
+                        c.packets_sent += 1;
+                        c.bytes_sent += n as u64;
+                        ctx.add_in_flight(1);
+                    }
+                    Err(_) => {
+                        window.remove(id);
+                        c.fail(ErrorKind::Connect, 1);
+                    }
+                }
+            }
+        }
+        loop {
+            match sock.try_recv(&mut buf) {
+                Ok(n) => {
+                    let now = ctx.now();
+                    let mut c = ctx.counters.borrow_mut();
+                    c.packets_received += 1;
+                    c.bytes_received += n as u64;
+                    let msg = &buf[..n];
+                    let Some(id) = msg.get(..2).map(|b| u16::from_be_bytes([b[0], b[1]])) else { continue };
+                    let Some(o) = window.remove(id) else { continue };
+                    ctx.sub_in_flight(1);
+                    match parse_response(msg, Some(plan.queries.get(o.query).question())) {
+                        Ok(r) if r.truncated => c.fail(ErrorKind::Truncated, 1),
+                        Ok(r) => c.answer(r.rcode, now.saturating_sub(o.intended) / 1000),
+                        Err(_) => c.fail(ErrorKind::Malformed, 1),
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+                    ctx.counters.borrow_mut().conn_fail(ErrorKind::Refused);
+                }
+                Err(_) => break,
+            }
+        }
+        if state == Stop::Drain && window.len() == 0 {
+            return;
+        }
+        let mut wake = u64::MAX;
+        if let Some(oldest) = window.oldest() {
+            wake = wake.min(oldest + timeout);
+        }
+        if state == Stop::Running && !window.is_full() {
+            if let Some(next) = sched.next_due(now) {
+                wake = wake.min(next);
+            }
+        }
+        sleep.as_mut().reset(ctx.instant(wake));
+        tokio::select! {
+            biased;
+            r = sock.readable() => { if r.is_err() { tokio::task::yield_now().await; } }
+            _ = &mut sleep => {}
+            r = stop.changed() => { if r.is_err() { return; } }
+        }
+    }
+}

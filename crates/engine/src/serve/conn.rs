@@ -1,0 +1,267 @@
+//! The life of a served connection: its record, the registry that ends every open connection
+//! at shutdown, and the log that writes one JSON line per closed connection.
+
+use dnscost_stats::{ConnectionRecord, Record};
+use std::collections::HashMap;
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{mpsc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::sync::oneshot;
+
+/// What one connection did, filled in as it lives.
+#[derive(Debug, Clone)]
+pub struct Conn {
+    pub id: u64,
+    pub transport: &'static str,
+    pub local: SocketAddr,
+    pub peer: SocketAddr,
+    pub opened_us: u64,
+    pub established_us: Option<u64>,
+    /// `none`, `full` or `resumed`.
+    pub handshake: &'static str,
+    pub tls_version: Option<&'static str>,
+    pub queries: u64,
+    pub answers: u64,
+}
+
+/// Who ended a connection and how.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ending {
+    /// The client did: `fin`, `close_notify`, `rst`, `goaway`, `tls_alert` or `error`, with
+    /// the error for the last two.
+    Client(&'static str, Option<String>),
+    /// The server's policy: `max_queries`, `idle`, `max_age` or `end`.
+    Server(&'static str),
+}
+
+impl Ending {
+    /// Classifies a read or handshake error.
+    pub fn from_io(e: &std::io::Error) -> Ending {
+        use std::io::ErrorKind::*;
+        match e.kind() {
+            ConnectionReset | ConnectionAborted => Ending::Client("rst", None),
+            UnexpectedEof | BrokenPipe => Ending::Client("fin", None),
+            // tokio-rustls reports TLS failures (alerts received or sent) as InvalidData.
+            InvalidData => Ending::Client("tls_alert", Some(e.to_string())),
+            _ => Ending::Client("error", Some(e.to_string())),
+        }
+    }
+}
+
+/// Open connections, so that a shutdown can end each of them.
+#[derive(Debug, Default)]
+pub struct Registry {
+    inner: Mutex<RegistryInner>,
+    next_id: AtomicU64,
+    live: AtomicU64,
+}
+
+#[derive(Debug, Default)]
+struct RegistryInner {
+    closed: bool,
+    /// Signals of the connections not told to end yet.
+    open: HashMap<u64, oneshot::Sender<()>>,
+}
+
+impl Registry {
+    /// A new connection's id, and the signal that tells it to end; `None` once shutting down.
+    pub fn register(&self) -> (u64, Option<oneshot::Receiver<()>>) {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        if inner.closed {
+            return (id, None);
+        }
+        let (tx, rx) = oneshot::channel();
+        inner.open.insert(id, tx);
+        self.live.fetch_add(1, Ordering::AcqRel);
+        (id, Some(rx))
+    }
+
+    /// Called by a connection once its record is written.
+    pub fn unregister(&self, id: u64) {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner()).open.remove(&id);
+        self.live.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    /// Refuses new connections and tells every open one to end.
+    pub fn close_all(&self) {
+        let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        inner.closed = true;
+        for (_, tx) in inner.open.drain() {
+            let _ = tx.send(());
+        }
+    }
+
+    /// Connections registered and not yet unregistered.
+    pub fn live(&self) -> u64 {
+        self.live.load(Ordering::Acquire)
+    }
+}
+
+enum Msg {
+    Record(Box<ConnectionRecord>),
+    Stop,
+}
+
+/// Writes one JSON line per closed connection from its own thread; flushes at least once a
+/// second and at the end.
+pub struct ConnLog {
+    tx: mpsc::Sender<Msg>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl ConnLog {
+    pub fn create(path: PathBuf) -> std::io::Result<Self> {
+        let file = std::fs::File::create(&path)?;
+        let (tx, rx) = mpsc::channel::<Msg>();
+        let thread = std::thread::Builder::new().name("connections-log".into()).spawn(move || {
+            let mut w = std::io::BufWriter::with_capacity(64 * 1024, file);
+            let mut dirty = false;
+            let mut last_flush = Instant::now();
+            let mut failed = false;
+            let report = |e: std::io::Error, failed: &mut bool| {
+                if !*failed {
+                    eprintln!("dnscost-engine: {}: {e}", path.display());
+                    *failed = true;
+                }
+            };
+            loop {
+                let wait = Duration::from_secs(1).saturating_sub(last_flush.elapsed());
+                match rx.recv_timeout(wait) {
+                    Ok(Msg::Record(r)) => {
+                        let line = serde_json::to_vec(&Record::Connection(*r)).expect("records serialise");
+                        if let Err(e) = w.write_all(&line).and_then(|_| w.write_all(b"\n")) {
+                            report(e, &mut failed);
+                        }
+                        dirty = true;
+                    }
+                    Ok(Msg::Stop) | Err(mpsc::RecvTimeoutError::Disconnected) => break,
+                    Err(mpsc::RecvTimeoutError::Timeout) => {}
+                }
+                if dirty && last_flush.elapsed() >= Duration::from_secs(1) {
+                    if let Err(e) = w.flush() {
+                        report(e, &mut failed);
+                    }
+                    dirty = false;
+                    last_flush = Instant::now();
+                } else if !dirty {
+                    last_flush = Instant::now();
+                }
+            }
+            if let Err(e) = w.flush() {
+                report(e, &mut failed);
+            }
+        })?;
+        Ok(Self { tx, thread: Some(thread) })
+    }
+
+    /// A handle for connections to send their records through.
+    pub fn sender(&self) -> LogSender {
+        LogSender(self.tx.clone())
+    }
+
+    /// Writes what was sent and flushes.
+    pub fn finish(mut self) {
+        let _ = self.tx.send(Msg::Stop);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Sends records to the [`ConnLog`] thread.
+#[derive(Clone)]
+pub struct LogSender(mpsc::Sender<Msg>);
+
+impl LogSender {
+    pub fn write(&self, r: ConnectionRecord) {
+        let _ = self.0.send(Msg::Record(Box::new(r)));
+    }
+}
+
+impl Conn {
+    /// The record of this connection, closed at `closed_us` with `bytes` (sent, received).
+    pub fn record(&self, ending: Ending, closed_us: u64, bytes: (u64, u64)) -> ConnectionRecord {
+        let (closed_by, close, error) = match ending {
+            Ending::Client(how, error) => ("client", how, error),
+            Ending::Server(why) => ("server", why, None),
+        };
+        ConnectionRecord {
+            role: "server".into(),
+            transport: self.transport.into(),
+            id: self.id,
+            local_address: self.local.to_string(),
+            peer_address: self.peer.to_string(),
+            opened_us: self.opened_us,
+            established_us: self.established_us,
+            closed_us,
+            handshake: self.handshake.into(),
+            tls_version: self.tls_version.map(Into::into),
+            queries: self.queries,
+            answers: self.answers,
+            bytes_sent: bytes.0,
+            bytes_received: bytes.1,
+            closed_by: closed_by.into(),
+            close: close.into(),
+            error,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn registry_ends_open_connections_and_refuses_new_ones() {
+        let r = Registry::default();
+        let (a, rx_a) = r.register();
+        let (b, rx_b) = r.register();
+        assert_ne!(a, b);
+        let (mut rx_a, mut rx_b) = (rx_a.unwrap(), rx_b.unwrap());
+        r.unregister(b);
+        assert_eq!(r.live(), 1);
+        r.close_all();
+        assert!(rx_a.try_recv().is_ok());
+        assert!(rx_b.try_recv().is_err());
+        assert!(r.register().1.is_none());
+    }
+
+    #[test]
+    fn log_writes_one_line_per_connection() {
+        let path = std::env::temp_dir().join(format!("dnscost-serve-log-{}.jsonl", std::process::id()));
+        let log = ConnLog::create(path.clone()).unwrap();
+        let conn = Conn {
+            id: 3,
+            transport: "dot",
+            local: "127.0.0.1:853".parse().unwrap(),
+            peer: "127.0.0.1:40000".parse().unwrap(),
+            opened_us: 10,
+            established_us: Some(20),
+            handshake: "resumed",
+            tls_version: Some("1.3"),
+            queries: 5,
+            answers: 5,
+        };
+        let tx = log.sender();
+        tx.write(conn.record(Ending::Client("close_notify", None), 30, (100, 200)));
+        tx.write(conn.record(Ending::Server("idle"), 40, (0, 0)));
+        log.finish();
+        let text = std::fs::read_to_string(&path).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        let lines: Vec<serde_json::Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        assert_eq!(lines.len(), 2);
+        assert_eq!(lines[0]["type"], "connection");
+        assert_eq!(lines[0]["role"], "server");
+        assert_eq!(lines[0]["closed_by"], "client");
+        assert_eq!(lines[0]["close"], "close_notify");
+        assert_eq!(lines[0]["handshake"], "resumed");
+        assert_eq!(lines[0]["bytes_sent"], 100);
+        assert_eq!(lines[1]["closed_by"], "server");
+        assert_eq!(lines[1]["close"], "idle");
+        assert!(serde_json::from_str::<Record>(text.lines().next().unwrap()).is_ok());
+    }
+}

@@ -1,0 +1,119 @@
+//! `--listen` addresses: `udp://ADDR:PORT`, `tcp://…`, `dot://…`, `doh://ADDR:PORT[/path]`.
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::str::FromStr;
+
+/// The carrier a listener serves, named by its one token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Carrier {
+    Udp,
+    Tcp,
+    Dot,
+    Doh,
+}
+
+impl Carrier {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Carrier::Udp => "udp",
+            Carrier::Tcp => "tcp",
+            Carrier::Dot => "dot",
+            Carrier::Doh => "doh",
+        }
+    }
+
+    pub fn uses_tls(self) -> bool {
+        matches!(self, Carrier::Dot | Carrier::Doh)
+    }
+}
+
+/// Where and how to listen.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListenUrl {
+    pub carrier: Carrier,
+    /// Port 0 picks a free port.
+    pub addr: SocketAddr,
+    /// The DoH path (`/dns-query` unless given); empty for the other carriers.
+    pub path: String,
+}
+
+/// Path DoH answers on unless the URL names another (RFC 8484 §7 examples).
+pub const DEFAULT_DOH_PATH: &str = "/dns-query";
+
+impl FromStr for ListenUrl {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        let (scheme, rest) = s
+            .split_once("://")
+            .ok_or_else(|| format!("{s:?}: expected udp://, tcp://, dot:// or doh:// followed by ADDRESS:PORT"))?;
+        let carrier = match scheme.to_ascii_lowercase().as_str() {
+            "udp" => Carrier::Udp,
+            "tcp" => Carrier::Tcp,
+            "dot" => Carrier::Dot,
+            "doh" => Carrier::Doh,
+            other => return Err(format!("{s:?}: unknown transport {other:?} (udp, tcp, dot or doh)")),
+        };
+        // The authority ends at the first '/' (an IPv6 address is bracketed and has none).
+        let (authority, path) = match rest.find('/') {
+            Some(i) => (&rest[..i], &rest[i..]),
+            None => (rest, ""),
+        };
+        let addr: SocketAddr = authority
+            .parse()
+            .map_err(|_| format!("{s:?}: {authority:?} is not IP:PORT (examples: 127.0.0.1:853, [::1]:0)"))?;
+        let path = match carrier {
+            Carrier::Doh if path.is_empty() || path == "/" => DEFAULT_DOH_PATH.to_string(),
+            Carrier::Doh if path.contains(['?', '#']) || path.contains(char::is_whitespace) => {
+                return Err(format!("{s:?}: the DoH path must not have a query, fragment or spaces"))
+            }
+            Carrier::Doh => path.to_string(),
+            _ if path.is_empty() => String::new(),
+            _ => return Err(format!("{s:?}: only doh:// takes a path")),
+        };
+        Ok(ListenUrl { carrier, addr, path })
+    }
+}
+
+impl fmt::Display for ListenUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}://{}{}", self.carrier.as_str(), self.addr, self.path)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_parse() {
+        let u: ListenUrl = "udp://127.0.0.1:5353".parse().unwrap();
+        assert_eq!((u.carrier, u.addr, u.path.as_str()), (Carrier::Udp, "127.0.0.1:5353".parse().unwrap(), ""));
+        let u: ListenUrl = "TCP://[::1]:0".parse().unwrap();
+        assert_eq!((u.carrier, u.addr.port(), u.addr.is_ipv6()), (Carrier::Tcp, 0, true));
+        let u: ListenUrl = "dot://0.0.0.0:853".parse().unwrap();
+        assert!(u.carrier.uses_tls());
+        let u: ListenUrl = "doh://127.0.0.1:443".parse().unwrap();
+        assert_eq!(u.path, "/dns-query");
+        assert_eq!(u.to_string(), "doh://127.0.0.1:443/dns-query");
+        let u: ListenUrl = "doh://[::1]:8443/resolve/v1".parse().unwrap();
+        assert_eq!((u.addr.to_string().as_str(), u.path.as_str()), ("[::1]:8443", "/resolve/v1"));
+    }
+
+    #[test]
+    fn bad_urls_say_why() {
+        for (url, why) in [
+            ("127.0.0.1:53", "expected udp://"),
+            ("quic://127.0.0.1:853", "unknown transport"),
+            ("udp://localhost:53", "is not IP:PORT"),
+            ("udp://127.0.0.1", "is not IP:PORT"),
+            ("tcp://::1:53", "is not IP:PORT"),
+            ("tcp://127.0.0.1:53/x", "only doh://"),
+            ("doh://127.0.0.1:443/q?dns=1", "must not have a query"),
+        ] {
+            let e = url.parse::<ListenUrl>().unwrap_err();
+            assert!(e.contains(why), "{url}: {e}");
+        }
+    }
+}

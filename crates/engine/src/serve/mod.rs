@@ -1,0 +1,523 @@
+//! `serve`: a reference DNS responder over udp, tcp, dot and doh that logs every connection's
+//! life and can enforce server policies (max queries per connection, idle timeout, max age).
+//!
+//! Answers come from [`zone::Responder`] (pure); each carrier has its module ([`udp`],
+//! [`stream`] for tcp and dot, [`doh`]); [`conn`] holds what every connection shares: its
+//! record, the registry that ends it at shutdown and the connections log.
+
+mod conn;
+mod doh;
+mod listen;
+mod stream;
+mod udp;
+mod zone;
+
+use crate::EngineError;
+use conn::{ConnLog, Ending, LogSender, Registry};
+use dnscost_transport::socket;
+use listen::{Carrier, ListenUrl};
+use std::future::Future;
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::sync::oneshot;
+use tokio::time::{Instant, Sleep};
+use zone::{Responder, Synthetic, Zone};
+
+/// Answer DNS over udp, tcp, dot and doh, logging every connection's life.
+#[derive(clap::Args, Debug)]
+pub struct ServeArgs {
+    /// Where to listen: udp://ADDR:PORT, tcp://ADDR:PORT, dot://ADDR:PORT or
+    /// doh://ADDR:PORT[/path] (default path /dns-query). Port 0 picks a free port; IPv6 as
+    /// udp://[::1]:0. Repeatable.
+    #[arg(long = "listen", value_name = "URL", required = true)]
+    pub listen: Vec<ListenUrl>,
+    /// Server certificate chain (PEM) for dot and doh. Without it, a CA and a certificate for
+    /// localhost, 127.0.0.1 and ::1 are generated.
+    #[arg(long, value_name = "FILE", requires = "key")]
+    pub cert: Option<PathBuf>,
+    /// Private key (PEM) of --cert.
+    #[arg(long, value_name = "FILE", requires = "cert")]
+    pub key: Option<PathBuf>,
+    /// Write the generated CA certificate (PEM) here, for clients to trust.
+    #[arg(long, value_name = "FILE", conflicts_with = "cert")]
+    pub ca_out: Option<PathBuf>,
+    /// Number of synthetic names q<digits>.<tld>. answered (0: none).
+    #[arg(long, value_name = "N", default_value_t = 10_000)]
+    pub synthetic: u64,
+    /// The TLD of the synthetic names.
+    #[arg(long, value_name = "NAME", default_value = "test")]
+    pub tld: String,
+    /// TTL of synthetic answers, and default TTL of the zone file, in seconds.
+    #[arg(long, value_name = "SECONDS", default_value_t = 86_400)]
+    pub ttl: u32,
+    /// A master-file zone served authoritatively (with the synthetic names, which it overrides).
+    #[arg(long, value_name = "FILE")]
+    pub zone: Option<PathBuf>,
+    /// Close a tcp/dot connection after answering its N-th query (doh: send GOAWAY). 0: never.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub max_queries_per_connection: u64,
+    /// Close a connection that carried no query for this long (10s, 500ms). 0: never.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub idle_timeout: Option<Duration>,
+    /// Close a connection this long after it opened. 0: never.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub max_connection_age: Option<Duration>,
+    /// Write one JSON line per closed tcp/dot/doh connection to this file.
+    #[arg(long, value_name = "FILE")]
+    pub connections_log: Option<PathBuf>,
+    /// Runtime worker threads (UDP: one socket per thread).
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub threads: u16,
+    /// Pin the worker threads to these CPUs, in turn (0-3,8).
+    #[arg(long, value_name = "LIST", value_parser = parse_cpus)]
+    pub cpus: Option<Cpus>,
+}
+
+/// A list of CPU numbers.
+#[derive(Debug, Clone)]
+pub struct Cpus(Vec<u32>);
+
+fn parse_cpus(s: &str) -> Result<Cpus, String> {
+    let cpus = dnscost_load::parse_cpus(s)?;
+    if cpus.is_empty() {
+        return Err("no CPU given".into());
+    }
+    Ok(Cpus(cpus))
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    dnscost_load::parse_duration_ms(s).map(Duration::from_millis)
+}
+
+/// What the server enforces on connections.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Policy {
+    /// 0: unlimited.
+    pub max_queries: u64,
+    pub idle: Option<Duration>,
+    pub max_age: Option<Duration>,
+}
+
+/// Everything the listeners and connections share.
+pub(crate) struct Shared {
+    pub responder: Responder,
+    pub policy: Policy,
+    pub registry: Registry,
+    pub log: Option<LogSender>,
+    pub start: Instant,
+}
+
+impl Shared {
+    /// Microseconds since the server started.
+    pub fn now_us(&self) -> u64 {
+        self.start.elapsed().as_micros() as u64
+    }
+
+    /// Writes the record of a closed connection and forgets it.
+    pub fn closed(&self, conn: &conn::Conn, ending: Ending, bytes: (u64, u64), registered: bool) {
+        if let Some(log) = &self.log {
+            log.write(conn.record(ending, self.now_us(), bytes));
+        }
+        if registered {
+            self.registry.unregister(conn.id);
+        }
+    }
+}
+
+/// Runs `serve` to the end (SIGINT or SIGTERM).
+pub fn main(args: ServeArgs) -> Result<ExitCode, EngineError> {
+    let responder = responder(&args)?;
+    let tls = tls_material(&args)?;
+    let log = match &args.connections_log {
+        Some(path) => Some(ConnLog::create(path.clone()).map_err(|e| EngineError::file(path, e))?),
+        None => None,
+    };
+    let threads = usize::from(args.threads);
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    builder.worker_threads(threads).enable_all().thread_name("serve");
+    if let Some(Cpus(cpus)) = args.cpus.clone() {
+        let next = AtomicUsize::new(0);
+        builder.on_thread_start(move || {
+            let cpu = cpus[next.fetch_add(1, Ordering::Relaxed) % cpus.len()];
+            if let Err(e) = socket::pin_thread(cpu) {
+                eprintln!("dnscost-engine: cannot pin a thread to CPU {cpu}: {e}");
+            }
+        });
+    }
+    let rt = builder.build()?;
+    let shared = Arc::new(Shared {
+        responder,
+        policy: Policy {
+            max_queries: args.max_queries_per_connection,
+            idle: args.idle_timeout.filter(|d| !d.is_zero()),
+            max_age: args.max_connection_age.filter(|d| !d.is_zero()),
+        },
+        registry: Registry::default(),
+        log: log.as_ref().map(ConnLog::sender),
+        start: Instant::now(),
+    });
+    let result = rt.block_on(run(&args.listen, threads, tls, shared));
+    rt.shutdown_timeout(Duration::from_secs(1));
+    if let Some(log) = log {
+        log.finish();
+    }
+    result.map(|()| ExitCode::SUCCESS)
+}
+
+fn responder(args: &ServeArgs) -> Result<Responder, EngineError> {
+    let synthetic = match args.synthetic {
+        0 => None,
+        n => Some(Synthetic::new(n, &args.tld, args.ttl).map_err(|e| EngineError::Address(format!("--tld: {e}")))?),
+    };
+    let zone = match &args.zone {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).map_err(|e| EngineError::file(path, e))?;
+            Some(Zone::parse(&text, args.ttl).map_err(|e| EngineError::file(path, e))?)
+        }
+        None => None,
+    };
+    Ok(Responder { synthetic, zone })
+}
+
+/// TLS server configurations for dot and doh (ALPN differs), when a listener needs them.
+struct TlsConfigs {
+    dot: Arc<rustls::ServerConfig>,
+    doh: Arc<rustls::ServerConfig>,
+}
+
+fn tls_material(args: &ServeArgs) -> Result<Option<TlsConfigs>, EngineError> {
+    if !args.listen.iter().any(|l| l.carrier.uses_tls()) {
+        return Ok(None);
+    }
+    let (chain, key) = match (&args.cert, &args.key) {
+        (Some(cert), Some(key)) => (dnscost_transport::tls::read_certs(cert)?, dnscost_transport::tls::read_key(key)?),
+        _ => {
+            let names = ["localhost", "127.0.0.1", "::1"].map(String::from);
+            let g = dnscost_transport::tls::generate(&names)?;
+            if let Some(path) = &args.ca_out {
+                std::fs::write(path, &g.ca_pem).map_err(|e| EngineError::file(path, e))?;
+            }
+            (g.chain, g.key)
+        }
+    };
+    let dot = dnscost_transport::tls::server_config(chain.clone(), key.clone_key(), vec![b"dot".to_vec()])?;
+    let doh = dnscost_transport::tls::server_config(chain, key, vec![b"h2".to_vec()])?;
+    Ok(Some(TlsConfigs { dot, doh }))
+}
+
+/// Socket buffers asked for on UDP listeners (the kernel caps them at rmem_max/wmem_max).
+const UDP_BUFFER: usize = 4 << 20;
+/// How long a shutdown waits for connections to end.
+const SHUTDOWN_WAIT: Duration = Duration::from_secs(5);
+
+/// The line printed for each listener once it is bound.
+#[derive(serde::Serialize)]
+struct Listening<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    transport: &'static str,
+    address: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    path: Option<&'a str>,
+}
+
+enum Bound {
+    Udp(Vec<tokio::net::UdpSocket>),
+    Stream(tokio::net::TcpListener),
+}
+
+async fn run(
+    listen: &[ListenUrl],
+    threads: usize,
+    tls: Option<TlsConfigs>,
+    shared: Arc<Shared>,
+) -> Result<(), EngineError> {
+    let cannot = |url: &ListenUrl, e: std::io::Error| EngineError::Address(format!("cannot listen on {url}: {e}"));
+    let mut bound = Vec::with_capacity(listen.len());
+    for url in listen {
+        let b = match url.carrier {
+            Carrier::Udp => {
+                let first = socket::udp_listen(url.addr, UDP_BUFFER).map_err(|e| cannot(url, e))?;
+                let addr = first.local_addr().map_err(|e| cannot(url, e))?;
+                let mut sockets = vec![first];
+                for _ in 1..threads {
+                    sockets.push(socket::udp_listen(addr, UDP_BUFFER).map_err(|e| cannot(url, e))?);
+                }
+                (addr, Bound::Udp(sockets))
+            }
+            _ => {
+                let l = socket::tcp_listen(url.addr, 4096).map_err(|e| cannot(url, e))?;
+                (l.local_addr().map_err(|e| cannot(url, e))?, Bound::Stream(l))
+            }
+        };
+        bound.push(b);
+    }
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut sigint = signal(SignalKind::interrupt())?;
+    let mut sigterm = signal(SignalKind::terminate())?;
+
+    let mut lines = String::new();
+    for (url, (addr, _)) in listen.iter().zip(&bound) {
+        let line = Listening {
+            kind: "listening",
+            transport: url.carrier.as_str(),
+            address: addr.to_string(),
+            path: (url.carrier == Carrier::Doh).then_some(url.path.as_str()),
+        };
+        lines.push_str(&serde_json::to_string(&line).expect("serialisable"));
+        lines.push('\n');
+    }
+    {
+        let mut out = std::io::stdout().lock();
+        let _ = out.write_all(lines.as_bytes()).and_then(|_| out.flush());
+    }
+
+    let mut tasks = Vec::new();
+    for (url, (_, b)) in listen.iter().zip(bound) {
+        match b {
+            Bound::Udp(sockets) => {
+                for s in sockets {
+                    tasks.push(tokio::spawn(udp::serve(s, shared.clone())));
+                }
+            }
+            Bound::Stream(l) => {
+                let tls = tls.as_ref().map(|t| if url.carrier == Carrier::Doh { t.doh.clone() } else { t.dot.clone() });
+                let carrier = url.carrier;
+                let path: Arc<str> = url.path.as_str().into();
+                tasks.push(tokio::spawn(stream::accept_loop(l, carrier, tls, path, shared.clone())));
+            }
+        }
+    }
+
+    tokio::select! {
+        _ = sigint.recv() => {}
+        _ = sigterm.recv() => {}
+    }
+    // Stop accepting, then end every open connection (each records "end").
+    for t in &tasks {
+        t.abort();
+    }
+    for t in tasks {
+        let _ = t.await;
+    }
+    shared.registry.close_all();
+    let deadline = Instant::now() + SHUTDOWN_WAIT;
+    while shared.registry.live() > 0 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    Ok(())
+}
+
+/// Deadlines of the idle and max-age policies, with one timer per connection that is only
+/// re-armed when it fires (queries just note their time).
+pub(crate) struct Timer {
+    idle: Option<Duration>,
+    max_age: Option<Duration>,
+    opened: Instant,
+    last: Instant,
+    sleep: Option<Pin<Box<Sleep>>>,
+}
+
+impl Timer {
+    pub fn new(policy: &Policy, opened: Instant) -> Self {
+        let mut t = Timer { idle: policy.idle, max_age: policy.max_age, opened, last: opened, sleep: None };
+        if let Some(at) = t.next() {
+            t.sleep = Some(Box::pin(tokio::time::sleep_until(at)));
+        }
+        t
+    }
+
+    fn next(&self) -> Option<Instant> {
+        let idle = self.idle.map(|d| self.last + d);
+        let age = self.max_age.map(|d| self.opened + d);
+        match (idle, age) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Notes activity (a query) at `now`.
+    pub fn touch(&mut self, now: Instant) {
+        self.last = now;
+    }
+
+    /// Resolves with `max_age` or `idle` when a policy says to close; never without policies.
+    pub async fn expired(&mut self) -> &'static str {
+        let Some(sleep) = self.sleep.as_mut() else {
+            return std::future::pending().await;
+        };
+        loop {
+            sleep.as_mut().await;
+            let now = Instant::now();
+            if self.max_age.is_some_and(|d| now >= self.opened + d) {
+                return "max_age";
+            }
+            if self.idle.is_some_and(|d| now >= self.last + d) {
+                return "idle";
+            }
+            let idle = self.idle.map(|d| self.last + d);
+            let age = self.max_age.map(|d| self.opened + d);
+            let next = idle.into_iter().chain(age).min().unwrap_or(now);
+            sleep.as_mut().reset(next);
+        }
+    }
+}
+
+/// Polls `fut` until it completes, the server shuts down, or a policy closes the connection.
+pub(crate) async fn guarded<F: Future>(
+    mut fut: Pin<&mut F>,
+    stop: &mut oneshot::Receiver<()>,
+    timer: &mut Timer,
+) -> Result<F::Output, Ending> {
+    tokio::select! {
+        biased;
+        _ = stop => Err(Ending::Server("end")),
+        why = timer.expired() => Err(Ending::Server(why)),
+        out = fut.as_mut() => Ok(out),
+    }
+}
+
+/// Bytes the kernel counted for a TCP connection, read just before its socket closes.
+#[derive(Debug, Default)]
+pub(crate) struct Tally {
+    sent: AtomicU64,
+    received: AtomicU64,
+}
+
+impl Tally {
+    pub fn get(&self) -> (u64, u64) {
+        (self.sent.load(Ordering::Acquire), self.received.load(Ordering::Acquire))
+    }
+}
+
+/// A TCP stream that reads TCP_INFO into its [`Tally`] when dropped, whoever drops it.
+pub(crate) struct Counted {
+    inner: tokio::net::TcpStream,
+    tally: Arc<Tally>,
+}
+
+impl Counted {
+    pub fn new(inner: tokio::net::TcpStream) -> (Self, Arc<Tally>) {
+        let tally = Arc::new(Tally::default());
+        (Counted { inner, tally: tally.clone() }, tally)
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        if let Some(c) = socket::tcp_counts(&self.inner) {
+            self.tally.sent.store(c.bytes_sent, Ordering::Release);
+            self.tally.received.store(c.bytes_received, Ordering::Release);
+        }
+    }
+}
+
+impl AsyncRead for Counted {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for Counted {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.get_mut().inner).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.get_mut().inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
+    }
+}
+
+/// The handshake kind and version of an established TLS connection.
+pub(crate) fn tls_info(session: &rustls::ServerConnection) -> (&'static str, Option<&'static str>) {
+    let kind = match session.handshake_kind() {
+        Some(rustls::HandshakeKind::Resumed) => "resumed",
+        _ => "full",
+    };
+    let version = session.protocol_version().map(|v| match v {
+        rustls::ProtocolVersion::TLSv1_3 => "1.3",
+        rustls::ProtocolVersion::TLSv1_2 => "1.2",
+        _ => "other",
+    });
+    (kind, version)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        serve: ServeArgs,
+    }
+
+    #[test]
+    fn arguments_parse() {
+        let cli = Cli::try_parse_from([
+            "serve",
+            "--listen",
+            "udp://127.0.0.1:0",
+            "--listen",
+            "doh://[::1]:0/q",
+            "--idle-timeout",
+            "500ms",
+            "--max-connection-age",
+            "2m",
+            "--cpus",
+            "0-2,5",
+            "--threads",
+            "2",
+        ])
+        .unwrap();
+        let a = cli.serve;
+        assert_eq!(a.listen.len(), 2);
+        assert_eq!(a.listen[1].path, "/q");
+        assert_eq!(a.idle_timeout, Some(Duration::from_millis(500)));
+        assert_eq!(a.max_connection_age, Some(Duration::from_secs(120)));
+        assert_eq!(a.cpus.unwrap().0, vec![0, 1, 2, 5]);
+        assert_eq!((a.synthetic, a.tld.as_str(), a.ttl), (10_000, "test", 86_400));
+        assert!(Cli::try_parse_from(["serve"]).is_err());
+        assert!(Cli::try_parse_from(["serve", "--listen", "udp://x:1"]).is_err());
+        assert!(Cli::try_parse_from(["serve", "--listen", "udp://127.0.0.1:0", "--cert", "c"]).is_err());
+        assert!(Cli::try_parse_from(["serve", "--listen", "udp://127.0.0.1:0", "--idle-timeout", "soon"]).is_err());
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn timer_fires_for_idle_and_age() {
+        let ms = Duration::from_millis;
+        let idle = Policy { max_queries: 0, idle: Some(ms(20)), max_age: Some(Duration::from_secs(3600)) };
+        let mut t = Timer::new(&idle, Instant::now());
+        t.touch(Instant::now());
+        assert_eq!(t.expired().await, "idle");
+        let age = Policy { max_queries: 0, idle: Some(Duration::from_secs(3600)), max_age: Some(ms(20)) };
+        let mut t = Timer::new(&age, Instant::now());
+        assert_eq!(t.expired().await, "max_age");
+        let mut none = Timer::new(&Policy::default(), Instant::now());
+        assert!(tokio::time::timeout(ms(50), none.expired()).await.is_err());
+    }
+}

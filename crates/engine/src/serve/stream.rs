@@ -1,0 +1,242 @@
+//! Stream carriers: the accept loop of tcp, dot and doh listeners, and the two-octet framed
+//! exchange of tcp and dot (RFC 7766, RFC 7858), pipelined: every query is answered as it
+//! arrives and all answers ready at once leave in one write.
+
+use super::conn::{Conn, Ending};
+use super::listen::Carrier;
+use super::{doh, guarded, tls_info, Counted, Shared, Timer};
+use dnscost_wire::{FrameDecoder, MAX_FRAME};
+use futures_util::FutureExt as _;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::sync::oneshot;
+use tokio::time::Instant;
+
+/// How long a connection the server closes may take to close from the client's side.
+pub const LINGER: Duration = Duration::from_secs(1);
+/// Answers gathered before they are written even if more queries are waiting.
+const WRITE_BATCH: usize = 64 * 1024;
+
+/// Accepts connections until the task is aborted; each one gets its own task.
+pub async fn accept_loop(
+    listener: tokio::net::TcpListener,
+    carrier: Carrier,
+    tls: Option<Arc<rustls::ServerConfig>>,
+    path: Arc<str>,
+    shared: Arc<Shared>,
+) {
+    let listen_addr = listener.local_addr().unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
+    loop {
+        let (sock, peer) = match listener.accept().await {
+            Ok(x) => x,
+            Err(_) => {
+                // Out of descriptors or a connection reset before accept: try again shortly.
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                continue;
+            }
+        };
+        let opened = Instant::now();
+        let _ = sock.set_nodelay(true);
+        let (id, stop) = shared.registry.register();
+        let conn = Conn {
+            id,
+            transport: carrier.as_str(),
+            local: sock.local_addr().unwrap_or(listen_addr),
+            peer,
+            opened_us: shared.now_us(),
+            established_us: None,
+            handshake: "none",
+            tls_version: None,
+            queries: 0,
+            answers: 0,
+        };
+        let Some(stop) = stop else {
+            // Shutting down: the connection ends as it starts.
+            let (sock, tally) = Counted::new(sock);
+            drop(sock);
+            shared.closed(&conn, Ending::Server("end"), tally.get(), false);
+            continue;
+        };
+        let shared = shared.clone();
+        match (carrier, &tls) {
+            (Carrier::Dot, Some(config)) => {
+                tokio::spawn(dot(shared, sock, conn, stop, opened, config.clone()));
+            }
+            (Carrier::Doh, Some(config)) => {
+                tokio::spawn(doh::serve(shared, sock, conn, stop, opened, config.clone(), path.clone()));
+            }
+            _ => {
+                tokio::spawn(tcp(shared, sock, conn, stop, opened));
+            }
+        }
+    }
+}
+
+async fn tcp(
+    shared: Arc<Shared>,
+    sock: tokio::net::TcpStream,
+    mut conn: Conn,
+    mut stop: oneshot::Receiver<()>,
+    opened: Instant,
+) {
+    let (mut s, tally) = Counted::new(sock);
+    conn.established_us = Some(conn.opened_us);
+    let mut timer = Timer::new(&shared.policy, opened);
+    let ending = exchange(&shared, &mut s, &mut conn, &mut stop, &mut timer, false).await;
+    close(&mut s, &ending).await;
+    drop(s);
+    shared.closed(&conn, ending, tally.get(), true);
+}
+
+async fn dot(
+    shared: Arc<Shared>,
+    sock: tokio::net::TcpStream,
+    mut conn: Conn,
+    mut stop: oneshot::Receiver<()>,
+    opened: Instant,
+    config: Arc<rustls::ServerConfig>,
+) {
+    let (s, tally) = Counted::new(sock);
+    let mut timer = Timer::new(&shared.policy, opened);
+    // Boxed so that dropping it closes the socket (and reads its counts) before the record.
+    let mut accept = Box::pin(tokio_rustls::TlsAcceptor::from(config).accept(s));
+    let mut tls = match guarded(accept.as_mut(), &mut stop, &mut timer).await {
+        Ok(Ok(tls)) => tls,
+        Ok(Err(e)) => {
+            drop(accept);
+            shared.closed(&conn, handshake_failure(&e), tally.get(), true);
+            return;
+        }
+        Err(ending) => {
+            drop(accept);
+            shared.closed(&conn, ending, tally.get(), true);
+            return;
+        }
+    };
+    conn.established_us = Some(shared.now_us());
+    (conn.handshake, conn.tls_version) = tls_info(tls.get_ref().1);
+    let ending = exchange(&shared, &mut tls, &mut conn, &mut stop, &mut timer, true).await;
+    close(&mut tls, &ending).await;
+    drop(tls);
+    shared.closed(&conn, ending, tally.get(), true);
+}
+
+/// A failed TLS handshake: what the client did, with the error always set.
+pub fn handshake_failure(e: &std::io::Error) -> Ending {
+    match Ending::from_io(e) {
+        Ending::Client(how, None) => Ending::Client(how, Some(format!("TLS handshake: {e}"))),
+        other => other,
+    }
+}
+
+/// Reads framed queries and writes framed answers until one side ends the connection.
+async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
+    shared: &Shared,
+    s: &mut S,
+    conn: &mut Conn,
+    stop: &mut oneshot::Receiver<()>,
+    timer: &mut Timer,
+    tls: bool,
+) -> Ending {
+    let max_queries = shared.policy.max_queries;
+    let mut frames = FrameDecoder::new(16 * 1024);
+    let mut out = Vec::with_capacity(16 * 1024);
+    loop {
+        let first = tokio::select! {
+            biased;
+            _ = &mut *stop => return Ending::Server("end"),
+            why = timer.expired() => return Ending::Server(why),
+            r = s.read(frames.spare()) => r,
+        };
+        out.clear();
+        let mut ended: Option<Ending> = None;
+        let mut limit = false;
+        let mut read = Some(first);
+        while let Some(r) = read.take() {
+            match r {
+                Ok(0) => ended = Some(Ending::Client(if tls { "close_notify" } else { "fin" }, None)),
+                Ok(n) => frames.advance(n),
+                Err(e) => ended = Some(Ending::from_io(&e)),
+            }
+            let before = conn.queries;
+            while let Some(frame) = frames.next_frame() {
+                let msg = match frame {
+                    Ok(msg) => msg,
+                    Err(e) => {
+                        ended = Some(Ending::Client("error", Some(e.to_string())));
+                        break;
+                    }
+                };
+                conn.queries += 1;
+                let at = out.len();
+                out.extend_from_slice(&[0, 0]);
+                match shared.responder.respond(msg, &mut out, MAX_FRAME) {
+                    Some(reply) if reply.len <= MAX_FRAME => {
+                        out[at..at + 2].copy_from_slice(&(reply.len as u16).to_be_bytes());
+                        conn.answers += 1;
+                    }
+                    _ => out.truncate(at),
+                }
+                if max_queries > 0 && conn.queries >= max_queries {
+                    limit = true;
+                    break;
+                }
+            }
+            if conn.queries > before {
+                timer.touch(Instant::now());
+            }
+            if limit || ended.is_some() || out.len() >= WRITE_BATCH {
+                break;
+            }
+            // Queries already received go out with these answers, in the same write.
+            read = s.read(frames.spare()).now_or_never();
+        }
+        if !out.is_empty() {
+            let written = tokio::select! {
+                biased;
+                _ = &mut *stop => return Ending::Server("end"),
+                r = write_flush(s, &out) => r,
+            };
+            if let Err(e) = written {
+                return ended.unwrap_or_else(|| Ending::from_io(&e));
+            }
+        }
+        if limit {
+            return Ending::Server("max_queries");
+        }
+        if let Some(ending) = ended {
+            return ending;
+        }
+    }
+}
+
+async fn write_flush<S: AsyncWrite + Unpin>(s: &mut S, data: &[u8]) -> std::io::Result<()> {
+    s.write_all(data).await?;
+    s.flush().await
+}
+
+/// Ends the connection from our side: after a server decision, close_notify (TLS) and FIN,
+/// then wait briefly for the client to close, discarding what it still sends; after the
+/// client's close_notify, answer with ours.
+async fn close<S: AsyncRead + AsyncWrite + Unpin>(s: &mut S, ending: &Ending) {
+    match ending {
+        Ending::Server(_) => {
+            let _ = tokio::time::timeout(LINGER, async {
+                let _ = s.shutdown().await;
+                let mut sink = [0u8; 2048];
+                while let Ok(n) = s.read(&mut sink).await {
+                    if n == 0 {
+                        break;
+                    }
+                }
+            })
+            .await;
+        }
+        Ending::Client("close_notify", _) => {
+            let _ = tokio::time::timeout(Duration::from_millis(200), s.shutdown()).await;
+        }
+        Ending::Client(..) => {}
+    }
+}

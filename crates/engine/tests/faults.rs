@@ -1,0 +1,273 @@
+//! Bad input and misbehaving servers: a clear error or a counted error kind, never a panic,
+//! never a lost count.
+
+mod common;
+
+use common::{generate, temp_dir, Server, ENGINE};
+use std::io::{Read, Write};
+use std::net::{TcpListener, UdpSocket};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+fn one_line_error(args: &[&str]) -> (i32, String) {
+    let out = Command::new(ENGINE).args(args).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!err.contains("panicked"), "{err}");
+    (out.status.code().unwrap_or(-1), err)
+}
+
+#[test]
+fn bad_configuration_is_one_clear_line() {
+    let dir = temp_dir("bad-config");
+    let bad = dir.join("bad.json");
+    std::fs::write(&bad, r#"{"transport":"tcp","target":"127.0.0.1:53","in_flight":0}"#).unwrap();
+    let (code, err) = one_line_error(&["generate", "--config", bad.to_str().unwrap()]);
+    assert_eq!(code, 2);
+    assert_eq!(err.trim(), "dnscost-engine: invalid configuration: in_flight: 0 is out of range 1..=65535");
+    std::fs::write(&bad, "{not json").unwrap();
+    let (code, err) = one_line_error(&["generate", "--config", bad.to_str().unwrap()]);
+    assert_eq!(code, 2);
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    let (code, err) =
+        one_line_error(&["generate", "--transport", "udp", "--target", "127.0.0.1:53", "--lifetime", "1q"]);
+    assert_eq!((code, err.trim()), (2, "dnscost-engine: invalid configuration: lifetime does not apply to udp"));
+    let (code, err) =
+        one_line_error(&["generate", "--transport", "dot", "--target", "127.0.0.1:853", "--ca", "/nonexistent.pem"]);
+    assert_eq!(code, 2);
+    assert!(err.starts_with("dnscost-engine: /nonexistent.pem:"), "{err}");
+    let (code, err) = one_line_error(&["generate", "--transport", "dot", "--target", "127.0.0.1:853"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("--ca FILE or --insecure"), "{err}");
+    let (code, _) = one_line_error(&["generate", "--transport", "udp", "--target", "no.such.host.invalid:53"]);
+    assert_eq!(code, 3);
+    let queries = dir.join("q.txt");
+    std::fs::write(&queries, "a.test A\nb.test NOPE\n").unwrap();
+    let (code, err) = one_line_error(&[
+        "generate",
+        "--transport",
+        "udp",
+        "--target",
+        "127.0.0.1:53",
+        "--queries",
+        queries.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 2);
+    assert!(err.trim().ends_with("line 2: unknown record type \"NOPE\""), "{err}");
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+#[test]
+fn unreachable_target_counts_refused_connections() {
+    let dir = temp_dir("refused");
+    let target = format!("127.0.0.1:{}", free_port());
+    let run = generate(
+        &dir,
+        &[
+            "--transport",
+            "tcp",
+            "--target",
+            &target,
+            "--rate",
+            "100",
+            "--duration",
+            "1s",
+            "--timeout",
+            "200ms",
+            "--quiet",
+        ],
+    );
+    assert!(run.status.success(), "{}", run.stderr);
+    let a = run.balanced();
+    assert_eq!(a["answered"], 0);
+    assert!(run.total("connections.failed.refused") > 3, "{}", run.summary());
+    assert!(run.total("queries.failed.unsent") > 50, "{}", run.summary());
+    assert!(run.connections.iter().all(|c| c["close"] == "error"));
+}
+
+#[test]
+fn wrong_ca_is_a_counted_tls_failure() {
+    let dir = temp_dir("wrong-ca");
+    let a = Server::start(&dir.join("a").tap_mkdir(), &[]);
+    let b = Server::start(&dir.join("b").tap_mkdir(), &[]);
+    let run = generate(
+        &dir,
+        &[
+            "--transport",
+            "dot",
+            "--target",
+            a.addr("dot"),
+            "--ca",
+            b.ca.to_str().unwrap(),
+            "--rate",
+            "50",
+            "--duration",
+            "500ms",
+            "--timeout",
+            "200ms",
+            "--quiet",
+        ],
+    );
+    assert!(run.status.success());
+    run.balanced();
+    assert!(run.total("connections.failed.tls") > 0, "{}", run.summary());
+    assert_eq!(run.total("queries.answered"), 0);
+    assert!(run.connections[0]["error"].as_str().unwrap().contains("certificate"), "{:?}", run.connections[0]);
+}
+
+trait TapMkdir {
+    fn tap_mkdir(self) -> Self;
+}
+
+impl TapMkdir for std::path::PathBuf {
+    fn tap_mkdir(self) -> Self {
+        std::fs::create_dir_all(&self).unwrap();
+        self
+    }
+}
+
+/// A TCP server that runs `handle` on each connection for a bounded time.
+fn misbehaving_tcp(handle: fn(std::net::TcpStream)) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    listener.set_nonblocking(true).unwrap();
+    std::thread::spawn(move || {
+        let end = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < end {
+            match listener.accept() {
+                Ok((s, _)) => {
+                    s.set_nonblocking(false).unwrap();
+                    std::thread::spawn(move || handle(s));
+                }
+                Err(_) => std::thread::sleep(Duration::from_millis(5)),
+            }
+        }
+    });
+    addr
+}
+
+#[test]
+fn server_resets_are_counted_not_lost() {
+    let dir = temp_dir("reset");
+    let addr = misbehaving_tcp(|mut s| {
+        let mut buf = [0u8; 64];
+        let _ = s.set_read_timeout(Some(Duration::from_secs(1)));
+        let _ = s.read(&mut buf);
+        socket2::SockRef::from(&s).set_linger(Some(Duration::ZERO)).unwrap();
+    });
+    let run = generate(
+        &dir,
+        &["--transport", "tcp", "--target", &addr, "--rate", "50", "--duration", "1s", "--timeout", "300ms", "--quiet"],
+    );
+    assert!(run.status.success(), "{}", run.stderr);
+    run.balanced();
+    assert!(run.total("queries.failed.connection_lost") > 0, "{}", run.summary());
+    assert!(run.total("connections.closed_by_server.rst") > 0, "{}", run.summary());
+}
+
+#[test]
+fn garbage_answers_are_counted_as_malformed() {
+    let dir = temp_dir("garbage");
+    let addr = misbehaving_tcp(|mut s| {
+        let mut buf = [0u8; 512];
+        let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+        while let Ok(n) = s.read(&mut buf) {
+            if n == 0 || n < 4 {
+                break;
+            }
+            // Echo the ID back inside a message that is not a DNS response.
+            let reply = [0, 5, buf[2], buf[3], 0xFF, 0xFF, 0xFF];
+            if s.write_all(&reply).is_err() {
+                break;
+            }
+        }
+    });
+    let run = generate(
+        &dir,
+        &[
+            "--transport",
+            "tcp",
+            "--target",
+            &addr,
+            "--rate",
+            "100",
+            "--duration",
+            "500ms",
+            "--timeout",
+            "300ms",
+            "--quiet",
+        ],
+    );
+    assert!(run.status.success(), "{}", run.stderr);
+    run.balanced();
+    assert!(run.total("queries.failed.malformed") > 20, "{}", run.summary());
+
+    let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let uaddr = udp.local_addr().unwrap().to_string();
+    std::thread::spawn(move || {
+        udp.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+        let mut buf = [0u8; 512];
+        for _ in 0..1000 {
+            let Ok((n, peer)) = udp.recv_from(&mut buf) else { break };
+            let reply = [buf[0], buf[1], 0x80, 0, 0xde, 0xad];
+            let _ = udp.send_to(&reply[..n.min(6)], peer);
+        }
+    });
+    let run = generate(
+        &dir,
+        &[
+            "--transport",
+            "udp",
+            "--target",
+            &uaddr,
+            "--rate",
+            "100",
+            "--duration",
+            "500ms",
+            "--timeout",
+            "300ms",
+            "--quiet",
+        ],
+    );
+    run.balanced();
+    assert!(run.total("queries.failed.malformed") > 20, "{}", run.summary());
+}
+
+#[test]
+fn interrupt_drains_and_writes_the_summary() {
+    let dir = temp_dir("sigint");
+    let server = Server::start(&dir, &[]);
+    let out = dir.join("out.jsonl");
+    let mut child = Command::new(ENGINE)
+        .args(["generate", "--transport", "dot", "--target", server.addr("dot"), "--ca", server.ca.to_str().unwrap()])
+        .args([
+            "--connections",
+            "4",
+            "--rate",
+            "500",
+            "--duration",
+            "60s",
+            "--quiet",
+            "--output",
+            out.to_str().unwrap(),
+        ])
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let started = Instant::now();
+    let status = child.wait().unwrap();
+    assert!(status.success());
+    assert!(started.elapsed() < Duration::from_secs(5));
+    let records = common::read_lines(&out);
+    assert_eq!(records[0]["type"], "start");
+    assert!(records.iter().any(|r| r["type"] == "interval"));
+    let summary = records.last().unwrap();
+    assert_eq!(summary["type"], "summary");
+    assert_eq!(summary["interrupted"], true);
+    assert_eq!(summary["accounting"]["balanced"], true);
+    assert!(summary["accounting"]["answered"].as_u64().unwrap() > 300);
+}

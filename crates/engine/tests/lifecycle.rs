@@ -1,0 +1,248 @@
+//! The connection-lifecycle model, checked from the server's side: for every connection
+//! transport and every knob, `generate` runs against `serve` on loopback and the assertions
+//! read the **server's** connection log, not the generator's own counters.
+
+mod common;
+
+use common::{generate, of_transport, temp_dir, Server};
+use serde_json::Value;
+
+fn target_args<'a>(server: &'a Server, transport: &'a str) -> Vec<&'a str> {
+    let mut a = vec!["--transport", transport, "--target", server.addr(transport), "--synthetic", "1000", "--quiet"];
+    if transport != "tcp" {
+        a.extend(["--ca", server.ca.to_str().unwrap()]);
+    }
+    a
+}
+
+fn queries(conns: &[&Value]) -> Vec<u64> {
+    conns.iter().map(|c| c["queries"].as_u64().unwrap()).collect()
+}
+
+/// What a graceful client close looks like to the server.
+fn graceful(transport: &str) -> &'static str {
+    match transport {
+        "tcp" => "fin",
+        "dot" => "close_notify",
+        _ => "goaway",
+    }
+}
+
+fn scenario(transport: &str, name: &str, server_flags: &[&str], flags: &[&str]) -> (common::Run, Vec<Value>) {
+    let dir = temp_dir(&format!("{transport}-{name}"));
+    let server = Server::start(&dir, server_flags);
+    let mut args = target_args(&server, transport);
+    args.extend_from_slice(flags);
+    let run = generate(&dir, &args);
+    assert!(run.status.success(), "{transport} {name}: {}", run.stderr);
+    run.balanced();
+    let log = server.stop();
+    let conns = of_transport(&log, transport).into_iter().cloned().collect();
+    (run, conns)
+}
+
+fn lifecycle(transport: &str) {
+    let tls = transport != "tcp";
+
+    // Persistent connections: exactly N, carrying every answered query, closed by the client.
+    let (run, conns) =
+        scenario(transport, "forever", &[], &["--connections", "3", "--rate", "300", "--duration", "1s"]);
+    let c: Vec<&Value> = conns.iter().collect();
+    assert_eq!(c.len(), 3, "{c:?}");
+    assert_eq!(queries(&c).iter().sum::<u64>(), run.total("queries.answered"));
+    assert!(run.total("queries.answered") >= 280, "{}", run.summary());
+    for conn in &c {
+        assert_eq!(conn["closed_by"], "client");
+        assert_eq!(conn["close"], graceful(transport));
+        assert_eq!(conn["handshake"], if tls { "full" } else { "none" });
+    }
+
+    // One query per connection.
+    let (run, conns) =
+        scenario(transport, "1q", &[], &["--connections", "2", "--lifetime", "1q", "--rate", "40", "--duration", "1s"]);
+    let answered = run.total("queries.answered");
+    assert!(answered >= 38, "{}", run.summary());
+    assert_eq!(conns.len() as u64, answered, "one connection per answered query");
+    assert!(conns.iter().all(|c| c["queries"] == 1 && c["closed_by"] == "client"), "{conns:?}");
+
+    // Lifetime in time: connections last about a second each.
+    let (_, conns) = scenario(
+        transport,
+        "1s",
+        &[],
+        &["--connections", "2", "--lifetime", "1s", "--rate", "100", "--duration", "2500ms"],
+    );
+    assert!(conns.len() >= 5, "{}", conns.len());
+    let full: Vec<u64> = conns
+        .iter()
+        .map(|c| c["closed_us"].as_u64().unwrap() - c["opened_us"].as_u64().unwrap())
+        .filter(|d| *d >= 900_000)
+        .collect();
+    assert!(full.len() >= 4, "{conns:?}");
+    assert!(full.iter().all(|d| *d < 1_400_000), "{full:?}");
+
+    // Idle timeout: a query every 250 ms, idle close after 50 ms: one connection per query.
+    let (run, conns) = scenario(
+        transport,
+        "idle",
+        &[],
+        &["--connections", "1", "--idle-timeout", "50ms", "--rate", "4", "--duration", "1s"],
+    );
+    assert_eq!(conns.len() as u64, run.total("queries.answered"));
+    assert!(conns.len() >= 3);
+    assert!(conns.iter().all(|c| c["queries"] == 1 && c["closed_by"] == "client"));
+    let idle = run.summary()["total"]["connections"]["closed_by_client"]["idle"].as_u64().unwrap();
+    assert!(idle + 1 >= conns.len() as u64 && idle <= conns.len() as u64, "{idle} idle closes");
+
+    // Open-rate cap: one query per connection as fast as possible, at most 20 openings/s.
+    let (_, conns) = scenario(
+        transport,
+        "open-rate",
+        &[],
+        &["--connections", "4", "--lifetime", "1q", "--rate", "max", "--open-rate", "20", "--duration", "1s"],
+    );
+    assert!((15..=23).contains(&conns.len()), "{} connections opened", conns.len());
+
+    // Pipelining / concurrent streams: one connection carries everything.
+    let (run, conns) = scenario(
+        transport,
+        "in-flight",
+        &[],
+        &["--connections", "1", "--in-flight", "8", "--rate", "max", "--duration", "500ms"],
+    );
+    assert_eq!(conns.len(), 1);
+    assert_eq!(conns[0]["queries"].as_u64().unwrap(), run.total("queries.answered"));
+    assert!(run.total("queries.answered") > 100);
+
+    // Close modes as the server sees them.
+    for (mode, seen) in [("fin", "fin"), ("rst", "rst")] {
+        let (_, conns) = scenario(
+            transport,
+            mode,
+            &[],
+            &["--connections", "1", "--lifetime", "2q", "--close", mode, "--rate", "20", "--duration", "500ms"],
+        );
+        assert!(!conns.is_empty());
+        assert!(conns.iter().filter(|c| c["queries"] == 2).all(|c| c["close"] == seen), "{mode}: {conns:?}");
+    }
+
+    // Server policy: the server closes after 5 queries; the generator reconnects.
+    let (run, conns) = scenario(
+        transport,
+        "max-queries",
+        &["--max-queries-per-connection", "5"],
+        &["--connections", "1", "--in-flight", "1", "--rate", "100", "--duration", "1s"],
+    );
+    assert!(conns.len() >= 15, "{}", conns.len());
+    assert!(conns.iter().all(|c| c["queries"].as_u64().unwrap() <= 5));
+    assert!(conns.iter().filter(|c| c["closed_by"] == "server").count() >= conns.len() - 1);
+    let by_server = &run.summary()["total"]["connections"]["closed_by_server"];
+    assert!(by_server.as_object().is_some_and(|m| !m.is_empty()), "{}", run.summary());
+}
+
+fn resumption(transport: &str) {
+    // Resumption 0: every handshake full. Resumption 1: every reconnection resumes.
+    let (run, conns) = scenario(
+        transport,
+        "resume0",
+        &[],
+        &["--connections", "1", "--lifetime", "2q", "--rate", "40", "--duration", "1s", "--resumption", "0"],
+    );
+    assert!(conns.len() >= 15);
+    assert!(conns.iter().all(|c| c["handshake"] == "full"), "{conns:?}");
+    assert_eq!(run.total("handshakes.resumed"), 0);
+    let (run, conns) = scenario(
+        transport,
+        "resume1",
+        &[],
+        &["--connections", "1", "--lifetime", "2q", "--rate", "40", "--duration", "1s", "--resumption", "1"],
+    );
+    assert!(conns.len() >= 15);
+    let mut by_open: Vec<&Value> = conns.iter().collect();
+    by_open.sort_by_key(|c| c["opened_us"].as_u64());
+    assert_eq!(by_open[0]["handshake"], "full");
+    assert!(by_open[1..].iter().all(|c| c["handshake"] == "resumed"), "{by_open:?}");
+    assert_eq!(run.total("handshakes.full"), 1, "{}", run.summary());
+    // Half: about half of the reconnections resume.
+    let (_, conns) = scenario(
+        transport,
+        "resume-half",
+        &[],
+        &["--connections", "1", "--lifetime", "1q", "--rate", "100", "--duration", "1s", "--resumption", "0.5"],
+    );
+    let resumed = conns.iter().filter(|c| c["handshake"] == "resumed").count() as f64 / conns.len() as f64;
+    assert!((0.3..=0.7).contains(&resumed), "{resumed}");
+}
+
+#[test]
+fn tcp_lifecycle() {
+    lifecycle("tcp");
+}
+
+#[test]
+fn dot_lifecycle() {
+    lifecycle("dot");
+}
+
+#[test]
+fn doh_lifecycle() {
+    lifecycle("doh");
+}
+
+#[test]
+fn dot_resumption() {
+    resumption("dot");
+}
+
+#[test]
+fn doh_resumption() {
+    resumption("doh");
+}
+
+#[test]
+fn doh_get_and_udp_answer() {
+    let dir = temp_dir("doh-get");
+    let server = Server::start(&dir, &[]);
+    let mut args = target_args(&server, "doh");
+    args.extend(["--doh-method", "get", "--rate", "200", "--duration", "500ms", "--connections", "2"]);
+    let run = generate(&dir, &args);
+    run.balanced();
+    assert!(run.total("queries.answered") >= 95, "{}", run.summary());
+    let udp = generate(
+        &dir,
+        &[
+            "--transport",
+            "udp",
+            "--target",
+            server.addr("udp"),
+            "--synthetic",
+            "1000",
+            "--rate",
+            "500",
+            "--duration",
+            "500ms",
+            "--quiet",
+        ],
+    );
+    udp.balanced();
+    assert!(udp.total("queries.answered") >= 245);
+    assert_eq!(udp.summary()["total"]["queries"]["rcodes"]["noerror"], udp.total("queries.answered"));
+    // Names outside the synthetic set are NXDOMAIN, and counted as such.
+    let nx = generate(
+        &dir,
+        &[
+            "--transport",
+            "udp",
+            "--target",
+            server.addr("udp"),
+            "--synthetic",
+            "5000",
+            "--rate",
+            "500",
+            "--duration",
+            "500ms",
+            "--quiet",
+        ],
+    );
+    assert!(nx.summary()["total"]["queries"]["rcodes"]["nxdomain"].as_u64().unwrap() > 0);
+}

@@ -1,0 +1,325 @@
+//! `dnscost-engine serve` end to end: the built binary listens on udp, tcp, dot and doh (port 0,
+//! generated CA), `kdig` queries each, and the connections log must show exactly one line per
+//! connection kdig opened, closed by the client. A second test drives server policies
+//! (max queries per connection, idle timeout) over raw TCP.
+//!
+//! Needs `kdig` (Debian: knot-dnsutils). Without it the first test is skipped, unless
+//! CI=true, where it fails.
+
+use serde_json::Value;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+const ENGINE: &str = env!("CARGO_BIN_EXE_dnscost-engine");
+const DEADLINE: Duration = Duration::from_secs(20);
+
+/// The server process; killed (by PID) if the test ends without stopping it.
+struct Server {
+    child: Child,
+    listening: Vec<(String, SocketAddr)>,
+    dir: PathBuf,
+}
+
+impl Server {
+    fn start(name: &str, listen: &[&str], extra: &[&str]) -> Server {
+        let dir = std::env::temp_dir().join(format!("dnscost-serve-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let mut cmd = Command::new(ENGINE);
+        cmd.arg("serve").args(["--synthetic", "1000", "--tld", "test"]);
+        for l in listen {
+            cmd.args(["--listen", l]);
+        }
+        cmd.arg("--connections-log").arg(dir.join("connections.jsonl"));
+        cmd.args(extra);
+        let mut child = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .current_dir(&dir)
+            .spawn()
+            .expect("start dnscost-engine serve");
+        let stdout = child.stdout.take().expect("stdout");
+        let mut server = Server { child, listening: Vec::new(), dir };
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                let _ = tx.send(line);
+            }
+        });
+        let deadline = Instant::now() + DEADLINE;
+        while server.listening.len() < listen.len() {
+            let line = rx
+                .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+                .expect("serve did not report its listeners in time");
+            let v: Value = serde_json::from_str(&line).expect("stdout lines are JSON");
+            assert_eq!(v["type"], "listening", "{line}");
+            let addr: SocketAddr = v["address"].as_str().unwrap().parse().unwrap();
+            assert_ne!(addr.port(), 0);
+            server.listening.push((v["transport"].as_str().unwrap().to_string(), addr));
+        }
+        server
+    }
+
+    fn port(&self, transport: &str) -> u16 {
+        self.listening.iter().find(|(t, _)| t == transport).map(|(_, a)| a.port()).expect("listener")
+    }
+
+    /// SIGTERM, wait for a clean exit, and return the connections log.
+    fn stop(&mut self) -> Vec<Value> {
+        // SAFETY: kill(2) on our own child's PID.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let deadline = Instant::now() + DEADLINE;
+        let status = loop {
+            if let Some(s) = self.child.try_wait().expect("wait") {
+                break s;
+            }
+            assert!(Instant::now() < deadline, "serve did not exit after SIGTERM");
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        assert!(status.success(), "serve exited with {status}");
+        let text = std::fs::read_to_string(self.dir.join("connections.jsonl")).expect("connections log");
+        text.lines().map(|l| serde_json::from_str(l).expect("log lines are JSON")).collect()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn kdig_available() -> bool {
+    let found = Command::new("kdig").arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok();
+    if !found {
+        assert!(std::env::var("CI").as_deref() != Ok("true"), "kdig is required in CI (apt-get install knot-dnsutils)");
+        eprintln!("skipping: kdig not found (apt-get install knot-dnsutils)");
+    }
+    found
+}
+
+fn kdig(port: u16, args: &[&str]) -> String {
+    let out = Command::new("kdig")
+        .args(["@127.0.0.1", "-p", &port.to_string(), "+timeout=5", "+retry=1"])
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run kdig");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "kdig {args:?} failed: {text}{}", String::from_utf8_lossy(&out.stderr));
+    text
+}
+
+#[test]
+fn every_transport_answers_kdig_and_logs_its_connections() {
+    if !kdig_available() {
+        return;
+    }
+    let mut server = Server::start(
+        "kdig",
+        &["udp://127.0.0.1:0", "tcp://127.0.0.1:0", "dot://127.0.0.1:0", "doh://127.0.0.1:0"],
+        &["--ca-out", "ca.pem", "--ttl", "300"],
+    );
+    let ca = server.dir.join("ca.pem");
+    let tls_ca = format!("+tls-ca={}", ca.display());
+    let tls = [tls_ca.as_str(), "+tls-hostname=localhost"];
+
+    let udp = server.port("udp");
+    assert_eq!(kdig(udp, &["+short", "q042.test.", "A"]).trim(), "198.18.0.42");
+    assert_eq!(kdig(udp, &["+short", "q042.test.", "AAAA"]).trim(), "2001:db8::2a");
+    assert!(kdig(udp, &["nope.test.", "A"]).contains("status: NXDOMAIN"));
+    assert!(kdig(udp, &["example.com.", "A"]).contains("status: REFUSED"));
+
+    let tcp = server.port("tcp");
+    assert_eq!(kdig(tcp, &["+tcp", "+short", "q007.test.", "A"]).trim(), "198.18.0.7");
+
+    let dot = server.port("dot");
+    let mut args = tls.to_vec();
+    args.extend(["+short", "q999.test.", "A"]);
+    assert_eq!(kdig(dot, &args).trim(), "198.18.3.231");
+
+    let doh = server.port("doh");
+    let mut post = tls.to_vec();
+    post.extend(["+https", "+short", "q100.test.", "A"]);
+    assert_eq!(kdig(doh, &post).trim(), "198.18.0.100");
+    let mut get = tls.to_vec();
+    get.extend(["+https", "+https-get", "+short", "q101.test.", "A"]);
+    assert_eq!(kdig(doh, &get).trim(), "198.18.0.101");
+
+    let log = server.stop();
+    let of = |t: &str| log.iter().filter(|r| r["transport"] == t).collect::<Vec<_>>();
+    assert_eq!(of("tcp").len(), 1, "{log:#?}");
+    assert_eq!(of("dot").len(), 1, "{log:#?}");
+    assert_eq!(of("doh").len(), 2, "{log:#?}");
+    assert_eq!(log.len(), 4, "udp has no connections: {log:#?}");
+    for r in &log {
+        assert_eq!(r["type"], "connection");
+        assert_eq!(r["role"], "server");
+        assert_eq!(r["closed_by"], "client", "{r}");
+        assert!(["fin", "close_notify", "goaway"].contains(&r["close"].as_str().unwrap()), "{r}");
+        assert_eq!((r["queries"].as_u64(), r["answers"].as_u64()), (Some(1), Some(1)), "{r}");
+        assert!(r["bytes_received"].as_u64().unwrap() > 0, "{r}");
+        assert!(r["closed_us"].as_u64() >= r["opened_us"].as_u64());
+        let tls = r["transport"] != "tcp";
+        assert_eq!(r["handshake"], if tls { "full" } else { "none" }, "{r}");
+        assert_eq!(r["tls_version"].is_string(), tls, "{r}");
+    }
+}
+
+/// A framed A query for `name` with ID `id`.
+fn framed_query(id: u16, name: &str) -> Vec<u8> {
+    let mut m = id.to_be_bytes().to_vec();
+    m.extend_from_slice(&[1, 0, 0, 1, 0, 0, 0, 0, 0, 0]);
+    for label in name.trim_end_matches('.').split('.') {
+        m.push(label.len() as u8);
+        m.extend_from_slice(label.as_bytes());
+    }
+    m.extend_from_slice(&[0, 0, 1, 0, 1]);
+    let mut f = (m.len() as u16).to_be_bytes().to_vec();
+    f.extend_from_slice(&m);
+    f
+}
+
+/// Reads framed responses until EOF; returns their IDs.
+fn read_until_eof(s: &mut TcpStream) -> Vec<u16> {
+    s.set_read_timeout(Some(DEADLINE)).unwrap();
+    let mut all = Vec::new();
+    s.read_to_end(&mut all).expect("the server closes the connection");
+    let mut ids = Vec::new();
+    let mut p = 0;
+    while p + 2 <= all.len() {
+        let len = u16::from_be_bytes([all[p], all[p + 1]]) as usize;
+        ids.push(u16::from_be_bytes([all[p + 2], all[p + 3]]));
+        p += 2 + len;
+    }
+    assert_eq!(p, all.len(), "whole frames");
+    ids
+}
+
+#[test]
+fn server_policies_close_connections_and_are_logged() {
+    let mut server = Server::start(
+        "policy",
+        &["tcp://127.0.0.1:0"],
+        &["--max-queries-per-connection", "3", "--idle-timeout", "300ms", "--threads", "2"],
+    );
+    let addr = SocketAddr::from(([127, 0, 0, 1], server.port("tcp")));
+    // Five pipelined queries: three answers, then the server closes.
+    let mut a = TcpStream::connect(addr).unwrap();
+    let burst: Vec<u8> = (1..=5).flat_map(|i| framed_query(i, &format!("q{i:03}.test"))).collect();
+    a.write_all(&burst).unwrap();
+    assert_eq!(read_until_eof(&mut a), vec![1, 2, 3]);
+    // One query, then silence: the idle timeout closes it.
+    let mut b = TcpStream::connect(addr).unwrap();
+    b.write_all(&framed_query(9, "q009.test")).unwrap();
+    assert_eq!(read_until_eof(&mut b), vec![9]);
+    let log = server.stop();
+    let mut closes: Vec<(String, String, u64, u64)> = log
+        .iter()
+        .map(|r| {
+            let s = |k: &str| r[k].as_str().unwrap().to_string();
+            (s("closed_by"), s("close"), r["queries"].as_u64().unwrap(), r["answers"].as_u64().unwrap())
+        })
+        .collect();
+    closes.sort();
+    let expect = |by: &str, how: &str, q: u64| (by.to_string(), how.to_string(), q, q);
+    assert_eq!(closes, vec![expect("server", "idle", 1), expect("server", "max_queries", 3)]);
+    drop((a, b));
+
+    // Without policies, a connection still open at shutdown ends with "end".
+    let mut server = Server::start("end", &["tcp://127.0.0.1:0"], &[]);
+    let mut c = TcpStream::connect(SocketAddr::from(([127, 0, 0, 1], server.port("tcp")))).unwrap();
+    c.write_all(&framed_query(5, "q005.test")).unwrap();
+    let mut len = [0u8; 2];
+    c.set_read_timeout(Some(DEADLINE)).unwrap();
+    c.read_exact(&mut len).unwrap();
+    let mut answer = vec![0u8; u16::from_be_bytes(len) as usize];
+    c.read_exact(&mut answer).unwrap();
+    assert_eq!(u16::from_be_bytes([answer[0], answer[1]]), 5);
+    let log = server.stop();
+    assert_eq!(log.len(), 1, "{log:#?}");
+    assert_eq!((log[0]["closed_by"].as_str(), log[0]["close"].as_str()), (Some("server"), Some("end")));
+    assert_eq!(read_until_eof(&mut c), Vec::<u16>::new());
+}
+
+/// A DoH POST of an A query for `name` on `send`; the HTTP status and the DNS answer.
+async fn doh_post(send: &mut h2::client::SendRequest<bytes::Bytes>, name: &str) -> Result<(u16, Vec<u8>), h2::Error> {
+    let query = framed_query(0, name)[2..].to_vec();
+    let request = http::Request::post("https://localhost/dns-query")
+        .header("content-type", "application/dns-message")
+        .body(())
+        .unwrap();
+    let mut ready = send.clone().ready().await?;
+    let (response, mut body) = ready.send_request(request, false)?;
+    body.send_data(query.into(), true)?;
+    let (parts, mut body) = response.await?.into_parts();
+    let mut answer = Vec::new();
+    while let Some(chunk) = body.data().await {
+        let chunk = chunk?;
+        let _ = body.flow_control().release_capacity(chunk.len());
+        answer.extend_from_slice(&chunk);
+    }
+    *send = ready;
+    Ok((parts.status.as_u16(), answer))
+}
+
+async fn doh_connect(port: u16, ca: PathBuf) -> (h2::client::SendRequest<bytes::Bytes>, tokio::task::JoinHandle<()>) {
+    use dnscost_transport::tls::{client_config, ClientOptions, Group, Trust, Version};
+    let opts = ClientOptions {
+        version: Version::Tls13,
+        group: Group::X25519,
+        trust: Trust::CaFile(ca),
+        keylog: None,
+        alpn: vec![b"h2".to_vec()],
+    };
+    let config = client_config(&opts, false, 0).unwrap();
+    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+    let tls = tokio_rustls::TlsConnector::from(config).connect(name, tcp).await.unwrap();
+    let (send, conn) = h2::client::handshake(tls).await.unwrap();
+    (
+        send,
+        tokio::spawn(async move {
+            let _ = conn.await;
+        }),
+    )
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn doh_goaway_both_ways() {
+    let mut server =
+        Server::start("doh", &["doh://127.0.0.1:0"], &["--ca-out", "ca.pem", "--max-queries-per-connection", "2"]);
+    let (port, ca) = (server.port("doh"), server.dir.join("ca.pem"));
+    // Three queries on one connection: two answers, then the server's GOAWAY refuses the third.
+    let (mut send, conn) = doh_connect(port, ca.clone()).await;
+    for name in ["q001.test", "q002.test"] {
+        let (status, answer) = doh_post(&mut send, name).await.unwrap();
+        assert_eq!((status, answer[3] & 0x0F, answer[7]), (200, 0, 1));
+    }
+    assert!(doh_post(&mut send, "q003.test").await.is_err());
+    drop(send);
+    conn.await.unwrap();
+    // One query, then the client goes away (h2 sends GOAWAY once its handles are dropped).
+    let (mut send, conn) = doh_connect(port, ca).await;
+    assert_eq!(doh_post(&mut send, "q004.test").await.unwrap().0, 200);
+    drop(send);
+    conn.await.unwrap();
+    let log = tokio::task::spawn_blocking(move || server.stop()).await.unwrap();
+    let summary: Vec<(&str, &str, u64, u64)> = log
+        .iter()
+        .map(|r| {
+            let s = |k: &str| r[k].as_str().unwrap();
+            (s("closed_by"), s("close"), r["queries"].as_u64().unwrap(), r["answers"].as_u64().unwrap())
+        })
+        .collect();
+    assert_eq!(summary, vec![("server", "max_queries", 2, 2), ("client", "goaway", 1, 1)], "{log:#?}");
+}

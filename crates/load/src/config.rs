@@ -1,0 +1,550 @@
+//! The engine's input contract: one JSON document, unknown fields rejected, every value bounded.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::path::PathBuf;
+
+/// How DNS travels. One token per carrier, the same in every spec, flag, record and file name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Transport {
+    Udp,
+    Tcp,
+    Dot,
+    Doh,
+}
+
+impl Transport {
+    pub const ALL: [Transport; 4] = [Transport::Udp, Transport::Tcp, Transport::Dot, Transport::Doh];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Transport::Udp => "udp",
+            Transport::Tcp => "tcp",
+            Transport::Dot => "dot",
+            Transport::Doh => "doh",
+        }
+    }
+
+    /// Whether queries ride on connections that open and close.
+    pub fn has_connections(self) -> bool {
+        self != Transport::Udp
+    }
+
+    pub fn uses_tls(self) -> bool {
+        matches!(self, Transport::Dot | Transport::Doh)
+    }
+}
+
+impl fmt::Display for Transport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum DohMethod {
+    #[default]
+    Post,
+    Get,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum TlsVersion {
+    #[serde(rename = "1.2")]
+    Tls12,
+    #[default]
+    #[serde(rename = "1.3")]
+    Tls13,
+}
+
+/// The key-exchange group, pinned so that library defaults cannot change a comparison.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum TlsGroup {
+    #[default]
+    X25519,
+    Secp256r1,
+    Secp384r1,
+    X25519mlkem768,
+}
+
+/// How the client ends a connection it decides to close.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum CloseMode {
+    /// TLS close_notify (HTTP/2 GOAWAY first for doh), then FIN.
+    #[default]
+    Graceful,
+    /// FIN without any TLS or HTTP/2 goodbye.
+    Fin,
+    /// RST (SO_LINGER 0).
+    Rst,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Arrival {
+    #[default]
+    Constant,
+    Poisson,
+}
+
+/// Open-loop queries per second, or closed loop bounded by `in_flight`.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub enum Rate {
+    #[default]
+    Max,
+    Qps(f64),
+}
+
+impl Serialize for Rate {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Rate::Max => s.serialize_str("max"),
+            Rate::Qps(q) => s.serialize_f64(*q),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Rate {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Num(f64),
+            Str(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::Num(q) => Ok(Rate::Qps(q)),
+            Raw::Str(s) if s == "max" => Ok(Rate::Max),
+            Raw::Str(s) => s.parse().map(Rate::Qps).map_err(|_| {
+                serde::de::Error::custom(format!("rate must be \"max\" or a number of queries per second, not {s:?}"))
+            }),
+        }
+    }
+}
+
+impl JsonSchema for Rate {
+    fn schema_name() -> String {
+        "Rate".into()
+    }
+    fn json_schema(_: &mut schemars::gen::SchemaGenerator) -> schemars::schema::Schema {
+        serde_json::from_value(serde_json::json!({
+            "description": "Open-loop queries per second, or \"max\" for a closed loop bounded by in_flight.",
+            "oneOf": [{"type": "number", "exclusiveMinimum": 0}, {"const": "max"}]
+        }))
+        .expect("static schema")
+    }
+}
+
+/// How long a connection lives: a duration from its establishment, a number of queries, both
+/// (whichever comes first), or neither (forever).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Lifetime {
+    pub duration_ms: Option<u64>,
+    pub queries: Option<u64>,
+}
+
+impl Lifetime {
+    pub fn is_forever(&self) -> bool {
+        self.duration_ms.is_none() && self.queries.is_none()
+    }
+}
+
+/// Everything `dnscost-engine generate` needs. Serialised back, resolved, into its output.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct EngineConfig {
+    /// udp, tcp, dot or doh.
+    pub transport: Transport,
+    /// Where to send, as address:port.
+    pub target: String,
+    /// DoH only: POST (default) or GET with the dns parameter in base64url.
+    pub doh_method: Option<DohMethod>,
+    /// DoH only: the request path (default /dns-query).
+    pub doh_path: Option<String>,
+    /// TLS only: PEM file of the CA to trust.
+    pub ca_file: Option<PathBuf>,
+    /// TLS only: accept any certificate.
+    pub insecure: bool,
+    /// TLS only: the server name to send and verify (default: the target's address).
+    pub sni: Option<String>,
+    pub tls_version: TlsVersion,
+    pub tls_group: TlsGroup,
+    /// TLS only: write secrets in NSS key-log format to this file.
+    pub keylog_file: Option<PathBuf>,
+    /// Concurrent connection slots (UDP: sockets).
+    pub connections: u32,
+    pub lifetime: Lifetime,
+    /// The client closes a connection left without outstanding queries this long.
+    pub idle_timeout_ms: Option<u64>,
+    /// Ceiling on new connections per second, over all threads.
+    pub open_rate: Option<f64>,
+    /// Share of reconnections that try to resume the TLS session (0 to 1).
+    pub resumption: Option<f64>,
+    /// Outstanding queries per connection (UDP: per socket).
+    pub in_flight: u32,
+    pub close: Option<CloseMode>,
+    pub rate: Rate,
+    pub arrival: Arrival,
+    pub duration_ms: u64,
+    /// Load sent before the measured period, reported in records marked warmup.
+    pub warmup_ms: u64,
+    /// A query without an answer this long after its intended send time has timed out.
+    pub timeout_ms: u64,
+    /// dnsperf-format query file; when absent, `synthetic` names are used.
+    pub queries_file: Option<PathBuf>,
+    /// Number of synthetic names of equal length under `tld` (default 10 000).
+    pub synthetic: Option<u64>,
+    pub tld: String,
+    /// Record type of synthetic queries.
+    pub qtype: String,
+    /// EDNS(0) UDP payload size to advertise; 0 sends no OPT record.
+    pub edns_udp_size: u16,
+    pub dnssec_ok: bool,
+    /// Pad queries to 128-octet blocks (RFC 8467).
+    pub padding: bool,
+    pub recursion_desired: bool,
+    /// Generator threads, each with its own runtime, connections and share of the rate.
+    pub threads: u32,
+    /// CPUs to pin the threads to, in turn.
+    pub cpus: Vec<u32>,
+    /// Local addresses to spread connections over.
+    pub sources: Vec<String>,
+    pub seed: u64,
+    /// JSON-lines output; standard output when absent.
+    pub output: Option<PathBuf>,
+    /// One JSON line per closed connection.
+    pub connections_log: Option<PathBuf>,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig {
+            transport: Transport::Udp,
+            target: String::new(),
+            doh_method: None,
+            doh_path: None,
+            ca_file: None,
+            insecure: false,
+            sni: None,
+            tls_version: TlsVersion::default(),
+            tls_group: TlsGroup::default(),
+            keylog_file: None,
+            connections: 1,
+            lifetime: Lifetime::default(),
+            idle_timeout_ms: None,
+            open_rate: None,
+            resumption: None,
+            in_flight: 16,
+            close: None,
+            rate: Rate::Max,
+            arrival: Arrival::Constant,
+            duration_ms: 10_000,
+            warmup_ms: 0,
+            timeout_ms: 2_000,
+            queries_file: None,
+            synthetic: None,
+            tld: "test".into(),
+            qtype: "A".into(),
+            edns_udp_size: 1232,
+            dnssec_ok: false,
+            padding: false,
+            recursion_desired: true,
+            threads: 1,
+            cpus: Vec::new(),
+            sources: Vec::new(),
+            seed: 1,
+            output: None,
+            connections_log: None,
+        }
+    }
+}
+
+/// A configuration that cannot be run, naming the field at fault.
+#[non_exhaustive]
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ConfigError {
+    #[error("{field}: {value} is out of range {range}")]
+    OutOfRange { field: &'static str, value: String, range: &'static str },
+    #[error("{field} does not apply to {transport}")]
+    NotApplicable { field: &'static str, transport: Transport },
+    #[error("{field}: {reason}")]
+    Invalid { field: &'static str, reason: String },
+    #[error("{0}")]
+    Json(String),
+}
+
+const DAY_MS: u64 = 7 * 24 * 3600 * 1000;
+
+fn check<T: PartialOrd + fmt::Display>(
+    field: &'static str,
+    v: T,
+    lo: T,
+    hi: T,
+    range: &'static str,
+) -> Result<(), ConfigError> {
+    if v >= lo && v <= hi {
+        Ok(())
+    } else {
+        Err(ConfigError::OutOfRange { field, value: v.to_string(), range })
+    }
+}
+
+impl EngineConfig {
+    /// Parses and validates a JSON document.
+    pub fn from_json(text: &str) -> Result<Self, ConfigError> {
+        let c: EngineConfig = serde_json::from_str(text).map_err(|e| ConfigError::Json(e.to_string()))?;
+        c.validate()?;
+        Ok(c)
+    }
+
+    /// Checks every bound and every field's relevance to the transport.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let t = self.transport;
+        if self.target.is_empty() {
+            return Err(ConfigError::Invalid { field: "target", reason: "required (address:port)".into() });
+        }
+        check("connections", self.connections, 1, 1_000_000, "1..=1000000")?;
+        check("in_flight", self.in_flight, 1, 65_535, "1..=65535")?;
+        check("threads", self.threads, 1, 256, "1..=256")?;
+        check("duration_ms", self.duration_ms, 1, DAY_MS, "1..=604800000")?;
+        check("warmup_ms", self.warmup_ms, 0, DAY_MS, "0..=604800000")?;
+        check("timeout_ms", self.timeout_ms, 1, 600_000, "1..=600000")?;
+        if let Rate::Qps(q) = self.rate {
+            check("rate", q, 1e-3, 1e8, "0.001..=100000000")?;
+        }
+        if self.connections < self.threads {
+            return Err(ConfigError::Invalid {
+                field: "threads",
+                reason: format!("{} threads need at least as many connections, not {}", self.threads, self.connections),
+            });
+        }
+        if let Some(n) = self.synthetic {
+            check("synthetic", n, 1, 100_000_000, "1..=100000000")?;
+        }
+        if self.synthetic.is_some() && self.queries_file.is_some() {
+            return Err(ConfigError::Invalid {
+                field: "synthetic",
+                reason: "give either synthetic or queries_file".into(),
+            });
+        }
+        if self.edns_udp_size != 0 {
+            check("edns_udp_size", self.edns_udp_size, 512, 65_535, "0 or 512..=65535")?;
+        }
+        if (self.dnssec_ok || self.padding) && self.edns_udp_size == 0 {
+            return Err(ConfigError::Invalid {
+                field: "edns_udp_size",
+                reason: "dnssec_ok and padding need EDNS".into(),
+            });
+        }
+        dnscost_wire::type_from_str(&self.qtype)
+            .map_err(|e| ConfigError::Invalid { field: "qtype", reason: e.to_string() })?;
+        dnscost_wire::encode_name(&format!("q0.{}", self.tld), &mut Vec::new())
+            .map_err(|e| ConfigError::Invalid { field: "tld", reason: e.to_string() })?;
+        for s in &self.sources {
+            s.parse::<std::net::IpAddr>().map_err(|_| ConfigError::Invalid {
+                field: "sources",
+                reason: format!("{s:?} is not an IP address"),
+            })?;
+        }
+        let na = |field| Err(ConfigError::NotApplicable { field, transport: t });
+        if !t.has_connections() {
+            if !self.lifetime.is_forever() {
+                return na("lifetime");
+            }
+            if self.idle_timeout_ms.is_some() {
+                return na("idle_timeout_ms");
+            }
+            if self.open_rate.is_some() {
+                return na("open_rate");
+            }
+            if self.close.is_some() {
+                return na("close");
+            }
+        }
+        if !t.uses_tls() {
+            if self.resumption.is_some() {
+                return na("resumption");
+            }
+            if self.ca_file.is_some() {
+                return na("ca_file");
+            }
+            if self.insecure {
+                return na("insecure");
+            }
+            if self.sni.is_some() {
+                return na("sni");
+            }
+            if self.keylog_file.is_some() {
+                return na("keylog_file");
+            }
+        }
+        if t != Transport::Doh {
+            if self.doh_method.is_some() {
+                return na("doh_method");
+            }
+            if self.doh_path.is_some() {
+                return na("doh_path");
+            }
+        }
+        if let Some(p) = &self.doh_path {
+            if !p.starts_with('/') {
+                return Err(ConfigError::Invalid { field: "doh_path", reason: "must start with /".into() });
+            }
+        }
+        if self.ca_file.is_some() && self.insecure {
+            return Err(ConfigError::Invalid { field: "insecure", reason: "give either ca_file or insecure".into() });
+        }
+        if let Some(r) = self.resumption {
+            check("resumption", r, 0.0, 1.0, "0..=1")?;
+        }
+        if let Some(r) = self.open_rate {
+            check("open_rate", r, 1e-3, 1e7, "0.001..=10000000")?;
+        }
+        if let Some(q) = self.lifetime.queries {
+            check("lifetime.queries", q, 1, u64::MAX / 2, ">=1")?;
+        }
+        if let Some(d) = self.lifetime.duration_ms {
+            check("lifetime.duration_ms", d, 1, DAY_MS, "1..=604800000")?;
+        }
+        if let Some(d) = self.idle_timeout_ms {
+            check("idle_timeout_ms", d, 1, DAY_MS, "1..=604800000")?;
+        }
+        Ok(())
+    }
+
+    /// The DoH path, defaulted.
+    pub fn doh_path(&self) -> &str {
+        self.doh_path.as_deref().unwrap_or("/dns-query")
+    }
+
+    /// The number of synthetic names, defaulted (when no query file is given).
+    pub fn synthetic_count(&self) -> u64 {
+        self.synthetic.unwrap_or(10_000)
+    }
+}
+
+/// Parses `10s`, `1.5s`, `250ms`, `2m`, `1h` or a bare number of seconds into milliseconds.
+pub fn parse_duration_ms(s: &str) -> Result<u64, String> {
+    let s = s.trim();
+    let (num, mult) = if let Some(n) = s.strip_suffix("ms") {
+        (n, 1.0)
+    } else if let Some(n) = s.strip_suffix('s') {
+        (n, 1e3)
+    } else if let Some(n) = s.strip_suffix('m') {
+        (n, 60e3)
+    } else if let Some(n) = s.strip_suffix('h') {
+        (n, 3600e3)
+    } else {
+        (s, 1e3)
+    };
+    match num.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.0 => Ok((v * mult).round() as u64),
+        _ => Err(format!("{s:?} is not a duration (examples: 10s, 250ms, 2m)")),
+    }
+}
+
+/// Parses `forever`, a duration (`30s`), a query count (`100q`), or both (`30s,100q`).
+pub fn parse_lifetime(s: &str) -> Result<Lifetime, String> {
+    let mut l = Lifetime::default();
+    if s.trim() == "forever" {
+        return Ok(l);
+    }
+    for part in s.split(',').map(str::trim) {
+        if let Some(q) = part.strip_suffix('q') {
+            l.queries = Some(q.parse().map_err(|_| format!("{part:?} is not a query count (example: 100q)"))?);
+        } else {
+            l.duration_ms = Some(parse_duration_ms(part)?);
+        }
+    }
+    Ok(l)
+}
+
+/// Parses a CPU list such as `1`, `0,2` or `2-5,8`.
+pub fn parse_cpus(s: &str) -> Result<Vec<u32>, String> {
+    let mut cpus = Vec::new();
+    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let bad = || format!("{part:?} is not a CPU or a range of CPUs");
+        match part.split_once('-') {
+            Some((a, b)) => {
+                let (a, b): (u32, u32) = (a.parse().map_err(|_| bad())?, b.parse().map_err(|_| bad())?);
+                if a > b || b - a > 4096 {
+                    return Err(bad());
+                }
+                cpus.extend(a..=b);
+            }
+            None => cpus.push(part.parse().map_err(|_| bad())?),
+        }
+    }
+    Ok(cpus)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(json: &str) -> Result<EngineConfig, ConfigError> {
+        EngineConfig::from_json(json)
+    }
+
+    #[test]
+    fn minimal_config_gets_defaults() {
+        let c = cfg(r#"{"transport":"dot","target":"127.0.0.1:853"}"#).unwrap();
+        assert_eq!(c.connections, 1);
+        assert_eq!(c.rate, Rate::Max);
+        assert_eq!(c.tls_group, TlsGroup::X25519);
+        assert_eq!(c.synthetic_count(), 10_000);
+        let round = serde_json::to_string(&c).unwrap();
+        assert_eq!(EngineConfig::from_json(&round).unwrap(), c);
+    }
+
+    #[test]
+    fn unknown_fields_are_rejected() {
+        let e = cfg(r#"{"transport":"udp","target":"127.0.0.1:53","conections":3}"#).unwrap_err();
+        assert!(e.to_string().contains("unknown field `conections`"), "{e}");
+        assert!(cfg(r#"{"transport":"udp","target":"x","lifetime":{"secs":1}}"#).is_err());
+    }
+
+    #[test]
+    fn values_are_bounded() {
+        let e = cfg(r#"{"transport":"tcp","target":"a:1","in_flight":0}"#).unwrap_err();
+        assert_eq!(e.to_string(), "in_flight: 0 is out of range 1..=65535");
+        assert!(cfg(r#"{"transport":"dot","target":"a:1","resumption":1.5}"#).is_err());
+        assert!(cfg(r#"{"transport":"tcp","target":"a:1","rate":-3}"#).is_err());
+        assert!(cfg(r#"{"transport":"tcp","target":"a:1","rate":"fast"}"#).is_err());
+        assert_eq!(cfg(r#"{"transport":"tcp","target":"a:1","rate":500}"#).unwrap().rate, Rate::Qps(500.0));
+        assert!(cfg(r#"{"transport":"tcp","target":""}"#).is_err());
+        assert!(cfg(r#"{"transport":"tcp","target":"a:1","threads":4,"connections":2}"#).is_err());
+        assert!(cfg(r#"{"transport":"tcp","target":"a:1","sources":["nope"]}"#).is_err());
+    }
+
+    #[test]
+    fn knobs_must_apply_to_the_transport() {
+        let e = cfg(r#"{"transport":"udp","target":"a:1","lifetime":{"queries":1}}"#).unwrap_err();
+        assert_eq!(e.to_string(), "lifetime does not apply to udp");
+        assert!(cfg(r#"{"transport":"tcp","target":"a:1","resumption":0.5}"#).is_err());
+        assert!(cfg(r#"{"transport":"dot","target":"a:1","doh_method":"get"}"#).is_err());
+        assert!(cfg(r#"{"transport":"doh","target":"a:1","doh_method":"get","resumption":1}"#).is_ok());
+        assert!(cfg(r#"{"transport":"doh","target":"a:1","doh_path":"dns"}"#).is_err());
+    }
+
+    #[test]
+    fn human_forms_parse() {
+        assert_eq!(parse_duration_ms("1.5s"), Ok(1500));
+        assert_eq!(parse_duration_ms("250ms"), Ok(250));
+        assert_eq!(parse_duration_ms("2m"), Ok(120_000));
+        assert_eq!(parse_duration_ms("3"), Ok(3000));
+        assert!(parse_duration_ms("soon").is_err());
+        assert_eq!(parse_lifetime("forever"), Ok(Lifetime::default()));
+        assert_eq!(parse_lifetime("1q"), Ok(Lifetime { duration_ms: None, queries: Some(1) }));
+        assert_eq!(parse_lifetime("30s,100q"), Ok(Lifetime { duration_ms: Some(30_000), queries: Some(100) }));
+        assert!(parse_lifetime("xq").is_err());
+        assert_eq!(parse_cpus("1,3-5"), Ok(vec![1, 3, 4, 5]));
+        assert!(parse_cpus("5-3").is_err());
+    }
+}

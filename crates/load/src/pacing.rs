@@ -1,0 +1,155 @@
+//! Intended send times and the connection-opening budget.
+
+use crate::{Arrival, Nanos, Rng};
+
+/// Intended send times of one connection slot. Slot `i` of `n` sharing a total rate `R` sends
+/// at `i/R + k·n/R` (constant spacing) or with exponential gaps of mean `n/R` (Poisson), so
+/// the slots together send at `R` evenly or as one Poisson process.
+#[derive(Debug, Clone)]
+pub struct Pacer {
+    arrival: Arrival,
+    first_ns: f64,
+    gap_ns: f64,
+    sent: u64,
+    next: Nanos,
+    rng: Rng,
+}
+
+impl Pacer {
+    /// `rate_qps` is the total rate of all `slots`; this pacer serves slot `slot`.
+    pub fn new(arrival: Arrival, rate_qps: f64, slots: u64, slot: u64, start: Nanos, rng: Rng) -> Self {
+        let slots = slots.max(1) as f64;
+        let gap_ns = 1e9 * slots / rate_qps;
+        let mut p = Pacer { arrival, first_ns: start as f64, gap_ns, sent: 0, next: 0, rng };
+        p.first_ns += match arrival {
+            Arrival::Constant => 1e9 * slot as f64 / rate_qps,
+            Arrival::Poisson => p.exp_gap(),
+        };
+        p.next = p.first_ns as Nanos;
+        p
+    }
+
+    fn exp_gap(&mut self) -> f64 {
+        -self.gap_ns * (1.0 - self.rng.next_f64()).ln()
+    }
+
+    /// Intended time of the next query.
+    #[inline]
+    pub fn next(&self) -> Nanos {
+        self.next
+    }
+
+    /// Takes the next intended time and moves on.
+    #[inline]
+    pub fn take(&mut self) -> Nanos {
+        let t = self.next;
+        self.sent += 1;
+        self.next = match self.arrival {
+            // Computed from the start, not accumulated, so that rounding never drifts.
+            Arrival::Constant => (self.first_ns + self.sent as f64 * self.gap_ns) as Nanos,
+            Arrival::Poisson => t + self.exp_gap() as Nanos,
+        };
+        t
+    }
+}
+
+/// A token bucket bounding how many connections are opened per second.
+#[derive(Debug, Clone)]
+pub struct TokenBucket {
+    per_ns: f64,
+    burst: f64,
+    tokens: f64,
+    last: Nanos,
+}
+
+impl TokenBucket {
+    /// `rate` tokens per second, holding at most `burst` (at least 1), starting with one token.
+    pub fn new(rate: f64, burst: f64) -> Self {
+        TokenBucket { per_ns: rate / 1e9, burst: burst.max(1.0), tokens: 1.0, last: 0 }
+    }
+
+    /// Takes a token at `now`, or says how long until one is available.
+    pub fn take(&mut self, now: Nanos) -> Result<(), Nanos> {
+        if now > self.last {
+            self.tokens = (self.tokens + (now - self.last) as f64 * self.per_ns).min(self.burst);
+            self.last = now;
+        }
+        if self.tokens >= 1.0 {
+            self.tokens -= 1.0;
+            Ok(())
+        } else {
+            Err(((1.0 - self.tokens) / self.per_ns).ceil() as Nanos)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const S: Nanos = 1_000_000_000;
+
+    #[test]
+    fn constant_slots_interleave_evenly() {
+        let mut times: Vec<Nanos> = (0..4)
+            .flat_map(|slot| {
+                let mut p = Pacer::new(Arrival::Constant, 1000.0, 4, slot, 0, Rng::new(0, slot));
+                (0..250).map(move |_| p.take())
+            })
+            .collect();
+        times.sort();
+        assert_eq!(times.len(), 1000);
+        for (k, t) in times.iter().enumerate() {
+            assert!((*t as i64 - k as i64 * 1_000_000).abs() <= 1, "query {k} at {t}");
+        }
+    }
+
+    #[test]
+    fn constant_pacing_does_not_drift() {
+        let mut p = Pacer::new(Arrival::Constant, 3.0, 1, 0, 5, Rng::new(0, 0));
+        for _ in 0..3_000_000 {
+            p.take();
+        }
+        assert_eq!(p.next(), 5 + 1_000_000 * S);
+    }
+
+    #[test]
+    fn poisson_has_the_right_mean_and_spread() {
+        let mut p = Pacer::new(Arrival::Poisson, 10_000.0, 10, 3, 0, Rng::new(9, 3));
+        let mut last = 0;
+        let gaps: Vec<f64> = (0..50_000)
+            .map(|_| {
+                let t = p.take();
+                let g = (t - last) as f64;
+                last = t;
+                g
+            })
+            .collect();
+        let mean = gaps.iter().sum::<f64>() / gaps.len() as f64;
+        let var = gaps.iter().map(|g| (g - mean).powi(2)).sum::<f64>() / gaps.len() as f64;
+        assert!((mean / 1e6 - 1.0).abs() < 0.02, "mean gap {mean}");
+        // Exponential: standard deviation equals the mean.
+        assert!((var.sqrt() / mean - 1.0).abs() < 0.05);
+    }
+
+    #[test]
+    fn bucket_limits_rate_and_burst() {
+        let mut b = TokenBucket::new(100.0, 5.0);
+        assert_eq!(b.take(0), Ok(()));
+        assert_eq!(b.take(0), Err(10_000_000));
+        // After a long pause only `burst` tokens are available at once.
+        let granted = (0..20).filter(|_| b.take(10 * S).is_ok()).count();
+        assert_eq!(granted, 5);
+        // Over one second of steady asking, about `rate` tokens are granted.
+        while b.take(20 * S).is_ok() {}
+        let mut granted = 0;
+        let mut t = 20 * S;
+        while t < 21 * S {
+            if b.take(t).is_ok() {
+                granted += 1;
+            }
+            t += 100_000;
+        }
+        assert!((99..=101).contains(&granted), "{granted}");
+    }
+}

@@ -1,0 +1,285 @@
+//! What one thread counts during one interval.
+
+/// Why a query or a connection failed. Mapped once from I/O, TLS and HTTP/2 errors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ErrorKind {
+    /// The target refused the TCP connection (or answered ICMP port unreachable for UDP).
+    Refused,
+    /// TCP or TLS set-up took longer than the query timeout.
+    ConnectTimeout,
+    /// Another error while connecting (no route, address in use, ...).
+    Connect,
+    /// The TLS handshake failed: certificate not trusted, alert, version or group refused.
+    Tls,
+    /// The connection broke with queries outstanding (RST or FIN from the target, I/O error).
+    ConnectionLost,
+    /// A response that could not be parsed or did not match its query.
+    Malformed,
+    /// The DoH server answered with an HTTP status other than 200.
+    HttpStatus,
+    /// The DoH server reset the stream or sent an HTTP/2 protocol error.
+    Http2,
+    /// The query could not be sent before its timeout (no connection, or the window was full).
+    Unsent,
+    /// A UDP answer with the TC bit (the client does not retry over TCP).
+    Truncated,
+}
+
+impl ErrorKind {
+    pub const ALL: [ErrorKind; 10] = [
+        ErrorKind::Refused,
+        ErrorKind::ConnectTimeout,
+        ErrorKind::Connect,
+        ErrorKind::Tls,
+        ErrorKind::ConnectionLost,
+        ErrorKind::Malformed,
+        ErrorKind::HttpStatus,
+        ErrorKind::Http2,
+        ErrorKind::Unsent,
+        ErrorKind::Truncated,
+    ];
+    pub const COUNT: usize = Self::ALL.len();
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorKind::Refused => "refused",
+            ErrorKind::ConnectTimeout => "connect_timeout",
+            ErrorKind::Connect => "connect",
+            ErrorKind::Tls => "tls",
+            ErrorKind::ConnectionLost => "connection_lost",
+            ErrorKind::Malformed => "malformed",
+            ErrorKind::HttpStatus => "http_status",
+            ErrorKind::Http2 => "http2",
+            ErrorKind::Unsent => "unsent",
+            ErrorKind::Truncated => "truncated",
+        }
+    }
+}
+
+/// Which side ended a connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    Client,
+    Server,
+}
+
+/// How a connection ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Close {
+    /// The client closed: lifetime (time or queries) used up.
+    Lifetime,
+    /// The client closed: idle timeout.
+    Idle,
+    /// The client closed: end of the run.
+    End,
+    /// The client gave up on the connection after an error.
+    Error,
+    /// The server sent FIN (without a TLS close_notify first).
+    Fin,
+    /// The server reset the connection.
+    Rst,
+    /// The server sent a TLS close_notify.
+    CloseNotify,
+    /// The server sent a fatal TLS alert.
+    TlsAlert,
+    /// The server sent an HTTP/2 GOAWAY.
+    Goaway,
+}
+
+impl Close {
+    pub const ALL: [Close; 9] = [
+        Close::Lifetime,
+        Close::Idle,
+        Close::End,
+        Close::Error,
+        Close::Fin,
+        Close::Rst,
+        Close::CloseNotify,
+        Close::TlsAlert,
+        Close::Goaway,
+    ];
+    pub const COUNT: usize = Self::ALL.len();
+
+    pub fn side(self) -> Side {
+        match self {
+            Close::Lifetime | Close::Idle | Close::End | Close::Error => Side::Client,
+            _ => Side::Server,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Close::Lifetime => "lifetime",
+            Close::Idle => "idle",
+            Close::End => "end",
+            Close::Error => "error",
+            Close::Fin => "fin",
+            Close::Rst => "rst",
+            Close::CloseNotify => "close_notify",
+            Close::TlsAlert => "tls_alert",
+            Close::Goaway => "goaway",
+        }
+    }
+}
+
+/// A latency histogram in microseconds, 1 µs to 10 minutes, 3 significant digits.
+pub type Histogram = hdrhistogram::Histogram<u64>;
+
+fn new_histogram() -> Histogram {
+    Histogram::new_with_bounds(1, 600_000_000, 3).expect("static bounds")
+}
+
+/// Counts of one thread over one interval. Gauges (in flight, active) are not here: the
+/// engine reads them at the interval's end.
+#[derive(Debug, Clone)]
+pub struct Counters {
+    /// Queries whose intended send time came.
+    pub offered: u64,
+    /// Queries written to the target.
+    pub sent: u64,
+    pub answered: u64,
+    pub rcodes: [u64; 16],
+    pub timed_out: u64,
+    pub failed: [u64; ErrorKind::COUNT],
+    /// Queries still outstanding when the run was stopped a second time.
+    pub aborted: u64,
+    pub conn_opened: u64,
+    pub conn_established: u64,
+    pub conn_failed: [u64; ErrorKind::COUNT],
+    pub conn_closed: [u64; Close::COUNT],
+    pub handshakes_full: u64,
+    pub handshakes_resumed: u64,
+    pub bytes_sent: u64,
+    pub bytes_received: u64,
+    pub packets_sent: u64,
+    pub packets_received: u64,
+    /// Query latency from the intended send time.
+    pub latency: Histogram,
+    /// Connection set-up time (TCP, then TLS) until the first query may be sent.
+    pub setup: Histogram,
+}
+
+impl Default for Counters {
+    fn default() -> Self {
+        Counters {
+            offered: 0,
+            sent: 0,
+            answered: 0,
+            rcodes: [0; 16],
+            timed_out: 0,
+            failed: [0; ErrorKind::COUNT],
+            aborted: 0,
+            conn_opened: 0,
+            conn_established: 0,
+            conn_failed: [0; ErrorKind::COUNT],
+            conn_closed: [0; Close::COUNT],
+            handshakes_full: 0,
+            handshakes_resumed: 0,
+            bytes_sent: 0,
+            bytes_received: 0,
+            packets_sent: 0,
+            packets_received: 0,
+            latency: new_histogram(),
+            setup: new_histogram(),
+        }
+    }
+}
+
+impl Counters {
+    #[inline]
+    pub fn answer(&mut self, rcode: u8, latency_us: u64) {
+        self.answered += 1;
+        self.rcodes[(rcode & 0x0F) as usize] += 1;
+        self.latency.saturating_record(latency_us.max(1));
+    }
+
+    #[inline]
+    pub fn fail(&mut self, kind: ErrorKind, n: u64) {
+        self.failed[kind as usize] += n;
+    }
+
+    pub fn conn_fail(&mut self, kind: ErrorKind) {
+        self.conn_failed[kind as usize] += 1;
+    }
+
+    pub fn closed(&mut self, how: Close) {
+        self.conn_closed[how as usize] += 1;
+    }
+
+    pub fn failed_total(&self) -> u64 {
+        self.failed.iter().sum()
+    }
+
+    /// Queries that reached an end: answered, timed out, failed or aborted.
+    pub fn resolved(&self) -> u64 {
+        self.answered + self.timed_out + self.failed_total() + self.aborted
+    }
+
+    /// Adds `other` into `self`.
+    pub fn merge(&mut self, other: &Counters) {
+        self.offered += other.offered;
+        self.sent += other.sent;
+        self.answered += other.answered;
+        self.timed_out += other.timed_out;
+        self.aborted += other.aborted;
+        self.conn_opened += other.conn_opened;
+        self.conn_established += other.conn_established;
+        self.handshakes_full += other.handshakes_full;
+        self.handshakes_resumed += other.handshakes_resumed;
+        self.bytes_sent += other.bytes_sent;
+        self.bytes_received += other.bytes_received;
+        self.packets_sent += other.packets_sent;
+        self.packets_received += other.packets_received;
+        for (a, b) in self.rcodes.iter_mut().zip(&other.rcodes) {
+            *a += b;
+        }
+        for (a, b) in self.failed.iter_mut().zip(&other.failed) {
+            *a += b;
+        }
+        for (a, b) in self.conn_failed.iter_mut().zip(&other.conn_failed) {
+            *a += b;
+        }
+        for (a, b) in self.conn_closed.iter_mut().zip(&other.conn_closed) {
+            *a += b;
+        }
+        self.latency.add(&other.latency).expect("same bounds");
+        self.setup.add(&other.setup).expect("same bounds");
+    }
+
+    /// Returns the counts so far and starts again from zero.
+    pub fn take(&mut self) -> Counters {
+        std::mem::take(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn merge_adds_everything() {
+        let mut a = Counters { offered: 3, sent: 3, ..Default::default() };
+        a.answer(0, 100);
+        a.answer(3, 200);
+        a.fail(ErrorKind::ConnectionLost, 1);
+        a.closed(Close::Rst);
+        let mut b = Counters { offered: 2, sent: 1, timed_out: 1, ..Default::default() };
+        b.fail(ErrorKind::Unsent, 1);
+        b.answer(0, 5000);
+        let mut total = Counters::default();
+        total.merge(&a);
+        total.merge(&b);
+        assert_eq!(total.offered, 5);
+        assert_eq!(total.resolved(), 6);
+        assert_eq!(total.rcodes[0], 2);
+        assert_eq!(total.rcodes[3], 1);
+        assert_eq!(total.latency.len(), 3);
+        assert_eq!(total.failed_total(), 2);
+        assert_eq!(total.conn_closed[Close::Rst as usize], 1);
+        assert_eq!(Close::Rst.side(), Side::Server);
+        let taken = total.take();
+        assert_eq!(taken.offered, 5);
+        assert_eq!(total.offered, 0);
+        assert_eq!(total.latency.len(), 0);
+    }
+}

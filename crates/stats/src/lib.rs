@@ -1,0 +1,14 @@
+//! Counters, latency histograms and the engine's output records.
+//!
+//! Each generator thread counts into its own [`Counters`] (no sharing on the hot path); once a
+//! second they are merged and turned into an [`IntervalRecord`]. Errors and connection ends are
+//! counted by typed kind ([`ErrorKind`], [`Close`]), never by message.
+
+mod counters;
+mod records;
+
+pub use counters::{Close, Counters, ErrorKind, Histogram, Side};
+pub use records::{
+    Accounting, ConnectionCounts, ConnectionRecord, EngineUsage, HandshakeCounts, HistogramSummary, IntervalRecord,
+    Phase, QueryCounts, Record, StartRecord, SummaryRecord, Totals, TrafficCounts,
+};

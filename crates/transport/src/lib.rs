@@ -1,0 +1,25 @@
+//! Sockets and TLS for dnscost, for both the generator and the responder.
+//!
+//! Modules are named by carrier: [`socket`] (UDP and TCP sockets: source binding, linger,
+//! TCP_INFO) and [`tls`] (rustls configurations with the version and key-exchange group pinned,
+//! resumption on or off, key logging, certificates). HTTP/2 is used straight from `h2`.
+
+pub mod socket;
+pub mod tls;
+
+/// Why a transport could not be set up.
+#[non_exhaustive]
+#[derive(Debug, thiserror::Error)]
+pub enum TransportError {
+    /// A certificate, key or CA file could not be read or used.
+    #[error("{path}: {reason}")]
+    Pem { path: String, reason: String },
+    /// rustls refused the configuration (for example a version and group that do not fit).
+    #[error("TLS configuration: {0}")]
+    Tls(#[from] rustls::Error),
+    /// Generating a certificate failed.
+    #[error("certificate generation: {0}")]
+    Certificate(#[from] rcgen::Error),
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+}

@@ -1,0 +1,166 @@
+//! Socket set-up the standard library does not offer.
+
+use socket2::{Domain, Protocol, SockRef, Socket, Type};
+use std::io;
+use std::net::{IpAddr, SocketAddr};
+use std::time::Duration;
+
+/// Opens a TCP connection to `target`, from `source` when given, with Nagle off.
+pub async fn tcp_connect(target: SocketAddr, source: Option<IpAddr>) -> io::Result<tokio::net::TcpStream> {
+    let socket = match target {
+        SocketAddr::V4(_) => tokio::net::TcpSocket::new_v4()?,
+        SocketAddr::V6(_) => tokio::net::TcpSocket::new_v6()?,
+    };
+    if let Some(ip) = source {
+        socket.bind(SocketAddr::new(ip, 0))?;
+    }
+    socket.set_nodelay(true)?;
+    socket.connect(target).await
+}
+
+/// A UDP socket bound to `source` (or the wildcard) and connected to `target`.
+pub fn udp_connect(target: SocketAddr, source: Option<IpAddr>, buffer: usize) -> io::Result<tokio::net::UdpSocket> {
+    let socket = Socket::new(Domain::for_address(target), Type::DGRAM, Some(Protocol::UDP))?;
+    let _ = socket.set_recv_buffer_size(buffer);
+    let _ = socket.set_send_buffer_size(buffer);
+    let local = match (source, target) {
+        (Some(ip), _) => SocketAddr::new(ip, 0),
+        (None, SocketAddr::V4(_)) => SocketAddr::new(IpAddr::from([0, 0, 0, 0]), 0),
+        (None, SocketAddr::V6(_)) => SocketAddr::new(IpAddr::from([0u16; 8]), 0),
+    };
+    socket.bind(&local.into())?;
+    socket.connect(&target.into())?;
+    socket.set_nonblocking(true)?;
+    tokio::net::UdpSocket::from_std(socket.into())
+}
+
+/// A UDP socket bound to `addr`, sharing the port with others (SO_REUSEPORT) so that several
+/// threads can each own one.
+pub fn udp_listen(addr: SocketAddr, buffer: usize) -> io::Result<tokio::net::UdpSocket> {
+    let socket = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
+    socket.set_reuse_port(true)?;
+    let _ = socket.set_recv_buffer_size(buffer);
+    let _ = socket.set_send_buffer_size(buffer);
+    socket.bind(&addr.into())?;
+    socket.set_nonblocking(true)?;
+    tokio::net::UdpSocket::from_std(socket.into())
+}
+
+/// A TCP listener on `addr` with a deep accept queue.
+pub fn tcp_listen(addr: SocketAddr, backlog: i32) -> io::Result<tokio::net::TcpListener> {
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    socket.set_reuse_address(true)?;
+    socket.bind(&addr.into())?;
+    socket.listen(backlog)?;
+    socket.set_nonblocking(true)?;
+    tokio::net::TcpListener::from_std(socket.into())
+}
+
+/// Makes the next close of `s` send RST instead of FIN (SO_LINGER with a zero timeout).
+pub fn set_reset_on_close<S: std::os::fd::AsFd>(s: &S) -> io::Result<()> {
+    SockRef::from(s).set_linger(Some(Duration::ZERO))
+}
+
+/// Sends FIN now (shuts down the write side), whatever sits above the socket.
+pub fn shutdown_write<S: std::os::fd::AsFd>(s: &S) -> io::Result<()> {
+    SockRef::from(s).shutdown(std::net::Shutdown::Write)
+}
+
+/// What the kernel counted for one TCP connection.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TcpCounts {
+    pub bytes_sent: u64,
+    pub bytes_received: u64,
+    pub segments_sent: u64,
+    pub segments_received: u64,
+}
+
+impl TcpCounts {
+    /// The counts since `earlier`.
+    pub fn since(&self, earlier: &TcpCounts) -> TcpCounts {
+        TcpCounts {
+            bytes_sent: self.bytes_sent.saturating_sub(earlier.bytes_sent),
+            bytes_received: self.bytes_received.saturating_sub(earlier.bytes_received),
+            segments_sent: self.segments_sent.saturating_sub(earlier.segments_sent),
+            segments_received: self.segments_received.saturating_sub(earlier.segments_received),
+        }
+    }
+}
+
+/// Reads TCP_INFO: payload bytes (acknowledged, received) and segments, TLS included.
+pub fn tcp_counts<S: std::os::fd::AsRawFd>(s: &S) -> Option<TcpCounts> {
+    // struct tcp_info up to tcpi_segs_in (Linux >= 4.2); offsets from include/uapi/linux/tcp.h.
+    let mut buf = [0u8; 232];
+    let mut len = buf.len() as libc::socklen_t;
+    // SAFETY: buf is valid for `len` bytes and getsockopt writes at most `len`.
+    let rc = unsafe {
+        libc::getsockopt(s.as_raw_fd(), libc::IPPROTO_TCP, libc::TCP_INFO, buf.as_mut_ptr().cast(), &mut len)
+    };
+    if rc != 0 || len < 144 {
+        return None;
+    }
+    let u64_at = |o: usize| u64::from_ne_bytes(buf[o..o + 8].try_into().unwrap());
+    let u32_at = |o: usize| u32::from_ne_bytes(buf[o..o + 4].try_into().unwrap()) as u64;
+    Some(TcpCounts {
+        bytes_sent: u64_at(120),        // tcpi_bytes_acked
+        bytes_received: u64_at(128),    // tcpi_bytes_received
+        segments_sent: u32_at(136),     // tcpi_segs_out
+        segments_received: u32_at(140), // tcpi_segs_in
+    })
+}
+
+/// Pins the calling thread to `cpu`.
+pub fn pin_thread(cpu: u32) -> io::Result<()> {
+    // SAFETY: cpu_set_t is plain data; sched_setaffinity reads it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu as usize, &mut set);
+        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// CPU time of this process so far: (user, system) in microseconds.
+pub fn process_cpu_us() -> (u64, u64) {
+    // SAFETY: getrusage fills the struct it is given.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    let us = |tv: libc::timeval| tv.tv_sec as u64 * 1_000_000 + tv.tv_usec as u64;
+    (us(ru.ru_utime), us(ru.ru_stime))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn tcp_info_counts_payload() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let l = tcp_listen("127.0.0.1:0".parse().unwrap(), 16).unwrap();
+        let addr = l.local_addr().unwrap();
+        let (c, s) = tokio::join!(tcp_connect(addr, Some("127.0.0.1".parse().unwrap())), l.accept());
+        let (mut c, (mut s, _)) = (c.unwrap(), s.unwrap());
+        c.write_all(&[1; 1000]).await.unwrap();
+        let mut buf = [0; 1000];
+        s.read_exact(&mut buf).await.unwrap();
+        s.write_all(&[2; 10]).await.unwrap();
+        c.read_exact(&mut buf[..10]).await.unwrap();
+        let counts = tcp_counts(&c).unwrap();
+        assert_eq!(counts.bytes_received, 10);
+        assert!(counts.segments_sent >= 2 && counts.segments_received >= 2, "{counts:?}");
+        assert_eq!(counts.since(&counts), TcpCounts::default());
+    }
+
+    #[test]
+    fn cpu_time_is_read() {
+        let mut x = 0u64;
+        for i in 0..10_000_000u64 {
+            x = x.wrapping_add(i * i);
+        }
+        std::hint::black_box(x);
+        let (user, _) = process_cpu_us();
+        assert!(user > 0);
+    }
+}

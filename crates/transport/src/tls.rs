@@ -1,0 +1,318 @@
+//! rustls configurations: version and key-exchange group pinned (library defaults change and
+//! would distort comparisons), resumption on or off, key logging, and certificates.
+
+use crate::TransportError;
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::crypto::{aws_lc_rs, CryptoProvider, SupportedKxGroup};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
+use rustls::{
+    ClientConfig, DigitallySignedStruct, RootCertStore, ServerConfig, SignatureScheme, SupportedProtocolVersion,
+};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+/// A TLS protocol version dnscost can pin.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Version {
+    Tls12,
+    Tls13,
+}
+
+impl Version {
+    fn rustls(self) -> &'static SupportedProtocolVersion {
+        match self {
+            Version::Tls12 => &rustls::version::TLS12,
+            Version::Tls13 => &rustls::version::TLS13,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Version::Tls12 => "1.2",
+            Version::Tls13 => "1.3",
+        }
+    }
+}
+
+/// A key-exchange group dnscost can pin.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Group {
+    X25519,
+    Secp256r1,
+    Secp384r1,
+    X25519Mlkem768,
+}
+
+impl Group {
+    fn rustls(self) -> &'static dyn SupportedKxGroup {
+        match self {
+            Group::X25519 => aws_lc_rs::kx_group::X25519,
+            Group::Secp256r1 => aws_lc_rs::kx_group::SECP256R1,
+            Group::Secp384r1 => aws_lc_rs::kx_group::SECP384R1,
+            Group::X25519Mlkem768 => aws_lc_rs::kx_group::X25519MLKEM768,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Group::X25519 => "x25519",
+            Group::Secp256r1 => "secp256r1",
+            Group::Secp384r1 => "secp384r1",
+            Group::X25519Mlkem768 => "x25519mlkem768",
+        }
+    }
+}
+
+/// How a client verifies the server.
+#[derive(Debug, Clone)]
+pub enum Trust {
+    /// Certificates chaining to the CAs in this PEM file.
+    CaFile(PathBuf),
+    /// Any certificate (handshake signatures are still checked, so the CPU cost stays real).
+    Insecure,
+}
+
+/// Everything a client TLS configuration is made of.
+#[derive(Debug, Clone)]
+pub struct ClientOptions {
+    pub version: Version,
+    pub group: Group,
+    pub trust: Trust,
+    pub keylog: Option<PathBuf>,
+    /// ALPN protocols to offer (`h2` for DoH, `dot` for DoT).
+    pub alpn: Vec<Vec<u8>>,
+}
+
+fn provider(group: Group) -> Arc<CryptoProvider> {
+    let mut p = aws_lc_rs::default_provider();
+    p.kx_groups = vec![group.rustls()];
+    Arc::new(p)
+}
+
+/// A client configuration. With `resume`, it keeps session tickets (in memory, `sessions` of
+/// them) and offers them; without, every handshake is full.
+pub fn client_config(o: &ClientOptions, resume: bool, sessions: usize) -> Result<Arc<ClientConfig>, TransportError> {
+    let builder =
+        ClientConfig::builder_with_provider(provider(o.group)).with_protocol_versions(&[o.version.rustls()])?;
+    let mut config = match &o.trust {
+        Trust::CaFile(path) => {
+            let mut roots = RootCertStore::empty();
+            for cert in read_certs(path)? {
+                roots.add(cert).map_err(|e| pem_error(path, e))?;
+            }
+            builder.with_root_certificates(roots).with_no_client_auth()
+        }
+        Trust::Insecure => builder
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(AcceptAny(provider(o.group))))
+            .with_no_client_auth(),
+    };
+    config.alpn_protocols = o.alpn.clone();
+    config.resumption = if resume {
+        rustls::client::Resumption::in_memory_sessions(sessions.max(16))
+    } else {
+        rustls::client::Resumption::disabled()
+    };
+    if let Some(path) = &o.keylog {
+        config.key_log = Arc::new(KeyLogTo::open(path)?);
+    }
+    Ok(Arc::new(config))
+}
+
+/// A server configuration that issues TLS 1.3 tickets and keeps a TLS 1.2 session cache.
+pub fn server_config(
+    chain: Vec<CertificateDer<'static>>,
+    key: PrivateKeyDer<'static>,
+    alpn: Vec<Vec<u8>>,
+) -> Result<Arc<ServerConfig>, TransportError> {
+    let mut p = aws_lc_rs::default_provider();
+    // Serve the classical groups first so that clients are not steered to a hybrid by default.
+    p.kx_groups.sort_by_key(|g| g.name() == rustls::NamedGroup::X25519MLKEM768);
+    let mut config = ServerConfig::builder_with_provider(Arc::new(p))
+        .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])?
+        .with_no_client_auth()
+        .with_single_cert(chain, key)?;
+    config.ticketer = aws_lc_rs::Ticketer::new()?;
+    config.session_storage = rustls::server::ServerSessionMemoryCache::new(65_536);
+    config.alpn_protocols = alpn;
+    Ok(Arc::new(config))
+}
+
+/// The server name to send and check: `sni`, or else the target's IP address (no SNI is sent
+/// for an address).
+pub fn server_name(sni: Option<&str>, ip: std::net::IpAddr) -> Result<ServerName<'static>, TransportError> {
+    match sni {
+        Some(name) => ServerName::try_from(name.to_string())
+            .map_err(|e| TransportError::Pem { path: "sni".into(), reason: e.to_string() }),
+        None => Ok(ServerName::IpAddress(ip.into())),
+    }
+}
+
+fn pem_error(path: &Path, e: impl std::fmt::Display) -> TransportError {
+    TransportError::Pem { path: path.display().to_string(), reason: e.to_string() }
+}
+
+/// Certificates from a PEM file (at least one).
+pub fn read_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, TransportError> {
+    let certs = CertificateDer::pem_file_iter(path)
+        .map_err(|e| pem_error(path, e))?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| pem_error(path, e))?;
+    if certs.is_empty() {
+        return Err(pem_error(path, "no certificate found"));
+    }
+    Ok(certs)
+}
+
+/// The private key from a PEM file.
+pub fn read_key(path: &Path) -> Result<PrivateKeyDer<'static>, TransportError> {
+    PrivateKeyDer::from_pem_file(path).map_err(|e| pem_error(path, e))
+}
+
+/// A CA and a server certificate it signed, for `names` (DNS names or IP addresses).
+pub struct GeneratedCert {
+    pub ca_pem: String,
+    pub chain: Vec<CertificateDer<'static>>,
+    pub key: PrivateKeyDer<'static>,
+}
+
+/// Generates an ECDSA P-256 CA and a server certificate for `names`.
+pub fn generate(names: &[String]) -> Result<GeneratedCert, TransportError> {
+    use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
+    let ca_key = KeyPair::generate()?;
+    let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca_params.distinguished_name.push(DnType::CommonName, "dnscost test CA");
+    let ca = ca_params.self_signed(&ca_key)?;
+    let key = KeyPair::generate()?;
+    let mut params = CertificateParams::new(names.to_vec())?;
+    params.distinguished_name.push(DnType::CommonName, names.first().cloned().unwrap_or_default());
+    let leaf = params.signed_by(&key, &ca, &ca_key)?;
+    Ok(GeneratedCert {
+        ca_pem: ca.pem(),
+        chain: vec![leaf.der().clone(), ca.der().clone()],
+        key: PrivateKeyDer::try_from(key.serialize_der()).map_err(|e| pem_error(Path::new("generated key"), e))?,
+    })
+}
+
+/// NSS key-log lines written to one file (shared by every connection of the process).
+#[derive(Debug)]
+struct KeyLogTo(Mutex<std::fs::File>);
+
+impl KeyLogTo {
+    fn open(path: &Path) -> Result<Self, TransportError> {
+        let f = std::fs::OpenOptions::new().create(true).append(true).open(path).map_err(|e| pem_error(path, e))?;
+        Ok(KeyLogTo(Mutex::new(f)))
+    }
+}
+
+impl rustls::KeyLog for KeyLogTo {
+    fn log(&self, label: &str, client_random: &[u8], secret: &[u8]) {
+        let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
+        let line = format!("{label} {} {}\n", hex(client_random), hex(secret));
+        if let Ok(mut f) = self.0.lock() {
+            let _ = f.write_all(line.as_bytes());
+        }
+    }
+}
+
+/// Accepts any certificate but checks handshake signatures like a real client.
+#[derive(Debug)]
+struct AcceptAny(Arc<CryptoProvider>);
+
+impl ServerCertVerifier for AcceptAny {
+    fn verify_server_cert(
+        &self,
+        _: &CertificateDer<'_>,
+        _: &[CertificateDer<'_>],
+        _: &ServerName<'_>,
+        _: &[u8],
+        _: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.0.signature_verification_algorithms)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.0.signature_verification_algorithms)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn generated_ca_verifies_its_server() {
+        let g = generate(&["localhost".into(), "127.0.0.1".into()]).unwrap();
+        let dir = std::env::temp_dir().join(format!("dnscost-tls-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let ca = dir.join("ca.pem");
+        std::fs::write(&ca, &g.ca_pem).unwrap();
+        let opts = ClientOptions {
+            version: Version::Tls13,
+            group: Group::X25519,
+            trust: Trust::CaFile(ca.clone()),
+            keylog: Some(dir.join("keys.log")),
+            alpn: vec![b"dot".to_vec()],
+        };
+        let client = client_config(&opts, true, 16).unwrap();
+        let server = server_config(g.chain, g.key, vec![b"dot".to_vec()]).unwrap();
+        let name = server_name(None, "127.0.0.1".parse().unwrap()).unwrap();
+        let mut c = rustls::ClientConnection::new(client, name).unwrap();
+        let mut s = rustls::ServerConnection::new(server).unwrap();
+        let mut buf = Vec::new();
+        for _ in 0..10 {
+            buf.clear();
+            while c.wants_write() {
+                c.write_tls(&mut buf).unwrap();
+            }
+            s.read_tls(&mut &buf[..]).unwrap();
+            s.process_new_packets().unwrap();
+            buf.clear();
+            while s.wants_write() {
+                s.write_tls(&mut buf).unwrap();
+            }
+            c.read_tls(&mut &buf[..]).unwrap();
+            c.process_new_packets().unwrap();
+        }
+        assert!(!c.is_handshaking() && !s.is_handshaking());
+        assert_eq!(c.negotiated_key_exchange_group().unwrap().name(), rustls::NamedGroup::X25519);
+        assert_eq!(c.alpn_protocol(), Some(&b"dot"[..]));
+        let log = std::fs::read_to_string(dir.join("keys.log")).unwrap();
+        assert!(log.contains("CLIENT_TRAFFIC_SECRET_0"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn missing_ca_file_is_a_clear_error() {
+        let opts = ClientOptions {
+            version: Version::Tls13,
+            group: Group::X25519,
+            trust: Trust::CaFile("/nonexistent/ca.pem".into()),
+            keylog: None,
+            alpn: vec![],
+        };
+        let e = client_config(&opts, false, 0).unwrap_err().to_string();
+        assert!(e.starts_with("/nonexistent/ca.pem:"), "{e}");
+    }
+}

@@ -1,0 +1,123 @@
+//! Two-octet length framing of DNS messages on streams (RFC 1035 §4.2.2, RFC 7766).
+
+use crate::WireError;
+
+/// Largest DNS message a stream frame can carry.
+pub const MAX_FRAME: usize = u16::MAX as usize;
+
+/// Splits a byte stream into DNS messages. Reads go straight into its buffer
+/// ([`FrameDecoder::spare`], then [`FrameDecoder::advance`]) and frames come out as slices of
+/// it, so no message is copied.
+#[derive(Debug)]
+pub struct FrameDecoder {
+    buf: Vec<u8>,
+    start: usize,
+    end: usize,
+}
+
+impl FrameDecoder {
+    /// A decoder whose reads ask for up to `read_size` octets at a time.
+    pub fn new(read_size: usize) -> Self {
+        Self { buf: vec![0; read_size.max(512)], start: 0, end: 0 }
+    }
+
+    /// Free space to read into; compacts or grows so that at least one whole frame fits.
+    pub fn spare(&mut self) -> &mut [u8] {
+        if self.start == self.end {
+            self.start = 0;
+            self.end = 0;
+        } else if self.buf.len() - self.end < 2 + MAX_FRAME.min(self.buf.len() / 2) {
+            self.buf.copy_within(self.start..self.end, 0);
+            self.end -= self.start;
+            self.start = 0;
+            let needed = self.pending_frame_len().map_or(0, |n| n + 2);
+            if needed > self.buf.len() {
+                self.buf.resize(needed.next_power_of_two(), 0);
+            }
+        }
+        &mut self.buf[self.end..]
+    }
+
+    /// Marks `n` octets of [`FrameDecoder::spare`] as filled.
+    pub fn advance(&mut self, n: usize) {
+        self.end += n;
+        debug_assert!(self.end <= self.buf.len());
+    }
+
+    /// Octets received and not yet returned as frames.
+    pub fn buffered(&self) -> usize {
+        self.end - self.start
+    }
+
+    fn pending_frame_len(&self) -> Option<usize> {
+        (self.end - self.start >= 2)
+            .then(|| u16::from_be_bytes([self.buf[self.start], self.buf[self.start + 1]]) as usize)
+    }
+
+    /// The next complete message, if one is buffered.
+    #[inline]
+    pub fn next_frame(&mut self) -> Option<Result<&[u8], WireError>> {
+        let len = self.pending_frame_len()?;
+        if len == 0 {
+            return Some(Err(WireError::EmptyFrame));
+        }
+        if self.end - self.start < 2 + len {
+            return None;
+        }
+        let from = self.start + 2;
+        self.start = from + len;
+        Some(Ok(&self.buf[from..from + len]))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn feed(d: &mut FrameDecoder, mut data: &[u8], chunk: usize) -> Vec<Vec<u8>> {
+        let mut out = Vec::new();
+        while !data.is_empty() {
+            let spare = d.spare();
+            let n = chunk.min(spare.len()).min(data.len());
+            spare[..n].copy_from_slice(&data[..n]);
+            d.advance(n);
+            data = &data[n..];
+            while let Some(f) = d.next_frame() {
+                out.push(f.unwrap().to_vec());
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn frames_survive_any_split() {
+        let msgs: Vec<Vec<u8>> = (1..200u16).map(|i| vec![i as u8; (i as usize * 37) % 700 + 1]).collect();
+        let mut stream = Vec::new();
+        for m in &msgs {
+            stream.extend_from_slice(&(m.len() as u16).to_be_bytes());
+            stream.extend_from_slice(m);
+        }
+        for chunk in [1, 2, 3, 100, 4096, 1 << 20] {
+            let mut d = FrameDecoder::new(1024);
+            assert_eq!(feed(&mut d, &stream, chunk), msgs, "chunk {chunk}");
+            assert_eq!(d.buffered(), 0);
+        }
+    }
+
+    #[test]
+    fn large_frames_grow_the_buffer() {
+        let big = vec![7u8; MAX_FRAME];
+        let mut stream = (big.len() as u16).to_be_bytes().to_vec();
+        stream.extend_from_slice(&big);
+        let mut d = FrameDecoder::new(512);
+        assert_eq!(feed(&mut d, &stream, 1500), vec![big]);
+    }
+
+    #[test]
+    fn zero_length_frame_is_an_error() {
+        let mut d = FrameDecoder::new(512);
+        d.spare()[..2].copy_from_slice(&[0, 0]);
+        d.advance(2);
+        assert_eq!(d.next_frame(), Some(Err(WireError::EmptyFrame)));
+    }
+}
