@@ -3,12 +3,14 @@
 
 use crate::TransportError;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::client::{ClientSessionStore, Tls12ClientSessionValue, Tls13ClientSessionValue, WebPkiServerVerifier};
 use rustls::crypto::{aws_lc_rs, CryptoProvider, SupportedKxGroup};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use rustls::{
     ClientConfig, DigitallySignedStruct, RootCertStore, ServerConfig, SignatureScheme, SupportedProtocolVersion,
 };
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -85,9 +87,12 @@ pub struct ClientOptions {
     pub alpn: Vec<Vec<u8>>,
 }
 
+/// The client's crypto: one key-exchange group, and AES-128-GCM with SHA-256 preferred (as
+/// browsers do) over AES-256-GCM with SHA-384, whose key schedule costs more.
 fn provider(group: Group) -> Arc<CryptoProvider> {
     let mut p = aws_lc_rs::default_provider();
     p.kx_groups = vec![group.rustls()];
+    p.cipher_suites.sort_by_key(|s| s.suite() != rustls::CipherSuite::TLS13_AES_128_GCM_SHA256);
     Arc::new(p)
 }
 
@@ -102,7 +107,11 @@ pub fn client_config(o: &ClientOptions, resume: bool, sessions: usize) -> Result
             for cert in read_certs(path)? {
                 roots.add(cert).map_err(|e| pem_error(path, e))?;
             }
-            builder.with_root_certificates(roots).with_no_client_auth()
+            let webpki = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider(o.group))
+                .build()
+                .map_err(|e| pem_error(path, e))?;
+            let verifier = CachingVerifier { inner: webpki, verified: Mutex::new(HashSet::new()) };
+            builder.dangerous().with_custom_certificate_verifier(Arc::new(verifier)).with_no_client_auth()
         }
         Trust::Insecure => builder
             .dangerous()
@@ -111,7 +120,7 @@ pub fn client_config(o: &ClientOptions, resume: bool, sessions: usize) -> Result
     };
     config.alpn_protocols = o.alpn.clone();
     config.resumption = if resume {
-        rustls::client::Resumption::in_memory_sessions(sessions.max(16))
+        rustls::client::Resumption::store(Arc::new(TicketStore::new(sessions.max(16))))
     } else {
         rustls::client::Resumption::disabled()
     };
@@ -215,6 +224,127 @@ impl rustls::KeyLog for KeyLogTo {
         if let Ok(mut f) = self.0.lock() {
             let _ = f.write_all(line.as_bytes());
         }
+    }
+}
+
+/// Verifies a certificate chain once per (chain, name) and remembers the result, as browsers
+/// do; the handshake signature is still checked on every connection. Repeating the chain
+/// check would only make the generator, not the target, pay more.
+#[derive(Debug)]
+struct CachingVerifier {
+    inner: Arc<WebPkiServerVerifier>,
+    verified: Mutex<HashSet<VerifiedChain>>,
+}
+
+/// End-entity certificate, intermediates, server name.
+type VerifiedChain = (Vec<u8>, Vec<Vec<u8>>, String);
+
+impl ServerCertVerifier for CachingVerifier {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        name: &ServerName<'_>,
+        ocsp: &[u8],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        let key = (end_entity.to_vec(), intermediates.iter().map(|c| c.to_vec()).collect(), name.to_str().into_owned());
+        if self.verified.lock().is_ok_and(|v| v.contains(&key)) {
+            return Ok(ServerCertVerified::assertion());
+        }
+        let ok = self.inner.verify_server_cert(end_entity, intermediates, name, ocsp, now)?;
+        if let Ok(mut v) = self.verified.lock() {
+            if v.len() < 1024 {
+                v.insert(key);
+            }
+        }
+        Ok(ok)
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.inner.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.inner.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.inner.supported_verify_schemes()
+    }
+}
+
+/// Session tickets shared by every connection of one generator thread. rustls's in-memory
+/// store keeps 8 TLS 1.3 tickets per server, too few when many connections reconnect at once.
+#[derive(Debug)]
+struct TicketStore {
+    capacity: usize,
+    inner: Mutex<Tickets>,
+}
+
+#[derive(Debug, Default)]
+struct Tickets {
+    kx: HashMap<ServerName<'static>, rustls::NamedGroup>,
+    tls12: HashMap<ServerName<'static>, Tls12ClientSessionValue>,
+    tls13: HashMap<ServerName<'static>, VecDeque<Tls13ClientSessionValue>>,
+}
+
+impl TicketStore {
+    fn new(capacity: usize) -> Self {
+        TicketStore { capacity, inner: Mutex::new(Tickets::default()) }
+    }
+}
+
+impl ClientSessionStore for TicketStore {
+    fn set_kx_hint(&self, name: ServerName<'static>, group: rustls::NamedGroup) {
+        if let Ok(mut t) = self.inner.lock() {
+            t.kx.insert(name, group);
+        }
+    }
+
+    fn kx_hint(&self, name: &ServerName<'_>) -> Option<rustls::NamedGroup> {
+        self.inner.lock().ok()?.kx.get(&name.to_owned()).copied()
+    }
+
+    fn set_tls12_session(&self, name: ServerName<'static>, value: Tls12ClientSessionValue) {
+        if let Ok(mut t) = self.inner.lock() {
+            t.tls12.insert(name, value);
+        }
+    }
+
+    fn tls12_session(&self, name: &ServerName<'_>) -> Option<Tls12ClientSessionValue> {
+        self.inner.lock().ok()?.tls12.get(&name.to_owned()).cloned()
+    }
+
+    fn remove_tls12_session(&self, name: &ServerName<'static>) {
+        if let Ok(mut t) = self.inner.lock() {
+            t.tls12.remove(name);
+        }
+    }
+
+    fn insert_tls13_ticket(&self, name: ServerName<'static>, value: Tls13ClientSessionValue) {
+        if let Ok(mut t) = self.inner.lock() {
+            let q = t.tls13.entry(name).or_default();
+            if q.len() >= self.capacity {
+                q.pop_front();
+            }
+            q.push_back(value);
+        }
+    }
+
+    fn take_tls13_ticket(&self, name: &ServerName<'static>) -> Option<Tls13ClientSessionValue> {
+        // Newest first: the freshest ticket is the most likely to be accepted.
+        self.inner.lock().ok()?.tls13.get_mut(name)?.pop_back()
     }
 }
 
