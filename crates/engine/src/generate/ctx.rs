@@ -29,10 +29,17 @@ pub struct Plan {
     pub sources: Vec<IpAddr>,
     pub tls: Option<dnscost_transport::tls::ClientOptions>,
     pub server_name: Option<rustls::pki_types::ServerName<'static>>,
-    /// `https://authority/path` for DoH.
-    pub doh_uri: String,
+    /// DoH requests, built once: one per query of the set.
+    pub doh: Vec<DohRequest>,
     pub start: Instant,
     pub timeout_ns: u64,
+}
+
+/// What a DoH request for one query needs: its URI (the query itself for GET) and its body.
+pub struct DohRequest {
+    pub uri: http::Uri,
+    pub body: bytes::Bytes,
+    pub content_length: http::HeaderValue,
 }
 
 /// TLS client configurations of one thread: with a session store, and without.

@@ -7,8 +7,9 @@ use bytes::Bytes;
 use dnscost_load::{CloseMode, ConnPolicy, DohMethod};
 use dnscost_stats::{Close, ErrorKind};
 use dnscost_transport::socket;
-use dnscost_wire::{base64url, parse_response};
+use dnscost_wire::parse_response;
 use futures_util::stream::{FuturesUnordered, StreamExt};
+use http::HeaderValue;
 use std::os::fd::{AsRawFd, BorrowedFd};
 use std::task::Poll;
 
@@ -74,19 +75,21 @@ pub async fn session(
             let mut c = ctx.counters.borrow_mut();
             let intended = sched.take(now, &mut c);
             let q = ctx.next_query();
-            let msg = plan.queries.get(q).bytes();
-            let request = match method {
-                DohMethod::Post => http::Request::post(plan.doh_uri.as_str())
-                    .header("content-type", "application/dns-message")
-                    .header("content-length", msg.len()),
-                DohMethod::Get => http::Request::get(format!("{}?dns={}", plan.doh_uri, base64url(msg))),
+            let req = &plan.doh[(q % plan.doh.len() as u64) as usize];
+            let mut request = http::Request::new(());
+            *request.uri_mut() = req.uri.clone();
+            if method == DohMethod::Post {
+                *request.method_mut() = http::Method::POST;
             }
-            .header("accept", "application/dns-message")
-            .body(())
-            .expect("valid request");
+            let headers = request.headers_mut();
+            headers.insert(http::header::ACCEPT, HeaderValue::from_static("application/dns-message"));
+            if method == DohMethod::Post {
+                headers.insert(http::header::CONTENT_TYPE, HeaderValue::from_static("application/dns-message"));
+                headers.insert(http::header::CONTENT_LENGTH, req.content_length.clone());
+            }
             let sent = send.send_request(request, method == DohMethod::Get).and_then(|(response, mut body)| {
                 if method == DohMethod::Post {
-                    body.send_data(Bytes::copy_from_slice(msg), true)?;
+                    body.send_data(req.body.clone(), true)?;
                 }
                 Ok(response)
             });
@@ -107,11 +110,12 @@ pub async fn session(
                         return Err(Failure::Status);
                     }
                     let mut body = response.into_body();
-                    let mut data = Vec::with_capacity(128);
+                    // Answers nearly always come in one DATA frame: keep it without a copy.
+                    let mut data = Bytes::new();
                     while let Some(chunk) = body.data().await {
                         let chunk = chunk.map_err(|_| Failure::Http2)?;
                         let _ = body.flow_control().release_capacity(chunk.len());
-                        data.extend_from_slice(&chunk);
+                        data = if data.is_empty() { chunk } else { [&data[..], &chunk[..]].concat().into() };
                     }
                     Ok(data)
                 };

@@ -263,19 +263,25 @@ fn plan(config: EngineConfig) -> Result<Plan, EngineError> {
         (Some(name), t) => format!("{name}:{}", t.port()),
         (None, t) => t.to_string(),
     };
-    let doh_uri = format!("https://{authority}{}", config.doh_path());
+    let doh = if config.transport == Transport::Doh {
+        let base = format!("https://{authority}{}", config.doh_path());
+        let get = config.doh_method == Some(dnscost_load::DohMethod::Get);
+        (0..queries.len() as u64)
+            .map(|i| {
+                let msg = queries.get(i).bytes();
+                let uri = if get { format!("{base}?dns={}", dnscost_wire::base64url(msg)) } else { base.clone() };
+                Ok(ctx::DohRequest {
+                    uri: uri.parse().map_err(|e| EngineError::Address(format!("DoH URI {uri}: {e}")))?,
+                    body: bytes::Bytes::copy_from_slice(msg),
+                    content_length: msg.len().into(),
+                })
+            })
+            .collect::<Result<_, EngineError>>()?
+    } else {
+        Vec::new()
+    };
     let timeout_ns = config.timeout_ms * 1_000_000;
-    Ok(Plan {
-        config,
-        target,
-        queries,
-        sources,
-        tls,
-        server_name,
-        doh_uri,
-        start: std::time::Instant::now(),
-        timeout_ns,
-    })
+    Ok(Plan { config, target, queries, sources, tls, server_name, doh, start: std::time::Instant::now(), timeout_ns })
 }
 
 /// Interval boundaries: every second, plus the ends of warm-up and of the measured period.
