@@ -23,6 +23,9 @@ pub fn schemas() -> Vec<(&'static str, String)> {
 }
 
 pub fn main(args: SchemaArgs) -> Result<ExitCode, crate::EngineError> {
+    if let Some(dir) = &args.write {
+        std::fs::create_dir_all(dir).map_err(|e| crate::EngineError::file(dir, e))?;
+    }
     for (name, text) in schemas() {
         match &args.write {
             Some(dir) => {

@@ -226,6 +226,8 @@ fn doh_get_and_udp_answer() {
     );
     udp.balanced();
     assert!(udp.total("queries.answered") >= 245);
+    // The first query of a slot is due at time 0: it must not expire before its timeout.
+    assert_eq!(udp.total("queries.timed_out"), 0, "{}", udp.summary());
     assert_eq!(udp.summary()["total"]["queries"]["rcodes"]["noerror"], udp.total("queries.answered"));
     // Names outside the synthetic set are NXDOMAIN, and counted as such.
     let nx = generate(

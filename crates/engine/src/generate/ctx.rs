@@ -5,6 +5,7 @@ use dnscost_load::{EngineConfig, Pacer, QuerySet, TokenBucket};
 use dnscost_stats::{ConnectionRecord, Counters, ErrorKind};
 use std::cell::{Cell, RefCell};
 use std::net::{IpAddr, SocketAddr};
+use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Instant;
 use tokio::sync::watch;
@@ -59,6 +60,7 @@ pub struct Ctx {
     pub bucket: Option<RefCell<TokenBucket>>,
     pub connectors: Option<Connectors>,
     pub log: Option<std::sync::mpsc::Sender<ConnectionRecord>>,
+    pub timer: Rc<super::timer::Timer>,
     pub thread: u64,
     pub threads: u64,
     next_conn: Cell<u64>,
@@ -75,6 +77,7 @@ impl Ctx {
         bucket: Option<TokenBucket>,
         connectors: Option<Connectors>,
         log: Option<std::sync::mpsc::Sender<ConnectionRecord>>,
+        timer: Rc<super::timer::Timer>,
     ) -> Self {
         let spread = plan.queries.len() as u64 / threads.max(1);
         Ctx {
@@ -86,6 +89,7 @@ impl Ctx {
             bucket: bucket.map(RefCell::new),
             connectors,
             log,
+            timer,
             thread,
             threads,
             next_conn: Cell::new(0),
@@ -103,6 +107,12 @@ impl Ctx {
     #[inline]
     pub fn instant(&self, ns: u64) -> tokio::time::Instant {
         tokio::time::Instant::from_std(self.plan.start + std::time::Duration::from_nanos(ns.min(u64::MAX / 4)))
+    }
+
+    /// Waits until run time `ns` with microsecond precision (`u64::MAX`: never).
+    #[inline]
+    pub fn sleep_until(&self, ns: u64) -> super::timer::Sleep {
+        self.timer.sleep_until(ns)
     }
 
     /// Index of the next query to send from this thread.

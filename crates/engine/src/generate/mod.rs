@@ -10,6 +10,7 @@ mod ctx;
 mod doh;
 mod output;
 mod stream;
+mod timer;
 mod udp;
 mod window;
 
@@ -381,8 +382,19 @@ fn worker(
     let threads = cfg.threads as u64;
     let bucket = cfg.open_rate.map(|r| TokenBucket::new(r / threads as f64, (r / threads as f64 / 100.0).max(1.0)));
     let connectors = tls_configs.map(|(resume, fresh)| Connectors { resume: resume.into(), fresh: fresh.into() });
-    let ctx = Rc::new(Ctx::new(plan.clone(), t as u64, threads, stop, bucket, connectors, log));
+    let timer = {
+        let _runtime = runtime.enter();
+        match timer::Timer::new(plan.start) {
+            Ok(t) => t,
+            Err(e) => {
+                eprintln!("dnscost-engine: thread {t}: timer: {e}");
+                return;
+            }
+        }
+    };
+    let ctx = Rc::new(Ctx::new(plan.clone(), t as u64, threads, stop, bucket, connectors, log, timer.clone()));
     let local = tokio::task::LocalSet::new();
+    local.spawn_local(timer.drive());
     local.block_on(&runtime, async move {
         let mut slots = Vec::new();
         let total = cfg.connections as u64;

@@ -158,7 +158,7 @@ pub async fn wait_until(
         }
         let wake = t.min(now + 100_000_000);
         tokio::select! {
-            _ = tokio::time::sleep_until(ctx.instant(wake)) => {}
+            _ = ctx.sleep_until(wake) => {}
             r = stop.changed() => { if r.is_err() { return false; } }
         }
     }
@@ -348,8 +348,6 @@ async fn session<S: AsyncRead + AsyncWrite + Unpin>(
     let mut stop = ctx.stop.clone();
     let mut dec = FrameDecoder::new(16 * 1024);
     let mut out = Vec::with_capacity(4096);
-    let sleep = tokio::time::sleep_until(ctx.instant(u64::MAX));
-    tokio::pin!(sleep);
     let lose = |window: &mut Window, kind| ctx.lose(kind, window.clear());
     loop {
         let now = ctx.now();
@@ -362,7 +360,7 @@ async fn session<S: AsyncRead + AsyncWrite + Unpin>(
         }
         {
             let mut c = ctx.counters.borrow_mut();
-            let expired = window.expire(now.saturating_sub(timeout));
+            let expired = now.checked_sub(timeout).map_or(0, |deadline| window.expire(deadline));
             if expired > 0 {
                 c.timed_out += expired;
                 ctx.sub_in_flight(expired);
@@ -412,7 +410,6 @@ async fn session<S: AsyncRead + AsyncWrite + Unpin>(
         if let Some(d) = policy.deadline().filter(|d| *d > now) {
             wake = wake.min(d);
         }
-        sleep.as_mut().reset(ctx.instant(wake));
         tokio::select! {
             biased;
             r = io.read(dec.spare()) => match r {
@@ -446,7 +443,7 @@ async fn session<S: AsyncRead + AsyncWrite + Unpin>(
                     return SessionEnd { close: server_close(Some(&e), tls), error: Some(e.to_string()) };
                 }
             },
-            _ = &mut sleep => {}
+            _ = ctx.sleep_until(wake) => {}
             r = stop.changed() => { if r.is_err() { return SessionEnd::client(Close::End); } }
         }
     }

@@ -14,8 +14,6 @@ pub async fn run_slot(ctx: Rc<Ctx>, mut sched: Schedule, sock: tokio::net::UdpSo
     let mut stop = ctx.stop.clone();
     let mut out = Vec::with_capacity(512);
     let mut buf = vec![0u8; 65_536];
-    let sleep = tokio::time::sleep_until(ctx.instant(u64::MAX));
-    tokio::pin!(sleep);
     loop {
         let now = ctx.now();
         let state = *stop.borrow_and_update();
@@ -25,7 +23,7 @@ pub async fn run_slot(ctx: Rc<Ctx>, mut sched: Schedule, sock: tokio::net::UdpSo
             ctx.sub_in_flight(n);
             return;
         }
-        let expired = window.expire(now.saturating_sub(timeout));
+        let expired = now.checked_sub(timeout).map_or(0, |deadline| window.expire(deadline));
         if expired > 0 {
             ctx.counters.borrow_mut().timed_out += expired;
             ctx.sub_in_flight(expired);
@@ -94,11 +92,10 @@ pub async fn run_slot(ctx: Rc<Ctx>, mut sched: Schedule, sock: tokio::net::UdpSo
                 wake = wake.min(next);
             }
         }
-        sleep.as_mut().reset(ctx.instant(wake));
         tokio::select! {
             biased;
             r = sock.readable() => { if r.is_err() { tokio::task::yield_now().await; } }
-            _ = &mut sleep => {}
+            _ = ctx.sleep_until(wake) => {}
             r = stop.changed() => { if r.is_err() { return; } }
         }
     }

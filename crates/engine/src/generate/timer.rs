@@ -1,0 +1,201 @@
+//! A microsecond timer for one generator thread. tokio's timer wheel has a resolution of one
+//! millisecond, which would add up to a millisecond of pacing delay to every open-loop query
+//! (and so to its latency, measured from the intended send time). One `timerfd` per thread,
+//! armed at the earliest deadline of a heap, wakes the tasks waiting on it.
+
+use std::cell::{Cell, RefCell};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+use std::future::Future;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{Context, Poll, Waker};
+use tokio::io::unix::AsyncFd;
+
+/// Deadlines closer than this are waited for by yielding rather than by the kernel timer.
+const SPIN_NS: u64 = 20_000;
+
+/// The timer of one thread. Deadlines are nanoseconds since the start of the run.
+pub struct Timer {
+    fd: AsyncFd<OwnedFd>,
+    /// CLOCK_MONOTONIC time of the run's start, in nanoseconds.
+    start_mono: u64,
+    start: std::time::Instant,
+    heap: RefCell<BinaryHeap<Reverse<(u64, u64)>>>,
+    wakers: RefCell<HashMap<u64, Waker>>,
+    next_id: Cell<u64>,
+    armed: Cell<u64>,
+}
+
+fn monotonic_ns() -> u64 {
+    // SAFETY: clock_gettime fills the timespec it is given.
+    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+impl Timer {
+    /// A timer for a run that started at `start`. Must be called inside a tokio runtime.
+    pub fn new(start: std::time::Instant) -> std::io::Result<Rc<Self>> {
+        // SAFETY: timerfd_create returns a new descriptor or -1.
+        let raw = unsafe { libc::timerfd_create(libc::CLOCK_MONOTONIC, libc::TFD_NONBLOCK | libc::TFD_CLOEXEC) };
+        if raw < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: `raw` is a new descriptor that we own from here on; the AsyncFd owns it and
+        // nothing else closes it while it is registered.
+        let fd = unsafe { AsyncFd::register(OwnedFd::from_raw_fd(raw)) }.map_err(|e| e.into_parts().1)?;
+        let start_mono = monotonic_ns().saturating_sub(start.elapsed().as_nanos() as u64);
+        Ok(Rc::new(Timer {
+            fd,
+            start_mono,
+            start,
+            heap: RefCell::new(BinaryHeap::new()),
+            wakers: RefCell::new(HashMap::new()),
+            next_id: Cell::new(0),
+            armed: Cell::new(u64::MAX),
+        }))
+    }
+
+    fn now(&self) -> u64 {
+        self.start.elapsed().as_nanos() as u64
+    }
+
+    fn arm(&self, deadline: u64) {
+        self.armed.set(deadline);
+        let abs = self.start_mono + deadline;
+        let spec = libc::itimerspec {
+            it_interval: libc::timespec { tv_sec: 0, tv_nsec: 0 },
+            it_value: libc::timespec { tv_sec: (abs / 1_000_000_000) as _, tv_nsec: (abs % 1_000_000_000) as _ },
+        };
+        // SAFETY: arms our own timerfd with a valid itimerspec.
+        unsafe { libc::timerfd_settime(self.fd.as_raw_fd(), libc::TFD_TIMER_ABSTIME, &spec, std::ptr::null_mut()) };
+    }
+
+    /// Waits until run time `deadline` (nanoseconds since start).
+    pub fn sleep_until(self: &Rc<Self>, deadline: u64) -> Sleep {
+        Sleep { timer: self.clone(), deadline, id: None }
+    }
+
+    /// Wakes due waiters and re-arms; runs for the life of the thread's runtime.
+    pub async fn drive(self: Rc<Self>) {
+        loop {
+            let Ok(mut guard) = self.fd.readable().await else { return };
+            let mut expirations = [0u8; 8];
+            // SAFETY: reads at most 8 bytes into our buffer from our own descriptor.
+            unsafe { libc::read(self.fd.as_raw_fd(), expirations.as_mut_ptr().cast(), 8) };
+            guard.clear_ready();
+            self.armed.set(u64::MAX);
+            let now = self.now();
+            let mut heap = self.heap.borrow_mut();
+            let mut wakers = self.wakers.borrow_mut();
+            while let Some(&Reverse((deadline, id))) = heap.peek() {
+                if !wakers.contains_key(&id) {
+                    heap.pop();
+                } else if deadline <= now {
+                    heap.pop();
+                    if let Some(w) = wakers.remove(&id) {
+                        w.wake();
+                    }
+                } else {
+                    self.arm(deadline);
+                    break;
+                }
+            }
+        }
+    }
+}
+
+/// A wait on the thread's [`Timer`].
+pub struct Sleep {
+    timer: Rc<Timer>,
+    deadline: u64,
+    id: Option<u64>,
+}
+
+impl Future for Sleep {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let now = self.timer.now();
+        if now >= self.deadline {
+            return Poll::Ready(());
+        }
+        if self.deadline == u64::MAX {
+            // Never: another branch of the caller's select! will win.
+            return Poll::Pending;
+        }
+        if self.deadline - now < SPIN_NS {
+            cx.waker().wake_by_ref();
+            return Poll::Pending;
+        }
+        let timer = self.timer.clone();
+        if let Some(id) = self.id {
+            if let Some(w) = timer.wakers.borrow_mut().get_mut(&id) {
+                w.clone_from(cx.waker());
+                return Poll::Pending;
+            }
+            // Woken (or polled) before the deadline after the entry fired: register again.
+        }
+        let id = timer.next_id.get();
+        timer.next_id.set(id + 1);
+        timer.wakers.borrow_mut().insert(id, cx.waker().clone());
+        {
+            let mut heap = timer.heap.borrow_mut();
+            let live = timer.wakers.borrow();
+            // Dropped sleeps leave entries behind; keep them from piling up.
+            if heap.len() > 1024 + 4 * live.len() {
+                heap.retain(|Reverse((_, id))| live.contains_key(id));
+            }
+            heap.push(Reverse((self.deadline, id)));
+        }
+        if self.deadline < timer.armed.get() {
+            timer.arm(self.deadline);
+        }
+        self.id = Some(id);
+        Poll::Pending
+    }
+}
+
+impl Drop for Sleep {
+    fn drop(&mut self) {
+        if let Some(id) = self.id {
+            // The heap entry is skipped when it comes up.
+            self.timer.wakers.borrow_mut().remove(&id);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wakes_close_to_the_deadline_in_order() {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let local = tokio::task::LocalSet::new();
+        local.block_on(&rt, async {
+            let timer = Timer::new(std::time::Instant::now()).unwrap();
+            tokio::task::spawn_local(timer.clone().drive());
+            let order = Rc::new(RefCell::new(Vec::new()));
+            let mut tasks = Vec::new();
+            for (i, ms) in [(0, 30u64), (1, 10), (2, 20)] {
+                let (timer, order) = (timer.clone(), order.clone());
+                tasks.push(tokio::task::spawn_local(async move {
+                    timer.sleep_until(ms * 1_000_000).await;
+                    let late = timer.now() - ms * 1_000_000;
+                    order.borrow_mut().push((i, late));
+                }));
+            }
+            // A dropped sleep never wakes anyone.
+            drop(timer.sleep_until(5_000_000));
+            for t in tasks {
+                t.await.unwrap();
+            }
+            let order = order.borrow();
+            assert_eq!(order.iter().map(|(i, _)| *i).collect::<Vec<_>>(), vec![1, 2, 0]);
+            assert!(timer.wakers.borrow().is_empty());
+        });
+    }
+}

@@ -1,0 +1,433 @@
+//! HPACK (RFC 7541) for the client: a decoder for the server's header blocks (static and
+//! dynamic tables, Huffman strings, table size updates) and the few encoder pieces request
+//! templates need (integers and raw literals; no Huffman, no dynamic table).
+
+use super::Http2Error;
+use std::collections::VecDeque;
+
+/// The static table (RFC 7541 Appendix A); index 1 is the first entry.
+const STATIC: [(&[u8], &[u8]); 61] = [
+    (b":authority", b""),
+    (b":method", b"GET"),
+    (b":method", b"POST"),
+    (b":path", b"/"),
+    (b":path", b"/index.html"),
+    (b":scheme", b"http"),
+    (b":scheme", b"https"),
+    (b":status", b"200"),
+    (b":status", b"204"),
+    (b":status", b"206"),
+    (b":status", b"304"),
+    (b":status", b"400"),
+    (b":status", b"404"),
+    (b":status", b"500"),
+    (b"accept-charset", b""),
+    (b"accept-encoding", b"gzip, deflate"),
+    (b"accept-language", b""),
+    (b"accept-ranges", b""),
+    (b"accept", b""),
+    (b"access-control-allow-origin", b""),
+    (b"age", b""),
+    (b"allow", b""),
+    (b"authorization", b""),
+    (b"cache-control", b""),
+    (b"content-disposition", b""),
+    (b"content-encoding", b""),
+    (b"content-language", b""),
+    (b"content-length", b""),
+    (b"content-location", b""),
+    (b"content-range", b""),
+    (b"content-type", b""),
+    (b"cookie", b""),
+    (b"date", b""),
+    (b"etag", b""),
+    (b"expect", b""),
+    (b"expires", b""),
+    (b"from", b""),
+    (b"host", b""),
+    (b"if-match", b""),
+    (b"if-modified-since", b""),
+    (b"if-none-match", b""),
+    (b"if-range", b""),
+    (b"if-unmodified-since", b""),
+    (b"last-modified", b""),
+    (b"link", b""),
+    (b"location", b""),
+    (b"max-forwards", b""),
+    (b"proxy-authenticate", b""),
+    (b"proxy-authorization", b""),
+    (b"range", b""),
+    (b"referer", b""),
+    (b"refresh", b""),
+    (b"retry-after", b""),
+    (b"server", b""),
+    (b"set-cookie", b""),
+    (b"strict-transport-security", b""),
+    (b"transfer-encoding", b""),
+    (b"user-agent", b""),
+    (b"vary", b""),
+    (b"via", b""),
+    (b"www-authenticate", b""),
+];
+
+/// Static-table indices the request templates use.
+pub const METHOD_GET: usize = 2;
+pub const METHOD_POST: usize = 3;
+pub const SCHEME_HTTPS: usize = 7;
+pub const AUTHORITY: usize = 1;
+pub const PATH: usize = 4;
+pub const ACCEPT: usize = 19;
+pub const CONTENT_LENGTH: usize = 28;
+pub const CONTENT_TYPE: usize = 31;
+
+/// Octets an entry costs in the dynamic table besides its name and value (RFC 7541 §4.1).
+const ENTRY_OVERHEAD: usize = 32;
+
+/// The dynamic table size before SETTINGS_HEADER_TABLE_SIZE says otherwise.
+pub const DEFAULT_TABLE_SIZE: usize = 4096;
+
+/// Decodes the header blocks of one connection, keeping the dynamic table in step with the
+/// server's encoder.
+#[derive(Debug)]
+pub struct Decoder {
+    /// Newest entry first: dynamic index 62 is `table[0]`. Each entry is name then value.
+    table: VecDeque<(Box<[u8]>, usize)>,
+    /// Sum of the entries' sizes.
+    size: usize,
+    /// The current maximum, as the encoder last set it.
+    max_size: usize,
+    /// The most the encoder may set: our SETTINGS_HEADER_TABLE_SIZE once acknowledged.
+    limit: usize,
+    /// Huffman-decoded name and value of the current field.
+    name: Vec<u8>,
+    value: Vec<u8>,
+}
+
+impl Decoder {
+    /// A decoder whose table may grow to `limit` octets (and starts at that size).
+    pub fn new(limit: usize) -> Self {
+        Decoder {
+            table: VecDeque::new(),
+            size: 0,
+            max_size: limit,
+            limit,
+            name: Vec::with_capacity(64),
+            value: Vec::with_capacity(64),
+        }
+    }
+
+    /// Sets the most the encoder may use (our acknowledged SETTINGS_HEADER_TABLE_SIZE). A lower
+    /// limit takes effect at once: entries that no longer fit are evicted.
+    pub fn set_limit(&mut self, limit: usize) {
+        self.limit = limit;
+        if self.max_size > limit {
+            self.max_size = limit;
+            self.evict(0);
+        }
+    }
+
+    /// Octets in use in the dynamic table.
+    #[cfg(test)]
+    pub fn table_size(&self) -> usize {
+        self.size
+    }
+
+    /// Entries in the dynamic table, newest first.
+    #[cfg(test)]
+    pub fn entries(&self) -> Vec<(Vec<u8>, Vec<u8>)> {
+        self.table.iter().map(|(e, n)| (e[..*n].to_vec(), e[*n..].to_vec())).collect()
+    }
+
+    /// Decodes one complete header block, handing every field to `sink` in order. Any error is
+    /// a connection error (COMPRESSION_ERROR): the table may be out of step with the encoder.
+    pub fn decode(&mut self, block: &[u8], sink: &mut impl FnMut(&[u8], &[u8])) -> Result<(), Http2Error> {
+        let mut pos = 0;
+        let mut fields = false;
+        while let Some(&b) = block.get(pos) {
+            if b & 0x80 != 0 {
+                // Indexed field (§6.1).
+                let index = integer(block, &mut pos, 7)?;
+                let (name, value) = lookup(&self.table, index)?;
+                sink(name, value);
+            } else if b & 0xe0 == 0x20 {
+                // Dynamic table size update (§6.3), only at the start of a block (§4.2).
+                let size = integer(block, &mut pos, 5)?;
+                if fields || size > self.limit as u64 {
+                    return Err(Http2Error::HpackSizeUpdate { size, max: self.limit });
+                }
+                self.max_size = size as usize;
+                self.evict(0);
+                continue;
+            } else {
+                // Literal with incremental indexing (§6.2.1), without indexing (§6.2.2) or
+                // never indexed (§6.2.3).
+                let indexing = b & 0x40 != 0;
+                let index = integer(block, &mut pos, if indexing { 6 } else { 4 })?;
+                let name = if index == 0 {
+                    string(block, &mut pos, &mut self.name)?
+                } else {
+                    lookup(&self.table, index)?.0
+                };
+                let value = string(block, &mut pos, &mut self.value)?;
+                sink(name, value);
+                if indexing {
+                    let size = name.len() + value.len() + ENTRY_OVERHEAD;
+                    let entry = (size <= self.max_size).then(|| {
+                        let mut e = Vec::with_capacity(name.len() + value.len());
+                        e.extend_from_slice(name);
+                        e.extend_from_slice(value);
+                        (e.into_boxed_slice(), name.len())
+                    });
+                    self.insert(entry, size);
+                }
+            }
+            fields = true;
+        }
+        Ok(())
+    }
+
+    /// Adds an entry of `size` octets, evicting the oldest ones; an entry larger than the whole
+    /// table empties it and is not added (§4.4).
+    fn insert(&mut self, entry: Option<(Box<[u8]>, usize)>, size: usize) {
+        match entry {
+            Some(e) => {
+                self.evict(size);
+                self.table.push_front(e);
+                self.size += size;
+            }
+            None => {
+                self.table.clear();
+                self.size = 0;
+            }
+        }
+    }
+
+    /// Evicts the oldest entries until `room` more octets fit.
+    fn evict(&mut self, room: usize) {
+        while self.size + room > self.max_size {
+            let Some((e, _)) = self.table.pop_back() else { break };
+            self.size -= e.len() + ENTRY_OVERHEAD;
+        }
+    }
+}
+
+fn lookup(table: &VecDeque<(Box<[u8]>, usize)>, index: u64) -> Result<(&[u8], &[u8]), Http2Error> {
+    match index {
+        1..=61 => Ok(STATIC[index as usize - 1]),
+        _ if index > 61 && ((index - 62) as usize) < table.len() => {
+            let (e, n) = &table[(index - 62) as usize];
+            Ok(e.split_at(*n))
+        }
+        _ => Err(Http2Error::HpackIndex(index)),
+    }
+}
+
+/// An integer with an N-bit prefix (§5.1), at most 2^32 - 1.
+fn integer(block: &[u8], pos: &mut usize, prefix: u8) -> Result<u64, Http2Error> {
+    let mask = (1u8 << prefix) - 1;
+    let mut value = u64::from(block[*pos] & mask);
+    *pos += 1;
+    if value < u64::from(mask) {
+        return Ok(value);
+    }
+    let mut shift = 0;
+    loop {
+        let b = *block.get(*pos).ok_or(Http2Error::HpackTruncated)?;
+        *pos += 1;
+        value += u64::from(b & 0x7f) << shift;
+        if value > u64::from(u32::MAX) {
+            return Err(Http2Error::HpackInteger);
+        }
+        if b & 0x80 == 0 {
+            return Ok(value);
+        }
+        shift += 7;
+        if shift > 28 {
+            return Err(Http2Error::HpackInteger);
+        }
+    }
+}
+
+/// A string literal (§5.2): a slice of the block, or Huffman-decoded into `scratch`.
+fn string<'a>(block: &'a [u8], pos: &mut usize, scratch: &'a mut Vec<u8>) -> Result<&'a [u8], Http2Error> {
+    let huffman = block.get(*pos).ok_or(Http2Error::HpackTruncated)? & 0x80 != 0;
+    let len = integer(block, pos, 7)? as usize;
+    let raw = block.get(*pos..*pos + len).ok_or(Http2Error::HpackTruncated)?;
+    *pos += len;
+    if !huffman {
+        return Ok(raw);
+    }
+    scratch.clear();
+    huffman_decode(raw, scratch)?;
+    Ok(scratch)
+}
+
+/// Appends an integer with an N-bit prefix; `flags` fills the bits above the prefix.
+pub fn put_integer(out: &mut Vec<u8>, flags: u8, prefix: u8, value: usize) {
+    let max = (1usize << prefix) - 1;
+    if value < max {
+        out.push(flags | value as u8);
+        return;
+    }
+    out.push(flags | max as u8);
+    let mut rest = value - max;
+    while rest >= 0x80 {
+        out.push(0x80 | (rest & 0x7f) as u8);
+        rest >>= 7;
+    }
+    out.push(rest as u8);
+}
+
+/// Appends an indexed field (§6.1).
+pub fn put_indexed(out: &mut Vec<u8>, index: usize) {
+    put_integer(out, 0x80, 7, index);
+}
+
+/// Appends a literal field without indexing whose name is static entry `name` (§6.2.2), its
+/// value raw (no Huffman).
+pub fn put_literal(out: &mut Vec<u8>, name: usize, value: &[u8]) {
+    put_integer(out, 0x00, 4, name);
+    put_integer(out, 0x00, 7, value.len());
+    out.extend_from_slice(value);
+}
+
+/// The Huffman code (RFC 7541 Appendix B): (code, length in bits) of every octet; EOS is
+/// 0x3fffffff in 30 bits.
+pub(super) const HUFFMAN_CODES: [(u32, u8); 256] = [
+    (0x1ff8, 13), (0x7fffd8, 23), (0xfffffe2, 28), (0xfffffe3, 28), (0xfffffe4, 28), (0xfffffe5, 28),
+    (0xfffffe6, 28), (0xfffffe7, 28), (0xfffffe8, 28), (0xffffea, 24), (0x3ffffffc, 30), (0xfffffe9, 28),
+    (0xfffffea, 28), (0x3ffffffd, 30), (0xfffffeb, 28), (0xfffffec, 28), (0xfffffed, 28), (0xfffffee, 28),
+    (0xfffffef, 28), (0xffffff0, 28), (0xffffff1, 28), (0xffffff2, 28), (0x3ffffffe, 30), (0xffffff3, 28),
+    (0xffffff4, 28), (0xffffff5, 28), (0xffffff6, 28), (0xffffff7, 28), (0xffffff8, 28), (0xffffff9, 28),
+    (0xffffffa, 28), (0xffffffb, 28), (0x14, 6), (0x3f8, 10), (0x3f9, 10), (0xffa, 12), (0x1ff9, 13),
+    (0x15, 6), (0xf8, 8), (0x7fa, 11), (0x3fa, 10), (0x3fb, 10), (0xf9, 8), (0x7fb, 11), (0xfa, 8),
+    (0x16, 6), (0x17, 6), (0x18, 6), (0x0, 5), (0x1, 5), (0x2, 5), (0x19, 6), (0x1a, 6), (0x1b, 6),
+    (0x1c, 6), (0x1d, 6), (0x1e, 6), (0x1f, 6), (0x5c, 7), (0xfb, 8), (0x7ffc, 15), (0x20, 6), (0xffb, 12),
+    (0x3fc, 10), (0x1ffa, 13), (0x21, 6), (0x5d, 7), (0x5e, 7), (0x5f, 7), (0x60, 7), (0x61, 7), (0x62, 7),
+    (0x63, 7), (0x64, 7), (0x65, 7), (0x66, 7), (0x67, 7), (0x68, 7), (0x69, 7), (0x6a, 7), (0x6b, 7),
+    (0x6c, 7), (0x6d, 7), (0x6e, 7), (0x6f, 7), (0x70, 7), (0x71, 7), (0x72, 7), (0xfc, 8), (0x73, 7),
+    (0xfd, 8), (0x1ffb, 13), (0x7fff0, 19), (0x1ffc, 13), (0x3ffc, 14), (0x22, 6), (0x7ffd, 15), (0x3, 5),
+    (0x23, 6), (0x4, 5), (0x24, 6), (0x5, 5), (0x25, 6), (0x26, 6), (0x27, 6), (0x6, 5), (0x74, 7),
+    (0x75, 7), (0x28, 6), (0x29, 6), (0x2a, 6), (0x7, 5), (0x2b, 6), (0x76, 7), (0x2c, 6), (0x8, 5),
+    (0x9, 5), (0x2d, 6), (0x77, 7), (0x78, 7), (0x79, 7), (0x7a, 7), (0x7b, 7), (0x7ffe, 15), (0x7fc, 11),
+    (0x3ffd, 14), (0x1ffd, 13), (0xffffffc, 28), (0xfffe6, 20), (0x3fffd2, 22), (0xfffe7, 20), (0xfffe8, 20),
+    (0x3fffd3, 22), (0x3fffd4, 22), (0x3fffd5, 22), (0x7fffd9, 23), (0x3fffd6, 22), (0x7fffda, 23),
+    (0x7fffdb, 23), (0x7fffdc, 23), (0x7fffdd, 23), (0x7fffde, 23), (0xffffeb, 24), (0x7fffdf, 23),
+    (0xffffec, 24), (0xffffed, 24), (0x3fffd7, 22), (0x7fffe0, 23), (0xffffee, 24), (0x7fffe1, 23),
+    (0x7fffe2, 23), (0x7fffe3, 23), (0x7fffe4, 23), (0x1fffdc, 21), (0x3fffd8, 22), (0x7fffe5, 23),
+    (0x3fffd9, 22), (0x7fffe6, 23), (0x7fffe7, 23), (0xffffef, 24), (0x3fffda, 22), (0x1fffdd, 21),
+    (0xfffe9, 20), (0x3fffdb, 22), (0x3fffdc, 22), (0x7fffe8, 23), (0x7fffe9, 23), (0x1fffde, 21),
+    (0x7fffea, 23), (0x3fffdd, 22), (0x3fffde, 22), (0xfffff0, 24), (0x1fffdf, 21), (0x3fffdf, 22),
+    (0x7fffeb, 23), (0x7fffec, 23), (0x1fffe0, 21), (0x1fffe1, 21), (0x3fffe0, 22), (0x1fffe2, 21),
+    (0x7fffed, 23), (0x3fffe1, 22), (0x7fffee, 23), (0x7fffef, 23), (0xfffea, 20), (0x3fffe2, 22),
+    (0x3fffe3, 22), (0x3fffe4, 22), (0x7ffff0, 23), (0x3fffe5, 22), (0x3fffe6, 22), (0x7ffff1, 23),
+    (0x3ffffe0, 26), (0x3ffffe1, 26), (0xfffeb, 20), (0x7fff1, 19), (0x3fffe7, 22), (0x7ffff2, 23),
+    (0x3fffe8, 22), (0x1ffffec, 25), (0x3ffffe2, 26), (0x3ffffe3, 26), (0x3ffffe4, 26), (0x7ffffde, 27),
+    (0x7ffffdf, 27), (0x3ffffe5, 26), (0xfffff1, 24), (0x1ffffed, 25), (0x7fff2, 19), (0x1fffe3, 21),
+    (0x3ffffe6, 26), (0x7ffffe0, 27), (0x7ffffe1, 27), (0x3ffffe7, 26), (0x7ffffe2, 27), (0xfffff2, 24),
+    (0x1fffe4, 21), (0x1fffe5, 21), (0x3ffffe8, 26), (0x3ffffe9, 26), (0xffffffd, 28), (0x7ffffe3, 27),
+    (0x7ffffe4, 27), (0x7ffffe5, 27), (0xfffec, 20), (0xfffff3, 24), (0xfffed, 20), (0x1fffe6, 21),
+    (0x3fffe9, 22), (0x1fffe7, 21), (0x1fffe8, 21), (0x7ffff3, 23), (0x3fffea, 22), (0x3fffeb, 22),
+    (0x1ffffee, 25), (0x1ffffef, 25), (0xfffff4, 24), (0xfffff5, 24), (0x3ffffea, 26), (0x7ffff4, 23),
+    (0x3ffffeb, 26), (0x7ffffe6, 27), (0x3ffffec, 26), (0x3ffffed, 26), (0x7ffffe7, 27), (0x7ffffe8, 27),
+    (0x7ffffe9, 27), (0x7ffffea, 27), (0x7ffffeb, 27), (0xffffffe, 28), (0x7ffffec, 27), (0x7ffffed, 27),
+    (0x7ffffee, 27), (0x7ffffef, 27), (0x7fffff0, 27), (0x3ffffee, 26),
+];
+
+const EOS: u16 = 256;
+
+/// One step of the Huffman decoder: from a state (an inner node of the code tree, 0 being the
+/// root), four input bits lead to another state and emit at most one octet (no code is shorter
+/// than five bits).
+const STEP_EMIT: u32 = 1 << 8;
+const STEP_FAIL: u32 = 1 << 9;
+
+struct HuffmanMachine {
+    /// `steps[state][nibble]`: next state in bits 0..8, STEP_EMIT / STEP_FAIL, octet in 16..24.
+    steps: [[u32; 16]; 256],
+    /// States where the input may end: the root, or up to seven 1 bits of padding after it.
+    accept: [bool; 256],
+}
+
+const fn huffman_machine() -> HuffmanMachine {
+    // The code tree: children[node][bit] is an inner node (1..256), or a leaf 256 + symbol.
+    let mut children = [[0u16; 2]; 256];
+    let mut depth = [0u8; 256];
+    let mut ones = [false; 256];
+    ones[0] = true;
+    let mut nodes = 1;
+    let mut sym = 0;
+    while sym <= 256 {
+        let (code, len) = if sym == 256 { (0x3fff_ffffu32, 30u8) } else { HUFFMAN_CODES[sym] };
+        let mut node = 0;
+        let mut i = len;
+        while i > 1 {
+            i -= 1;
+            let bit = ((code >> i) & 1) as usize;
+            if children[node][bit] == 0 {
+                children[node][bit] = nodes as u16;
+                depth[nodes] = depth[node] + 1;
+                ones[nodes] = ones[node] && bit == 1;
+                nodes += 1;
+            }
+            node = children[node][bit] as usize;
+        }
+        children[node][(code & 1) as usize] = 256 + sym as u16;
+        sym += 1;
+    }
+    let mut steps = [[0u32; 16]; 256];
+    let mut accept = [false; 256];
+    let mut state = 0;
+    while state < 256 {
+        accept[state] = state == 0 || (ones[state] && depth[state] <= 7);
+        let mut nibble = 0;
+        while nibble < 16 {
+            let mut node = state;
+            let mut step = 0u32;
+            let mut k = 4;
+            while k > 0 {
+                k -= 1;
+                let child = children[node][(nibble >> k) & 1];
+                if child == 256 + EOS || child == 0 {
+                    step = STEP_FAIL;
+                    break;
+                } else if child >= 256 {
+                    step = STEP_EMIT | ((child as u32 - 256) << 16);
+                    node = 0;
+                } else {
+                    node = child as usize;
+                }
+            }
+            steps[state][nibble] = step | node as u32;
+            nibble += 1;
+        }
+        state += 1;
+    }
+    HuffmanMachine { steps, accept }
+}
+
+static HUFFMAN: HuffmanMachine = huffman_machine();
+
+/// Decodes a Huffman string (§5.2) onto `out`. EOS in the string, or padding that is longer
+/// than seven bits or not all ones, is an error.
+pub fn huffman_decode(src: &[u8], out: &mut Vec<u8>) -> Result<(), Http2Error> {
+    out.reserve(src.len() * 8 / 5 + 1);
+    let mut state = 0usize;
+    for &b in src {
+        for nibble in [b >> 4, b & 0x0f] {
+            let step = HUFFMAN.steps[state][nibble as usize];
+            if step & STEP_FAIL != 0 {
+                return Err(Http2Error::HpackHuffman);
+            }
+            if step & STEP_EMIT != 0 {
+                out.push((step >> 16) as u8);
+            }
+            state = (step & 0xff) as usize;
+        }
+    }
+    if HUFFMAN.accept[state] {
+        Ok(())
+    } else {
+        Err(Http2Error::HpackHuffman)
+    }
+}
