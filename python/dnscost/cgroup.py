@@ -1,0 +1,222 @@
+"""Control groups (v1 and v2) that hold a target's processes, so that its CPU time and memory,
+kernel socket memory included, are read from the kernel rather than inferred.
+
+A :class:`Cgroup` is created under dnscost's own cgroup in every hierarchy it needs (``cpuacct``
+and ``memory`` on v1; the unified tree on v2). Parsing is separated from reading so that every
+parser is tested on captured files.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from dnscost.errors import MachineError
+
+__all__ = [
+    "Cgroup",
+    "CpuTime",
+    "MemoryUsage",
+    "Mounts",
+    "find_mounts",
+    "parse_flat_keyed",
+    "parse_mountinfo",
+    "parse_proc_cgroup",
+]
+
+V1_CONTROLLERS = ("cpuacct", "memory")
+
+
+@dataclass(frozen=True)
+class Mounts:
+    """Where the cgroup hierarchies are mounted: ``version`` 1 (one directory per controller)
+    or 2 (``unified``)."""
+
+    version: int
+    v1: dict[str, Path]
+    unified: Path | None
+
+
+@dataclass(frozen=True)
+class CpuTime:
+    user_us: int
+    system_us: int
+
+    @property
+    def total_us(self) -> int:
+        return self.user_us + self.system_us
+
+
+@dataclass(frozen=True)
+class MemoryUsage:
+    """Bytes charged to the cgroup. ``tcp_bytes`` is kernel memory of its TCP sockets (v1
+    ``memory.kmem.tcp.usage_in_bytes``, v2 ``sock`` in ``memory.stat``); ``kernel_bytes`` all of
+    its kernel memory (slab, stacks, sockets); ``None`` where the kernel does not say."""
+
+    usage_bytes: int
+    anon_bytes: int
+    kernel_bytes: int | None
+    tcp_bytes: int | None
+    slab_bytes: int | None
+
+
+def parse_mountinfo(text: str) -> Mounts:
+    """Finds cgroup mounts in ``/proc/self/mountinfo``."""
+    v1: dict[str, Path] = {}
+    unified: Path | None = None
+    for line in text.splitlines():
+        left, _, right = line.partition(" - ")
+        fields, tail = left.split(), right.split()
+        if len(fields) < 5 or len(tail) < 3:
+            continue
+        mount, fstype, options = Path(fields[4]), tail[0], tail[2].split(",")
+        if fstype == "cgroup2":
+            unified = mount
+        elif fstype == "cgroup":
+            for controller in options:
+                if controller in V1_CONTROLLERS or controller == "cpuset":
+                    v1.setdefault(controller, mount)
+    if all(c in v1 for c in V1_CONTROLLERS):
+        return Mounts(1, v1, unified)
+    if unified is not None:
+        return Mounts(2, {}, unified)
+    return Mounts(0, v1, None)
+
+
+def parse_proc_cgroup(text: str) -> dict[str, str]:
+    """``/proc/PID/cgroup``: the path of the process in each hierarchy (``""`` for v2)."""
+    paths: dict[str, str] = {}
+    for line in text.splitlines():
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        _, controllers, path = parts
+        if controllers == "":
+            paths[""] = path
+        for c in controllers.split(","):
+            if c:
+                paths[c] = path
+    return paths
+
+
+def parse_flat_keyed(text: str) -> dict[str, int]:
+    """``key value`` lines (``memory.stat``, ``cpu.stat``, ``cpuacct.stat``)."""
+    out: dict[str, int] = {}
+    for line in text.splitlines():
+        key, _, value = line.partition(" ")
+        if value.strip().lstrip("-").isdigit():
+            out[key] = int(value)
+    return out
+
+
+def find_mounts() -> Mounts:
+    return parse_mountinfo(Path("/proc/self/mountinfo").read_text())
+
+
+def _read_int(path: Path) -> int | None:
+    try:
+        return int(path.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+class Cgroup:
+    """A cgroup holding one target's processes."""
+
+    def __init__(self, version: int, dirs: dict[str, Path]) -> None:
+        self.version = version
+        self.dirs = dirs
+
+    @classmethod
+    def create(cls, name: str) -> Cgroup:
+        """Creates ``name`` under this process's own cgroup in every hierarchy needed."""
+        mounts = find_mounts()
+        own = parse_proc_cgroup(Path("/proc/self/cgroup").read_text())
+        dirs: dict[str, Path] = {}
+        try:
+            if mounts.version == 1:
+                for c in V1_CONTROLLERS:
+                    d = mounts.v1[c] / own.get(c, "/").lstrip("/") / name
+                    d.mkdir(parents=True, exist_ok=True)
+                    dirs[c] = d
+            elif mounts.version == 2 and mounts.unified is not None:
+                parent = mounts.unified / own.get("", "/").lstrip("/")
+                d = parent / name
+                d.mkdir(exist_ok=True)
+                dirs["unified"] = d
+                missing = {"cpu", "memory"} - set((d / "cgroup.controllers").read_text().split())
+                if missing:
+                    raise MachineError(
+                        f"cgroup v2 controllers {sorted(missing)} are not enabled for {d}: "
+                        f"enable them in {parent}/cgroup.subtree_control"
+                    )
+            else:
+                raise MachineError("no cgroup hierarchy with cpuacct and memory is mounted")
+        except PermissionError as e:
+            raise MachineError(f"cannot create a cgroup ({e.filename}): run as root") from e
+        return cls(mounts.version, dirs)
+
+    def procs_files(self) -> list[Path]:
+        """Files to write a PID into to move it into this cgroup."""
+        return [d / "cgroup.procs" for d in self.dirs.values()]
+
+    def attach(self, pid: int) -> None:
+        for f in self.procs_files():
+            f.write_text(str(pid))
+
+    def pids(self) -> list[int]:
+        d = next(iter(self.dirs.values()))
+        try:
+            return [int(p) for p in (d / "cgroup.procs").read_text().split()]
+        except OSError:
+            return []
+
+    def cpu(self) -> CpuTime:
+        if self.version == 1:
+            d = self.dirs["cpuacct"]
+            user, system = _read_int(d / "cpuacct.usage_user"), _read_int(d / "cpuacct.usage_sys")
+            if user is not None and system is not None:
+                return CpuTime(user // 1000, system // 1000)
+            ticks = parse_flat_keyed((d / "cpuacct.stat").read_text())
+            hz = os.sysconf("SC_CLK_TCK")
+            return CpuTime(ticks.get("user", 0) * 1_000_000 // hz, ticks.get("system", 0) * 1_000_000 // hz)
+        stat = parse_flat_keyed((self.dirs["unified"] / "cpu.stat").read_text())
+        return CpuTime(stat.get("user_usec", 0), stat.get("system_usec", 0))
+
+    def memory(self) -> MemoryUsage:
+        if self.version == 1:
+            d = self.dirs["memory"]
+            stat = parse_flat_keyed((d / "memory.stat").read_text())
+            return MemoryUsage(
+                usage_bytes=_read_int(d / "memory.usage_in_bytes") or 0,
+                anon_bytes=stat.get("rss", 0),
+                kernel_bytes=_read_int(d / "memory.kmem.usage_in_bytes"),
+                tcp_bytes=_read_int(d / "memory.kmem.tcp.usage_in_bytes"),
+                slab_bytes=None,
+            )
+        d = self.dirs["unified"]
+        stat = parse_flat_keyed((d / "memory.stat").read_text())
+        return MemoryUsage(
+            usage_bytes=_read_int(d / "memory.current") or 0,
+            anon_bytes=stat.get("anon", 0),
+            kernel_bytes=stat.get("kernel"),
+            tcp_bytes=stat.get("sock"),
+            slab_bytes=stat.get("slab"),
+        )
+
+    def remove(self, timeout: float = 5.0) -> None:
+        """Removes the cgroup once its processes are gone (they must have been stopped)."""
+        deadline = time.monotonic() + timeout
+        for d in self.dirs.values():
+            while True:
+                try:
+                    d.rmdir()
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    if time.monotonic() > deadline:
+                        break
+                    time.sleep(0.05)

@@ -1,0 +1,322 @@
+"""The ``dnscost`` command. User mistakes print one line and exit non-zero, without a traceback.
+
+Environment variables read here and nowhere else: ``DNSCOST_ENGINE`` (path of
+``dnscost-engine``, see :func:`dnscost.engine.engine_path`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from dnscost import __version__
+from dnscost.errors import DnscostError, UsageError
+
+__all__ = ["main"]
+
+
+def parse_duration_ms(text: str) -> int:
+    """``10s``, ``250ms``, ``2m``, ``1h`` or bare seconds, in milliseconds (as the engine)."""
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*(ms|s|m|h)?\s*", text)
+    if not m:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration (examples: 10s, 250ms, 2m)")
+    scale = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, None: 1000}[m.group(2)]
+    return round(float(m.group(1)) * scale)
+
+
+def parse_lifetime(text: str) -> dict[str, int | None]:
+    """``forever``, ``30s``, ``100q`` or ``30s,100q`` (as the engine)."""
+    life: dict[str, int | None] = {"duration_ms": None, "queries": None}
+    if text.strip() == "forever":
+        return life
+    for part in text.split(","):
+        part = part.strip()
+        if part.endswith("q") and part[:-1].isdigit():
+            life["queries"] = int(part[:-1])
+        else:
+            life["duration_ms"] = parse_duration_ms(part)
+    return life
+
+
+def parse_rate(text: str) -> str | float:
+    if text == "max":
+        return text
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is neither max nor queries per second") from None
+
+
+def cpu_list(text: str) -> list[int]:
+    from dnscost.proc import parse_cpus
+
+    try:
+        return parse_cpus(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+# Engine knobs offered by `dnscost load`: flag, JSON field, type, help.
+ENGINE_KNOBS: list[tuple[str, str, Any, str]] = [
+    ("--connections", "connections", int, "concurrent connection slots (udp: sockets)"),
+    ("--lifetime", "lifetime", parse_lifetime, "forever, 30s, 100q or 30s,100q"),
+    ("--idle-timeout", "idle_timeout_ms", parse_duration_ms, "client closes idle connections after this"),
+    ("--open-rate", "open_rate", float, "ceiling on new connections per second"),
+    ("--resumption", "resumption", float, "share of reconnections resuming TLS (0..1)"),
+    ("--in-flight", "in_flight", int, "outstanding queries per connection"),
+    ("--close", "close", str, "graceful, fin or rst"),
+    ("--rate", "rate", parse_rate, "queries per second (open loop) or max"),
+    ("--arrival", "arrival", str, "constant or poisson"),
+    ("--duration", "duration_ms", parse_duration_ms, "measured period (default 20s)"),
+    ("--warmup", "warmup_ms", parse_duration_ms, "load before the measured period (default 2s)"),
+    ("--timeout", "timeout_ms", parse_duration_ms, "query timeout"),
+    ("--doh-method", "doh_method", str, "post or get"),
+    ("--tls-version", "tls_version", str, "1.2 or 1.3"),
+    ("--tls-group", "tls_group", str, "x25519, secp256r1, secp384r1, x25519mlkem768"),
+    ("--edns-size", "edns_udp_size", int, "EDNS UDP size, 0 for none"),
+    ("--threads", "threads", int, "generator threads (default: one per generator CPU)"),
+    ("--seed", "seed", int, "seed of arrivals and resumption draws"),
+]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="dnscost", description="Measure what DNS transports cost resolvers.")
+    p.add_argument("--version", action="version", version=f"dnscost {__version__}")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    sub.add_parser("doctor", help="check this machine and say what is missing")
+
+    t = sub.add_parser("target", help="start a target for manual use, or list the targets")
+    tsub = t.add_subparsers(dest="action", required=True)
+    tsub.add_parser("list", help="the targets, their transports, and whether they are installed")
+    ts = tsub.add_parser("start", help="start a target (cache filled) and keep it running until Ctrl-C")
+    ts.add_argument("name", help="dnsdist, knot-resolver, unbound, bind9, pdns-recursor or builtin")
+    ts.add_argument("--transports", help="comma-separated subset of what the target serves")
+    ts.add_argument("--target-cpus", type=cpu_list, default=[0])
+    ts.add_argument("--upstream-cpus", type=cpu_list, default=[1])
+    ts.add_argument("--names", type=int, default=10_000, help="synthetic names under --tld")
+    ts.add_argument("--tld", default="test")
+    ts.add_argument("--dir", type=Path, help="working directory (default: a new one under results/targets)")
+    ts.add_argument("--no-fill", action="store_true", help="do not pre-fill the cache")
+
+    ld = sub.add_parser("load", help="one measured trial against a target")
+    ld.add_argument("--target", required=True, help="dnsdist, knot-resolver, unbound, bind9, pdns-recursor, builtin")
+    ld.add_argument("--transport", required=True, choices=("udp", "tcp", "dot", "doh"))
+    for flag, field, kind, text in ENGINE_KNOBS:
+        ld.add_argument(flag, dest=f"engine_{field}", type=kind, help=text)
+    ld.add_argument("--engine-config", type=Path, help="JSON engine configuration to start from (flags override)")
+    ld.add_argument("--target-cpus", type=cpu_list, default=[0], help="CPUs of the target (default 0)")
+    ld.add_argument("--generator-cpus", type=cpu_list, help="CPUs of the generator (default: all others)")
+    ld.add_argument("--names", type=int, default=10_000, help="synthetic names (default 10000)")
+    ld.add_argument("--tld", default="test")
+    ld.add_argument("--no-fill", action="store_true", help="skip the cache pre-fill")
+    ld.add_argument("--output", type=Path, help="results directory (default results/load/<run-id>)")
+    return p
+
+
+def cmd_doctor() -> int:
+    from dnscost.machine import checks
+
+    failed = 0
+    for c in checks():
+        mark = "ok " if c.ok else ("MISSING" if c.required else "warn")
+        print(f"{mark:7} {c.name:24} {c.detail}")
+        if not c.ok:
+            print(f"{'':7} {'':24} fix: {c.fix}")
+            failed += c.required
+    print("\nready" if not failed else f"\n{failed} required item(s) missing")
+    return 0 if not failed else 3
+
+
+def cmd_target_list() -> int:
+    import shutil
+
+    from dnscost.targets import TARGETS
+
+    for name, t in TARGETS.items():
+        installed = t.package is None or shutil.which(t.binary) is not None or Path("/usr/sbin", t.binary).exists()
+        print(
+            f"{name:15} {','.join(t.transports):18} {'installed' if installed else 'apt-get install ' + str(t.package)}"
+        )
+    return 0
+
+
+def cmd_target_start(a: argparse.Namespace) -> int:
+    from dnscost.certs import make_tls
+    from dnscost.engine import Responder
+    from dnscost.results import new_run_id
+    from dnscost.targets import make_target
+    from dnscost.trial import fill_cache
+
+    workdir = a.dir or Path("results", "targets", f"{new_run_id()}-{a.name}")
+    tls = make_tls(workdir / "tls")
+    responder = None
+    upstream = None
+    if a.name != "builtin":
+        responder = Responder(
+            workdir / "upstream",
+            ["udp://127.0.0.1:0", "tcp://127.0.0.1:0"],
+            cpus=a.upstream_cpus,
+            synthetic=a.names,
+            tld=a.tld,
+            name="upstream",
+        )
+        upstream = responder.endpoints["udp"]
+    transports = a.transports.split(",") if a.transports else None
+    target = make_target(
+        a.name,
+        workdir / "target",
+        cpus=a.target_cpus,
+        tls=tls,
+        upstream=upstream,
+        transports=transports,
+        tld=a.tld,
+        synthetic=a.names,
+    )
+    try:
+        target.start()
+        if not a.no_fill and a.name != "builtin":
+            fill_cache(target, workdir / "fill", a.upstream_cpus, a.names, list(target.endpoints))
+        print(
+            json.dumps(
+                {
+                    "target": a.name,
+                    "version": target.version(),
+                    "pid": target.child.pid if target.child else None,
+                    "endpoints": {t: e.url() for t, e in target.endpoints.items()},
+                    "ca": str(tls.ca),
+                    "names": f"q{'0' * len(str(a.names - 1))}.{a.tld} .. q{a.names - 1}.{a.tld}",
+                    "workdir": str(workdir),
+                },
+                indent=2,
+            ),
+            flush=True,
+        )
+        print(f"{a.name} is running; Ctrl-C stops it", file=sys.stderr, flush=True)
+        while target.alive():
+            time.sleep(0.5)
+        target.check_alive()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        target.stop()
+        if responder is not None:
+            responder.stop()
+    return 0
+
+
+def engine_settings(a: argparse.Namespace) -> dict[str, Any]:
+    config: dict[str, Any] = {}
+    if a.engine_config:
+        try:
+            config = json.loads(a.engine_config.read_text())
+        except (OSError, json.JSONDecodeError) as e:
+            raise UsageError(f"{a.engine_config}: {e}") from e
+    for _, field, _, _ in ENGINE_KNOBS:
+        value = getattr(a, f"engine_{field}")
+        if value is not None:
+            config[field] = value
+    config.setdefault("duration_ms", 20_000)
+    config.setdefault("warmup_ms", 2_000)
+    return config
+
+
+def cmd_load(a: argparse.Namespace) -> int:
+    import os
+
+    from dnscost.engine import engine_version
+    from dnscost.machine import facts
+    from dnscost.results import Run, new_run_id
+    from dnscost.trial import LoadSettings, run_trial
+
+    generator_cpus = a.generator_cpus or sorted(set(os.sched_getaffinity(0)) - set(a.target_cpus))
+    if not generator_cpus:
+        raise UsageError("no CPU left for the generator: give --target-cpus and --generator-cpus")
+    settings = LoadSettings(
+        a.target, a.transport, engine_settings(a), a.target_cpus, generator_cpus, a.names, a.tld, fill=not a.no_fill
+    )
+    out = a.output or Path("results", "load", new_run_id())
+    run = Run(out, "load", {"trials": 1}, facts(), {"engine": engine_version()})
+    trial_dir = run.trial_dir(0, f"{a.target}-{a.transport}")
+    try:
+        record = run_trial(settings, trial_dir)
+    except BaseException:
+        run.add_trial(json.loads((trial_dir / "trial.json").read_text()))
+        run.finish("failed")
+        raise
+    run.doc["versions"][a.target] = record.get("target_version", "")
+    run.add_trial(record)
+    run.finish("done")
+    print_summary(record, out)
+    return 0
+
+
+def _fmt(v: float | None, unit: str = "", digits: int = 1) -> str:
+    return "n/a" if v is None else f"{v:,.{digits}f}{unit}"
+
+
+def print_summary(record: dict[str, Any], out: Path) -> None:
+    s = record["summary"]
+    v = s["validity"]
+    lat = s["latency_us"]
+    kib = lambda b: None if b is None else b / 1024  # noqa: E731
+    print(
+        f"{record['settings']['target']} {record.get('target_version', '')} over {record['settings']['transport']}: "
+        f"{_fmt(s['answered_qps'], ' qps', 0)} answered for {s['measured_s']} s"
+    )
+    print(
+        f"  target CPU      {_fmt(s['target_cpu_us_per_query'], ' µs/query', 2)}, "
+        f"{_fmt(s['target_cpu_us_per_new_connection'], ' µs/new connection')}, "
+        f"{_fmt(100 * s['target_cpu_share'], ' % of a core')}"
+    )
+    print(
+        f"  memory          {_fmt(kib(s['user_bytes_per_connection']), ' KiB')} user, "
+        f"{_fmt(kib(s['kernel_bytes_per_connection']), ' KiB')} kernel per open connection "
+        f"({_fmt(s['mean_active_connections'], '', 0)} open)"
+    )
+    print(f"  energy          {_fmt(s['energy_j_per_1000_queries'], ' J/1000 queries', 3)} ({s['energy_source']})")
+    print(
+        f"  latency         p50 {lat['p50_us']} µs, p90 {lat['p90_us']} µs, p99 {lat['p99_us']} µs, "
+        f"max {lat['max_us']} µs"
+    )
+    agreement = v["answer_count_agreement"]
+    print(
+        f"  validity        generator kept up: {v['generator_kept_up']}, "
+        f"loss {_fmt(v['loss'] and 100 * v['loss'], ' %', 2)}, "
+        f"cache hits {_fmt(v['cache_hit_ratio'] and 100 * v['cache_hit_ratio'], ' %')}, "
+        f"answers engine/target {v['engine_answered']}/{v['target_answered']} "
+        f"({_fmt(agreement and 100 * agreement, ' %', 2)})"
+    )
+    print(f"  results         {out}")
+
+
+def _interrupt(*_: object) -> None:
+    raise KeyboardInterrupt
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    # SIGTERM ends a run like Ctrl-C: children are stopped and measured data kept.
+    signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        if args.command == "doctor":
+            return cmd_doctor()
+        if args.command == "target":
+            return cmd_target_list() if args.action == "list" else cmd_target_start(args)
+        return cmd_load(args)
+    except DnscostError as e:
+        print(f"dnscost: {e}", file=sys.stderr)
+        return e.exit_code
+    except KeyboardInterrupt:
+        print("dnscost: interrupted; measured data kept", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

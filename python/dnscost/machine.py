@@ -1,0 +1,149 @@
+"""What this machine is (recorded with every run) and whether it can run dnscost
+(``dnscost doctor``)."""
+
+from __future__ import annotations
+
+import os
+import platform
+import resource
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from dnscost.cgroup import find_mounts
+
+__all__ = ["Check", "checks", "facts"]
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def _memory_bytes() -> int:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def rapl_readable() -> bool:
+    root = Path("/sys/class/powercap")
+    try:
+        return any(os.access(p / "energy_uj", os.R_OK) and (p / "energy_uj").read_text() for p in root.glob("*rapl*"))
+    except OSError:
+        return False
+
+
+def facts() -> dict[str, Any]:
+    """Machine facts recorded in every run.json (comparisons across machines are refused on
+    these)."""
+    mounts = find_mounts()
+    return {
+        "hostname": platform.node(),
+        "cpu_model": _cpu_model(),
+        "cpus": os.cpu_count(),
+        "cpus_allowed": sorted(os.sched_getaffinity(0)),
+        "memory_bytes": _memory_bytes(),
+        "kernel": platform.release(),
+        "os": _os_release(),
+        "python": platform.python_version(),
+        "cgroup_version": mounts.version,
+        "open_files_limit": resource.getrlimit(resource.RLIMIT_NOFILE)[1],
+        "rapl_readable": rapl_readable(),
+        "virtualized": Path("/sys/hypervisor/type").exists() or "hypervisor" in Path("/proc/cpuinfo").read_text(),
+    }
+
+
+def _os_release() -> str:
+    try:
+        for line in Path("/etc/os-release").read_text().splitlines():
+            if line.startswith("PRETTY_NAME="):
+                return line.split("=", 1)[1].strip('"')
+    except OSError:
+        pass
+    return platform.system()
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    ok: bool
+    detail: str
+    fix: str = ""
+    required: bool = True
+
+
+def checks() -> list[Check]:
+    """Everything ``dnscost doctor`` checks, in order."""
+    from dnscost.engine import engine_path
+    from dnscost.errors import MachineError
+    from dnscost.targets import TARGETS
+
+    out: list[Check] = []
+    cpus = len(os.sched_getaffinity(0))
+    out.append(Check("cores", cpus >= 2, f"{cpus} usable", "the target and the generator need a core each"))
+    mounts = find_mounts()
+    detail = {1: "v1 (cpuacct, memory)", 2: "v2 (unified)", 0: "none with cpuacct and memory"}[mounts.version]
+    out.append(Check("cgroups", mounts.version > 0, detail, "mount the cpuacct and memory controllers"))
+    root = os.geteuid() == 0
+    out.append(Check("root", root, "yes" if root else "no", "run as root: cgroups and CPU pinning of servers"))
+    limit = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    out.append(
+        Check(
+            "open-files limit",
+            limit >= 16_384,
+            f"hard limit {limit}",
+            "raise it (ulimit -Hn / limits.conf): connection experiments hold many sockets",
+            required=False,
+        )
+    )
+    try:
+        out.append(Check("dnscost-engine", True, str(engine_path())))
+    except MachineError as e:
+        out.append(Check("dnscost-engine", False, str(e), "bash scripts/setup"))
+    for name, target in TARGETS.items():
+        if target.package is None:
+            continue
+        found = shutil.which(target.binary) or (Path("/usr/sbin") / target.binary).exists()
+        out.append(
+            Check(
+                f"target {name}",
+                bool(found),
+                f"{target.binary} {'found' if found else 'missing'}",
+                f"apt-get install {target.package}",
+                required=False,
+            )
+        )
+    for tool in ("openssl", "ss", "dnsperf"):
+        found = shutil.which(tool) is not None
+        out.append(
+            Check(
+                tool,
+                found or tool == "dnsperf",
+                "found" if found else "missing",
+                "bash scripts/setup",
+                required=tool != "dnsperf",
+            )
+        )
+    rapl = rapl_readable()
+    out.append(
+        Check(
+            "energy",
+            True,
+            "RAPL readable: measured"
+            if rapl
+            else "RAPL not readable: energy is estimated from CPU time (model, labelled)",
+            required=False,
+        )
+    )
+    return out

@@ -1,0 +1,1 @@
+"""Target adapters: the DNS servers dnscost measures, started and configured by dnscost."""

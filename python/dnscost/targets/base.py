@@ -1,0 +1,191 @@
+"""What every target adapter provides, and what they share: ports, a cgroup, a pinned
+process, health checks through the engine, and a clean stop.
+
+An adapter subclasses :class:`Target` and implements :meth:`Target.configure` (write its
+configuration into the trial directory and return the command line), :meth:`Target.version`
+and :meth:`Target.counters`.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import ClassVar
+
+from dnscost.certs import TlsFiles
+from dnscost.cgroup import Cgroup
+from dnscost.engine import Endpoint, engine_path, read_records
+from dnscost.errors import MachineError, TargetError, UsageError
+from dnscost.proc import Child
+
+__all__ = ["Counters", "Target", "free_port"]
+
+
+def free_port(kind: int = socket.SOCK_STREAM) -> int:
+    """A port free on 127.0.0.1 for both TCP and UDP right now."""
+    for _ in range(100):
+        with socket.socket(socket.AF_INET, kind) as s:
+            s.bind(("127.0.0.1", 0))
+            port = int(s.getsockname()[1])
+        other = socket.SOCK_DGRAM if kind == socket.SOCK_STREAM else socket.SOCK_STREAM
+        with socket.socket(socket.AF_INET, other) as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        return port
+    raise MachineError("no free port on 127.0.0.1")
+
+
+@dataclass
+class Counters:
+    """A resolver's own counters, normalised where it has them (``None`` where it has not).
+    ``raw`` keeps everything it reported."""
+
+    queries: int | None = None
+    """Queries received from clients, all transports."""
+    answers: int | None = None
+    """Responses sent to clients."""
+    cache_hits: int | None = None
+    cache_misses: int | None = None
+    raw: dict[str, int] = field(default_factory=dict)
+
+
+class Target(ABC):
+    """A DNS server under test, started by dnscost on chosen CPUs, in its own cgroup."""
+
+    name: ClassVar[str]
+    """The token used everywhere: ``dnsdist``, ``knot-resolver``, ``unbound``, ``bind9``,
+    ``pdns-recursor``, ``builtin``."""
+    package: ClassVar[str | None]
+    """The Debian package that provides it (None for builtin)."""
+    binary: ClassVar[str]
+    transports: ClassVar[tuple[str, ...]]
+    """Transports this adapter can serve."""
+
+    def __init__(
+        self,
+        workdir: Path,
+        *,
+        cpus: Sequence[int],
+        tls: TlsFiles,
+        upstream: Endpoint | None,
+        transports: Sequence[str] | None = None,
+        tld: str = "test",
+        synthetic: int = 10_000,
+    ) -> None:
+        unsupported = set(transports or ()) - set(self.transports)
+        if unsupported:
+            raise UsageError(
+                f"{self.name} does not serve {', '.join(sorted(unsupported))} (it serves {', '.join(self.transports)})"
+            )
+        self.workdir = workdir
+        self.cpus = list(cpus)
+        self.tls = tls
+        self.upstream = upstream
+        self.wanted = tuple(transports or self.transports)
+        self.tld = tld
+        self.synthetic = synthetic
+        self.endpoints: dict[str, Endpoint] = {}
+        self.cgroup: Cgroup | None = None
+        self.child: Child | None = None
+
+    @abstractmethod
+    def configure(self) -> list[str]:
+        """Writes the configuration into ``self.workdir``, fills ``self.endpoints`` for every
+        transport in ``self.wanted`` (free ports on 127.0.0.1) and returns the command line
+        that runs the server in the foreground."""
+
+    @abstractmethod
+    def version(self) -> str:
+        """The server's version, as it reports it."""
+
+    @abstractmethod
+    def counters(self) -> Counters:
+        """Reads the server's own counters while it runs."""
+
+    def start(self, health_timeout: float = 20.0) -> None:
+        """Configures, starts the server pinned to ``self.cpus`` in a new cgroup, and waits
+        until it answers on every wanted transport."""
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        argv = self.configure()
+        self.cgroup = Cgroup.create(f"dnscost-{self.name}-{id(self):x}")
+        self.child = Child(
+            self.name,
+            argv,
+            log=self.workdir / f"{self.name}.log",
+            cpus=self.cpus,
+            cgroup_procs=self.cgroup.procs_files(),
+            cwd=self.workdir,
+        )
+        for transport in self.wanted:
+            self.child.wait_for(lambda t=transport: self.answers(t), health_timeout, f"on {transport}")
+
+    def answers(self, transport: str) -> bool:
+        """Whether a query for a name of the synthetic set is answered over ``transport``."""
+        ep = self.endpoints[transport]
+        argv = [
+            str(engine_path()),
+            "generate",
+            "--transport",
+            transport,
+            "--target",
+            ep.address,
+            "--rate",
+            "max",
+            "--in-flight",
+            "1",
+            "--duration",
+            "150ms",
+            "--timeout",
+            "500ms",
+            "--synthetic",
+            str(self.synthetic),
+            "--tld",
+            self.tld,
+            "--quiet",
+            "--output",
+            "/dev/stdout",
+        ]
+        if transport in ("dot", "doh"):
+            argv += ["--ca", str(self.tls.ca), "--sni", "localhost"]
+        if transport == "doh" and ep.path:
+            argv += ["--doh-path", ep.path]
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=10, check=False)
+        lines = [line for line in out.stdout.splitlines() if line.startswith('{"type":"summary"')]
+        if not lines:
+            return False
+        summary = json.loads(lines[-1])
+        return int(summary["total"]["queries"]["rcodes"].get("noerror", 0)) > 0
+
+    def alive(self) -> bool:
+        return self.child is not None and self.child.alive()
+
+    def check_alive(self) -> None:
+        if self.child is not None and not self.child.alive():
+            raise TargetError(f"{self.name} died (code {self.child.popen.returncode}): {self.child.log_tail()}")
+
+    def stop(self) -> None:
+        """Stops the server (by PID) and removes its cgroup. Safe to call twice."""
+        if self.child is not None:
+            self.child.stop()
+        if self.cgroup is not None:
+            self.cgroup.remove()
+            self.cgroup = None
+
+    def __enter__(self) -> Target:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def read_engine_summary(path: Path) -> dict[str, object] | None:
+    records = read_records(path)
+    return records[-1] if records and records[-1].get("type") == "summary" else None

@@ -1,0 +1,254 @@
+"""One measured trial, end to end: start the target on its cores (its cache filled from
+dnscost's own authoritative responder), meter it, run the engine on the other cores, stop
+everything, and write the trial's raw data and summary as they are produced.
+
+::
+
+    responder (generator CPUs) ◄── target (target CPUs, own cgroup) ◄── engine (generator CPUs)
+                                        ▲ sampler (10 Hz: CPU, memory, sockets, energy)
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dnscost.certs import make_tls
+from dnscost.engine import Endpoint, Responder, generate
+from dnscost.errors import UsageError
+from dnscost.targets import make_target
+from dnscost.targets.base import Counters, Target
+
+__all__ = ["LoadSettings", "fill_cache", "run_trial", "summarize"]
+
+
+@dataclass
+class LoadSettings:
+    """Everything one trial needs, resolved."""
+
+    target: str
+    transport: str
+    engine: dict[str, Any] = field(default_factory=dict)
+    """Engine configuration fields (see `dnscost-engine schema`), without target and transport."""
+    target_cpus: list[int] = field(default_factory=lambda: [0])
+    generator_cpus: list[int] = field(default_factory=lambda: [1])
+    names: int = 10_000
+    tld: str = "test"
+    fill: bool = True
+    baseline_s: float = 1.0
+
+
+def _tls_options(transport: str, target: Target, ep: Endpoint) -> dict[str, Any]:
+    opts: dict[str, Any] = {}
+    if transport in ("dot", "doh"):
+        opts.update(ca_file=str(target.tls.ca), sni="localhost")
+    if transport == "doh" and ep.path:
+        opts["doh_path"] = ep.path
+    return opts
+
+
+def fill_cache(target: Target, workdir: Path, cpus: Sequence[int], names: int, transports: Sequence[str]) -> None:
+    """Queries every name once on every transport (the study's cache pre-fill)."""
+    rate = min(names, 20_000)
+    for transport in transports:
+        ep = target.endpoints[transport]
+        config = {
+            "transport": transport,
+            "target": ep.address,
+            "synthetic": names,
+            "tld": target.tld,
+            "rate": rate,
+            "duration_ms": max(1, names * 1000 // rate),
+            "connections": 1,
+            "in_flight": 256,
+            "timeout_ms": 2000,
+            **_tls_options(transport, target, ep),
+        }
+        generate(config, workdir, cpus=cpus, name=f"fill-{transport}")
+
+
+def cache_hit_ratio(target: Target, workdir: Path, cpus: Sequence[int], names: int) -> float | None:
+    """Share of a second pass over every name answered from the cache, from the target's own
+    counters (None when the target keeps none)."""
+    before = target.counters()
+    if before.cache_hits is None or before.queries is None:
+        return None
+    fill_cache(target, workdir, cpus, names, ["udp"] if "udp" in target.endpoints else list(target.endpoints)[:1])
+    after = target.counters()
+    assert after.cache_hits is not None and after.queries is not None
+    queries = after.queries - before.queries
+    return (after.cache_hits - before.cache_hits) / queries if queries > 0 else None
+
+
+def run_trial(settings: LoadSettings, trial_dir: Path) -> dict[str, Any]:
+    """Runs one trial into ``trial_dir`` and returns its record (also written to
+    ``trial.json``). Every process started is stopped, whatever happens."""
+    from dnscost import meter
+
+    s = settings
+    if s.transport not in ("udp", "tcp", "dot", "doh"):
+        raise UsageError(f"unknown transport {s.transport!r} (udp, tcp, dot, doh)")
+    if set(s.target_cpus) & set(s.generator_cpus):
+        raise UsageError(f"target CPUs {s.target_cpus} and generator CPUs {s.generator_cpus} overlap")
+    record: dict[str, Any] = {"settings": asdict(s), "status": "running", "dir": trial_dir.name}
+    write = lambda: (trial_dir / "trial.json").write_text(json.dumps(record, indent=2) + "\n")  # noqa: E731
+    write()
+    tls = make_tls(trial_dir / "tls")
+    responder: Responder | None = None
+    target: Target | None = None
+    sampler = None
+    try:
+        upstream = None
+        if s.target != "builtin":
+            responder = Responder(
+                trial_dir / "upstream",
+                ["udp://127.0.0.1:0", "tcp://127.0.0.1:0"],
+                cpus=s.generator_cpus,
+                synthetic=s.names,
+                tld=s.tld,
+                name="upstream",
+            )
+            upstream = responder.endpoints["udp"]
+        target = make_target(
+            s.target, trial_dir / "target", cpus=s.target_cpus, tls=tls, upstream=upstream, tld=s.tld, synthetic=s.names
+        )
+        target.start()
+        record["target_version"] = target.version()
+        record["endpoints"] = {t: e.url() for t, e in target.endpoints.items()}
+        if s.fill and s.target != "builtin":
+            fill_cache(target, trial_dir / "fill", s.generator_cpus, s.names, list(target.endpoints))
+            record["cache_hit_ratio"] = cache_hit_ratio(target, trial_dir / "fill", s.generator_cpus, s.names)
+        write()
+        ports = [e.port for e in target.endpoints.values()]
+        engine_pids: list[int] = []
+        start_mono, start_unix_ms = time.monotonic(), time.time() * 1000
+        cgroup = target.cgroup
+        sampler = meter.Sampler(
+            trial_dir / "meter.jsonl",
+            start_monotonic=start_mono,
+            target_cgroup=cgroup,
+            target_pids=lambda: cgroup.pids() if cgroup else [],
+            target_ports=ports,
+            target_cpus=s.target_cpus,
+            generator_pids=lambda: list(engine_pids),
+        )
+        sampler.start()
+        time.sleep(s.baseline_s)  # idle baseline of the target, before any load
+        counters_before = target.counters()
+        ep = target.endpoints[s.transport]
+        config = {
+            **s.engine,
+            "transport": s.transport,
+            "target": ep.address,
+            "synthetic": s.names,
+            "tld": s.tld,
+            **_tls_options(s.transport, target, ep),
+        }
+        config.setdefault("connections_log", str(trial_dir / "engine-connections.jsonl"))
+        records = generate(config, trial_dir, cpus=s.generator_cpus, name="engine")
+        target.check_alive()
+        counters_after = target.counters()
+        sampler.stop()
+        samples = [json.loads(line) for line in (trial_dir / "meter.jsonl").read_text().splitlines() if line]
+        record["summary"] = summarize(
+            records,
+            samples,
+            counters_before,
+            counters_after,
+            sampler_start_unix_ms=start_unix_ms,
+            baseline_s=s.baseline_s,
+            cache_hit_ratio=record.get("cache_hit_ratio"),
+        )
+        record["counters"] = {"before": asdict(counters_before), "after": asdict(counters_after)}
+        record["status"] = "done"
+        return record
+    except BaseException as e:
+        record["status"] = "interrupted" if isinstance(e, KeyboardInterrupt) else "failed"
+        record["error"] = str(e) or type(e).__name__
+        if target is not None and not target.alive() and target.child is not None:
+            record["error"] = f"{record['error']} ({s.target} exited: {target.child.log_tail()})"
+        raise
+    finally:
+        if sampler is not None:
+            sampler.stop()
+        if target is not None:
+            target.stop()
+        if responder is not None:
+            responder.stop()
+        write()
+
+
+def _window(samples: list[dict[str, Any]], t0: float, t1: float) -> list[dict[str, Any]]:
+    return [x for x in samples if t0 <= x["t_ms"] <= t1]
+
+
+def summarize(
+    records: list[dict[str, Any]],
+    samples: list[dict[str, Any]],
+    before: Counters,
+    after: Counters,
+    *,
+    sampler_start_unix_ms: float,
+    baseline_s: float,
+    cache_hit_ratio: float | None,
+) -> dict[str, Any]:
+    """Per-unit costs of one trial over the engine's measured period, with validity flags."""
+    from dnscost.meter import summary as meter_summary
+
+    start = next(r for r in records if r["type"] == "start")
+    summ = records[-1]
+    m = summ["measured"]
+    offset = start["started_unix_ms"] - sampler_start_unix_ms
+    t0, t1 = offset + summ["measure_start_ms"], offset + summ["measure_end_ms"]
+    seconds = max((t1 - t0) / 1000, 1e-9)
+    window = meter_summary.summarize(samples, t0, t1)
+    baseline = meter_summary.summarize(samples, 0, baseline_s * 1000)
+    answered = m["queries"]["answered"]
+    established = m["connections"]["established"]
+    intervals = [r for r in records if r["type"] == "interval" and r["phase"] == "measure"]
+    active = sum(r["connections"]["active"] for r in intervals) / max(len(intervals), 1)
+    cpu_us = window["target_cpu_user_us"] + window["target_cpu_system_us"]
+    per_conn = lambda key: (  # noqa: E731
+        (window[key] - baseline[key]) / active
+        if active >= 1 and window.get(key) is not None and baseline.get(key) is not None
+        else None
+    )
+    engine_answered = summ["total"]["queries"]["answered"]
+    target_answers = (
+        (after.answers - before.answers) if after.answers is not None and before.answers is not None else None
+    )
+    loss = 1 - answered / m["queries"]["offered"] if m["queries"]["offered"] else None
+    return {
+        "measured_s": round(seconds, 3),
+        "answered_qps": summ["answered_qps"],
+        "target_cpu_us_per_query": cpu_us / answered if answered else None,
+        "target_cpu_us_per_new_connection": cpu_us / established if established else None,
+        "target_cpu_share": cpu_us / (seconds * 1e6),
+        "mean_active_connections": active,
+        "user_bytes_per_connection": per_conn("target_rss_bytes_mean"),
+        "kernel_bytes_per_connection": per_conn("target_kernel_bytes_mean"),
+        "tcp_kernel_bytes_per_connection": per_conn("target_tcp_bytes_mean"),
+        "energy_j": window.get("energy_j"),
+        "energy_source": window.get("energy_source"),
+        "energy_j_per_1000_queries": window["energy_j"] * 1000 / answered
+        if answered and window.get("energy_j") is not None
+        else None,
+        "latency_us": {k: m["latency"][k] for k in ("p50_us", "p90_us", "p99_us", "p999_us", "max_us")},
+        "setup_latency_us": {k: m["setup_latency"][k] for k in ("p50_us", "p99_us")},
+        "meter": window,
+        "validity": {
+            "generator_kept_up": summ["generator_kept_up"],
+            "loss": loss,
+            "accounting_balanced": summ["accounting"]["balanced"],
+            "cache_hit_ratio": cache_hit_ratio,
+            "engine_answered": engine_answered,
+            "target_answered": target_answers,
+            "answer_count_agreement": (
+                min(engine_answered, target_answers) / max(engine_answered, target_answers) if target_answers else None
+            ),
+        },
+    }

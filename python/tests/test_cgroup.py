@@ -1,0 +1,77 @@
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from dnscost.cgroup import Cgroup, parse_flat_keyed, parse_mountinfo, parse_proc_cgroup
+from dnscost.proc import Child
+
+
+def test_v1_mounts_and_paths(fixtures: Path) -> None:
+    m = parse_mountinfo((fixtures / "cgroup/mountinfo-v1.txt").read_text())
+    assert m.version == 1
+    assert m.v1["cpuacct"] == Path("/sys/fs/cgroup/cpuacct")
+    assert m.v1["memory"] == Path("/sys/fs/cgroup/memory")
+    own = parse_proc_cgroup((fixtures / "cgroup/proc-cgroup-v1.txt").read_text())
+    assert own["memory"].startswith("/")
+    assert own["cpuacct"] == "/"
+
+
+def test_v2_mounts_and_paths(fixtures: Path) -> None:
+    m = parse_mountinfo((fixtures / "cgroup/mountinfo-v2.txt").read_text())
+    assert (m.version, m.unified) == (2, Path("/sys/fs/cgroup"))
+    assert parse_proc_cgroup((fixtures / "cgroup/proc-cgroup-v2.txt").read_text()) == {
+        "": "/system.slice/dnscost.service"
+    }
+
+
+def test_v2_readers_on_a_fake_tree(fixtures: Path, tmp_path: Path) -> None:
+    (tmp_path / "memory.stat").write_text((fixtures / "cgroup/memory.stat-v2.txt").read_text())
+    (tmp_path / "cpu.stat").write_text((fixtures / "cgroup/cpu.stat-v2.txt").read_text())
+    (tmp_path / "memory.current").write_text("8192000\n")
+    cg = Cgroup(2, {"unified": tmp_path})
+    cpu = cg.cpu()
+    assert (cpu.user_us, cpu.system_us, cpu.total_us) == (1_000_000, 500_000, 1_500_000)
+    mem = cg.memory()
+    assert (mem.usage_bytes, mem.anon_bytes, mem.kernel_bytes, mem.tcp_bytes, mem.slab_bytes) == (
+        8_192_000,
+        4_096_000,
+        2_490_368,
+        1_536_000,
+        1_900_000,
+    )
+
+
+def test_flat_keyed_parser(fixtures: Path) -> None:
+    stat = parse_flat_keyed((fixtures / "cgroup/memory.stat-v1.txt").read_text())
+    assert "rss" in stat and all(isinstance(v, int) for v in stat.values())
+    assert parse_flat_keyed("a 1\nb x\nc -2\n") == {"a": 1, "c": -2}
+
+
+def test_live_cgroup_holds_a_pinned_child_and_meters_it(root: None, tmp_path: Path) -> None:
+    cg = Cgroup.create(f"dnscost-test-{os.getpid()}")
+    burn = "import time\nt=time.time()\nwhile time.time()-t<0.3: pass\ntime.sleep(30)"
+    child = Child("burner", ["python3", "-c", burn], log=tmp_path / "burn.log", cpus=[0], cgroup_procs=cg.procs_files())
+    try:
+        deadline = time.monotonic() + 5
+        while cg.cpu().total_us < 200_000 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert child.pid in cg.pids()
+        assert os.sched_getaffinity(child.pid) == {0}
+        assert cg.cpu().total_us >= 200_000
+        assert cg.memory().usage_bytes > 1_000_000
+    finally:
+        child.stop()
+        cg.remove()
+    assert not child.alive()
+    assert all(not d.exists() for d in cg.dirs.values())
+
+
+def test_stop_kills_a_child_that_ignores_sigterm(tmp_path: Path) -> None:
+    code = "import signal,time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\nprint('up',flush=True)\ntime.sleep(60)"
+    child = Child("stubborn", ["python3", "-c", code], log=tmp_path / "s.log")
+    child.wait_for(lambda: "up" in (tmp_path / "s.log").read_text(), 5, "starting")
+    started = time.monotonic()
+    child.stop(timeout=0.5)
+    assert not child.alive() and time.monotonic() - started < 3

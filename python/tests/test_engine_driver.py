@@ -1,0 +1,49 @@
+"""The Python side of the process boundary, against the real engine."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from dnscost.engine import Responder, engine_path, generate
+from dnscost.errors import MachineError, UsageError
+from dnscost.proc import Child
+
+
+def test_responder_and_generate_round_trip(tmp_path: Path) -> None:
+    r = Responder(tmp_path, ["udp://127.0.0.1:0", "dot://127.0.0.1:0"], synthetic=100)
+    try:
+        assert set(r.endpoints) == {"udp", "dot"} and r.ca.exists()
+        records = generate(
+            {
+                "transport": "dot",
+                "target": r.endpoints["dot"].address,
+                "ca_file": str(r.ca),
+                "synthetic": 100,
+                "rate": 200,
+                "duration_ms": 500,
+            },
+            tmp_path,
+        )
+    finally:
+        r.stop()
+    assert records[0]["type"] == "start" and records[-1]["type"] == "summary"
+    assert records[-1]["accounting"]["balanced"]
+    assert records[-1]["total"]["queries"]["answered"] >= 95
+    assert json.loads((tmp_path / "engine-config.json").read_text())["transport"] == "dot"
+
+
+def test_engine_errors_come_back_as_one_line(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match=r"^invalid configuration: lifetime does not apply to udp$"):
+        generate({"transport": "udp", "target": "127.0.0.1:9", "lifetime": {"queries": 1}}, tmp_path)
+    with pytest.raises(UsageError, match="unknown field `bogus`"):
+        generate({"transport": "udp", "target": "127.0.0.1:9", "bogus": 1}, tmp_path)
+
+
+def test_missing_binaries_are_machine_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(MachineError, match="not found"):
+        Child("nothing", ["/nonexistent/dnscost-nothing"], log=tmp_path / "x.log")
+    monkeypatch.setenv("DNSCOST_ENGINE", "/nonexistent/engine")
+    assert engine_path() != Path("/nonexistent/engine")
