@@ -8,6 +8,7 @@ parser is tested on captured files.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from dataclasses import dataclass
@@ -141,6 +142,11 @@ class Cgroup:
                     d = mounts.v1[c] / own.get(c, "/").lstrip("/") / name
                     d.mkdir(parents=True, exist_ok=True)
                     dirs[c] = d
+                if (dirs["memory"] / "memory.kmem.tcp.limit_in_bytes").exists():
+                    # v1 charges TCP socket buffers to a cgroup only once its tcp limit has been
+                    # written (memory.kmem.tcp.usage_in_bytes stays 0 otherwise); -1 = no limit.
+                    with contextlib.suppress(OSError):
+                        (dirs["memory"] / "memory.kmem.tcp.limit_in_bytes").write_text("-1")
             elif mounts.version == 2 and mounts.unified is not None:
                 parent = mounts.unified / own.get("", "/").lstrip("/")
                 d = parent / name

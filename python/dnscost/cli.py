@@ -265,7 +265,10 @@ def print_summary(record: dict[str, Any], out: Path) -> None:
     s = record["summary"]
     v = s["validity"]
     lat = s["latency_us"]
-    kib = lambda b: None if b is None else b / 1024  # noqa: E731
+
+    def kib(b: float | None) -> float | None:
+        return None if b is None else b / 1024
+
     print(
         f"{record['settings']['target']} {record.get('target_version', '')} over {record['settings']['transport']}: "
         f"{_fmt(s['answered_qps'], ' qps', 0)} answered for {s['measured_s']} s"

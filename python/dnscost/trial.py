@@ -95,7 +95,10 @@ def run_trial(settings: LoadSettings, trial_dir: Path) -> dict[str, Any]:
     if set(s.target_cpus) & set(s.generator_cpus):
         raise UsageError(f"target CPUs {s.target_cpus} and generator CPUs {s.generator_cpus} overlap")
     record: dict[str, Any] = {"settings": asdict(s), "status": "running", "dir": trial_dir.name}
-    write = lambda: (trial_dir / "trial.json").write_text(json.dumps(record, indent=2) + "\n")  # noqa: E731
+
+    def write() -> None:
+        (trial_dir / "trial.json").write_text(json.dumps(record, indent=2) + "\n")
+
     write()
     tls = make_tls(trial_dir / "tls")
     responder: Responder | None = None
@@ -153,7 +156,7 @@ def run_trial(settings: LoadSettings, trial_dir: Path) -> dict[str, Any]:
         target.check_alive()
         counters_after = target.counters()
         sampler.stop()
-        samples = [json.loads(line) for line in (trial_dir / "meter.jsonl").read_text().splitlines() if line]
+        samples = meter.read_records(trial_dir / "meter.jsonl")
         record["summary"] = summarize(
             records,
             samples,
@@ -211,12 +214,12 @@ def summarize(
     established = m["connections"]["established"]
     intervals = [r for r in records if r["type"] == "interval" and r["phase"] == "measure"]
     active = sum(r["connections"]["active"] for r in intervals) / max(len(intervals), 1)
-    cpu_us = window["target_cpu_user_us"] + window["target_cpu_system_us"]
-    per_conn = lambda key: (  # noqa: E731
-        (window[key] - baseline[key]) / active
-        if active >= 1 and window.get(key) is not None and baseline.get(key) is not None
-        else None
-    )
+    cpu_us = window.cpu_us or 0.0
+
+    def per_connection(level: str) -> float | None:
+        now, idle = window.levels.get(level), baseline.levels.get(level)
+        return (now - idle) / active if active >= 1 and now is not None and idle is not None else None
+
     engine_answered = summ["total"]["queries"]["answered"]
     target_answers = (
         (after.answers - before.answers) if after.answers is not None and before.answers is not None else None
@@ -229,17 +232,18 @@ def summarize(
         "target_cpu_us_per_new_connection": cpu_us / established if established else None,
         "target_cpu_share": cpu_us / (seconds * 1e6),
         "mean_active_connections": active,
-        "user_bytes_per_connection": per_conn("target_rss_bytes_mean"),
-        "kernel_bytes_per_connection": per_conn("target_kernel_bytes_mean"),
-        "tcp_kernel_bytes_per_connection": per_conn("target_tcp_bytes_mean"),
-        "energy_j": window.get("energy_j"),
-        "energy_source": window.get("energy_source"),
-        "energy_j_per_1000_queries": window["energy_j"] * 1000 / answered
-        if answered and window.get("energy_j") is not None
-        else None,
+        "user_bytes_per_connection": per_connection("rss_bytes_mean"),
+        "kernel_bytes_per_connection": per_connection("cgroup_kernel_bytes_mean"),
+        "tcp_kernel_bytes_per_connection": per_connection("tcp_bytes_mean"),
+        "socket_buffer_bytes_per_connection": per_connection("socket_buffer_bytes_mean"),
+        "energy_j": window.energy_j,
+        "energy_source": window.energy_source,
+        "energy_j_per_1000_queries": (
+            window.energy_j * 1000 / answered if answered and window.energy_j is not None else None
+        ),
         "latency_us": {k: m["latency"][k] for k in ("p50_us", "p90_us", "p99_us", "p999_us", "max_us")},
         "setup_latency_us": {k: m["setup_latency"][k] for k in ("p50_us", "p99_us")},
-        "meter": window,
+        "meter": window.to_dict(),
         "validity": {
             "generator_kept_up": summ["generator_kept_up"],
             "loss": loss,

@@ -1,0 +1,241 @@
+"""What the samples say about one window of a trial: pure functions over the sampler's records.
+
+Counters (CPU times, drop counters, energy) are read at both edges of the window
+``[t0_ms, t1_ms]`` by linear interpolation between the two nearest samples, and the window's
+figure is their difference. Levels (memory, socket counts) are averaged over the window as a
+time-weighted mean of the piecewise-linear curve through the samples (edges interpolated the
+same way) and their maximum is taken over the samples inside the window and the two edge
+values. An edge outside the sampled range takes the nearest sample's value and sets
+``extrapolated``.
+
+Field names carry their units. Per-query or per-connection figures are derived later, by the
+analysis, from these and the engine's counts.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+__all__ = ["LEVELS", "Summary", "summarize"]
+
+Series = list[tuple[float, float]]
+
+LEVELS: dict[str, tuple[str, tuple[str, ...]]] = {
+    # name in Summary (without _mean/_max): (record type, path in the record)
+    "rss_bytes": ("slow", ("target", "rss_bytes")),
+    "pss_bytes": ("slow", ("target", "pss_bytes")),
+    "uss_bytes": ("slow", ("target", "uss_bytes")),
+    "cgroup_usage_bytes": ("fast", ("target", "cgroup_usage_bytes")),
+    "cgroup_anon_bytes": ("fast", ("target", "cgroup_anon_bytes")),
+    "cgroup_kernel_bytes": ("fast", ("target", "cgroup_kernel_bytes")),
+    "tcp_bytes": ("fast", ("target", "cgroup_tcp_bytes")),
+    "cgroup_slab_bytes": ("fast", ("target", "cgroup_slab_bytes")),
+    "threads": ("fast", ("target", "threads")),
+    "socket_buffer_bytes": ("slow", ("sockets", "buffer_bytes")),
+    "socket_optmem_bytes": ("slow", ("sockets", "o_bytes")),
+    "sockets": ("slow", ("sockets", "sockets")),
+    "system_slab_bytes": ("fast", ("meminfo", "slab_bytes")),
+    "system_sunreclaim_bytes": ("fast", ("meminfo", "sunreclaim_bytes")),
+    "sockstat_tcp_mem_bytes": ("fast", ("sockstat", "tcp_mem_bytes")),
+    "sockstat_udp_mem_bytes": ("fast", ("sockstat", "udp_mem_bytes")),
+    "sockstat_tcp_inuse": ("fast", ("sockstat", "tcp_inuse")),
+    "sockstat_tcp_tw": ("fast", ("sockstat", "tcp_tw")),
+    "tcp_curr_estab": ("fast", ("tcp", "CurrEstab")),
+}
+"""Every level the summary reports as ``<name>_mean`` and ``<name>_max``, and where it is read."""
+
+_CORE_FIELDS = ("user_us", "nice_us", "system_us", "idle_us", "iowait_us", "irq_us", "softirq_us", "steal_us")
+_GAUGES = {"CurrEstab"}
+
+
+@dataclass
+class Summary:
+    """One window of a trial. ``None`` where nothing was sampled (no cgroup, no ports, ...).
+
+    ``cpu_user_us``/``cpu_system_us`` are the target's, from its cgroup when it has one
+    (``cpu_source`` = ``"cgroup"``) else summed over its processes (``"proc"``); both sources
+    are also given. ``cgroup_cpu_total_us`` is the cgroup's exact total (the user/system split
+    is sampled at the scheduler tick): the figure to divide by queries. :attr:`cpu_us` is it
+    when present, else user + system. ``cores`` holds per-core deltas by CPU number, ``counters`` the deltas of
+    the UDP/TCP/TcpExt counters (``udp_rcvbuf_errors``, ``tcpext_listen_overflows``, ...),
+    ``levels`` the ``<name>_mean`` and ``<name>_max`` of every entry of :data:`LEVELS`
+    (``levels["rss_bytes_mean"]``, ``levels["tcp_bytes_max"]``; :meth:`to_dict` flattens them).
+    ``energy_j`` is RAPL's package energy (``energy_source`` = ``"rapl"``) or the model's
+    estimate for the target (``"model"``); ``energy_model_j`` is always the model's.
+    """
+
+    t0_ms: float
+    t1_ms: float
+    duration_s: float
+    samples_fast: int
+    samples_slow: int
+    extrapolated: bool
+    cpu_source: str | None
+    cpu_user_us: float | None
+    cpu_system_us: float | None
+    cgroup_cpu_total_us: float | None
+    cgroup_cpu_user_us: float | None
+    cgroup_cpu_system_us: float | None
+    proc_cpu_user_us: float | None
+    proc_cpu_system_us: float | None
+    generator_cpu_user_us: float | None
+    generator_cpu_system_us: float | None
+    energy_j: float | None
+    energy_source: str | None
+    energy_model_j: float | None
+    cores: dict[int, dict[str, float]] = field(default_factory=dict)
+    counters: dict[str, float] = field(default_factory=dict)
+    levels: dict[str, float | None] = field(default_factory=dict)
+
+    @property
+    def cpu_us(self) -> float | None:
+        """The target's CPU time in the window: the cgroup's exact total when there is one."""
+        if self.cgroup_cpu_total_us is not None:
+            return self.cgroup_cpu_total_us
+        if self.cpu_user_us is None or self.cpu_system_us is None:
+            return None
+        return self.cpu_user_us + self.cpu_system_us
+
+    def to_dict(self) -> dict[str, Any]:
+        """A flat, JSON-ready dict: the levels are merged in at the top level."""
+        d = asdict(self)
+        levels = d.pop("levels")
+        d["cores"] = {str(k): v for k, v in d["cores"].items()}
+        d["cpu_us"] = self.cpu_us
+        d.update(levels)
+        return d
+
+
+def _get(record: dict[str, Any], path: Sequence[str]) -> float | None:
+    value: Any = record
+    for key in path:
+        if not isinstance(value, dict) or key not in value:
+            return None
+        value = value[key]
+    return value if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _series(records: Iterable[dict[str, Any]], path: Sequence[str]) -> Series:
+    out = [(float(r["t_ms"]), v) for r in records if (v := _get(r, path)) is not None]
+    out.sort(key=lambda p: p[0])
+    return out
+
+
+def _at(series: Series, t: float) -> tuple[float, bool]:
+    """Value at ``t`` interpolated linearly; clamped (and flagged) outside the series."""
+    times = [p[0] for p in series]
+    i = bisect.bisect_left(times, t)
+    if i < len(series) and times[i] == t:
+        return series[i][1], False
+    if i == 0:
+        return series[0][1], True
+    if i == len(series):
+        return series[-1][1], True
+    (ta, va), (tb, vb) = series[i - 1], series[i]
+    return va + (vb - va) * (t - ta) / (tb - ta), False
+
+
+def _delta(series: Series, t0: float, t1: float) -> tuple[float | None, bool]:
+    if not series:
+        return None, False
+    a, ea = _at(series, t0)
+    b, eb = _at(series, t1)
+    return b - a, ea or eb
+
+
+def _mean_max(series: Series, t0: float, t1: float) -> tuple[float | None, float | None, bool]:
+    if not series:
+        return None, None, False
+    a, ea = _at(series, t0)
+    b, eb = _at(series, t1)
+    points = [(t0, a)] + [p for p in series if t0 < p[0] < t1] + [(t1, b)]
+    peak = max(v for _, v in points)
+    if t1 <= t0:
+        return a, peak, ea or eb
+    area = sum((tb - ta) * (va + vb) / 2 for (ta, va), (tb, vb) in itertools.pairwise(points))
+    return area / (t1 - t0), peak, ea or eb
+
+
+def _snake(name: str) -> str:
+    """``RcvbufErrors`` -> ``rcvbuf_errors``, ``TCPBacklogDrop`` -> ``tcp_backlog_drop``."""
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", name).lower()
+
+
+def summarize(records: Sequence[dict[str, Any]], t0_ms: float, t1_ms: float) -> Summary:
+    """Summarises the sampler's ``records`` (all of a file: header, samples, end) over
+    ``[t0_ms, t1_ms]`` (milliseconds on the sampler's clock, i.e. since ``start_monotonic``)."""
+    if t1_ms < t0_ms:
+        raise ValueError(f"window ends before it starts: [{t0_ms}, {t1_ms}]")
+    fast = [r for r in records if r.get("type") == "fast"]
+    slow = [r for r in records if r.get("type") == "slow"]
+    extrapolated = False
+
+    def delta(rs: Sequence[dict[str, Any]], *path: str) -> float | None:
+        nonlocal extrapolated
+        d, e = _delta(_series(rs, path), t0_ms, t1_ms)
+        extrapolated |= e
+        return d
+
+    cg_user, cg_sys = delta(fast, "target", "cgroup_cpu_user_us"), delta(fast, "target", "cgroup_cpu_system_us")
+    pr_user, pr_sys = delta(fast, "target", "proc_cpu_user_us"), delta(fast, "target", "proc_cpu_system_us")
+    source = "cgroup" if cg_user is not None else "proc" if pr_user is not None else None
+
+    cores: dict[int, dict[str, float]] = {}
+    for cpu in sorted({c["cpu"] for r in fast for c in r.get("cores", [])}):
+        per = [
+            {"t_ms": r["t_ms"], **next(c for c in r["cores"] if c["cpu"] == cpu)}
+            for r in fast
+            if any(c["cpu"] == cpu for c in r.get("cores", []))
+        ]
+        values = {k: delta(per, k) for k in _CORE_FIELDS}
+        cores[cpu] = {k: v for k, v in values.items() if v is not None}
+        cores[cpu]["busy_us"] = sum(
+            cores[cpu].get(k, 0.0) for k in ("user_us", "nice_us", "system_us", "irq_us", "softirq_us")
+        )
+
+    counters: dict[str, float] = {}
+    for group in ("udp", "tcp", "tcpext"):
+        names = sorted({k for r in fast for k in r.get(group, {})} - _GAUGES)
+        for name in names:
+            d = delta(fast, group, name)
+            if d is not None:
+                counters[f"{group}_{_snake(name)}"] = d
+
+    levels: dict[str, float | None] = {}
+    for name, (kind, path) in LEVELS.items():
+        mean, peak, e = _mean_max(_series(fast if kind == "fast" else slow, path), t0_ms, t1_ms)
+        extrapolated |= e and mean is not None
+        levels[f"{name}_mean"], levels[f"{name}_max"] = mean, peak
+
+    sources = {r.get("energy_source") for r in fast if t0_ms <= r["t_ms"] <= t1_ms} or {
+        r.get("energy_source") for r in fast
+    }
+    return Summary(
+        t0_ms=t0_ms,
+        t1_ms=t1_ms,
+        duration_s=(t1_ms - t0_ms) / 1000,
+        samples_fast=sum(1 for r in fast if t0_ms <= r["t_ms"] <= t1_ms),
+        samples_slow=sum(1 for r in slow if t0_ms <= r["t_ms"] <= t1_ms),
+        extrapolated=extrapolated,
+        cpu_source=source,
+        cpu_user_us=cg_user if source == "cgroup" else pr_user,
+        cpu_system_us=cg_sys if source == "cgroup" else pr_sys,
+        cgroup_cpu_total_us=delta(fast, "target", "cgroup_cpu_total_us"),
+        cgroup_cpu_user_us=cg_user,
+        cgroup_cpu_system_us=cg_sys,
+        proc_cpu_user_us=pr_user,
+        proc_cpu_system_us=pr_sys,
+        generator_cpu_user_us=delta(fast, "generator", "cpu_user_us"),
+        generator_cpu_system_us=delta(fast, "generator", "cpu_system_us"),
+        energy_j=delta(fast, "energy_j"),
+        energy_source=next(iter(sources)) if len(sources) == 1 else None,
+        energy_model_j=delta(fast, "energy_model_j"),
+        cores=cores,
+        counters=counters,
+        levels=levels,
+    )
