@@ -236,19 +236,19 @@ def cmd_load(a: argparse.Namespace) -> int:
     from dnscost.trial import LoadSettings, run_trial
 
     generator_cpus = a.generator_cpus or sorted(set(os.sched_getaffinity(0)) - set(a.target_cpus))
-    if not generator_cpus:
-        raise UsageError("no CPU left for the generator: give --target-cpus and --generator-cpus")
     settings = LoadSettings(
         a.target, a.transport, engine_settings(a), a.target_cpus, generator_cpus, a.names, a.tld, fill=not a.no_fill
     )
+    settings.validate()
     out = a.output or Path("results", "load", new_run_id())
     run = Run(out, "load", {"trials": 1}, facts(), {"engine": engine_version()})
     trial_dir = run.trial_dir(0, f"{a.target}-{a.transport}")
     try:
         record = run_trial(settings, trial_dir)
-    except BaseException:
-        run.add_trial(json.loads((trial_dir / "trial.json").read_text()))
-        run.finish("failed")
+    except BaseException as e:
+        record_file = trial_dir / "trial.json"
+        run.add_trial(json.loads(record_file.read_text()) if record_file.exists() else {"error": str(e)})
+        run.finish("interrupted" if isinstance(e, KeyboardInterrupt) else "failed")
         raise
     run.doc["versions"][a.target] = record.get("target_version", "")
     run.add_trial(record)

@@ -11,7 +11,7 @@ import shutil
 import signal
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -135,10 +135,14 @@ def generate(
     *,
     cpus: Sequence[int] | None = None,
     name: str = "engine",
+    watchdog: Callable[[], None] | None = None,
+    started: Callable[[int], None] | None = None,
 ) -> list[dict[str, Any]]:
     """Runs one ``generate`` with ``config`` (the engine's JSON configuration; its output and
     connections-log paths are set here), pinned to ``cpus``. Returns its records. Ctrl-C is
-    passed on to the engine, which drains and still writes its summary."""
+    passed on to the engine, which drains and still writes its summary. ``watchdog`` is called
+    every 200 ms while the engine runs; if it raises, the engine is stopped the same way (its
+    records are kept on disk) and the exception propagates. ``started`` gets the engine's PID."""
     workdir.mkdir(parents=True, exist_ok=True)
     config = dict(config)
     config.setdefault("output", str(workdir / f"{name}.jsonl"))

@@ -23,7 +23,7 @@ from dnscost.errors import UsageError
 from dnscost.targets import make_target
 from dnscost.targets.base import Counters, Target
 
-__all__ = ["LoadSettings", "fill_cache", "run_trial", "summarize"]
+__all__ = ["LoadSettings", "check_target", "fill_cache", "run_trial", "summarize"]
 
 
 @dataclass
@@ -41,6 +41,14 @@ class LoadSettings:
     fill: bool = True
     baseline_s: float = 1.0
 
+    def validate(self) -> None:
+        """Fails early, before anything starts, on settings that cannot be run."""
+        check_target(self.target, self.transport)
+        if set(self.target_cpus) & set(self.generator_cpus):
+            raise UsageError(f"target CPUs {self.target_cpus} and generator CPUs {self.generator_cpus} overlap")
+        if not self.generator_cpus:
+            raise UsageError("no CPU left for the generator: give --target-cpus and --generator-cpus")
+
 
 def _tls_options(transport: str, target: Target, ep: Endpoint) -> dict[str, Any]:
     opts: dict[str, Any] = {}
@@ -49,6 +57,17 @@ def _tls_options(transport: str, target: Target, ep: Endpoint) -> dict[str, Any]
     if transport == "doh" and ep.path:
         opts["doh_path"] = ep.path
     return opts
+
+
+def check_target(name: str, transport: str) -> None:
+    """Fails early, before anything starts, on a target or transport that cannot be run."""
+    from dnscost.targets import TARGETS
+
+    cls = TARGETS.get(name)
+    if cls is None:
+        raise UsageError(f"unknown target {name} (known: {', '.join(TARGETS)})")
+    if transport not in cls.transports:
+        raise UsageError(f"{name} does not serve {transport} (it serves {', '.join(cls.transports)})")
 
 
 def fill_cache(target: Target, workdir: Path, cpus: Sequence[int], names: int, transports: Sequence[str]) -> None:
@@ -90,10 +109,7 @@ def run_trial(settings: LoadSettings, trial_dir: Path) -> dict[str, Any]:
     from dnscost import meter
 
     s = settings
-    if s.transport not in ("udp", "tcp", "dot", "doh"):
-        raise UsageError(f"unknown transport {s.transport!r} (udp, tcp, dot, doh)")
-    if set(s.target_cpus) & set(s.generator_cpus):
-        raise UsageError(f"target CPUs {s.target_cpus} and generator CPUs {s.generator_cpus} overlap")
+    s.validate()
     record: dict[str, Any] = {"settings": asdict(s), "status": "running", "dir": trial_dir.name}
 
     def write() -> None:
@@ -120,6 +136,7 @@ def run_trial(settings: LoadSettings, trial_dir: Path) -> dict[str, Any]:
             s.target, trial_dir / "target", cpus=s.target_cpus, tls=tls, upstream=upstream, tld=s.tld, synthetic=s.names
         )
         target.start()
+        record["target_pid"] = target.child.pid if target.child else None
         record["target_version"] = target.version()
         record["endpoints"] = {t: e.url() for t, e in target.endpoints.items()}
         if s.fill and s.target != "builtin":
@@ -152,7 +169,14 @@ def run_trial(settings: LoadSettings, trial_dir: Path) -> dict[str, Any]:
             **_tls_options(s.transport, target, ep),
         }
         config.setdefault("connections_log", str(trial_dir / "engine-connections.jsonl"))
-        records = generate(config, trial_dir, cpus=s.generator_cpus, name="engine")
+        records = generate(
+            config,
+            trial_dir,
+            cpus=s.generator_cpus,
+            name="engine",
+            watchdog=target.check_alive,
+            started=engine_pids.append,
+        )
         target.check_alive()
         counters_after = target.counters()
         sampler.stop()

@@ -1,0 +1,212 @@
+"""`dnscost load` end to end: every target Debian provides (and builtin), every transport it
+serves: start, fill, two seconds of load, stop; then the faults."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import need
+from dnscost.proc import _live
+from dnscost.targets import TARGETS
+from dnscost.trial import LoadSettings, run_trial
+
+CASES = [(name, t) for name, cls in TARGETS.items() for t in cls.transports]
+DNSCOST = [sys.executable, "-m", "dnscost.cli"]
+
+
+def installed(name: str) -> bool:
+    cls = TARGETS[name]
+    return cls.package is None or shutil.which(cls.binary) is not None or Path("/usr/sbin", cls.binary).exists()
+
+
+def pids_of_children() -> list[int]:
+    """Processes whose parent is this test process."""
+    me, out = os.getpid(), []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == me and fields[0] != "Z":
+            out.append(int(stat.parent.name))
+    return out
+
+
+@pytest.mark.resolver
+@pytest.mark.parametrize(("target", "transport"), CASES, ids=[f"{a}-{b}" for a, b in CASES])
+def test_trial(root: None, tmp_path: Path, target: str, transport: str) -> None:
+    need(installed(target), f"{target} is not installed")
+    settings = LoadSettings(
+        target,
+        transport,
+        {"rate": 1000, "duration_ms": 2000, "warmup_ms": 500, "connections": 4},
+        target_cpus=[0],
+        generator_cpus=[1],
+        names=2000,
+        baseline_s=0.5,
+    )
+    record = run_trial(settings, tmp_path)
+    s, v = record["summary"], record["summary"]["validity"]
+    assert record["status"] == "done"
+    assert v["accounting_balanced"] and v["loss"] is not None and v["loss"] < 0.01, v
+    assert s["target_cpu_us_per_query"] > 0
+    assert s["meter"]["rss_bytes_mean"] > 0 and s["meter"]["cgroup_usage_bytes_mean"] > 0
+    assert s["energy_j"] is not None and s["energy_source"] in ("rapl", "model")
+    if target != "builtin":
+        assert record["cache_hit_ratio"] is None or record["cache_hit_ratio"] >= 0.99, record["cache_hit_ratio"]
+    if v["target_answered"] is not None:
+        assert v["answer_count_agreement"] >= 0.99, v
+    on_disk = json.loads((tmp_path / "trial.json").read_text())
+    assert on_disk["status"] == "done" and on_disk["summary"]["answered_qps"] == s["answered_qps"]
+    assert not _live and not pids_of_children()
+
+
+def test_load_command_writes_a_run(root: None, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    r = subprocess.run(
+        [
+            *DNSCOST,
+            "load",
+            "--target",
+            "builtin",
+            "--transport",
+            "udp",
+            "--rate",
+            "500",
+            "--duration",
+            "1s",
+            "--warmup",
+            "0",
+            "--names",
+            "100",
+            "--output",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert r.returncode == 0, r.stderr
+    assert "qps answered" in r.stdout and "µs/query" in r.stdout
+    run = json.loads((out / "run.json").read_text())
+    assert run["format_version"] == 1 and run["status"] == "done"
+    assert run["machine"]["cpus"] >= 2 and run["versions"]["engine"].startswith("dnscost-engine")
+    assert run["trials"][0]["settings"]["engine"]["rate"] == 500.0
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--target", "nope", "--transport", "udp"], "unknown target nope"),
+        (["--target", "pdns-recursor", "--transport", "dot"], "pdns-recursor does not serve dot"),
+        (["--target", "builtin", "--transport", "udp", "--target-cpus", "1", "--generator-cpus", "1"], "overlap"),
+        (["--target", "builtin", "--transport", "udp", "--lifetime", "1q"], "lifetime does not apply to udp"),
+    ],
+)
+def test_bad_input_is_one_line(root: None, tmp_path: Path, args: list[str], message: str) -> None:
+    r = subprocess.run(
+        [*DNSCOST, "load", *args, "--duration", "1s", "--output", str(tmp_path / "o")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.count("\n") == 1 and r.stderr.startswith("dnscost: ") and message in r.stderr, r.stderr
+
+
+def test_missing_binary_is_a_machine_error(root: None, tmp_path: Path) -> None:
+    env = {**os.environ, "PATH": "/nonexistent"}
+    code = (
+        "import sys\nfrom dnscost.targets.dnsdist import Dnsdist\nDnsdist.binary='/nonexistent/dnsdist'\n"
+        "from dnscost.cli import main\nsys.exit(main(sys.argv[1:]))"
+    )
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            code,
+            "load",
+            "--target",
+            "dnsdist",
+            "--transport",
+            "udp",
+            "--output",
+            str(tmp_path / "o"),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+    assert r.returncode == 3, r.stderr
+    assert r.stderr.count("\n") == 1 and "not found" in r.stderr, r.stderr
+
+
+def test_a_target_dying_mid_trial_keeps_what_was_measured(root: None, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    p = subprocess.Popen(
+        [
+            *DNSCOST,
+            "load",
+            "--target",
+            "builtin",
+            "--transport",
+            "tcp",
+            "--rate",
+            "500",
+            "--duration",
+            "20s",
+            "--warmup",
+            "0",
+            "--names",
+            "100",
+            "--output",
+            str(out),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    trial = None
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        trials = list(out.glob("trial-*/engine.jsonl"))
+        if trials and trials[0].stat().st_size > 2000:
+            trial = trials[0].parent
+            break
+        time.sleep(0.2)
+    assert trial is not None, "the trial never started"
+    pid = json.loads((trial / "trial.json").read_text())["target_pid"]
+    os.kill(pid, signal.SIGKILL)  # the target, which this test's child started
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == 4, err
+    assert err.count("\n") == 1 and "builtin" in err, err
+    record = json.loads((trial / "trial.json").read_text())
+    assert record["status"] == "failed"
+    assert (trial / "meter.jsonl").stat().st_size > 0
+    assert any(json.loads(line)["type"] == "interval" for line in (trial / "engine.jsonl").read_text().splitlines())
+    assert json.loads((out / "run.json").read_text())["status"] == "failed"
+
+
+def test_a_port_already_taken_is_a_clear_error(tmp_path: Path) -> None:
+    import socket
+
+    from dnscost.engine import Responder
+    from dnscost.errors import TargetError
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+        with pytest.raises(TargetError, match=r"cannot listen on udp://127\.0\.0\.1"):
+            Responder(tmp_path, [f"udp://127.0.0.1:{port}"])
