@@ -5,7 +5,6 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import IN_CI
 from dnscost.cli import build_parser, engine_settings, parse_duration_ms, parse_lifetime, parse_rate
 
