@@ -152,7 +152,7 @@ def cmd_target_start(a: argparse.Namespace) -> int:
     from dnscost.engine import Responder
     from dnscost.results import new_run_id
     from dnscost.targets import make_target
-    from dnscost.trial import fill_cache
+    from dnscost.trial import fill_cache, upstream_listeners
 
     workdir = a.dir or Path("results", "targets", f"{new_run_id()}-{a.name}")
     tls = make_tls(workdir / "tls")
@@ -161,7 +161,7 @@ def cmd_target_start(a: argparse.Namespace) -> int:
     if a.name != "builtin":
         responder = Responder(
             workdir / "upstream",
-            ["udp://127.0.0.1:0", "tcp://127.0.0.1:0"],
+            upstream_listeners(),
             cpus=a.upstream_cpus,
             synthetic=a.names,
             tld=a.tld,

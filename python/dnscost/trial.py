@@ -23,7 +23,7 @@ from dnscost.errors import UsageError
 from dnscost.targets import make_target
 from dnscost.targets.base import Counters, Target
 
-__all__ = ["LoadSettings", "check_target", "fill_cache", "run_trial", "summarize"]
+__all__ = ["LoadSettings", "check_target", "fill_cache", "run_trial", "summarize", "upstream_listeners"]
 
 
 @dataclass
@@ -57,6 +57,15 @@ def _tls_options(transport: str, target: Target, ep: Endpoint) -> dict[str, Any]
     if transport == "doh" and ep.path:
         opts["doh_path"] = ep.path
     return opts
+
+
+def upstream_listeners() -> list[str]:
+    """UDP and TCP on one port: resolvers retry truncated answers, and dnsdist forwards TCP
+    queries, to the port they query over UDP."""
+    from dnscost.targets.base import free_port
+
+    port = free_port()
+    return [f"udp://127.0.0.1:{port}", f"tcp://127.0.0.1:{port}"]
 
 
 def check_target(name: str, transport: str) -> None:
@@ -125,7 +134,7 @@ def run_trial(settings: LoadSettings, trial_dir: Path) -> dict[str, Any]:
         if s.target != "builtin":
             responder = Responder(
                 trial_dir / "upstream",
-                ["udp://127.0.0.1:0", "tcp://127.0.0.1:0"],
+                upstream_listeners(),
                 cpus=s.generator_cpus,
                 synthetic=s.names,
                 tld=s.tld,

@@ -8,6 +8,7 @@ and :meth:`Target.counters`.
 
 from __future__ import annotations
 
+import functools
 import json
 import socket
 import subprocess
@@ -115,16 +116,20 @@ class Target(ABC):
         self.workdir.mkdir(parents=True, exist_ok=True)
         argv = self.configure()
         self.cgroup = Cgroup.create(f"dnscost-{self.name}-{id(self):x}")
-        self.child = Child(
-            self.name,
-            argv,
-            log=self.workdir / f"{self.name}.log",
-            cpus=self.cpus,
-            cgroup_procs=self.cgroup.procs_files(),
-            cwd=self.workdir,
-        )
-        for transport in self.wanted:
-            self.child.wait_for(lambda t=transport: self.answers(t), health_timeout, f"on {transport}")
+        try:
+            self.child = Child(
+                self.name,
+                argv,
+                log=self.workdir / f"{self.name}.log",
+                cpus=self.cpus,
+                cgroup_procs=self.cgroup.procs_files(),
+                cwd=self.workdir,
+            )
+            for transport in self.wanted:
+                self.child.wait_for(functools.partial(self.answers, transport), health_timeout, f"on {transport}")
+        except BaseException:
+            self.stop()  # leave no process or cgroup behind: ``with`` does not call __exit__ here
+            raise
 
     def answers(self, transport: str) -> bool:
         """Whether a query for a name of the synthetic set is answered over ``transport``."""

@@ -1,0 +1,45 @@
+"""``dnscost-engine serve`` itself as the target: authoritative for the synthetic names, no
+upstream and no dependency. It keeps no counters of its own (its per-connection log is written
+as connections close), so :meth:`Builtin.counters` reports none."""
+
+from __future__ import annotations
+
+from dnscost.engine import Endpoint, engine_path, engine_version
+from dnscost.targets.base import Counters, Target, free_port
+
+__all__ = ["Builtin"]
+
+
+class Builtin(Target):
+    """The reference responder: one runtime thread per CPU, each pinned to its CPU, every
+    transport on its own free port, TLS from the run's certificate. Its defaults already suit
+    connection experiments: no idle timeout, no limit on queries per connection or on
+    connection age, a listen queue of 4 096; the connections log records each connection's
+    life (``connections.jsonl`` in the trial directory)."""
+
+    name = "builtin"
+    package = None
+    binary = "dnscost-engine"
+    transports = ("udp", "tcp", "dot", "doh")
+
+    def configure(self) -> list[str]:
+        exe = str(engine_path())
+        argv = [exe, "serve", "--synthetic", str(self.synthetic), "--tld", self.tld.rstrip(".")]
+        dns_port = free_port()
+        for t in self.wanted:
+            port = dns_port if t in ("udp", "tcp") else free_port()
+            path = "/dns-query" if t == "doh" else None
+            self.endpoints[t] = Endpoint(t, "127.0.0.1", port, path)
+            argv += ["--listen", f"{t}://127.0.0.1:{port}{path or ''}"]
+        if {"dot", "doh"} & set(self.wanted):
+            argv += ["--cert", str(self.tls.cert), "--key", str(self.tls.key)]
+        if self.cpus:
+            argv += ["--threads", str(len(self.cpus)), "--cpus", ",".join(map(str, self.cpus))]
+        argv += ["--connections-log", str(self.workdir / "connections.jsonl")]
+        return argv
+
+    def version(self) -> str:
+        return engine_version().removeprefix("dnscost-engine").strip()
+
+    def counters(self) -> Counters:
+        return Counters()

@@ -1,0 +1,134 @@
+"""dnsdist (PowerDNS's DNS load balancer) in front of dnscost's authoritative upstream, with a
+packet cache, serving udp, tcp, dot and doh. Counters come from its built-in web server's
+JSON statistics (``/jsonstat?command=stats``), protected by an API key made for the run."""
+
+from __future__ import annotations
+
+import json
+import secrets
+
+from dnscost.engine import Endpoint
+from dnscost.errors import TargetError, UsageError
+from dnscost.targets._util import (
+    IDLE_TIMEOUT_S,
+    LISTEN_BACKLOG,
+    find_binary,
+    http_get,
+    int_items,
+    lua_str,
+    sum_of,
+    version_of,
+)
+from dnscost.targets.base import Counters, Target, free_port
+
+__all__ = ["Dnsdist", "parse_dnsdist_stats"]
+
+
+def parse_dnsdist_stats(text: str) -> Counters:
+    """``/jsonstat?command=stats``: a flat JSON object. ``queries`` counts every query received
+    on every frontend; responses sent to clients are counted by RCODE in ``frontend-noerror``,
+    ``frontend-nxdomain`` and ``frontend-servfail`` (dnsdist 1.7 counts no other RCODE)."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise TargetError(f"dnsdist: unreadable statistics: {e}") from e
+    if not isinstance(data, dict):
+        raise TargetError("dnsdist: statistics are not a JSON object")
+    raw = int_items(data.items())
+    return Counters(
+        queries=raw.get("queries"),
+        answers=sum_of(raw, ("frontend-noerror", "frontend-nxdomain", "frontend-servfail")),
+        cache_hits=raw.get("cache-hits"),
+        cache_misses=raw.get("cache-misses"),
+        raw=raw,
+    )
+
+
+class Dnsdist(Target):
+    """dnsdist 1.7: a caching proxy, so every query after the first for a name is answered from
+    its packet cache without touching the upstream.
+
+    Threads: one UDP listener and one DoT/DoH acceptor per CPU (``reusePort``) and one TCP
+    worker thread per CPU. Defaults changed for connection experiments: the TCP read timeout
+    (2 s, which is also the idle timeout of tcp and dot connections) and the DoH idle timeout
+    (30 s) are raised to ``IDLE_TIMEOUT_S``; the queue of accepted connections waiting for a
+    TCP worker (1 000) to 10 000; per-client connection limits, queries per connection and
+    connection duration are unlimited (0); the listen queue is ``LISTEN_BACKLOG`` (dnsdist 1.7
+    drops connections when many arrive at once: open them at a bounded rate)."""
+
+    name = "dnsdist"
+    package = "dnsdist"
+    binary = "dnsdist"
+    transports = ("udp", "tcp", "dot", "doh")
+
+    _api_key = ""
+    _web_port = 0
+
+    def configure(self) -> list[str]:
+        if self.upstream is None:
+            raise UsageError("dnsdist needs an upstream (the authoritative dnscost-engine serve)")
+        exe = find_binary(self.binary, self.name, self.package)
+        n = max(1, len(self.cpus))
+        self._api_key = secrets.token_hex(16)
+        self._web_port = free_port()
+        dns_port = free_port()
+        lines = [
+            "-- dnsdist configuration written by dnscost for one trial.",
+            f"-- Run in the foreground: {exe} --supervised --disable-syslog -C THIS",
+            'setSecurityPollSuffix("")  -- no security-poll query (default: a TXT query to secpoll.powerdns.com)',
+        ]
+
+        def opts(extra: str = "") -> str:
+            reuse = "true" if n > 1 else "false"
+            return "{" + f"reusePort={reuse}, tcpListenQueueSize={LISTEN_BACKLOG}" + extra + "}"
+
+        # Do53 is always bound, so that dnsdist never falls back to its default 127.0.0.1:53.
+        lines.append(f'setLocal("127.0.0.1:{dns_port}", {opts()})')
+        lines += [f'addLocal("127.0.0.1:{dns_port}", {opts()})' for _ in range(n - 1)]
+        for t in ("udp", "tcp"):
+            if t in self.wanted:
+                self.endpoints[t] = Endpoint(t, "127.0.0.1", dns_port)
+        cert, key = lua_str(self.tls.cert), lua_str(self.tls.key)
+        if "dot" in self.wanted:
+            port = free_port()
+            tls_opts = opts(', provider="openssl", minTLSVersion="tls1.2"')
+            lines += [f'addTLSLocal("127.0.0.1:{port}", {cert}, {key}, {tls_opts})' for _ in range(n)]
+            self.endpoints["dot"] = Endpoint("dot", "127.0.0.1", port)
+        if "doh" in self.wanted:
+            port = free_port()
+            doh_opts = opts(f', minTLSVersion="tls1.2", idleTimeout={IDLE_TIMEOUT_S}')
+            lines += [f'addDOHLocal("127.0.0.1:{port}", {cert}, {key}, "/dns-query", {doh_opts})' for _ in range(n)]
+            self.endpoints["doh"] = Endpoint("doh", "127.0.0.1", port, "/dns-query")
+        up = self.upstream
+        lines += [
+            "-- The upstream answers the synthetic TLD; health-checked every second (REFUSED counts as up).",
+            f'newServer({{address={lua_str(up.address)}, name="upstream", checkName={lua_str(self.tld + ".")}, '
+            "checkInterval=1})",
+            "pc = newPacketCache(1000000, {maxTTL=86400, minTTL=0, temporaryFailureTTL=1, staleTTL=60, dontAge=false})",
+            'getPool(""):setCache(pc)',
+            f"setMaxTCPClientThreads({n})        -- default 10",
+            "setMaxTCPConnectionsPerClient(0)   -- 0 = unlimited (the default)",
+            "setMaxTCPQueriesPerConnection(0)   -- 0 = unlimited (the default)",
+            "setMaxTCPConnectionDuration(0)     -- 0 = unlimited (the default)",
+            "setMaxTCPQueuedConnections(10000)  -- default 1000",
+            f"setTCPRecvTimeout({IDLE_TIMEOUT_S})  -- default 2 s: the idle timeout of tcp and dot clients",
+            "-- Counters: the web server's JSON API on loopback, with a key made for this run.",
+            f'webserver("127.0.0.1:{self._web_port}")',
+            f"setWebserverConfig({{apiKey={lua_str(self._api_key)}, password={lua_str(secrets.token_hex(16))}, "
+            'acl="127.0.0.1/32"})',
+        ]
+        conf = self.workdir / "dnsdist.conf"
+        conf.write_text("\n".join(lines) + "\n")
+        return [exe, "--supervised", "--disable-syslog", "-C", str(conf)]
+
+    def version(self) -> str:
+        exe = find_binary(self.binary, self.name, self.package)
+        return version_of([exe, "--version"], r"dnsdist (\S+)", self.name)
+
+    def counters(self) -> Counters:
+        if not self._web_port:
+            raise TargetError("dnsdist: not started")
+        text = http_get(
+            f"http://127.0.0.1:{self._web_port}/jsonstat?command=stats", self.name, {"X-API-Key": self._api_key}
+        )
+        return parse_dnsdist_stats(text)

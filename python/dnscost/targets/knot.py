@@ -1,0 +1,171 @@
+"""Knot Resolver 5 (``kresd``) stubbing the synthetic TLD to dnscost's authoritative upstream,
+serving udp, tcp, dot and doh. Counters come from its control socket
+(``RUNDIR/control/<pid>``): ``stats.list()`` of the ``stats`` module and ``worker.stats()``."""
+
+from __future__ import annotations
+
+import re
+import socket
+import struct
+from pathlib import Path
+
+from dnscost.engine import Endpoint
+from dnscost.errors import TargetError, UsageError
+from dnscost.targets._util import (
+    IDLE_TIMEOUT_S,
+    find_binary,
+    lua_str,
+    remove_link,
+    socket_dir,
+    version_of,
+)
+from dnscost.targets.base import Counters, Target, free_port
+
+__all__ = ["KnotResolver", "kresd_counters", "parse_kresd_table"]
+
+_ENTRY = re.compile(r"\['([^']+)'\]\s*=\s*(-?\d+)\s*,")
+
+
+def parse_kresd_table(text: str) -> dict[str, int]:
+    """The integer entries of a flat Lua table as kresd's control socket prints it
+    (``['answer.total'] = 12,``); fractional values (CPU seconds) are left out."""
+    return {k: int(v) for k, v in _ENTRY.findall(text)}
+
+
+def kresd_counters(stats: str, worker: str) -> Counters:
+    """Normalises ``stats.list()`` and ``worker.stats()``: queries are the requests from
+    clients (``request.total`` less kresd's own ``request.internal``), answers
+    ``answer.total``, cache hits ``answer.cached`` (answers served from the cache alone) and
+    misses the other answers."""
+    raw = parse_kresd_table(stats)
+    raw.update({f"worker.{k}": v for k, v in parse_kresd_table(worker).items()})
+    total, internal = raw.get("request.total"), raw.get("request.internal", 0)
+    answers, cached = raw.get("answer.total"), raw.get("answer.cached")
+    return Counters(
+        queries=None if total is None else total - internal,
+        answers=answers,
+        cache_hits=cached,
+        cache_misses=None if answers is None or cached is None else answers - cached,
+        raw=raw,
+    )
+
+
+def _recv_exact(sock: socket.socket, n: int, buf: bytearray) -> bytes:
+    while len(buf) < n:
+        chunk = sock.recv(65536)
+        if not chunk:
+            raise TargetError("knot-resolver: control socket closed")
+        buf += chunk
+    out = bytes(buf[:n])
+    del buf[:n]
+    return out
+
+
+class KnotResolver(Target):
+    """Knot Resolver 5.6, one ``kresd`` process (kresd is single-threaded: scaling it means
+    more processes, which dnscost does not do), never contacting the root: no priming, no
+    trust anchors, no time or trust-anchor signalling modules. Names of the TLD are forwarded
+    to the upstream (``policy.FORWARD``; with ``policy.STUB`` kresd 5.6 re-asks the upstream
+    for cached names every 6 s or so) and cached; everything else is refused.
+
+    Defaults changed for connection experiments: the idle timeout of incoming tcp, dot and doh
+    connections (``net.tcp_in_idle``, 10 s) is raised to ``IDLE_TIMEOUT_S`` and pipelining per
+    connection (``net.tcp_pipeline``, 100) to 65 535. The listen queue is fixed at 128 in kresd
+    5.6 and cannot be raised: open many connections at a bounded rate."""
+
+    name = "knot-resolver"
+    package = "knot-resolver"
+    binary = "kresd"
+    transports = ("udp", "tcp", "dot", "doh")
+
+    _rundir: Path
+    _link: Path | None = None
+
+    def configure(self) -> list[str]:
+        if self.upstream is None:
+            raise UsageError("knot-resolver needs an upstream (the authoritative dnscost-engine serve)")
+        exe = find_binary(self.binary, self.name, self.package)
+        # kresd makes its control socket RUNDIR/control/<pid>: RUNDIR is the trial directory,
+        # through a short symlink when its path is too long for a unix socket.
+        self._rundir, self._link = socket_dir(self.workdir, room=20)
+        dns_port = free_port()
+        listen = [f"net.listen('127.0.0.1', {dns_port}, {{ kind = 'dns' }})   -- udp and tcp"]
+        for t in ("udp", "tcp"):
+            if t in self.wanted:
+                self.endpoints[t] = Endpoint(t, "127.0.0.1", dns_port)
+        if "dot" in self.wanted:
+            port = free_port()
+            listen.append(f"net.listen('127.0.0.1', {port}, {{ kind = 'tls' }})")
+            self.endpoints["dot"] = Endpoint("dot", "127.0.0.1", port)
+        if "doh" in self.wanted:
+            port = free_port()
+            listen.append(f"net.listen('127.0.0.1', {port}, {{ kind = 'doh2' }})  -- /dns-query, POST and GET")
+            self.endpoints["doh"] = Endpoint("doh", "127.0.0.1", port, "/dns-query")
+        up = self.upstream
+        upstream = f"{up.host}@{up.port}"  # kresd writes addresses as addr@port
+        conf = f"""-- Knot Resolver configuration written by dnscost for one trial.
+-- Run in the foreground, no REPL, without Debian's distro-preconfig.lua:
+--   {exe} -n -c THIS {self._rundir}
+
+-- Never contact the root: no priming, no trust anchors, no time/TA signalling, no RFC 5011.
+modules.unload('priming')
+modules.unload('detect_time_skew')
+modules.unload('detect_time_jump')
+modules.unload('ta_signal_query')
+modules.unload('ta_sentinel')
+modules.unload('ta_update')
+trust_anchors.remove('.')
+modules.load('stats')      -- request and answer counters, read through the control socket
+
+net.ipv6 = false
+{chr(10).join(listen)}
+net.tls({lua_str(self.tls.cert)}, {lua_str(self.tls.key)})
+net.tcp_pipeline(65535)            -- default 100 queries in flight per connection
+net.tcp_in_idle({IDLE_TIMEOUT_S * 1000})          -- default 10 000 ms
+
+cache.open(100 * MB, {lua_str("lmdb://" + str(self.workdir / "cache"))})
+
+-- FORWARD the TLD to the upstream (no iteration; nothing validated: there is no trust
+-- anchor) and cache the answers. Not STUB: kresd 5.6 asks the upstream again for STUB answers
+-- it holds in cache, every 6 s or so, so the cache would never stay warm. Rules added here run
+-- before the built-in rules for special-use names, which would answer every name under
+-- "test." with NXDOMAIN (RFC 6761).
+policy.add(policy.suffix(policy.FORWARD({lua_str(upstream)}), {{ todname({lua_str(self.tld + ".")}) }}))
+policy.add(policy.all(policy.REFUSE))
+"""
+        path = self.workdir / "kresd.conf"
+        path.write_text(conf)
+        (self.workdir / "cache").mkdir(exist_ok=True)
+        return [exe, "-n", "-c", str(path), str(self._rundir)]
+
+    def version(self) -> str:
+        exe = find_binary(self.binary, self.name, self.package)
+        return version_of([exe, "--version"], r"version (\S+)", self.name)
+
+    def control(self, command: str, timeout: float = 3.0) -> str:
+        """Runs one Lua command on kresd's control socket and returns what it printed."""
+        if self.child is None:
+            raise TargetError("knot-resolver: not started")
+        path = self._rundir / "control" / str(self.child.pid)
+        try:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+                s.settimeout(timeout)
+                s.connect(str(path))
+                # Binary mode: each answer is prefixed by its length (4 octets, network order).
+                s.sendall(b"__binary\n" + command.encode() + b"\n")
+                buf = bytearray()
+                head = _recv_exact(s, 2, buf)
+                if head != b"> ":  # the prompt kresd sends on connection, before binary mode
+                    buf[:0] = head
+                (length,) = struct.unpack("!I", _recv_exact(s, 4, buf))
+                return _recv_exact(s, length, buf).decode("utf-8", errors="replace")
+        except OSError as e:
+            raise TargetError(f"knot-resolver: control socket {path}: {e}") from e
+
+    def stop(self) -> None:
+        super().stop()
+        remove_link(self._link)
+        self._link = None
+
+    def counters(self) -> Counters:
+        return kresd_counters(self.control("stats.list()"), self.control("worker.stats()"))

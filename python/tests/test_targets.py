@@ -1,0 +1,391 @@
+"""Target adapters: counter parsers on output captured from the real tools, the configurations
+they write, their errors, and, for every target installed, a full life: start on one CPU with
+an upstream on another, health on every transport, counters against the engine's, cgroup,
+stop. Tests that start a resolver are marked ``resolver`` (and skipped outside CI when its
+package is missing)."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from conftest import need
+from dnscost.certs import TlsFiles, make_tls
+from dnscost.engine import Endpoint, Responder, engine_path, generate
+from dnscost.errors import MachineError, TargetError, UsageError
+from dnscost.targets import TARGETS, make_target
+from dnscost.targets._util import find_binary
+from dnscost.targets.base import Counters, Target, free_port
+from dnscost.targets.bind9 import parse_bind_stats
+from dnscost.targets.dnsdist import parse_dnsdist_stats
+from dnscost.targets.knot import kresd_counters, parse_kresd_table
+from dnscost.targets.pdns import parse_rec_control
+from dnscost.targets.unbound import incoming_num_tcp, parse_unbound_stats
+
+NAMES = 1000
+RESOLVERS = [n for n in TARGETS if n != "builtin"]
+FAKE_UPSTREAM = Endpoint("udp", "127.0.0.1", 5399)
+
+
+def _cpus() -> tuple[int, int]:
+    """The target's CPU and the generator's (the upstream shares the generator's)."""
+    cpus = sorted(os.sched_getaffinity(0))
+    return cpus[0], cpus[1] if len(cpus) > 1 else cpus[0]
+
+
+def _counters(cls_name: str, fixture: Path) -> Counters:
+    return {
+        "dnsdist": lambda: parse_dnsdist_stats((fixture / "dnsdist-jsonstat.json").read_text()),
+        "knot-resolver": lambda: kresd_counters(
+            (fixture / "kresd-stats-list.txt").read_text(), (fixture / "kresd-worker-stats.txt").read_text()
+        ),
+        "unbound": lambda: parse_unbound_stats((fixture / "unbound-stats-noreset.txt").read_text()),
+        "bind9": lambda: parse_bind_stats((fixture / "bind9-json-v1-server.json").read_text()),
+        "pdns-recursor": lambda: parse_rec_control((fixture / "rec-control-get-all.txt").read_text()),
+    }[cls_name]()
+
+
+# --- parsers, on text captured from the real tools after udp, tcp, dot and doh bursts --------
+
+
+@pytest.mark.parametrize(
+    ("name", "queries", "answers", "hits", "misses", "raw_key"),
+    [
+        ("dnsdist", 7409, 7409, 5421, 1988, "frontend-noerror"),
+        ("knot-resolver", 13686, 13686, 12686, 1000, "request.doh"),
+        ("unbound", 8891, 8891, 7891, 1000, "num.query.https"),
+        ("bind9", 5321, 5321, 4321, 1000, "nsstats.QryTCP"),
+        ("pdns-recursor", 4736, 4736, 2736, 2000, "tcp-questions"),
+    ],
+)
+def test_counter_parsers_on_captured_output(
+    fixtures: Path, name: str, queries: int, answers: int, hits: int, misses: int, raw_key: str
+) -> None:
+    c = _counters(name, fixtures / "targets")
+    assert (c.queries, c.answers, c.cache_hits, c.cache_misses) == (queries, answers, hits, misses)
+    assert raw_key in c.raw and all(isinstance(v, int) for v in c.raw.values())
+
+
+def test_parsers_skip_what_is_not_a_counter(fixtures: Path) -> None:
+    d = parse_dnsdist_stats((fixtures / "targets/dnsdist-jsonstat.json").read_text())
+    assert "latency-avg100" not in d.raw and "server-policy" not in d.raw  # a float, a string
+    k = parse_kresd_table("{\n    ['usertime'] = 0.276381,\n    ['queries'] = 12,\n}")
+    assert k == {"queries": 12}
+    worker = kresd_counters("", (fixtures / "targets/kresd-worker-stats.txt").read_text())
+    assert worker.queries is None and worker.raw["worker.queries"] == 13686
+    assert parse_unbound_stats("") == Counters()
+    assert parse_rec_control("questions\t5\nbogus line here\n").queries == 5
+    with pytest.raises(TargetError):
+        parse_bind_stats("<statistics/>")
+    with pytest.raises(TargetError):
+        parse_dnsdist_stats("[]")
+
+
+def test_unbound_incoming_tcp_fits_the_open_files_limit() -> None:
+    # Measured with unbound 1.17.1 and three interfaces under a limit of 20 000: it starts with
+    # at most 6 653 (one thread) or 3 322 (two threads) and refuses beyond.
+    assert incoming_num_tcp(20_000, 1, 3) == 6554
+    assert incoming_num_tcp(20_000, 2, 3) == 3232
+    assert incoming_num_tcp(1_048_576, 1, 1) == 16384
+    assert incoming_num_tcp(256, 4, 3) == 10
+
+
+# --- registry, configurations, errors (no resolver needed) -----------------------------------
+
+
+def test_registry() -> None:
+    assert list(TARGETS) == ["dnsdist", "knot-resolver", "unbound", "bind9", "pdns-recursor", "builtin"]
+    for name, cls in TARGETS.items():
+        assert cls.name == name and cls.binary and set(cls.transports) <= {"udp", "tcp", "dot", "doh"}
+    assert TARGETS["pdns-recursor"].transports == ("udp", "tcp")
+
+
+def _tls(tmp_path: Path) -> TlsFiles:
+    d = tmp_path / "tls"
+    return TlsFiles(d / "ca.pem", d / "server.pem", d / "server.key", d / "server-leaf.pem")
+
+
+def test_unknown_target_and_unsupported_transport(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match=r"^unknown target nsd \(known: dnsdist, knot-resolver, .*builtin\)$"):
+        make_target("nsd", tmp_path, cpus=[0], tls=_tls(tmp_path), upstream=FAKE_UPSTREAM)
+    with pytest.raises(UsageError, match=r"^pdns-recursor does not serve dot \(it serves udp, tcp\)$"):
+        make_target("pdns-recursor", tmp_path, cpus=[0], tls=_tls(tmp_path), upstream=FAKE_UPSTREAM, transports=["dot"])
+
+
+def test_missing_binary_is_one_clear_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cls = TARGETS["unbound"]
+    monkeypatch.setattr(cls, "binary", "dnscost-no-such-unbound")
+    t = make_target("unbound", tmp_path / "t", cpus=[0], tls=_tls(tmp_path), upstream=FAKE_UPSTREAM)
+    with pytest.raises(MachineError) as e:
+        t.start()
+    assert str(e.value) == (
+        "unbound: dnscost-no-such-unbound not found: install the Debian package unbound (scripts/setup)"
+    )
+    assert t.cgroup is None and t.child is None
+    with pytest.raises(MachineError, match=r"^unbound: dnscost-no-such-unbound not found"):
+        t.version()
+
+
+@pytest.mark.parametrize("name", RESOLVERS)
+def test_configurations_keep_everything_local(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The settings that keep traffic on loopback and lift the connection limits."""
+    fake = tmp_path / "bin" / "server"
+    fake.parent.mkdir()
+    fake.write_text("#!/bin/sh\necho 'Version 1.0 --with-libnghttp2'\n")
+    fake.chmod(0o755)
+    monkeypatch.setattr(f"{TARGETS[name].__module__}.find_binary", lambda *_: str(fake))
+    t = make_target(name, tmp_path, cpus=[0, 1], tls=_tls(tmp_path), upstream=FAKE_UPSTREAM)
+    argv = t.configure()
+    assert set(t.endpoints) == set(TARGETS[name].transports)
+    assert all(e.host == "127.0.0.1" and e.port > 0 for e in t.endpoints.values())
+    assert t.endpoints["udp"].port == t.endpoints["tcp"].port
+    text = "\n".join(p.read_text() for p in tmp_path.iterdir() if p.is_file())
+    assert argv[0] == str(fake) and any(str(tmp_path) in a for a in argv)
+    expected = {
+        "dnsdist": [
+            'setSecurityPollSuffix("")',
+            'address="127.0.0.1:5399"',
+            "setTCPRecvTimeout(120)",
+            "setMaxTCPClientThreads(2)",
+            "reusePort=true",
+            "tcpListenQueueSize=4096",
+        ],
+        "knot-resolver": [
+            "modules.unload('priming')",
+            "trust_anchors.remove('.')",
+            'policy.FORWARD("127.0.0.1@5399")',
+            "net.tcp_in_idle(120000)",
+            "net.tcp_pipeline(65535)",
+        ],
+        "unbound": [
+            "forward-addr: 127.0.0.1@5399",
+            "do-not-query-localhost: no",
+            'local-zone: "." refuse',
+            'module-config: "iterator"',
+            "incoming-num-tcp:",
+            "num-threads: 2",
+            "control-use-cert: no",
+        ],
+        "bind9": [
+            "forward only;",
+            "forwarders { 127.0.0.1 port 5399; };",
+            "dnssec-validation no;",
+            "controls { };",
+            "tcp-idle-timeout 1200;",
+            "listen-on port",
+            "tls dnscost http dnscost",
+        ],
+        "pdns-recursor": [
+            "forward-zones=test.=127.0.0.1:5399",
+            "security-poll-suffix=\n",
+            "hint-file=no",
+            "dnssec=off",
+            "threads=2",
+            "client-tcp-timeout=120",
+        ],
+    }[name]
+    for setting in expected:
+        assert setting in text, setting
+    assert "port 53;" not in text and ':53"' not in text and "@53\n" not in text
+
+
+# --- real servers -------------------------------------------------------------------------
+
+
+def _need_target(name: str) -> None:
+    need(os.geteuid() == 0, "needs root (cgroups)")
+    try:
+        engine_path()
+    except MachineError as e:
+        need(False, str(e))
+    if name != "builtin":
+        cls = TARGETS[name]
+        try:
+            find_binary(cls.binary, cls.name, cls.package)
+        except MachineError as e:
+            need(False, str(e))
+
+
+@pytest.fixture
+def upstream(tmp_path: Path) -> Iterator[Responder]:
+    """``dnscost-engine serve`` for the TLD on the generator's CPU, udp and tcp on one port."""
+    _, gen = _cpus()
+    port = free_port()
+    r = Responder(
+        tmp_path / "upstream",
+        [f"udp://127.0.0.1:{port}", f"tcp://127.0.0.1:{port}"],
+        cpus=[gen],
+        synthetic=NAMES,
+        tld="test",
+        name="upstream",
+    )
+    yield r
+    r.stop()
+
+
+def _burst(target: Target, transport: str, workdir: Path, cpu: int) -> dict[str, int]:
+    ep = target.endpoints[transport]
+    config: dict[str, object] = {
+        "transport": transport,
+        "target": ep.address,
+        "rate": 1000,
+        "duration_ms": 1000,
+        "synthetic": NAMES,
+        "tld": "test",
+        "timeout_ms": 2000,
+    }
+    if transport in ("dot", "doh"):
+        config.update(ca_file=str(target.tls.ca), sni="localhost")
+    if transport == "doh" and ep.path:
+        config["doh_path"] = ep.path
+    records = generate(config, workdir, cpus=[cpu], name=f"burst-{transport}")
+    queries: dict[str, int] = records[-1]["total"]["queries"]
+    return queries
+
+
+def _close(server: int | None, engine: int) -> bool:
+    return server is not None and abs(server - engine) <= max(2, engine // 100)
+
+
+@pytest.mark.resolver
+@pytest.mark.parametrize("name", list(TARGETS))
+def test_target_life(name: str, tmp_path: Path, upstream: Responder) -> None:
+    _need_target(name)
+    cpu, gen = _cpus()
+    tls = make_tls(tmp_path / "tls")
+    target = make_target(
+        name,
+        tmp_path / name,
+        cpus=[cpu],
+        tls=tls,
+        upstream=None if name == "builtin" else upstream.endpoints["udp"],
+        synthetic=NAMES,
+    )
+    try:
+        started = time.monotonic()
+        target.start()  # health: a name answered NOERROR on every transport
+        assert set(target.endpoints) == set(target.transports)
+        assert re.match(r"^\d+\.\d+", target.version())
+        assert target.child is not None and target.cgroup is not None
+        pid, dirs = target.child.pid, list(target.cgroup.dirs.values())
+        assert pid in target.cgroup.pids()
+        assert os.sched_getaffinity(pid) == {cpu}
+        for transport in target.transports:
+            before = target.counters()
+            sent = _burst(target, transport, tmp_path / "engine", gen)
+            after = target.counters()
+            target.check_alive()
+            assert sent["sent"] >= 900 and sent["answered"] == sent["sent"], (transport, sent)
+            if name == "builtin":
+                assert after == Counters()
+                continue
+            assert before.queries is not None and after.queries is not None
+            assert _close(after.queries - before.queries, sent["sent"]), (transport, before, after, sent)
+            assert before.answers is not None and after.answers is not None
+            assert _close(after.answers - before.answers, sent["answered"]), (transport, before, after, sent)
+        if name != "builtin":
+            # The cache stays warm: with policy.STUB, kresd re-asked the upstream every 6 s or so.
+            time.sleep(max(0.0, started + 8 - time.monotonic()))
+            before = target.counters()
+            sent = _burst(target, "udp", tmp_path / "engine", gen)
+            after = target.counters()
+            assert before.cache_misses is not None and after.cache_misses is not None
+            assert after.cache_misses - before.cache_misses <= sent["sent"] // 100, (before, after)
+            assert after.cache_hits and after.cache_hits + after.cache_misses >= NAMES
+    finally:
+        target.stop()
+    assert not target.alive() and target.cgroup is None
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+    assert not any(d.exists() for d in dirs)
+    target.stop()  # twice is harmless
+
+
+@pytest.mark.resolver
+def test_failed_start_leaves_nothing(tmp_path: Path) -> None:
+    """A server that exits at once: TargetError with its log, no process, no cgroup."""
+    _need_target("unbound")
+    cpu, _ = _cpus()
+
+    class Broken(TARGETS["unbound"]):  # type: ignore[misc,valid-type]
+        def configure(self) -> list[str]:
+            argv: list[str] = super().configure()
+            (self.workdir / "unbound.conf").write_text("server:\n    no-such-option: yes\n")
+            return argv
+
+    t = Broken(tmp_path, cpus=[cpu], tls=make_tls(tmp_path / "tls"), upstream=FAKE_UPSTREAM)
+    with pytest.raises(TargetError, match=r"^unbound exited \(code 1\) on udp: .*no-such-option"):
+        t.start(health_timeout=5)
+    assert t.cgroup is None and t.child is not None and not t.child.alive()
+
+
+@pytest.mark.resolver
+@pytest.mark.parametrize("name", RESOLVERS)
+def test_nothing_leaves_loopback(name: str, tmp_path: Path, upstream: Responder) -> None:
+    """Under strace, the server sends only to loopback: no root priming, no security poll, no
+    trust-anchor update, also when asked for names outside the TLD and for the root."""
+    _need_target(name)
+    if shutil.which("strace") is None:
+        pytest.skip("strace is not installed")
+    cpu, gen = _cpus()
+    target = make_target(
+        name,
+        tmp_path / name,
+        cpus=[cpu],
+        tls=make_tls(tmp_path / "tls"),
+        upstream=upstream.endpoints["udp"],
+        synthetic=NAMES,
+        transports=["udp"],
+    )
+    target.workdir.mkdir(parents=True)
+    argv = target.configure()
+    trace = tmp_path / "strace.txt"
+    queries = tmp_path / "queries.txt"
+    queries.write_text("q0001.test A\nexample.com A\n. NS\n. DNSKEY\nwww.example.net AAAA\n")
+    with (tmp_path / "server.log").open("wb") as log:
+        proc = subprocess.Popen(
+            ["strace", "-f", "-qq", "-e", "trace=connect,sendto,sendmsg,sendmmsg", "-o", str(trace), *argv],
+            cwd=target.workdir,
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
+        )
+    try:
+        deadline = time.monotonic() + 20
+        while not target.answers("udp"):
+            assert proc.poll() is None and time.monotonic() < deadline, (tmp_path / "server.log").read_text()
+            time.sleep(0.2)
+        generate(
+            {
+                "transport": "udp",
+                "target": target.endpoints["udp"].address,
+                "rate": 20,
+                "duration_ms": 1000,
+                "queries_file": str(queries),
+                "timeout_ms": 1500,
+            },
+            tmp_path,
+            cpus=[gen],
+            name="outside",
+        )
+        time.sleep(1)
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+        target.stop()  # removes what configure() made (a socket symlink), started nothing here
+    text = trace.read_text()
+    v4 = set(re.findall(r'sin_addr=inet_addr\("([^"]+)"\)', text))
+    v6 = set(re.findall(r'inet_pton\(AF_INET6, "([^"]+)"', text))
+    assert v4 <= {"127.0.0.1"} and not v6, (v4, v6)
+    assert f"sin_port=htons({upstream.endpoints['udp'].port})" in text  # it did use the upstream
