@@ -1,9 +1,11 @@
 //! Sockets and TLS for dnscost, for both the generator and the responder.
 //!
 //! Modules are named by carrier: [`socket`] (UDP and TCP sockets: source binding, linger,
-//! TCP_INFO) and [`tls`] (rustls configurations with the version and key-exchange group pinned,
-//! resumption on or off, key logging, certificates). HTTP/2 is used straight from `h2`.
+//! TCP_INFO), [`tls`] (rustls configurations with the version and key-exchange group pinned,
+//! resumption on or off, key logging, certificates) and [`http2`] (the generator's sans-I/O
+//! HTTP/2 client for DoH; the responder serves HTTP/2 with the `h2` crate).
 
+pub mod http2;
 pub mod socket;
 pub mod tls;
 

@@ -30,17 +30,11 @@ pub struct Plan {
     pub sources: Vec<IpAddr>,
     pub tls: Option<dnscost_transport::tls::ClientOptions>,
     pub server_name: Option<rustls::pki_types::ServerName<'static>>,
-    /// DoH requests, built once: one per query of the set.
-    pub doh: Vec<DohRequest>,
+    /// DoH request templates, built once: one for POST (the query is the body), one per query
+    /// of the set for GET (the query is in the path).
+    pub doh: Vec<dnscost_transport::http2::RequestTemplate>,
     pub start: Instant,
     pub timeout_ns: u64,
-}
-
-/// What a DoH request for one query needs: its URI (the query itself for GET) and its body.
-pub struct DohRequest {
-    pub uri: http::Uri,
-    pub body: bytes::Bytes,
-    pub content_length: http::HeaderValue,
 }
 
 /// TLS client configurations of one thread: with a session store, and without.
@@ -113,6 +107,12 @@ impl Ctx {
     #[inline]
     pub fn sleep_until(&self, ns: u64) -> super::timer::Sleep {
         self.timer.sleep_until(ns)
+    }
+
+    /// Index of the query [`Ctx::next_query`] returns next.
+    #[inline]
+    pub fn peek_query(&self) -> u64 {
+        self.cursor.get()
     }
 
     /// Index of the next query to send from this thread.

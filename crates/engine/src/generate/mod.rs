@@ -265,19 +265,19 @@ fn plan(config: EngineConfig) -> Result<Plan, EngineError> {
         (None, t) => t.to_string(),
     };
     let doh = if config.transport == Transport::Doh {
-        let base = format!("https://{authority}{}", config.doh_path());
-        let get = config.doh_method == Some(dnscost_load::DohMethod::Get);
-        (0..queries.len() as u64)
-            .map(|i| {
-                let msg = queries.get(i).bytes();
-                let uri = if get { format!("{base}?dns={}", dnscost_wire::base64url(msg)) } else { base.clone() };
-                Ok(ctx::DohRequest {
-                    uri: uri.parse().map_err(|e| EngineError::Address(format!("DoH URI {uri}: {e}")))?,
-                    body: bytes::Bytes::copy_from_slice(msg),
-                    content_length: msg.len().into(),
+        use dnscost_transport::http2::RequestTemplate;
+        let path = config.doh_path();
+        let uri = format!("https://{authority}{path}");
+        uri.parse::<http::Uri>().map_err(|e| EngineError::Address(format!("DoH URI {uri}: {e}")))?;
+        match config.doh_method.unwrap_or_default() {
+            dnscost_load::DohMethod::Post => vec![RequestTemplate::post(&authority, path)],
+            dnscost_load::DohMethod::Get => (0..queries.len() as u64)
+                .map(|i| {
+                    let query = dnscost_wire::base64url(queries.get(i).bytes());
+                    RequestTemplate::get(&authority, &format!("{path}?dns={query}"))
                 })
-            })
-            .collect::<Result<_, EngineError>>()?
+                .collect(),
+        }
     } else {
         Vec::new()
     };

@@ -143,9 +143,137 @@ impl Window {
     }
 }
 
+/// One outstanding DoH query.
+#[derive(Debug, Clone, Copy)]
+struct StreamEntry {
+    stream: u32,
+    live: bool,
+    intended: u64,
+    query: u64,
+}
+
+/// Outstanding queries of one HTTP/2 connection, keyed by stream ID. The client's stream IDs
+/// only grow, so send order is ID order: matching is a binary search, expiry takes from the
+/// front and a GOAWAY's unprocessed streams come off the back.
+#[derive(Debug)]
+pub struct StreamWindow {
+    fifo: VecDeque<StreamEntry>,
+    len: usize,
+}
+
+impl StreamWindow {
+    pub fn new(capacity: usize) -> Self {
+        StreamWindow { fifo: VecDeque::with_capacity(capacity.min(65_536)), len: 0 }
+    }
+
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Adds the query sent on `stream`, which must be above every stream added before.
+    #[inline]
+    pub fn insert(&mut self, stream: u32, intended: u64, query: u64) {
+        debug_assert!(self.fifo.back().is_none_or(|e| e.stream < stream));
+        self.fifo.push_back(StreamEntry { stream, live: true, intended, query });
+        self.len += 1;
+    }
+
+    /// Removes the query of `stream`, if outstanding.
+    #[inline]
+    pub fn remove(&mut self, stream: u32) -> Option<Outstanding> {
+        let i = self.fifo.binary_search_by_key(&stream, |e| e.stream).ok()?;
+        let e = &mut self.fifo[i];
+        if !e.live {
+            return None;
+        }
+        e.live = false;
+        let gone = Outstanding { intended: e.intended, query: e.query };
+        self.len -= 1;
+        self.trim();
+        Some(gone)
+    }
+
+    fn trim(&mut self) {
+        while self.fifo.front().is_some_and(|e| !e.live) {
+            self.fifo.pop_front();
+        }
+    }
+
+    /// Removes the queries whose intended time is at or before `deadline`, handing each stream
+    /// to `cancel`; returns how many.
+    pub fn expire(&mut self, deadline: u64, mut cancel: impl FnMut(u32)) -> u64 {
+        let mut n = 0;
+        while let Some(e) = self.fifo.front() {
+            if e.live && e.intended > deadline {
+                break;
+            }
+            if e.live {
+                cancel(e.stream);
+                self.len -= 1;
+                n += 1;
+            }
+            self.fifo.pop_front();
+        }
+        n
+    }
+
+    /// Removes the queries on streams above `last` (not processed by a server going away);
+    /// returns how many.
+    pub fn lose_above(&mut self, last: u32) -> u64 {
+        let mut n = 0;
+        while self.fifo.back().is_some_and(|e| e.stream > last) {
+            if self.fifo.pop_back().is_some_and(|e| e.live) {
+                self.len -= 1;
+                n += 1;
+            }
+        }
+        n
+    }
+
+    /// Intended time of the oldest outstanding query.
+    #[inline]
+    pub fn oldest(&self) -> Option<u64> {
+        self.fifo.front().map(|e| e.intended)
+    }
+
+    /// Forgets every outstanding query and returns how many there were.
+    pub fn clear(&mut self) -> u64 {
+        let n = self.len as u64;
+        self.fifo.clear();
+        self.len = 0;
+        n
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn streams_match_once_expire_in_order_and_go_away_from_the_back() {
+        let mut w = StreamWindow::new(8);
+        for (i, s) in [1u32, 3, 7, 9, 11].into_iter().enumerate() {
+            w.insert(s, i as u64 * 10, i as u64);
+        }
+        assert_eq!(w.remove(3), Some(Outstanding { intended: 10, query: 1 }));
+        assert_eq!(w.remove(3), None, "an answer counts once");
+        assert_eq!(w.remove(5), None, "unknown streams do not match");
+        assert_eq!(w.oldest(), Some(0));
+        let mut cancelled = Vec::new();
+        assert_eq!(w.expire(20, |s| cancelled.push(s)), 2);
+        assert_eq!(cancelled, [1, 7], "3 was answered");
+        assert_eq!(w.oldest(), Some(30));
+        assert_eq!(w.len(), 2);
+        w.insert(13, 50, 5);
+        assert_eq!(w.lose_above(9), 2);
+        assert_eq!(w.len(), 1);
+        assert_eq!(w.remove(9), Some(Outstanding { intended: 30, query: 3 }));
+        assert_eq!((w.len(), w.oldest()), (0, None));
+        w.insert(15, 60, 6);
+        assert_eq!(w.clear(), 1);
+        assert_eq!(w.len(), 0);
+    }
 
     #[test]
     fn ids_are_unique_among_outstanding_and_match_once() {
