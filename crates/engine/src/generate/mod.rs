@@ -94,6 +94,9 @@ pub struct GenerateArgs {
     /// Queries per second (open loop), or max (closed loop).
     #[arg(long, value_parser = parse_rate)]
     rate: Option<Rate>,
+    /// Pacing resolution in µs (10 to 10000; default 50 up to 2000 qps per thread, else 1000).
+    #[arg(long)]
+    pacing_resolution_us: Option<u32>,
     /// Arrival process of the open loop: constant or poisson.
     #[arg(long, value_parser = token::<dnscost_load::Arrival>)]
     arrival: Option<dnscost_load::Arrival>,
@@ -183,7 +186,7 @@ impl GenerateArgs {
         set_some!(doh_method <- self.doh_method, doh_path <- self.doh_path, ca_file <- self.ca,
                   sni <- self.sni, keylog_file <- self.keylog, idle_timeout_ms <- self.idle_timeout,
                   open_rate <- self.open_rate, resumption <- self.resumption, close <- self.close,
-                  queries_file <- self.queries, synthetic <- self.synthetic, output <- self.output,
+                  queries_file <- self.queries, pacing_resolution_us <- self.pacing_resolution_us, synthetic <- self.synthetic, output <- self.output,
                   connections_log <- self.connections_log);
         if let Some(list) = &self.cpus {
             c.cpus = parse_cpus(list)
@@ -199,7 +202,9 @@ impl GenerateArgs {
 }
 
 /// Resolves names and files once, before any thread starts.
-fn plan(config: EngineConfig) -> Result<Plan, EngineError> {
+fn plan(mut config: EngineConfig) -> Result<Plan, EngineError> {
+    // Resolved once and recorded: the start record shows the value used.
+    config.pacing_resolution_us = Some(config.pacing_resolution_us());
     let target: SocketAddr = config
         .target
         .to_socket_addrs()
@@ -384,7 +389,7 @@ fn worker(
     let connectors = tls_configs.map(|(resume, fresh)| Connectors { resume: resume.into(), fresh: fresh.into() });
     let timer = {
         let _runtime = runtime.enter();
-        match timer::Timer::new(plan.start) {
+        match timer::Timer::new(plan.start, cfg.pacing_resolution_us() as u64 * 1000) {
             Ok(t) => t,
             Err(e) => {
                 eprintln!("dnscost-engine: thread {t}: timer: {e}");

@@ -1,7 +1,10 @@
-//! A microsecond timer for one generator thread. tokio's timer wheel has a resolution of one
+//! A fine timer for one generator thread. tokio's timer wheel has a resolution of one
 //! millisecond, which would add up to a millisecond of pacing delay to every open-loop query
 //! (and so to its latency, measured from the intended send time). One `timerfd` per thread,
-//! armed at the earliest deadline of a heap, wakes the tasks waiting on it.
+//! armed at the earliest deadline of a heap, wakes the tasks waiting on it. Deadlines are
+//! rounded up to a grid (the configured pacing resolution), so that one wake serves every send
+//! due in the same slot. Each wake costs the thread a sleep and a wake-up (tens of µs of system
+//! time on a virtual machine), so a fine grid is kept for low rates.
 
 use std::cell::{Cell, RefCell};
 use std::cmp::Reverse;
@@ -13,9 +16,6 @@ use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
 use tokio::io::unix::AsyncFd;
 
-/// Deadlines closer than this are waited for by yielding rather than by the kernel timer.
-const SPIN_NS: u64 = 20_000;
-
 /// The timer of one thread. Deadlines are nanoseconds since the start of the run.
 pub struct Timer {
     fd: AsyncFd<OwnedFd>,
@@ -26,6 +26,7 @@ pub struct Timer {
     wakers: RefCell<HashMap<u64, Waker>>,
     next_id: Cell<u64>,
     armed: Cell<u64>,
+    grid_ns: u64,
 }
 
 fn monotonic_ns() -> u64 {
@@ -37,7 +38,7 @@ fn monotonic_ns() -> u64 {
 
 impl Timer {
     /// A timer for a run that started at `start`. Must be called inside a tokio runtime.
-    pub fn new(start: std::time::Instant) -> std::io::Result<Rc<Self>> {
+    pub fn new(start: std::time::Instant, grid_ns: u64) -> std::io::Result<Rc<Self>> {
         // SAFETY: timerfd_create returns a new descriptor or -1.
         let raw = unsafe { libc::timerfd_create(libc::CLOCK_MONOTONIC, libc::TFD_NONBLOCK | libc::TFD_CLOEXEC) };
         if raw < 0 {
@@ -55,6 +56,7 @@ impl Timer {
             wakers: RefCell::new(HashMap::new()),
             next_id: Cell::new(0),
             armed: Cell::new(u64::MAX),
+            grid_ns: grid_ns.max(1),
         }))
     }
 
@@ -62,9 +64,15 @@ impl Timer {
         self.start.elapsed().as_nanos() as u64
     }
 
+    /// `deadline` rounded up to the grid: when a wait for it ends.
+    fn grid(&self, deadline: u64) -> u64 {
+        deadline.div_ceil(self.grid_ns).saturating_mul(self.grid_ns)
+    }
+
     fn arm(&self, deadline: u64) {
-        self.armed.set(deadline);
-        let abs = self.start_mono + deadline;
+        let at = self.grid(deadline);
+        self.armed.set(at);
+        let abs = self.start_mono + at;
         let spec = libc::itimerspec {
             it_interval: libc::timespec { tv_sec: 0, tv_nsec: 0 },
             it_value: libc::timespec { tv_sec: (abs / 1_000_000_000) as _, tv_nsec: (abs % 1_000_000_000) as _ },
@@ -126,10 +134,6 @@ impl Future for Sleep {
             // Never: another branch of the caller's select! will win.
             return Poll::Pending;
         }
-        if self.deadline - now < SPIN_NS {
-            cx.waker().wake_by_ref();
-            return Poll::Pending;
-        }
         let timer = self.timer.clone();
         if let Some(id) = self.id {
             if let Some(w) = timer.wakers.borrow_mut().get_mut(&id) {
@@ -150,7 +154,7 @@ impl Future for Sleep {
             }
             heap.push(Reverse((self.deadline, id)));
         }
-        if self.deadline < timer.armed.get() {
+        if timer.grid(self.deadline) < timer.armed.get() {
             timer.arm(self.deadline);
         }
         self.id = Some(id);
@@ -176,7 +180,7 @@ mod tests {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         let local = tokio::task::LocalSet::new();
         local.block_on(&rt, async {
-            let timer = Timer::new(std::time::Instant::now()).unwrap();
+            let timer = Timer::new(std::time::Instant::now(), 50_000).unwrap();
             tokio::task::spawn_local(timer.clone().drive());
             let order = Rc::new(RefCell::new(Vec::new()));
             let mut tasks = Vec::new();
