@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from dnscost.engine import Responder, engine_path, generate
 from dnscost.errors import MachineError, UsageError
 from dnscost.proc import Child
