@@ -277,7 +277,8 @@ def summarize(
     target_answers = (
         (after.answers - before.answers) if after.answers is not None and before.answers is not None else None
     )
-    loss = 1 - answered / m["queries"]["offered"] if m["queries"]["offered"] else None
+    # Answers to queries offered just before the window can land in it: never below zero.
+    loss = max(0.0, 1 - answered / m["queries"]["offered"]) if m["queries"]["offered"] else None
     return {
         "measured_s": round(seconds, 3),
         "answered_qps": summ["answered_qps"],
