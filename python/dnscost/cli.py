@@ -148,37 +148,21 @@ def cmd_target_list() -> int:
 
 
 def cmd_target_start(a: argparse.Namespace) -> int:
-    from dnscost.certs import make_tls
-    from dnscost.engine import Responder
     from dnscost.results import new_run_id
-    from dnscost.targets import make_target
-    from dnscost.trial import fill_cache, upstream_listeners
+    from dnscost.trial import Testbed, fill_cache
 
     workdir = a.dir or Path("results", "targets", f"{new_run_id()}-{a.name}")
-    tls = make_tls(workdir / "tls")
-    responder = None
-    upstream = None
-    if a.name != "builtin":
-        responder = Responder(
-            workdir / "upstream",
-            upstream_listeners(),
-            cpus=a.upstream_cpus,
-            synthetic=a.names,
-            tld=a.tld,
-            name="upstream",
-        )
-        upstream = responder.endpoints["udp"]
     transports = a.transports.split(",") if a.transports else None
-    target = make_target(
+    bed = Testbed.create(
         a.name,
-        workdir / "target",
-        cpus=a.target_cpus,
-        tls=tls,
-        upstream=upstream,
-        transports=transports,
+        workdir,
+        target_cpus=a.target_cpus,
+        upstream_cpus=a.upstream_cpus,
+        names=a.names,
         tld=a.tld,
-        synthetic=a.names,
+        transports=transports,
     )
+    target, tls = bed.target, bed.tls
     try:
         target.start()
         if not a.no_fill and a.name != "builtin":
@@ -205,9 +189,7 @@ def cmd_target_start(a: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         pass
     finally:
-        target.stop()
-        if responder is not None:
-            responder.stop()
+        bed.stop()
     return 0
 
 

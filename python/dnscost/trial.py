@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dnscost.certs import make_tls
+from dnscost.certs import TlsFiles, make_tls
 from dnscost.engine import Endpoint, Responder, generate
 from dnscost.errors import TargetError, UsageError
 from dnscost.targets import make_target
@@ -25,6 +25,7 @@ from dnscost.targets.base import Counters, Target
 
 __all__ = [
     "LoadSettings",
+    "Testbed",
     "check_target",
     "fill_cache",
     "run_trial",
@@ -74,6 +75,62 @@ def upstream_listeners() -> list[str]:
 
     port = free_port()
     return [f"udp://127.0.0.1:{port}", f"tcp://127.0.0.1:{port}"]
+
+
+@dataclass
+class Testbed:
+    """A target (not yet started) with its per-run CA and, for a resolver, the authoritative
+    upstream it fills its cache from, running on the generator's CPUs."""
+
+    target: Target
+    responder: Responder | None
+    tls: TlsFiles
+
+    @classmethod
+    def create(
+        cls,
+        name: str,
+        workdir: Path,
+        *,
+        target_cpus: Sequence[int],
+        upstream_cpus: Sequence[int],
+        names: int,
+        tld: str,
+        transports: Sequence[str] | None = None,
+    ) -> Testbed:
+        tls = make_tls(workdir / "tls")
+        responder = None
+        if name != "builtin":
+            responder = Responder(
+                workdir / "upstream",
+                upstream_listeners(),
+                cpus=upstream_cpus,
+                synthetic=names,
+                tld=tld,
+                name="upstream",
+            )
+        try:
+            target = make_target(
+                name,
+                workdir / "target",
+                cpus=target_cpus,
+                tls=tls,
+                upstream=responder.endpoints["udp"] if responder else None,
+                transports=transports,
+                tld=tld,
+                synthetic=names,
+            )
+        except BaseException:
+            if responder is not None:
+                responder.stop()
+            raise
+        return cls(target, responder, tls)
+
+    def stop(self) -> None:
+        """Stops the target and the upstream (by PID). Safe to call twice."""
+        self.target.stop()
+        if self.responder is not None:
+            self.responder.stop()
 
 
 def check_target(name: str, transport: str) -> None:
@@ -146,25 +203,14 @@ def run_trial(settings: LoadSettings, trial_dir: Path) -> dict[str, Any]:
         (trial_dir / "trial.json").write_text(json.dumps(record, indent=2) + "\n")
 
     write()
-    tls = make_tls(trial_dir / "tls")
-    responder: Responder | None = None
+    bed: Testbed | None = None
     target: Target | None = None
     sampler = None
     try:
-        upstream = None
-        if s.target != "builtin":
-            responder = Responder(
-                trial_dir / "upstream",
-                upstream_listeners(),
-                cpus=s.generator_cpus,
-                synthetic=s.names,
-                tld=s.tld,
-                name="upstream",
-            )
-            upstream = responder.endpoints["udp"]
-        target = make_target(
-            s.target, trial_dir / "target", cpus=s.target_cpus, tls=tls, upstream=upstream, tld=s.tld, synthetic=s.names
+        bed = Testbed.create(
+            s.target, trial_dir, target_cpus=s.target_cpus, upstream_cpus=s.generator_cpus, names=s.names, tld=s.tld
         )
+        target = bed.target
         target.start()
         record["target_pid"] = target.child.pid if target.child else None
         record["target_version"] = target.version()
@@ -231,10 +277,8 @@ def run_trial(settings: LoadSettings, trial_dir: Path) -> dict[str, Any]:
     finally:
         if sampler is not None:
             sampler.stop()
-        if target is not None:
-            target.stop()
-        if responder is not None:
-            responder.stop()
+        if bed is not None:
+            bed.stop()
         write()
 
 

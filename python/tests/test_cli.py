@@ -1,12 +1,16 @@
 from __future__ import annotations
 
 import argparse
+import json
+import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from conftest import IN_CI
 from dnscost.cli import build_parser, engine_settings, parse_duration_ms, parse_lifetime, parse_rate
+from dnscost.engine import generate
 
 
 def test_durations_and_lifetimes_read_like_the_engine() -> None:
@@ -56,3 +60,40 @@ def test_doctor_reports_a_ready_machine() -> None:
     assert "dnscost-engine" in r.stdout and "cgroups" in r.stdout
     if IN_CI:
         assert r.returncode == 0 and r.stdout.rstrip().endswith("ready"), r.stdout
+
+
+def test_target_start_serves_until_interrupted(root: None, tmp_path: Path) -> None:
+    p = subprocess.Popen(
+        [sys.executable, "-m", "dnscost.cli", "target", "start", "builtin", "--names", "100", "--dir", str(tmp_path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert p.stdout is not None
+        lines = []
+        while not lines or lines[-1] != "}":
+            line = p.stdout.readline()
+            assert line, p.stderr.read() if p.stderr else ""
+            lines.append(line.rstrip("\n"))
+        info = json.loads("\n".join(lines))
+        assert set(info["endpoints"]) == {"udp", "tcp", "dot", "doh"}
+        dot = info["endpoints"]["dot"].removeprefix("dot://")
+        records = generate(
+            {
+                "transport": "dot",
+                "target": dot,
+                "ca_file": info["ca"],
+                "sni": "localhost",
+                "synthetic": 100,
+                "rate": 100,
+                "duration_ms": 500,
+            },
+            tmp_path / "probe",
+        )
+        assert records[-1]["total"]["queries"]["answered"] >= 45
+    finally:
+        p.send_signal(signal.SIGINT)
+        p.wait(30)
+    assert p.returncode == 0
+    assert not Path(f"/proc/{info['pid']}").exists()
