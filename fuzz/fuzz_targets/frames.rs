@@ -9,16 +9,20 @@ fuzz_target!(|data: &[u8]| {
     let chunk = usize::from(split).max(1);
     let mut decoder = FrameDecoder::new(512);
     let mut returned = 0usize;
-    for piece in stream.chunks(chunk) {
-        let spare = decoder.spare();
-        assert!(spare.len() >= piece.len().min(512));
-        let n = piece.len().min(spare.len());
-        spare[..n].copy_from_slice(&piece[..n]);
-        decoder.advance(n);
-        while let Some(frame) = decoder.next_frame() {
-            match frame {
-                Ok(f) => returned += f.len() + 2,
-                Err(_) => return,
+    for mut piece in stream.chunks(chunk) {
+        while !piece.is_empty() {
+            // Never empty: an empty read buffer would read as the end of the stream.
+            let spare = decoder.spare();
+            assert!(!spare.is_empty());
+            let n = piece.len().min(spare.len());
+            spare[..n].copy_from_slice(&piece[..n]);
+            decoder.advance(n);
+            piece = &piece[n..];
+            while let Some(frame) = decoder.next_frame() {
+                match frame {
+                    Ok(f) => returned += f.len() + 2,
+                    Err(_) => return,
+                }
             }
         }
     }

@@ -21,7 +21,8 @@ impl FrameDecoder {
         Self { buf: vec![0; read_size.max(512)], start: 0, end: 0 }
     }
 
-    /// Free space to read into; compacts or grows so that at least one whole frame fits.
+    /// Free space to read into, never empty: compacts or grows so that the rest of the pending
+    /// frame fits (it may be less than the read size when most of a frame is buffered).
     pub fn spare(&mut self) -> &mut [u8] {
         if self.start == self.end {
             self.start = 0;
@@ -111,6 +112,23 @@ mod tests {
         stream.extend_from_slice(&big);
         let mut d = FrameDecoder::new(512);
         assert_eq!(feed(&mut d, &stream, 1500), vec![big]);
+    }
+
+    #[test]
+    fn spare_is_never_empty_and_fits_the_pending_frame() {
+        // A 510-octet frame, 500 octets of it buffered in a 512-octet decoder.
+        let mut d = FrameDecoder::new(512);
+        let mut frame = 510u16.to_be_bytes().to_vec();
+        frame.extend(std::iter::repeat_n(9u8, 510));
+        let spare = d.spare();
+        spare[..500].copy_from_slice(&frame[..500]);
+        d.advance(500);
+        assert_eq!(d.next_frame(), None);
+        let spare = d.spare();
+        assert!(spare.len() >= 12, "{}", spare.len());
+        spare[..12].copy_from_slice(&frame[500..]);
+        d.advance(12);
+        assert_eq!(d.next_frame().unwrap().unwrap().len(), 510);
     }
 
     #[test]
