@@ -1,0 +1,61 @@
+"""Analysis of stored runs: pure functions from a run directory to derived tables (see
+``docs/results.md``). Reads ``run.json`` and ``trials/*/trial.json`` only; never starts a process.
+
+::
+
+    analyze(run_dir) -> Analysis          every derived table, in memory
+    write_tables(analysis, out_dir)       each table as <name>.parquet and <name>.csv
+    headline(analysis)                    the figures a report leads with, per target
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from dnscost.analysis.costmodel import cost_model_rows
+from dnscost.analysis.headline import headline
+from dnscost.analysis.load import load_run
+from dnscost.analysis.records import Analysis, Table
+from dnscost.analysis.tables import (
+    COLUMNS,
+    baseline_rows,
+    connections_rows,
+    energy_rows,
+    establishment_rows,
+    latency_rows,
+    memory_fit_rows,
+    memory_point_rows,
+    trial_row,
+)
+from dnscost.analysis.write import write_tables
+
+__all__ = ["COLUMNS", "Analysis", "Table", "analyze", "headline", "write_tables"]
+
+
+def analyze(run_dir: Path) -> Analysis:
+    """Reads a run (run.json and every planned trial's trial.json) and derives every table of
+    docs/results.md. Missing or failed trials appear in ``trials`` with their status; invalid
+    ones are marked and left out of fits, medians and headline figures. Raises
+    :class:`dnscost.errors.UsageError` when ``run_dir`` holds no readable run.json with a plan."""
+    run, trials = load_run(run_dir)
+    rows = [trial_row(t, run) for t in trials]
+    baseline = baseline_rows(trials, rows)
+    points = memory_point_rows(trials, rows)
+    cost_terms, cost_fits = cost_model_rows(rows)
+    built = {
+        "trials": rows,
+        "baseline": baseline,
+        "memory_points": points,
+        "memory_fit": memory_fit_rows(points),
+        "connections": connections_rows(rows, baseline),
+        "establishment": establishment_rows(rows, baseline),
+        "energy": energy_rows(rows),
+        "latency": latency_rows(rows),
+        "cost_model": cost_terms,
+        "cost_model_fit": cost_fits,
+    }
+    tables = {
+        name: Table(name, COLUMNS[name], [{c: r.get(c) for c in COLUMNS[name]} for r in built[name]])
+        for name in COLUMNS
+    }
+    return Analysis(run=run, trials=trials, tables=tables)

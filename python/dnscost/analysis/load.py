@@ -1,0 +1,85 @@
+"""Reading a stored run: run.json and the trial.json of every trial of its plan. A trial that is
+missing, unreadable or failed is kept, with its status, never raised."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from dnscost.errors import UsageError
+
+__all__ = ["is_valid", "load_run", "validity_flags"]
+
+MAX_LOSS = 0.01
+"""Loss (or time-outs, closed loop) at or above this invalidates a trial."""
+MIN_CACHE_HIT_RATIO = 0.99
+MIN_ANSWER_AGREEMENT = 0.99
+
+
+def load_run(run_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The run's record and one trial document per entry of its plan, in plan order.
+
+    A trial without a readable trial.json becomes its plan entry with ``status`` taken from
+    run.json's ``trials`` (``"missing"`` when it has none) and ``error`` saying why.
+    """
+    path = run_dir / "run.json"
+    try:
+        run: dict[str, Any] = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise UsageError(f"{run_dir}: not a run directory (no run.json)") from None
+    except (OSError, json.JSONDecodeError) as e:
+        raise UsageError(f"{path}: unreadable ({e})") from None
+    plan = run.get("plan")
+    if not isinstance(plan, list):
+        raise UsageError(f"{path}: no plan (format_version {run.get('format_version')}; analysis needs 2)")
+    statuses: dict[str, Any] = run.get("trials") if isinstance(run.get("trials"), dict) else {}  # type: ignore[assignment]
+    trials = [_load_trial(run_dir, entry, statuses.get(entry.get("id"), {})) for entry in plan]
+    return run, trials
+
+
+def _load_trial(run_dir: Path, entry: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
+    path = run_dir / "trials" / str(entry.get("id")) / "trial.json"
+    try:
+        doc: dict[str, Any] = json.loads(path.read_text())
+    except FileNotFoundError:
+        return {**entry, "status": status.get("status", "missing"), "error": status.get("error") or "no trial.json"}
+    except (OSError, json.JSONDecodeError) as e:
+        return {**entry, "status": "unreadable", "error": f"trial.json: {e}"}
+    # The plan says what the trial is; trial.json adds what happened.
+    return {**entry, **doc}
+
+
+def validity_flags(validity: dict[str, Any]) -> list[str]:
+    """The flags of a summary's ``validity``: recorded ones when present, else derived from the
+    recorded conditions (docs/results.md, "A trial is valid when ...")."""
+    flags = validity.get("flags")
+    if isinstance(flags, list):
+        return [str(f) for f in flags]
+    out: list[str] = []
+    if validity.get("generator_kept_up") is False:
+        out.append("generator-behind")
+    loss = validity.get("loss")
+    if loss is not None and loss >= MAX_LOSS:
+        out.append("loss")
+    if validity.get("accounting_balanced") is False:
+        out.append("unbalanced")
+    hits = validity.get("cache_hit_ratio")
+    if hits is not None and hits < MIN_CACHE_HIT_RATIO:
+        out.append("cold-cache")
+    agreement = validity.get("answer_count_agreement")
+    if agreement is not None and agreement < MIN_ANSWER_AGREEMENT:
+        out.append("answer-mismatch")
+    return out
+
+
+def is_valid(trial: dict[str, Any]) -> bool:
+    """A trial counts in fits, medians and headline figures: done, with a summary, and valid."""
+    summary = trial.get("summary")
+    if trial.get("status") != "done" or not isinstance(summary, dict):
+        return False
+    validity = summary.get("validity") or {}
+    recorded = validity.get("valid")
+    if isinstance(recorded, bool):
+        return recorded
+    return not validity_flags(validity)

@@ -1,0 +1,371 @@
+"""The derived tables of docs/results.md, from the loaded run. Each builder is a pure function of
+the trials table (and, for the baseline, the search trials' documents). Rows come in the order in
+which their keys first appear in the plan."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Iterable
+from typing import Any, TypeVar
+
+from dnscost.analysis.load import is_valid, validity_flags
+from dnscost.analysis.stats import fit_line, median
+
+__all__ = [
+    "COLUMNS",
+    "baseline_rows",
+    "connections_rows",
+    "energy_rows",
+    "establishment_rows",
+    "group_by",
+    "latency_rows",
+    "memory_fit_rows",
+    "memory_point_rows",
+    "trial_row",
+]
+
+SECONDS_PER_DAY = 86_400
+JOULES_PER_KWH = 3.6e6
+REFERENCE_QPS = 10_000
+"""Table I's load: a day at this rate."""
+
+COLUMNS: dict[str, list[str]] = {
+    name: columns.split()
+    for name, columns in {
+        "trials": """
+            id group kind target target_version transport connections lifetime resumption rate in_flight rep
+            status valid flags measured_s offered_qps answered_qps queries_answered connections_established
+            handshakes_full handshakes_resumed connection_seconds target_cpu_us cpu_us_per_query
+            cpu_us_per_new_connection target_cpu_share softirq_us engine_cpu_us rss_bytes rss_baseline_bytes
+            kernel_bytes kernel_baseline_bytes energy_j energy_marginal_j energy_source latency_p50_us
+            latency_p90_us latency_p99_us latency_p999_us setup_p50_us setup_p99_us
+        """,
+        "baseline": "target udp_max_qps offered_qps loss cpu_us_per_query valid",
+        "memory_points": "target transport connections rss_delta_bytes kernel_delta_bytes tcp_delta_bytes valid",
+        "memory_fit": """
+            target transport user_bytes_per_connection user_ci95_low user_ci95_high kernel_bytes_per_connection
+            kernel_ci95_low kernel_ci95_high user_r2 kernel_r2 points max_connections
+        """,
+        "connections": """
+            target transport connections qps_min qps_median qps_max reps valid_reps udp_max_qps share_of_udp
+        """,
+        "establishment": """
+            target transport lifetime resumption qps_min qps_median qps_max reps valid_reps udp_max_qps
+            share_of_udp cpu_us_per_query handshakes_per_s
+        """,
+        "energy": """
+            target transport lifetime resumption cpu_us_per_query energy_j_per_query kwh_per_day_at_10k_qps
+            cores_at_10k_qps energy_source
+        """,
+        "latency": "target transport group lifetime resumption connections reps p50_us p90_us p99_us p999_us",
+        "cost_model": "target transport term us ci95_low ci95_high",
+        "cost_model_fit": """
+            target transport trials r2 holdout_median_abs_error_pct holdout_max_abs_error_pct
+        """,
+    }.items()
+}
+"""Every derived table's columns, in order (docs/results.md, "Derived tables")."""
+
+Row = dict[str, Any]
+
+
+def _num(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _rate(value: Any) -> str | None:
+    """``"max"`` or the rate in qps as text: one type for the column whatever the spec said."""
+    if value is None:
+        return None
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return f"{value:g}"
+    return str(value)
+
+
+def _target_cpus(trial: dict[str, Any], run: dict[str, Any]) -> list[str] | None:
+    """The target's CPUs, as keys of the meter's ``cores``: trial.json's ``target_cpus``, else
+    the older ``settings.target_cpus``, else the spec's ``target_cpus``."""
+    for source in (trial, _dict(trial.get("settings")), _dict(run.get("spec"))):
+        cpus = source.get("target_cpus")
+        if isinstance(cpus, list):
+            return [str(c) for c in cpus]
+    return None
+
+
+def _softirq_us(meter: dict[str, Any], cpus: list[str] | None) -> float | None:
+    cores = _dict(meter.get("cores"))
+    if cpus is None or not cores:
+        return None
+    values = [_num(_dict(cores.get(c)).get("softirq_us")) for c in cpus]
+    return sum(v for v in values if v is not None) if any(v is not None for v in values) else None
+
+
+def _delta(now: float | None, idle: float | None) -> float | None:
+    return now - idle if now is not None and idle is not None else None
+
+
+def trial_row(trial: dict[str, Any], run: dict[str, Any]) -> Row:
+    """One row of the ``trials`` table. Missing fields (a failed trial, an older summary) are
+    None; counts the summary lacks are derived from its rates where that is exact."""
+    params = _dict(trial.get("params"))
+    s = _dict(trial.get("summary"))
+    meter, base = _dict(s.get("meter")), _dict(s.get("baseline_meter"))
+    validity = _dict(s.get("validity"))
+    latency, setup = _dict(s.get("latency_us")), _dict(s.get("setup_latency_us"))
+    measured_s = _num(s.get("measured_s"))
+    answered_qps = _num(s.get("answered_qps"))
+    queries = _num(s.get("queries_answered"))
+    if queries is None and answered_qps is not None and measured_s is not None:
+        queries = answered_qps * measured_s
+    connection_seconds = _num(s.get("connection_seconds"))
+    active = _num(s.get("mean_active_connections"))
+    if connection_seconds is None and active is not None and measured_s is not None:
+        connection_seconds = active * measured_s
+    cpu_us = _num(s.get("target_cpu_us"))
+    if cpu_us is None:
+        cpu_us = _num(meter.get("cpu_us"))
+    target = trial.get("target")
+    rss, kernel = _num(meter.get("rss_bytes_mean")), _num(meter.get("cgroup_kernel_bytes_mean"))
+    return {
+        "id": trial.get("id"),
+        "group": trial.get("group"),
+        "kind": trial.get("kind"),
+        "target": target,
+        "target_version": trial.get("target_version") or _dict(run.get("versions")).get(str(target)),
+        "transport": trial.get("transport"),
+        "connections": params.get("connections"),
+        "lifetime": params.get("lifetime"),
+        "resumption": _num(params.get("resumption")),
+        "rate": _rate(params.get("rate")),
+        "in_flight": params.get("in_flight"),
+        "rep": trial.get("rep"),
+        "status": trial.get("status"),
+        "valid": is_valid(trial),
+        "flags": ";".join(validity_flags(validity)) if s else "",
+        "measured_s": measured_s,
+        "offered_qps": _num(s.get("offered_qps")),
+        "answered_qps": answered_qps,
+        "queries_answered": queries,
+        "connections_established": _num(s.get("connections_established")),
+        "handshakes_full": _num(s.get("handshakes_full")),
+        "handshakes_resumed": _num(s.get("handshakes_resumed")),
+        "connection_seconds": connection_seconds,
+        "target_cpu_us": cpu_us,
+        "cpu_us_per_query": _num(s.get("target_cpu_us_per_query")),
+        "cpu_us_per_new_connection": _num(s.get("target_cpu_us_per_new_connection")),
+        "target_cpu_share": _num(s.get("target_cpu_share")),
+        "softirq_us": _softirq_us(meter, _target_cpus(trial, run)),
+        "engine_cpu_us": _num(s.get("engine_cpu_us")),
+        "rss_bytes": rss,
+        "rss_baseline_bytes": _num(base.get("rss_bytes_mean")),
+        "kernel_bytes": kernel,
+        "kernel_baseline_bytes": _num(base.get("cgroup_kernel_bytes_mean")),
+        "energy_j": _num(s.get("energy_j")),
+        "energy_marginal_j": _num(s.get("energy_marginal_j")),
+        "energy_source": s.get("energy_source"),
+        "latency_p50_us": _num(latency.get("p50_us")),
+        "latency_p90_us": _num(latency.get("p90_us")),
+        "latency_p99_us": _num(latency.get("p99_us")),
+        "latency_p999_us": _num(latency.get("p999_us")),
+        "setup_p50_us": _num(setup.get("p50_us")),
+        "setup_p99_us": _num(setup.get("p99_us")),
+    }
+
+
+T = TypeVar("T")
+
+
+def group_by(rows: Iterable[T], key: Callable[[T], Hashable]) -> dict[Any, list[T]]:
+    """Rows grouped by ``key``, groups in order of first appearance."""
+    out: dict[Any, list[T]] = {}
+    for r in rows:
+        out.setdefault(key(r), []).append(r)
+    return out
+
+
+def _values(rows: Iterable[Row], column: str) -> list[float]:
+    """The column's values over the valid rows, None left out."""
+    return [r[column] for r in rows if r["valid"] and r[column] is not None]
+
+
+def baseline_rows(trials: list[dict[str, Any]], rows: list[Row]) -> list[Row]:
+    """One row per target from its UDP capacity searches (``kind`` search): medians over the valid
+    repetitions of the highest answered rate with loss below ``search.max_loss``."""
+    searches = [(t, r) for t, r in zip(trials, rows, strict=True) if r["kind"] == "search"]
+    out = []
+    for target, pairs in group_by(searches, lambda p: p[1]["target"]).items():
+        valid = [(t, r) for t, r in pairs if r["valid"]]
+        found = [_dict(t.get("search")) for t, _ in valid]
+        out.append(
+            {
+                "target": target,
+                "udp_max_qps": median([q for f in found if (q := _num(f.get("max_qps"))) is not None]),
+                "offered_qps": median([q for f in found if (q := _num(f.get("offered_qps"))) is not None]),
+                "loss": median(
+                    [
+                        v
+                        for t, _ in valid
+                        if (v := _num(_dict(_dict(t.get("summary")).get("validity")).get("loss"))) is not None
+                    ]
+                ),
+                "cpu_us_per_query": median(_values([r for _, r in pairs], "cpu_us_per_query")),
+                "valid": bool(valid),
+            }
+        )
+    return out
+
+
+def memory_point_rows(trials: list[dict[str, Any]], rows: list[Row]) -> list[Row]:
+    """One row per idle trial: levels in the window minus the idle baseline before the engine."""
+    out = []
+    for t, r in zip(trials, rows, strict=True):
+        if r["kind"] != "idle":
+            continue
+        s = _dict(t.get("summary"))
+        meter, base = _dict(s.get("meter")), _dict(s.get("baseline_meter"))
+        out.append(
+            {
+                "target": r["target"],
+                "transport": r["transport"],
+                "connections": r["connections"],
+                "rss_delta_bytes": _delta(r["rss_bytes"], r["rss_baseline_bytes"]),
+                "kernel_delta_bytes": _delta(r["kernel_bytes"], r["kernel_baseline_bytes"]),
+                "tcp_delta_bytes": _delta(_num(meter.get("tcp_bytes_mean")), _num(base.get("tcp_bytes_mean"))),
+                "valid": r["valid"],
+            }
+        )
+    return out
+
+
+def memory_fit_rows(points: list[Row]) -> list[Row]:
+    """Per target x transport: OLS slopes of the user and kernel deltas on the connections."""
+    out = []
+    for (target, transport), group in group_by(points, lambda p: (p["target"], p["transport"])).items():
+        valid = [p for p in group if p["valid"] and p["connections"] is not None]
+        fits = {}
+        for name, column in (("user", "rss_delta_bytes"), ("kernel", "kernel_delta_bytes")):
+            pts = [p for p in valid if p[column] is not None]
+            fits[name] = fit_line([p["connections"] for p in pts], [p[column] for p in pts])
+        user, kernel = fits["user"], fits["kernel"]
+        out.append(
+            {
+                "target": target,
+                "transport": transport,
+                "user_bytes_per_connection": user.slope if user else None,
+                "user_ci95_low": user.ci95_low if user else None,
+                "user_ci95_high": user.ci95_high if user else None,
+                "kernel_bytes_per_connection": kernel.slope if kernel else None,
+                "kernel_ci95_low": kernel.ci95_low if kernel else None,
+                "kernel_ci95_high": kernel.ci95_high if kernel else None,
+                "user_r2": user.r2 if user else None,
+                "kernel_r2": kernel.r2 if kernel else None,
+                "points": len(valid),
+                "max_connections": max((p["connections"] for p in valid), default=None),
+            }
+        )
+    return out
+
+
+def _udp_max(baseline: list[Row]) -> dict[Any, float | None]:
+    return {b["target"]: b["udp_max_qps"] for b in baseline}
+
+
+def _throughput(group: list[Row], udp_max: float | None) -> Row:
+    qps = _values(group, "answered_qps")
+    mid = median(qps)
+    return {
+        "qps_min": min(qps, default=None),
+        "qps_median": mid,
+        "qps_max": max(qps, default=None),
+        "reps": len(group),
+        "valid_reps": sum(1 for r in group if r["valid"]),
+        "udp_max_qps": udp_max,
+        "share_of_udp": mid / udp_max if mid is not None and udp_max else None,
+    }
+
+
+def connections_rows(rows: list[Row], baseline: list[Row]) -> list[Row]:
+    """Figure 4: answered qps per target x transport x connections (group ``connections``)."""
+    udp = _udp_max(baseline)
+    load = [r for r in rows if r["group"] == "connections" and r["kind"] == "load"]
+    return [
+        {"target": k[0], "transport": k[1], "connections": k[2], **_throughput(g, udp.get(k[0]))}
+        for k, g in group_by(load, lambda r: (r["target"], r["transport"], r["connections"])).items()
+    ]
+
+
+def _establishment_groups(rows: list[Row]) -> dict[Any, list[Row]]:
+    load = [r for r in rows if r["group"] == "establishment" and r["kind"] == "load"]
+    return group_by(load, lambda r: (r["target"], r["transport"], r["lifetime"], r["resumption"]))
+
+
+def _handshakes_per_s(r: Row) -> float | None:
+    hs = [v for v in (r["handshakes_full"], r["handshakes_resumed"]) if v is not None]
+    return sum(hs) / r["measured_s"] if hs and r["measured_s"] else None
+
+
+def establishment_rows(rows: list[Row], baseline: list[Row]) -> list[Row]:
+    """Figure 5: answered qps per target x transport x lifetime x resumption."""
+    udp = _udp_max(baseline)
+    out = []
+    for (target, transport, lifetime, resumption), g in _establishment_groups(rows).items():
+        rates = [h for r in g if r["valid"] and (h := _handshakes_per_s(r)) is not None]
+        out.append(
+            {
+                "target": target,
+                "transport": transport,
+                "lifetime": lifetime,
+                "resumption": resumption,
+                **_throughput(g, udp.get(target)),
+                "cpu_us_per_query": median(_values(g, "cpu_us_per_query")),
+                "handshakes_per_s": median(rates),
+            }
+        )
+    return out
+
+
+def _energy_per_query(r: Row) -> float | None:
+    e, q = r["energy_marginal_j"], r["queries_answered"]
+    return e / q if e is not None and q else None
+
+
+def energy_rows(rows: list[Row]) -> list[Row]:
+    """Table I, from the establishment trials: energy and cores for a day at 10 000 qps."""
+    out = []
+    for (target, transport, lifetime, resumption), g in _establishment_groups(rows).items():
+        cpu = median(_values(g, "cpu_us_per_query"))
+        energy = median([e for r in g if r["valid"] and (e := _energy_per_query(r)) is not None])
+        sources = sorted({str(r["energy_source"]) for r in g if r["valid"] and r["energy_source"] is not None})
+        out.append(
+            {
+                "target": target,
+                "transport": transport,
+                "lifetime": lifetime,
+                "resumption": resumption,
+                "cpu_us_per_query": cpu,
+                "energy_j_per_query": energy,
+                "kwh_per_day_at_10k_qps": (
+                    energy * REFERENCE_QPS * SECONDS_PER_DAY / JOULES_PER_KWH if energy is not None else None
+                ),
+                "cores_at_10k_qps": cpu * REFERENCE_QPS / 1e6 if cpu is not None else None,
+                "energy_source": "+".join(sources) if sources else None,
+            }
+        )
+    return out
+
+
+def latency_rows(rows: list[Row]) -> list[Row]:
+    """Latency percentiles of every load trial, medians over the valid repetitions."""
+    load = [r for r in rows if r["kind"] == "load"]
+    keys = ("target", "transport", "group", "lifetime", "resumption", "connections")
+    out = []
+    for key, g in group_by(load, lambda r: tuple(r[k] for k in keys)).items():
+        row: Row = dict(zip(keys, key, strict=True))
+        row["reps"] = sum(1 for r in g if r["valid"])
+        for p in ("p50_us", "p90_us", "p99_us", "p999_us"):
+            row[p] = median(_values(g, f"latency_{p}"))
+        out.append(row)
+    return out
