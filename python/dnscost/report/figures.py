@@ -1,0 +1,489 @@
+"""The report's figures, drawn from the derived tables (``docs/results.md``) with matplotlib.
+
+Each ``fig_*`` function takes an :class:`~dnscost.analysis.Analysis` and returns a Figure, or
+``None`` when the table it draws is empty or missing: a run that holds only some experiments
+still gets a report. Figures are built without pyplot (no global state) on the Agg backend and
+saved deterministically (fixed SVG hash salt per figure, no dates).
+
+Display names of transports ("DoH") and of lifetime profiles live here and nowhere else.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+
+from dnscost.analysis import Analysis
+
+__all__ = [
+    "FIGURES",
+    "display_profile",
+    "display_transport",
+    "fig_connections",
+    "fig_cost_model",
+    "fig_energy",
+    "fig_establishment",
+    "fig_latency",
+    "fig_memory",
+    "save_figures",
+]
+
+_TRANSPORTS: dict[str, str] = {"udp": "UDP", "tcp": "TCP", "dot": "DoT", "doh": "DoH", "doh3": "DoH3", "doq": "DoQ"}
+_COLOURS: dict[str, str] = {
+    "udp": "#555555",
+    "tcp": "#1f77b4",
+    "dot": "#2ca02c",
+    "doh": "#d62728",
+    "doh3": "#9467bd",
+    "doq": "#8c564b",
+}
+_LIFETIMES: dict[str, str] = {"forever": "persistent", "30s": "30 s", "1s": "1 s", "1q": "1 query"}
+_TERMS: dict[str, str] = {
+    "query": "per query",
+    "full_handshake": "per full handshake",
+    "resumed_handshake": "per resumed handshake",
+    "connection_second": "per connection-second",
+}
+_DPI = 110
+_PANEL_W = 5.2
+_PANEL_H = 3.4
+
+Row = dict[str, Any]
+
+
+def display_transport(transport: str | None) -> str:
+    """The transport's name for people: ``doh`` → ``DoH``."""
+    if transport is None:
+        return "\u2013"
+    return _TRANSPORTS.get(transport, transport)
+
+
+def display_lifetime(lifetime: str | None) -> str:
+    """A connection lifetime for people: ``forever`` → ``persistent``, ``1q`` → ``1 query``."""
+    if lifetime is None:
+        return "persistent"
+    return _LIFETIMES.get(lifetime, lifetime)
+
+
+def display_profile(lifetime: str | None, resumption: float | None) -> str:
+    """A lifetime profile with its resumption share: ``1s`` at 1.0 → ``1 s, resumed``."""
+    text = display_lifetime(lifetime)
+    if resumption:
+        text += ", resumed" if resumption >= 1 else f", {resumption:.0%} resumed"
+    return text
+
+
+def _transport_key(transport: str) -> tuple[int, str]:
+    order = list(_TRANSPORTS)
+    return (order.index(transport) if transport in order else len(order), transport)
+
+
+def lifetime_key(lifetime: str | None) -> tuple[int, str]:
+    """Sorts lifetimes from the longest (persistent) to the shortest (one query)."""
+    name = lifetime or "forever"
+    order = list(_LIFETIMES)
+    return (order.index(name) if name in order else len(order), name)
+
+
+def _colour(transport: str) -> str:
+    return _COLOURS.get(transport, "#7f7f7f")
+
+
+def _rows(a: Analysis, name: str) -> list[Row]:
+    table = a.tables.get(name)
+    return list(table.rows) if table is not None else []
+
+
+def _num(value: Any) -> float | None:
+    """A finite number, or None (missing, NaN, not a number)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    number = float(value)
+    return number if math.isfinite(number) else None
+
+
+def _targets(rows: Iterable[Row]) -> list[str]:
+    seen: dict[str, None] = {}
+    for row in rows:
+        if row.get("target") is not None:
+            seen.setdefault(str(row["target"]), None)
+    return list(seen)
+
+
+def _transports(rows: Iterable[Row]) -> list[str]:
+    return sorted({str(r["transport"]) for r in rows if r.get("transport") is not None}, key=_transport_key)
+
+
+def udp_baseline(a: Analysis, target: str) -> float | None:
+    """The target's UDP baseline (highest rate answered with loss below the limit), from the
+    ``baseline`` table, else from the ``udp_max_qps`` column of the load tables."""
+    for row in _rows(a, "baseline"):
+        if row.get("target") == target and _num(row.get("udp_max_qps")) is not None:
+            return _num(row["udp_max_qps"])
+    for name in ("connections", "establishment"):
+        for row in _rows(a, name):
+            if row.get("target") == target and _num(row.get("udp_max_qps")) is not None:
+                return _num(row["udp_max_qps"])
+    return None
+
+
+def _panels(
+    n: int, *, columns: int = 2, width: float = _PANEL_W, height: float = _PANEL_H
+) -> tuple[Figure, list[Axes]]:
+    cols = max(1, min(n, columns))
+    rows = math.ceil(n / cols)
+    fig = Figure(figsize=(width * cols, height * rows), dpi=_DPI, layout="constrained")
+    grid = fig.subplots(rows, cols, squeeze=False)
+    axes = [ax for row in grid for ax in row]
+    for ax in axes[n:]:
+        ax.set_visible(False)
+    return fig, axes[:n]
+
+
+def _span(median: float | None, low: float | None, high: float | None) -> tuple[float, float]:
+    """Asymmetric error bar lengths (never negative) around the median."""
+    if median is None:
+        return (0.0, 0.0)
+    return (max(0.0, median - low) if low is not None else 0.0, max(0.0, high - median) if high is not None else 0.0)
+
+
+def _grouped_bars(
+    ax: Axes,
+    groups: Sequence[str],
+    series: Sequence[tuple[str, str, str, Sequence[float | None], Sequence[tuple[float, float]] | None]],
+) -> None:
+    """Bars in groups along x; each series is (label, colour, hatch, values, error spans)."""
+    width = 0.8 / max(1, len(series))
+    for k, (label, colour, hatch, values, errors) in enumerate(series):
+        xs = [g - 0.4 + width * (k + 0.5) for g in range(len(groups))]
+        heights = [v if v is not None else 0.0 for v in values]
+        ax.bar(
+            xs, heights, width=width * 0.92, color=colour, edgecolor="black", linewidth=0.5, hatch=hatch, label=label
+        )
+        if errors is not None:
+            kept = [(x, h, e) for x, h, e, v in zip(xs, heights, errors, values, strict=True) if v is not None]
+            if kept:
+                ax.errorbar(
+                    [x for x, _, _ in kept],
+                    [h for _, h, _ in kept],
+                    yerr=[[e[0] for _, _, e in kept], [e[1] for _, _, e in kept]],
+                    fmt="none",
+                    ecolor="black",
+                    elinewidth=0.8,
+                    capsize=2,
+                )
+    ax.set_xticks(range(len(groups)), list(groups))
+
+
+def _udp_line(ax: Axes, qps: float | None) -> None:
+    if qps is not None:
+        ax.axhline(qps, color=_colour("udp"), linestyle="--", linewidth=1.2, label=f"UDP baseline ({qps:,.0f} qps)")
+
+
+def fig_memory(a: Analysis) -> Figure | None:
+    """Figure 3 analogue: bytes per connection (user and kernel) with 95 % intervals, and the
+    raw level deltas against the number of open connections with the fitted line."""
+    fits = [r for r in _rows(a, "memory_fit") if r.get("transport") is not None]
+    points = [r for r in _rows(a, "memory_points") if _num(r.get("connections")) is not None]
+    targets = _targets([*fits, *points])
+    if not targets:
+        return None
+    fig = Figure(figsize=(_PANEL_W * 3, _PANEL_H * len(targets)), dpi=_DPI, layout="constrained")
+    grid = fig.subplots(len(targets), 3, squeeze=False)
+    for (bars_ax, user_ax, kernel_ax), target in zip(grid, targets, strict=True):
+        target_fits = {str(r["transport"]): r for r in fits if r.get("target") == target}
+        target_points = [r for r in points if r.get("target") == target]
+        transports = _transports([*target_fits.values(), *target_points])
+        series = []
+        for kind, hatch in (("user", ""), ("kernel", "//")):
+            values: list[float | None] = []
+            errors: list[tuple[float, float]] = []
+            for t in transports:
+                fit = target_fits.get(t, {})
+                value = _num(fit.get(f"{kind}_bytes_per_connection"))
+                values.append(value / 1024 if value is not None else None)
+                low, high = _num(fit.get(f"{kind}_ci95_low")), _num(fit.get(f"{kind}_ci95_high"))
+                span = _span(value, low, high)
+                errors.append((span[0] / 1024, span[1] / 1024))
+            series.append((kind, "#9ecae1" if kind == "user" else "#fdae6b", hatch, values, errors))
+        _grouped_bars(bars_ax, [display_transport(t) for t in transports], series)
+        bars_ax.set_title(f"{target}: memory per connection (95 % CI)")
+        bars_ax.set_ylabel("KiB per connection")
+        bars_ax.legend(fontsize="small")
+        for ax, kind, column in ((user_ax, "user", "rss_delta_bytes"), (kernel_ax, "kernel", "kernel_delta_bytes")):
+            for t in transports:
+                pts_t = [
+                    (float(r["connections"]), y, r.get("valid") is not False)
+                    for r in target_points
+                    if r.get("transport") == t and (y := _num(r.get(column))) is not None
+                ]
+                if not pts_t:
+                    continue
+                colour = _colour(t)
+                valid = [(x, y) for x, y, ok in pts_t if ok]
+                invalid = [(x, y) for x, y, ok in pts_t if not ok]
+                if valid:
+                    ax.scatter(
+                        [x for x, _ in valid],
+                        [y / 2**20 for _, y in valid],
+                        color=colour,
+                        s=14,
+                        label=display_transport(t),
+                    )
+                if invalid:
+                    ax.scatter(
+                        [x for x, _ in invalid],
+                        [y / 2**20 for _, y in invalid],
+                        facecolors="none",
+                        edgecolors=colour,
+                        s=14,
+                    )
+                slope = _num(target_fits.get(t, {}).get(f"{kind}_bytes_per_connection"))
+                if slope is not None and valid:
+                    # The least-squares line passes through the means of the points it was fitted on.
+                    mx = sum(x for x, _ in valid) / len(valid)
+                    my = sum(y for _, y in valid) / len(valid)
+                    xs = [0.0, max(x for x, _, _ in pts_t)]
+                    ax.plot(xs, [(my + slope * (x - mx)) / 2**20 for x in xs], color=colour, linewidth=1)
+            ax.set_title(f"{target}: {kind} level \u2212 idle vs connections")
+            ax.set_xlabel("open connections")
+            ax.set_ylabel("MiB")
+            if ax.has_data():
+                ax.legend(fontsize="small")
+    return fig
+
+
+def fig_connections(a: Analysis) -> Figure | None:
+    """Figure 4 analogue: answered qps against the number of persistent connections, median
+    with a min-max band, one line per transport, the UDP baseline dashed."""
+    rows = [r for r in _rows(a, "connections") if _num(r.get("connections")) and _num(r.get("qps_median")) is not None]
+    targets = _targets(rows)
+    if not targets:
+        return None
+    fig, axes = _panels(len(targets))
+    for ax, target in zip(axes, targets, strict=True):
+        mine = [r for r in rows if r.get("target") == target]
+        for t in _transports(mine):
+            pts = sorted((r for r in mine if r.get("transport") == t), key=lambda r: float(r["connections"]))
+            xs = [float(r["connections"]) for r in pts]
+            med = [float(r["qps_median"]) for r in pts]
+            low = [_num(r.get("qps_min")) for r in pts]
+            high = [_num(r.get("qps_max")) for r in pts]
+            colour = _colour(t)
+            ax.plot(xs, med, marker="o", markersize=3, color=colour, label=display_transport(t))
+            ax.fill_between(
+                xs,
+                [lo if lo is not None else m for lo, m in zip(low, med, strict=True)],
+                [hi if hi is not None else m for hi, m in zip(high, med, strict=True)],
+                color=colour,
+                alpha=0.2,
+                linewidth=0,
+            )
+        _udp_line(ax, udp_baseline(a, target))
+        ax.set_xscale("log")
+        ax.set_ylim(bottom=0)
+        ax.set_title(f"{target}: throughput vs persistent connections")
+        ax.set_xlabel("persistent connections")
+        ax.set_ylabel("answered qps (median, min\u2013max)")
+        ax.legend(fontsize="small")
+    return fig
+
+
+def _profile_series(
+    rows: list[Row], value: str, low: str | None, high: str | None, scale: float = 1.0
+) -> tuple[list[str], list[tuple[str, str, str, list[float | None], list[tuple[float, float]] | None]]]:
+    """Groups = lifetimes, series = transport by resumption, for grouped bars."""
+    lifetimes = sorted({r.get("lifetime") or "forever" for r in rows}, key=lifetime_key)
+    keys = sorted(
+        {(str(r["transport"]), _num(r.get("resumption")) or 0.0) for r in rows if r.get("transport") is not None},
+        key=lambda k: (_transport_key(k[0]), k[1]),
+    )
+    series = []
+    for transport, resumption in keys:
+        values: list[float | None] = []
+        errors: list[tuple[float, float]] = []
+        for lifetime in lifetimes:
+            match = [
+                r
+                for r in rows
+                if r.get("transport") == transport
+                and (_num(r.get("resumption")) or 0.0) == resumption
+                and (r.get("lifetime") or "forever") == lifetime
+            ]
+            v = _num(match[0].get(value)) if match else None
+            values.append(v * scale if v is not None else None)
+            lo = _num(match[0].get(low)) if match and low else None
+            hi = _num(match[0].get(high)) if match and high else None
+            span = _span(v, lo, hi)
+            errors.append((span[0] * scale, span[1] * scale))
+        label = display_transport(transport) + (f" + {resumption:.0%} resumption" if resumption else "")
+        series.append((label, _colour(transport), "//" if resumption else "", values, errors if low or high else None))
+    return [display_lifetime(lt) for lt in lifetimes], series
+
+
+def fig_establishment(a: Analysis) -> Figure | None:
+    """Figure 5 analogue: answered qps per connection lifetime profile and transport, median
+    with min/max error bars, resumption hatched, the UDP baseline dashed."""
+    rows = [r for r in _rows(a, "establishment") if _num(r.get("qps_median")) is not None]
+    targets = _targets(rows)
+    if not targets:
+        return None
+    fig, axes = _panels(len(targets))
+    for ax, target in zip(axes, targets, strict=True):
+        groups, series = _profile_series(
+            [r for r in rows if r.get("target") == target], "qps_median", "qps_min", "qps_max"
+        )
+        _grouped_bars(ax, groups, series)
+        _udp_line(ax, udp_baseline(a, target))
+        ax.set_title(f"{target}: throughput per connection lifetime")
+        ax.set_xlabel("connection lifetime")
+        ax.set_ylabel("answered qps (median, min/max)")
+        ax.legend(fontsize="small")
+    return fig
+
+
+def _latency_rows(rows: list[Row]) -> list[Row]:
+    """One row per transport, lifetime and resumption: from the establishment group when the run
+    has it, else from any group, preferring the most connections."""
+    preferred = [r for r in rows if r.get("group") == "establishment"] or rows
+    chosen: dict[tuple[str, str, float], Row] = {}
+    for r in sorted(preferred, key=lambda r: _num(r.get("connections")) or 0.0):
+        chosen[(str(r.get("transport")), r.get("lifetime") or "forever", _num(r.get("resumption")) or 0.0)] = r
+    return [chosen[k] for k in sorted(chosen, key=lambda k: (_transport_key(k[0]), lifetime_key(k[1]), k[2]))]
+
+
+def fig_latency(a: Analysis) -> Figure | None:
+    """Latency percentiles (p50 bar, p90 and p99 markers) per transport and lifetime profile."""
+    rows = [r for r in _rows(a, "latency") if _num(r.get("p50_us")) is not None and r.get("transport") is not None]
+    targets = _targets(rows)
+    if not targets:
+        return None
+    fig, axes = _panels(len(targets), columns=1, width=11.0, height=3.6)
+    for ax, target in zip(axes, targets, strict=True):
+        chosen = _latency_rows([r for r in rows if r.get("target") == target])
+        xs = list(range(len(chosen)))
+        p50 = [float(r["p50_us"]) / 1000 for r in chosen]
+        ax.bar(xs, p50, color=[_colour(str(r["transport"])) for r in chosen], alpha=0.6, label="p50")
+        for column, marker in (("p90_us", "^"), ("p99_us", "v")):
+            pts = [(x, _num(r.get(column))) for x, r in zip(xs, chosen, strict=True)]
+            kept = [(x, y / 1000) for x, y in pts if y is not None]
+            if kept:
+                ax.scatter(
+                    [x for x, _ in kept], [y for _, y in kept], marker=marker, color="black", s=18, label=column[:3]
+                )
+        labels = [
+            "\n".join(
+                [display_transport(str(r["transport"])), display_lifetime(r.get("lifetime"))]
+                + (["resumed"] if _num(r.get("resumption")) else [])
+            )
+            for r in chosen
+        ]
+        ax.set_xticks(xs, labels, fontsize="small")
+        ax.set_yscale("log")
+        ax.set_title(f"{target}: latency percentiles (median over repetitions)")
+        ax.set_ylabel("latency (ms, log)")
+        ax.legend(fontsize="small")
+    return fig
+
+
+def fig_energy(a: Analysis) -> Figure | None:
+    """Table I as a figure: kWh per day at 10 000 qps (log scale) per lifetime and transport."""
+    rows = [r for r in _rows(a, "energy") if (_num(r.get("kwh_per_day_at_10k_qps")) or 0.0) > 0]
+    targets = _targets(rows)
+    if not targets:
+        return None
+    fig, axes = _panels(len(targets))
+    for ax, target in zip(axes, targets, strict=True):
+        mine = [r for r in rows if r.get("target") == target]
+        groups, series = _profile_series(mine, "kwh_per_day_at_10k_qps", None, None)
+        _grouped_bars(ax, groups, series)
+        ax.set_yscale("log")
+        sources = sorted({str(r.get("energy_source")) for r in mine})
+        ax.set_title(f"{target}: energy for a day at 10 000 qps ({', '.join(sources)})")
+        ax.set_xlabel("connection lifetime")
+        ax.set_ylabel("kWh per day (log)")
+        ax.legend(fontsize="small")
+    return fig
+
+
+def fig_cost_model(a: Analysis) -> Figure | None:
+    """The cost model's coefficients (target CPU-µs per unit of each term) with 95 % intervals."""
+    rows = [r for r in _rows(a, "cost_model") if _num(r.get("us")) is not None and r.get("term") is not None]
+    targets = _targets(rows)
+    if not targets:
+        return None
+    present = {str(r["term"]) for r in rows}
+    terms = [t for t in _TERMS if t in present] + sorted(present - set(_TERMS))
+    fig = Figure(figsize=(3.6 * len(terms), 3.0 * len(targets)), dpi=_DPI, layout="constrained")
+    grid = fig.subplots(len(targets), len(terms), squeeze=False)
+    for axes, target in zip(grid, targets, strict=True):
+        mine = [r for r in rows if r.get("target") == target]
+        transports = _transports(mine)
+        for ax, term in zip(axes, terms, strict=True):
+            values: list[float | None] = []
+            spans: list[tuple[float, float]] = []
+            for t in transports:
+                match = [r for r in mine if r.get("transport") == t and r.get("term") == term]
+                v = _num(match[0].get("us")) if match else None
+                values.append(v)
+                lo = _num(match[0].get("ci95_low")) if match else None
+                hi = _num(match[0].get("ci95_high")) if match else None
+                spans.append(_span(v, lo, hi))
+            xs = list(range(len(transports)))
+            ax.bar(
+                xs,
+                [v or 0.0 for v in values],
+                color=[_colour(t) for t in transports],
+                edgecolor="black",
+                linewidth=0.5,
+            )
+            ax.errorbar(
+                xs,
+                [v or 0.0 for v in values],
+                yerr=[[s[0] for s in spans], [s[1] for s in spans]],
+                fmt="none",
+                ecolor="black",
+                capsize=3,
+            )
+            ax.set_xticks(xs, [display_transport(t) for t in transports])
+            ax.set_title(f"{target}: {_TERMS.get(term, term)}", fontsize="medium")
+            ax.set_ylabel("target CPU-µs")
+    return fig
+
+
+FIGURES: dict[str, Callable[[Analysis], Figure | None]] = {
+    "fig3_memory": fig_memory,
+    "fig4_connections": fig_connections,
+    "fig5_establishment": fig_establishment,
+    "latency": fig_latency,
+    "energy": fig_energy,
+    "cost_model": fig_cost_model,
+}
+"""Every figure of the report by file name, in report order."""
+
+
+def save_figures(a: Analysis, out_dir: Path) -> dict[str, tuple[Path, Path]]:
+    """Draws every figure that has data and saves it as ``<name>.svg`` and ``<name>.png`` in
+    ``out_dir``; returns ``{name: (svg_path, png_path)}`` for the figures drawn."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    saved: dict[str, tuple[Path, Path]] = {}
+    for name, draw in FIGURES.items():
+        # A distinct salt per figure keeps the SVG ids unique when figures share one HTML page.
+        with matplotlib.rc_context({"svg.hashsalt": f"dnscost-{name}", "svg.fonttype": "none"}):
+            fig = draw(a)
+            if fig is None:
+                continue
+            svg, png = out_dir / f"{name}.svg", out_dir / f"{name}.png"
+            fig.savefig(svg, format="svg", metadata={"Date": None})
+            fig.savefig(png, format="png", dpi=_DPI)
+        saved[name] = (svg, png)
+    return saved

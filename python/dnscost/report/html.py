@@ -1,0 +1,691 @@
+"""The run's report: one self-contained HTML file (figures as inline SVG, inline CSS and script;
+no external resource, no network access) written next to the run's tables and figures.
+
+Every piece of text from the run goes through :func:`html.escape`. A small inline script checks,
+on load, that every figure rendered and records ``data-figures-ok="<rendered>/<total>"`` on the
+body, which :mod:`dnscost.report.browser` reads back.
+"""
+
+from __future__ import annotations
+
+import datetime
+import html
+import json
+import re
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from dnscost import analysis
+from dnscost.analysis import Analysis
+from dnscost.report import study
+from dnscost.report.compare import Comparison, compare, energy_source_label
+from dnscost.report.figures import display_profile, display_transport, lifetime_key, save_figures, udp_baseline
+
+__all__ = ["render_report", "write_report"]
+
+Row = dict[str, Any]
+
+DASH = "\u2013"
+"""Shown for a missing value."""
+
+_CSS = """
+body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2em auto; max-width: 1250px;
+       padding: 0 1em; color: #222; line-height: 1.45; }
+h1 { font-size: 1.6em; } h2 { border-bottom: 1px solid #ccc; padding-bottom: .2em; margin-top: 2em; }
+table { border-collapse: collapse; margin: .8em 0; font-size: .88em; }
+th, td { border: 1px solid #ccc; padding: .25em .5em; text-align: right; vertical-align: top; }
+th { background: #f2f2f2; } td.text, th.text { text-align: left; }
+tr.invalid td { background: #fde2e2; }
+figure { margin: 1em 0; } figure svg { max-width: 100%; height: auto; display: block; }
+figcaption { font-size: .9em; color: #444; margin-top: .3em; }
+.missing { color: #8a6d3b; background: #fcf8e3; padding: .4em .6em; border: 1px solid #faebcc; }
+.note { font-size: .9em; color: #444; }
+.agrees { color: #1a7f37; } .differs { color: #b35900; } .unmeasured { color: #777; }
+pre { background: #f6f6f6; padding: .6em; overflow-x: auto; font-size: .85em; }
+dl.facts { display: grid; grid-template-columns: max-content auto; gap: .15em 1em; }
+dl.facts dt { font-weight: 600; } dl.facts dd { margin: 0; }
+"""
+
+_SCRIPT = """
+window.addEventListener("load", function () {
+  var figures = document.querySelectorAll("figure");
+  var rendered = 0;
+  figures.forEach(function (figure) {
+    var svg = figure.querySelector("svg");
+    if (!svg) { return; }
+    var box = svg.getBoundingClientRect();
+    var inner = svg.getBBox();
+    if (box.width > 0 && box.height > 0 && inner.width > 0 && inner.height > 0) { rendered += 1; }
+  });
+  document.body.dataset.figuresOk = rendered + "/" + figures.length;
+});
+"""
+
+_CAPTIONS: dict[str, tuple[str, str, str]] = {
+    # name: (section title, caption, table it draws)
+    "fig3_memory": (
+        "Figure 3 analogue: memory per connection",
+        "Left: user (RSS) and kernel (cgroup kernel memory, including TCP buffers on cgroup v1) bytes per "
+        "open connection, slope of a least-squares fit, with 95 % confidence intervals. Middle and right: the "
+        "level in the window minus the idle level before the engine started, against the number of open "
+        "connections, with the fitted line (hollow points: invalid trials, not fitted).",
+        "memory_fit",
+    ),
+    "fig4_connections": (
+        "Figure 4 analogue: throughput against persistent connections",
+        "Answered queries per second against the number of persistent connections (log scale): median over "
+        "repetitions, band from minimum to maximum; dashed: the UDP baseline.",
+        "connections",
+    ),
+    "fig5_establishment": (
+        "Figure 5 analogue: throughput per connection lifetime",
+        "Answered queries per second per connection lifetime (persistent, 30 s, 1 s, one query per "
+        "connection): median with min/max error bars; hatched: TLS session resumption on; dashed: the UDP "
+        "baseline.",
+        "establishment",
+    ),
+    "energy": (
+        "Energy per day at 10 000 qps",
+        "Energy above idle for a day at 10 000 queries per second (log scale), per lifetime and transport.",
+        "energy",
+    ),
+    "latency": (
+        "Latency percentiles",
+        "Query latency per transport and lifetime profile: p50 bar, p90 and p99 markers (log scale), medians "
+        "over valid repetitions.",
+        "latency",
+    ),
+    "cost_model": (
+        "Cost model",
+        "Target CPU time per unit of each term (non-negative least squares over the valid trials of each "
+        "target and transport), with 95 % intervals.",
+        "cost_model",
+    ),
+}
+
+
+def esc(value: Any) -> str:
+    """Any value as escaped HTML text."""
+    return html.escape(str(value), quote=True)
+
+
+def fmt(value: Any, digits: int = 3) -> str:
+    """A cell's text: a dash for missing, ``yes``/``no``, integers with separators, floats with
+    ``digits`` significant digits (whole numbers above 1000)."""
+    if value is None:
+        return DASH
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        if value != value:
+            return DASH
+        if abs(value) >= 1000:
+            return f"{value:,.0f}"
+        return f"{value:.{digits}g}"
+    if isinstance(value, list | tuple):
+        return ", ".join(str(v) for v in value)
+    return str(value)
+
+
+def _num(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if value == value else None
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _rows(a: Analysis, name: str) -> list[Row]:
+    table = a.tables.get(name)
+    return list(table.rows) if table is not None else []
+
+
+def _table(
+    headers: Sequence[str],
+    rows: Iterable[Sequence[Any]],
+    *,
+    text_columns: int | set[int] = 1,
+    row_classes: Sequence[str] | None = None,
+    caption: str | None = None,
+    raw: bool = False,
+) -> str:
+    """An HTML table; cells are formatted with :func:`fmt` and escaped (unless ``raw``: then
+    they are already HTML). Text columns (the first ``text_columns``, or those indices) are
+    left-aligned, the others (numbers) right-aligned."""
+    text = set(range(text_columns)) if isinstance(text_columns, int) else text_columns
+
+    def align(i: int) -> str:
+        return "text" if i in text else "num"
+
+    out = ["<table>"]
+    if caption:
+        out.append(f"<caption>{esc(caption)}</caption>")
+    out.append(
+        "<thead><tr>"
+        + "".join(f'<th class="{align(i)}">{esc(h)}</th>' for i, h in enumerate(headers))
+        + "</tr></thead><tbody>"
+    )
+    for k, row in enumerate(rows):
+        cls = row_classes[k] if row_classes else ""
+        out.append(f'<tr class="{esc(cls)}">' if cls else "<tr>")
+        for i, cell in enumerate(row):
+            content = str(cell) if raw and isinstance(cell, str) else esc(fmt(cell))
+            out.append(f'<td class="{align(i)}">{content}</td>')
+        out.append("</tr>")
+    out.append("</tbody></table>")
+    return "".join(out)
+
+
+def _missing(what: str) -> str:
+    return f'<p class="missing">{esc(what)}</p>'
+
+
+_PROLOG = re.compile(r"\A.*?(?=<svg\b)", re.S)
+_METADATA = re.compile(r"<metadata>.*?</metadata>\s*", re.S)
+
+
+def inline_svg(svg_text: str) -> str:
+    """A saved SVG made fit to sit inside HTML: no XML prolog or DOCTYPE, no metadata."""
+    return _METADATA.sub("", _PROLOG.sub("", svg_text, count=1), count=1).strip()
+
+
+def _figure(name: str, figures: dict[str, tuple[Path, Path]]) -> str:
+    _, caption, table = _CAPTIONS[name]
+    if name not in figures:
+        return _missing(f"No data for this figure in this run (the {table} table is empty).")
+    svg_path, png_path = figures[name]
+    return (
+        f'<figure id="figure-{esc(name)}">{inline_svg(svg_path.read_text())}'
+        f"<figcaption>{esc(caption)} Files: figures/{esc(svg_path.name)}, figures/{esc(png_path.name)}."
+        "</figcaption></figure>"
+    )
+
+
+def _when(ms: Any) -> str:
+    value = _num(ms)
+    if not value:
+        return DASH
+    return datetime.datetime.fromtimestamp(value / 1000, tz=datetime.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _section(anchor: str, title: str, *parts: str) -> str:
+    return f'<section id="{esc(anchor)}"><h2>{esc(title)}</h2>{"".join(parts)}</section>'
+
+
+def _summary(a: Analysis, headline: list[Row]) -> str:
+    trials = a.trials
+    done = sum(1 for t in trials if t.get("status") == "done")
+    invalid = sum(1 for r in _rows(a, "trials") if r.get("valid") is False and r.get("status") == "done")
+    parts = [
+        f"<p>{len(trials)} trials planned, {done} done, {invalid} of those invalid (kept in the tables, left out of "
+        f'fits and headline figures); see <a href="#validity">validity</a>.</p>'
+    ]
+    if not headline:
+        parts.append(_missing("No headline figures: the run has no valid load trials."))
+        return _section("summary", "Summary", *parts)
+    rows = []
+    for h in headline:
+        persistent = h.get("persistent") or {}
+        collapse = h.get("collapse_1q") or {}
+        memory = h.get("memory_per_connection") or {}
+        energy = h.get("energy") or []
+        transports = sorted({*persistent, *collapse, *memory}, key=lambda t: (t == "udp", str(t)))
+        shares = "; ".join(
+            f"{display_transport(t)} {fmt(_num((persistent.get(t) or {}).get('share_of_udp')))}"
+            for t in transports
+            if t in persistent
+        )
+        falls = "; ".join(
+            f"{display_transport(t)} {fmt(_num((collapse.get(t) or {}).get('ratio')))}"
+            for t in transports
+            if t in collapse
+        )
+        mem = "; ".join(
+            f"{display_transport(t)} {fmt((_num((memory.get(t) or {}).get('total_bytes')) or 0) / 1024)} KiB"
+            for t in transports
+            if t in memory and _num((memory.get(t) or {}).get("total_bytes")) is not None
+        )
+        kwh = "; ".join(
+            f"{display_transport(e.get('transport'))} {display_profile(e.get('lifetime'), _num(e.get('resumption')))}: "
+            f"{fmt(_num(e.get('kwh_per_day_at_10k_qps')))}"
+            for e in sorted(energy, key=lambda e: (str(e.get("transport")), lifetime_key(e.get("lifetime"))))
+            if (e.get("lifetime") in (None, "forever", "1q")) and not e.get("resumption")
+        )
+        rows.append(
+            [
+                h.get("target"),
+                h.get("target_version"),
+                _num(h.get("udp_max_qps")),
+                shares or DASH,
+                falls or DASH,
+                mem or DASH,
+                kwh or DASH,
+            ]
+        )
+    parts.append(
+        _table(
+            [
+                "target",
+                "version",
+                "UDP baseline (qps)",
+                "persistent, share of UDP",
+                "1 query/connection ÷ persistent",
+                "memory per connection (user + kernel)",
+                "kWh/day at 10 000 qps (persistent, 1 query)",
+            ],
+            rows,
+            text_columns=2,
+        )
+    )
+    return _section("summary", "Summary", *parts)
+
+
+def _memory_table(a: Analysis) -> str:
+    rows = _rows(a, "memory_fit")
+    if not rows:
+        return ""
+
+    def ci(r: Row, kind: str) -> str:
+        low, high = _num(r.get(f"{kind}_ci95_low")), _num(r.get(f"{kind}_ci95_high"))
+        if low is None or high is None:
+            return DASH
+        return f"{fmt(low / 1024)} {DASH} {fmt(high / 1024)}"
+
+    body = [
+        [
+            r.get("target"),
+            display_transport(r.get("transport")),
+            (_num(r.get("user_bytes_per_connection")) or 0) / 1024
+            if r.get("user_bytes_per_connection") is not None
+            else None,
+            ci(r, "user"),
+            (_num(r.get("kernel_bytes_per_connection")) or 0) / 1024
+            if r.get("kernel_bytes_per_connection") is not None
+            else None,
+            ci(r, "kernel"),
+            _num(r.get("user_r2")),
+            _num(r.get("kernel_r2")),
+            r.get("points"),
+            r.get("max_connections"),
+        ]
+        for r in rows
+    ]
+    return _table(
+        [
+            "target",
+            "transport",
+            "user KiB/conn",
+            "95 % CI",
+            "kernel KiB/conn",
+            "95 % CI",
+            "user R²",
+            "kernel R²",
+            "points",
+            "max connections",
+        ],
+        body,
+        text_columns=2,
+    )
+
+
+def _energy_table(a: Analysis) -> str:
+    """Table I: rows transport by profile, columns targets, kWh per day at 10 000 qps with the
+    target CPU-µs per query beside it."""
+    rows = [r for r in _rows(a, "energy") if r.get("transport") is not None]
+    if not rows:
+        return _missing("No energy figures in this run (the energy table is empty).")
+    targets = list(dict.fromkeys(str(r["target"]) for r in rows if r.get("target") is not None))
+    order = ["udp", "tcp", "dot", "doh", "doh3", "doq"]
+    keys = sorted(
+        {(str(r["transport"]), r.get("lifetime") or "forever", _num(r.get("resumption")) or 0.0) for r in rows},
+        key=lambda k: (order.index(k[0]) if k[0] in order else len(order), k[0], lifetime_key(k[1]), k[2]),
+    )
+    by_key = {
+        (r.get("target"), str(r["transport"]), r.get("lifetime") or "forever", _num(r.get("resumption")) or 0.0): r
+        for r in rows
+    }
+    head = (
+        '<table class="table-i"><caption>Table I analogue: energy above idle for a day at 10 000 qps (kWh) and '
+        'target CPU-µs per query</caption><thead><tr><th class="text" rowspan="2">transport</th>'
+        '<th class="text" rowspan="2">connection lifetime</th>'
+        + "".join(f'<th colspan="2">{esc(t)}</th>' for t in targets)
+        + "</tr><tr>"
+        + "".join("<th>kWh/day</th><th>CPU-µs/query</th>" for _ in targets)
+        + "</tr></thead><tbody>"
+    )
+    body = []
+    for transport, lifetime, resumption in keys:
+        cells = [
+            f'<td class="text">{esc(display_transport(transport))}</td>',
+            f'<td class="text">{esc(display_profile(lifetime, resumption))}</td>',
+        ]
+        for target in targets:
+            r = by_key.get((target, transport, lifetime, resumption), {})
+            cells.append(f"<td>{esc(fmt(_num(r.get('kwh_per_day_at_10k_qps'))))}</td>")
+            cells.append(f"<td>{esc(fmt(_num(r.get('cpu_us_per_query'))))}</td>")
+        body.append("<tr>" + "".join(cells) + "</tr>")
+    sources = {
+        target: sorted(
+            {str(r.get("energy_source")) for r in rows if r.get("target") == target and r.get("energy_source")}
+        )
+        for target in targets
+    }
+    source_text = "; ".join(
+        f"{t}: {', '.join(energy_source_label(s) for s in sources[t]) or 'unknown'}" for t in targets
+    )
+    note = (
+        f'<p class="note">Energy source: {esc(source_text)}. RAPL is measured package energy above the idle '
+        "baseline; the model (CCF coefficients) is a linear CPU power model with Cloud Carbon Footprint's average "
+        "per-vCPU coefficients applied to the target's CPU time: it ranks transports on this machine, it is not a "
+        "measurement of its power. kWh/day = energy per query \u00d7 10 000 \u00d7 86 400 / 3.6 \u00d7 10⁶.</p>"
+    )
+    return head + "".join(body) + "</tbody></table>" + note
+
+
+def _latency_table(a: Analysis) -> str:
+    rows = [r for r in _rows(a, "latency") if r.get("p50_us") is not None]
+    if not rows:
+        return ""
+    body = [
+        [
+            r.get("target"),
+            display_transport(r.get("transport")),
+            r.get("group"),
+            display_profile(r.get("lifetime"), _num(r.get("resumption"))),
+            r.get("connections"),
+            r.get("reps"),
+            _num(r.get("p50_us")),
+            _num(r.get("p90_us")),
+            _num(r.get("p99_us")),
+            _num(r.get("p999_us")),
+        ]
+        for r in rows
+    ]
+    return _table(
+        [
+            "target",
+            "transport",
+            "group",
+            "profile",
+            "connections",
+            "valid reps",
+            "p50 µs",
+            "p90 µs",
+            "p99 µs",
+            "p99.9 µs",
+        ],
+        body,
+        text_columns=4,
+    )
+
+
+def _cost_tables(a: Analysis) -> str:
+    terms = _rows(a, "cost_model")
+    fits = _rows(a, "cost_model_fit")
+    parts = []
+    if terms:
+        parts.append(
+            _table(
+                ["target", "transport", "term", "CPU-µs", "95 % low", "95 % high"],
+                [
+                    [
+                        r.get("target"),
+                        display_transport(r.get("transport")),
+                        r.get("term"),
+                        _num(r.get("us")),
+                        _num(r.get("ci95_low")),
+                        _num(r.get("ci95_high")),
+                    ]
+                    for r in terms
+                ],
+                text_columns=3,
+                caption="Coefficients: target CPU-µs per query, per full and resumed handshake, per connection-second",
+            )
+        )
+    if fits:
+        parts.append(
+            _table(
+                ["target", "transport", "trials", "R²", "hold-out median |error| %", "hold-out max |error| %"],
+                [
+                    [
+                        r.get("target"),
+                        display_transport(r.get("transport")),
+                        r.get("trials"),
+                        _num(r.get("r2")),
+                        _num(r.get("holdout_median_abs_error_pct")),
+                        _num(r.get("holdout_max_abs_error_pct")),
+                    ]
+                    for r in fits
+                ],
+                text_columns=2,
+                caption="Fit quality: leave-one-out prediction error of target CPU time",
+            )
+        )
+    return "".join(parts)
+
+
+def _validity(a: Analysis) -> str:
+    table_rows = {r.get("id"): r for r in _rows(a, "trials")}
+    body, classes = [], []
+    for t in a.trials:
+        row = table_rows.get(t.get("id"), {})
+        v = _dict(_dict(t.get("summary")).get("validity"))
+        valid = row.get("valid") if isinstance(row.get("valid"), bool) else v.get("valid")
+        flags = row.get("flags") if row.get("flags") is not None else v.get("flags")
+        if isinstance(flags, str):
+            flags = [f for f in re.split(r"[;,]", flags) if f]
+        status = t.get("status")
+        body.append(
+            [
+                t.get("id"),
+                status,
+                t.get("error") if status != "done" else None,
+                valid,
+                flags or None,
+                v.get("generator_kept_up"),
+                _num(v.get("loss")),
+                _num(v.get("cache_hit_ratio", t.get("cache_hit_ratio"))),
+                _num(v.get("answer_count_agreement")),
+            ]
+        )
+        classes.append("invalid" if status != "done" or valid is not True else "")
+    if not body:
+        return _missing("The run has no trials.")
+    return _table(
+        [
+            "trial",
+            "status",
+            "error",
+            "valid",
+            "flags",
+            "generator kept up",
+            "loss",
+            "cache hits",
+            "answer agreement",
+        ],
+        body,
+        text_columns=5,
+        row_classes=classes,
+    ) + (
+        '<p class="note">Highlighted rows are invalid or did not finish: kept in every table, left out of fits '
+        "and headline figures.</p>"
+    )
+
+
+def _verdict_class(verdict: str) -> str:
+    if verdict.startswith("agrees"):
+        return "agrees"
+    if verdict.startswith("differs"):
+        return "differs"
+    return "unmeasured"
+
+
+def _comparison(a: Analysis, comparisons: list[Comparison]) -> str:
+    setup = study.SETUP
+    parts = [
+        f"<p>The study: {esc(study.CITATION)}. It measured {esc(' and '.join(setup.resolvers))} with "
+        f"{esc(setup.generator)} on {esc(setup.clients)}. <strong>Source of the study's figures below: "
+        f"{esc(study.SOURCE)}.</strong> None of them is read off the paper's plots.</p>"
+    ]
+    if comparisons:
+        rows = []
+        for c in comparisons:
+            theirs = fmt(c.finding.value) if c.finding.value is not None else "(given in words only)"
+            verdict = f'<span class="{_verdict_class(c.verdict)}">{esc(c.verdict)}</span>'
+            rows.append(
+                [
+                    esc(c.target),
+                    esc(c.finding.claim),
+                    esc(theirs),
+                    esc(fmt(c.ours)),
+                    esc(c.finding.unit),
+                    verdict,
+                    esc(c.how),
+                ]
+            )
+        parts.append(
+            _table(
+                ["target", "study's finding", "study", "ours", "unit", "verdict", "how ours is computed"],
+                rows,
+                text_columns={0, 1, 4, 5, 6},
+                raw=True,
+            )
+        )
+        verdicts = [c.verdict for c in comparisons]
+        parts.append(
+            f"<p>Of {len(verdicts)} comparisons, {sum(v == 'agrees' for v in verdicts)} agree, "
+            f"{sum(v.startswith('differs') for v in verdicts)} differ and "
+            f"{sum(v == 'not measured' for v in verdicts)} were not measured in this run.</p>"
+        )
+    else:
+        parts.append(_missing("This run measured none of the figures the study is compared on."))
+    sources = sorted({str(r.get("energy_source")) for r in _rows(a, "energy") if r.get("energy_source")})
+    energy_note = (
+        "Our energy comes from the model (CCF coefficients): a linear function of the target's CPU time, so "
+        "energy ratios here are CPU-time ratios, while the study measured power. "
+        if any("model" in s for s in sources)
+        else "Our energy is RAPL package energy above idle, which also counts the generator's share of the package. "
+    )
+    versions = _dict(a.run.get("versions"))
+    parts.append(
+        "<p>Why differences are plausible: the study ran resolvers on their own server with twenty client "
+        "machines over a network; this run puts target and generator on one machine over loopback, so there is "
+        "no NIC or interrupt cost, receive softirq lands on the sender's core, and the two compete for caches and "
+        "memory bandwidth. Our generator (dnscost-engine) is cheaper per query than flamethrower, so the target "
+        "saturates first with fewer cores. "
+        + esc(energy_note)
+        + "Absolute kWh depend on the hardware; ratios between transports travel better than absolute values. "
+        + "Resolver and TLS library versions differ from the study's"
+        + (f" (here: {esc(', '.join(f'{k} {v}' for k, v in sorted(versions.items())))})" if versions else "")
+        + ". A verdict of “agrees” means within a factor of 1.5 for throughput shares, within a factor of 3 "
+        "for energy, and below 25 % of UDP for a collapse.</p>"
+    )
+    return _section("study", "Comparison with the study", *parts)
+
+
+def _facts(items: dict[str, Any]) -> str:
+    if not items:
+        return _missing("Not recorded.")
+    return (
+        '<dl class="facts">'
+        + "".join(
+            f"<dt>{esc(k)}</dt><dd>{esc(json.dumps(v) if isinstance(v, dict | list) else fmt(v))}</dd>"
+            for k, v in items.items()
+        )
+        + "</dl>"
+    )
+
+
+def _machine(a: Analysis) -> str:
+    run = a.run
+    machine = _dict(run.get("machine"))
+    versions = _dict(run.get("versions"))
+    spec_text = run.get("spec_toml")
+    if not isinstance(spec_text, str) or not spec_text.strip():
+        spec = run.get("spec", run.get("settings"))
+        spec_text = json.dumps(spec, indent=2, sort_keys=True) if spec is not None else ""
+    return _section(
+        "machine",
+        "Machine, software and spec",
+        "<h3>Machine</h3>",
+        _facts(machine),
+        "<h3>Software versions</h3>",
+        _facts({"dnscost": run.get("dnscost_version"), **versions}),
+        "<h3>Spec</h3>",
+        f"<pre>{esc(spec_text)}</pre>" if spec_text else _missing("No spec recorded."),
+    )
+
+
+def render_report(a: Analysis, run_dir: Path, *, headline: list[Row] | None = None) -> Path:
+    """Draws the figures into ``run_dir/figures`` and writes ``run_dir/report.html`` from an
+    analysis already made; returns the report's path. ``headline`` is
+    :func:`dnscost.analysis.headline`'s output (empty summary without it)."""
+    figures = save_figures(a, run_dir / "figures")
+    run = a.run
+    title = f"dnscost report: {run.get('experiment', 'run')} {run.get('run_id', run_dir.name)}"
+    udp_lines = [
+        f"{t}: {fmt(q)} qps"
+        for t in dict.fromkeys(str(r.get("target")) for r in _rows(a, "baseline"))
+        if (q := udp_baseline(a, t)) is not None
+    ]
+    sections = [
+        _summary(a, headline or []),
+        _section("fig3", _CAPTIONS["fig3_memory"][0], _figure("fig3_memory", figures), _memory_table(a)),
+        _section(
+            "fig4",
+            _CAPTIONS["fig4_connections"][0],
+            f'<p class="note">UDP baseline: {esc("; ".join(udp_lines))}.</p>' if udp_lines else "",
+            _figure("fig4_connections", figures),
+        ),
+        _section("fig5", _CAPTIONS["fig5_establishment"][0], _figure("fig5_establishment", figures)),
+        _section("table1", "Table I analogue: energy", _energy_table(a), _figure("energy", figures)),
+        _section("latency", _CAPTIONS["latency"][0], _figure("latency", figures), _latency_table(a)),
+        _section("cost-model", _CAPTIONS["cost_model"][0], _figure("cost_model", figures), _cost_tables(a)),
+        _comparison(a, compare(a)),
+        _section("validity", "Validity of every trial", _validity(a)),
+        _machine(a),
+    ]
+    nav = " · ".join(
+        f'<a href="#{anchor}">{esc(label)}</a>'
+        for anchor, label in (
+            ("summary", "Summary"),
+            ("fig3", "Memory"),
+            ("fig4", "Connections"),
+            ("fig5", "Lifetimes"),
+            ("table1", "Energy"),
+            ("latency", "Latency"),
+            ("cost-model", "Cost model"),
+            ("study", "Study"),
+            ("validity", "Validity"),
+            ("machine", "Machine"),
+        )
+    )
+    document = (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>{esc(title)}</title><style>{_CSS}</style></head><body>"
+        f"<h1>{esc(title)}</h1>"
+        f'<p class="note">Status {esc(run.get("status", "unknown"))}; '
+        f"started {esc(_when(run.get('created_unix_ms')))}, "
+        f"finished {esc(_when(run.get('finished_unix_ms')))}; command "
+        f"<code>{esc(' '.join(str(c) for c in run.get('command') or []))}</code>; dnscost "
+        f"{esc(run.get('dnscost_version', DASH))}. Tables: tables/*.parquet, tables/*.csv. This file needs no "
+        "network access.</p>"
+        f"<nav>{nav}</nav>" + "".join(sections) + f"<script>{_SCRIPT}</script></body></html>\n"
+    )
+    path = run_dir / "report.html"
+    path.write_text(document, encoding="utf-8")
+    return path
+
+
+def write_report(run_dir: Path) -> Path:
+    """Analyses the run in ``run_dir`` (reads stored results only), writes its tables
+    (``tables/``), figures (``figures/``) and ``report.html``; returns the report's path."""
+    a = analysis.analyze(run_dir)
+    analysis.write_tables(a, run_dir / "tables")
+    return render_report(a, run_dir, headline=analysis.headline(a))
