@@ -1,0 +1,288 @@
+"""Comparing two stored runs (``dnscost compare RUN_A RUN_B``): the same metrics side by side,
+matched by their keys, with the spread of each side and whether the difference stands out of it.
+
+Runs from machines that differ in what decides the figures (CPU model, number of CPUs, kernel
+major.minor, cgroup version, energy source) are refused unless forced.
+
+Metrics measured by repetitions (answered qps, CPU-µs per query and kWh per day at 10 000 qps of
+the establishment and connections trials, the UDP baseline) are given as the median of the valid
+repetitions with their min..max range; the difference is *significant* when the medians differ by
+more than the two half-ranges together, and unknown (None) with fewer than two repetitions on a
+side. Fitted metrics (memory per connection, cost-model terms) are given with their 95 %
+intervals; the difference is significant when the intervals do not overlap.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dnscost.analysis import Analysis, analyze
+from dnscost.analysis.stats import median
+from dnscost.analysis.tables import JOULES_PER_KWH, REFERENCE_QPS, SECONDS_PER_DAY
+from dnscost.errors import UsageError
+
+__all__ = ["CompareRow", "Comparison", "compare", "incompatibilities"]
+
+Row = dict[str, Any]
+
+
+def _kernel_release(kernel: Any) -> str | None:
+    m = re.match(r"(\d+)\.(\d+)", str(kernel or ""))
+    return f"{m[1]}.{m[2]}" if m else None
+
+
+def _energy_source(machine: Row) -> str | None:
+    if "energy_source" in machine:
+        return str(machine["energy_source"])
+    readable = machine.get("rapl_readable", machine.get("rapl"))
+    return None if readable is None else ("rapl" if readable else "model")
+
+
+MACHINE_FACTS: dict[str, Callable[[Row], Any]] = {
+    "cpu model": lambda m: m.get("cpu_model"),
+    "CPUs": lambda m: m.get("cpus"),
+    "kernel": lambda m: _kernel_release(m.get("kernel")),
+    "cgroup version": lambda m: m.get("cgroup_version"),
+    "energy source": _energy_source,
+}
+"""What two runs' machines must share to be compared, read from run.json's ``machine``."""
+
+
+def incompatibilities(machine_a: Row, machine_b: Row) -> list[str]:
+    """How two runs' machines differ in :data:`MACHINE_FACTS` (empty when comparable)."""
+    out = []
+    for name, read in MACHINE_FACTS.items():
+        a, b = read(machine_a), read(machine_b)
+        if a != b:
+            out.append(f"{name} {a!r} vs {b!r}")
+    return out
+
+
+@dataclass(frozen=True)
+class CompareRow:
+    """One metric of one key in both runs. ``diff`` is B - A, ``ratio`` B / A; ``low``/``high``
+    are the range (``spread`` = ``"range"``, min..max over valid repetitions) or the 95 %
+    interval (``"ci95"``)."""
+
+    table: str
+    metric: str
+    key: str
+    a: float | None
+    b: float | None
+    diff: float | None
+    ratio: float | None
+    a_low: float | None
+    a_high: float | None
+    b_low: float | None
+    b_high: float | None
+    spread: str
+    significant: bool | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class Comparison:
+    """Two runs compared: their paths and ids, how their machines differ (non-empty only when
+    forced), and one :class:`CompareRow` per metric and key, A's keys first."""
+
+    run_a: Path
+    run_b: Path
+    id_a: str
+    id_b: str
+    machine_differences: list[str] = field(default_factory=list)
+    rows: list[CompareRow] = field(default_factory=list)
+
+    def render(self) -> str:
+        """A readable text table, one section per source table."""
+        lines = [f"A: {self.run_a} ({self.id_a})", f"B: {self.run_b} ({self.id_b})"]
+        if self.machine_differences:
+            lines.append("WARNING: compared across machines (forced): " + "; ".join(self.machine_differences))
+        lines.append(
+            "spread: min..max over valid repetitions, or the 95 % interval of a fit; "
+            "significant: the difference exceeds both spreads together (fits: the intervals do not overlap)"
+        )
+        header = ["metric", "key", "A", "B", "B-A", "B/A", "A spread", "B spread", "significant"]
+        for table in dict.fromkeys(r.table for r in self.rows):
+            body = [header]
+            for r in (r for r in self.rows if r.table == table):
+                body.append(
+                    [
+                        r.metric,
+                        r.key,
+                        _fmt(r.a),
+                        _fmt(r.b),
+                        _fmt(r.diff),
+                        _fmt(r.ratio),
+                        _span(r.a_low, r.a_high),
+                        _span(r.b_low, r.b_high),
+                        {True: "yes", False: "no", None: "?"}[r.significant],
+                    ]
+                )
+            widths = [max(len(row[i]) for row in body) for i in range(len(header))]
+            lines += ["", f"[{table}]"]
+            for row in body:
+                cells = [c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True))]
+                lines.append("  ".join(cells).rstrip())
+        if not self.rows:
+            lines.append("no metric in common")
+        return "\n".join(lines) + "\n"
+
+
+def _fmt(x: float | None) -> str:
+    if x is None:
+        return "-"
+    if x != 0 and (abs(x) >= 1e6 or abs(x) < 1e-3):
+        return f"{x:.4g}"
+    return f"{x:,.4g}" if abs(x) < 1e4 else f"{x:,.0f}"
+
+
+def _span(low: float | None, high: float | None) -> str:
+    return "-" if low is None or high is None else f"{_fmt(low)}..{_fmt(high)}"
+
+
+@dataclass(frozen=True)
+class _Side:
+    value: float | None
+    low: float | None
+    high: float | None
+    n: int
+
+
+_Metrics = dict[tuple[str, str, str], _Side]
+"""(table, metric, key) -> one side's figure."""
+
+
+def _key(parts: list[tuple[str, Any]]) -> str:
+    text = (f"{v:g}" if isinstance(v, float) else str(v) for k, v in parts)
+    return " ".join(f"{k}={t}" if k else t for (k, v), t in zip(parts, text, strict=True) if v is not None)
+
+
+def _repeated(values: list[float]) -> _Side:
+    return _Side(median(values), min(values, default=None), max(values, default=None), len(values))
+
+
+def _kwh_per_day(r: Row) -> float | None:
+    e, q = r["energy_marginal_j"], r["queries_answered"]
+    return e / q * REFERENCE_QPS * SECONDS_PER_DAY / JOULES_PER_KWH if e is not None and q else None
+
+
+_PER_TRIAL: dict[str, Callable[[Row], float | None]] = {
+    "answered_qps": lambda r: r["answered_qps"],
+    "cpu_us_per_query": lambda r: r["cpu_us_per_query"],
+    "kwh_per_day_at_10k_qps": _kwh_per_day,
+}
+
+_GROUP_KEYS = {
+    "establishment": ("target", "transport", "lifetime", "resumption"),
+    "connections": ("target", "transport", "connections"),
+}
+
+
+def _metrics(a: Analysis) -> _Metrics:
+    out: _Metrics = {}
+    trials = a.tables["trials"].rows
+    searches: dict[str, list[float]] = {}
+    for doc, r in zip(a.trials, trials, strict=True):
+        if r["kind"] == "search":
+            found = doc.get("search")
+            best = found.get("max_qps") if isinstance(found, dict) else None
+            values = searches.setdefault(_key([("", r["target"])]), [])
+            if r["valid"] and isinstance(best, int | float):
+                values.append(float(best))
+    for label, values in searches.items():
+        out[("baseline", "udp_max_qps", label)] = _repeated(values)
+    for group, keys in _GROUP_KEYS.items():
+        load = [r for r in trials if r["group"] == group and r["kind"] == "load"]
+        grouped: dict[str, list[Row]] = {}
+        for r in load:
+            label = _key([(k if k not in ("target", "transport") else "", r[k]) for k in keys])
+            grouped.setdefault(label, []).append(r)
+        for label, rows in grouped.items():
+            for metric, read in _PER_TRIAL.items():
+                if group == "connections" and metric == "kwh_per_day_at_10k_qps":
+                    continue
+                values = [v for r in rows if r["valid"] and (v := read(r)) is not None]
+                out[(group, metric, label)] = _repeated(values)
+    for r in a.tables["memory_fit"].rows:
+        label = _key([("", r["target"]), ("", r["transport"])])
+        for kind in ("user", "kernel"):
+            out[("memory_fit", f"{kind}_bytes_per_connection", label)] = _Side(
+                r[f"{kind}_bytes_per_connection"], r[f"{kind}_ci95_low"], r[f"{kind}_ci95_high"], r["points"]
+            )
+    for r in a.tables["cost_model"].rows:
+        label = _key([("", r["target"]), ("", r["transport"])])
+        out[("cost_model", f"{r['term']}_us", label)] = _Side(r["us"], r["ci95_low"], r["ci95_high"], 0)
+    return out
+
+
+_FITTED = {"memory_fit", "cost_model"}
+
+
+def _significant(table: str, a: _Side, b: _Side) -> bool | None:
+    if a.value is None or b.value is None:
+        return None
+    if table in _FITTED:
+        if None in (a.low, a.high, b.low, b.high):
+            return None
+        return bool(a.high < b.low or b.high < a.low)  # type: ignore[operator]
+    if a.n < 2 or b.n < 2 or a.low is None or a.high is None or b.low is None or b.high is None:
+        return None
+    return abs(b.value - a.value) > (a.high - a.low) / 2 + (b.high - b.low) / 2
+
+
+def compare_analyses(a: Analysis, b: Analysis) -> list[CompareRow]:
+    """Every metric of either analysis, matched by table, metric and key (A's order, then B's
+    keys A lacks)."""
+    ma, mb = _metrics(a), _metrics(b)
+    empty = _Side(None, None, None, 0)
+    rows = []
+    for k in [*ma, *(k for k in mb if k not in ma)]:
+        sa, sb = ma.get(k, empty), mb.get(k, empty)
+        if sa.value is None and sb.value is None:
+            continue
+        both = sa.value is not None and sb.value is not None
+        rows.append(
+            CompareRow(
+                table=k[0],
+                metric=k[1],
+                key=k[2],
+                a=sa.value,
+                b=sb.value,
+                diff=sb.value - sa.value if both else None,  # type: ignore[operator]
+                ratio=sb.value / sa.value if both and sa.value else None,  # type: ignore[operator]
+                a_low=sa.low,
+                a_high=sa.high,
+                b_low=sb.low,
+                b_high=sb.high,
+                spread="ci95" if k[0] in _FITTED else "range",
+                significant=_significant(k[0], sa, sb),
+            )
+        )
+    return rows
+
+
+def compare(run_a: Path, run_b: Path, *, force: bool = False) -> Comparison:
+    """Analyses both runs and compares every metric they share. Raises
+    :class:`dnscost.errors.UsageError` when a directory holds no run, or when the machines are
+    incompatible (see :func:`incompatibilities`) and ``force`` is false."""
+    a, b = analyze(run_a), analyze(run_b)
+    differences = incompatibilities(a.run.get("machine") or {}, b.run.get("machine") or {})
+    if differences and not force:
+        raise UsageError(
+            f"{run_a} and {run_b} were measured on incompatible machines ({'; '.join(differences)}): "
+            "pass --force to compare them anyway"
+        )
+    return Comparison(
+        run_a=run_a,
+        run_b=run_b,
+        id_a=str(a.run.get("run_id", run_a.name)),
+        id_b=str(b.run.get("run_id", run_b.name)),
+        machine_differences=differences,
+        rows=compare_analyses(a, b),
+    )

@@ -1,0 +1,134 @@
+"""dnscost compare: machines checked, metrics matched by key, differences judged against the
+spread of both runs. Run B is the synthetic fixture copied and edited."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from dnscost.compare import CompareRow, Comparison, compare, incompatibilities
+from dnscost.errors import UsageError
+
+SYNTHETIC = Path(__file__).parent / "fixtures" / "runs" / "synthetic"
+
+
+def copy_run(tmp_path: Path, name: str = "b") -> Path:
+    out = tmp_path / name
+    shutil.copytree(SYNTHETIC, out, ignore=shutil.ignore_patterns("golden"))
+    return out
+
+
+def edit_json(path: Path, change: Callable[[dict[str, Any]], None]) -> None:
+    doc = json.loads(path.read_text())
+    change(doc)
+    path.write_text(json.dumps(doc))
+
+
+def edit_machine(run: Path, **facts: Any) -> None:
+    edit_json(run / "run.json", lambda d: d["machine"].update(facts))
+
+
+def row(c: Comparison, table: str, metric: str, key: str) -> CompareRow:
+    found = [r for r in c.rows if (r.table, r.metric, r.key) == (table, metric, key)]
+    assert len(found) == 1, (table, metric, key, [r.key for r in c.rows if r.table == table][:5])
+    return found[0]
+
+
+def test_a_run_against_itself_shows_no_significant_difference() -> None:
+    c = compare(SYNTHETIC, SYNTHETIC)
+    assert c.machine_differences == []
+    assert {r.table for r in c.rows} == {"baseline", "establishment", "connections", "memory_fit", "cost_model"}
+    assert all(r.diff == 0 and r.ratio == 1 for r in c.rows)
+    assert not any(r.significant for r in c.rows)
+    qps = row(c, "establishment", "answered_qps", "knot dot lifetime=1s resumption=1")
+    assert qps.spread == "range" and qps.significant is False
+    assert qps.a_low is not None and qps.a_high is not None and qps.a_low < qps.a <= qps.a_high  # type: ignore[operator]
+    # one search per target: no spread, so no verdict
+    assert row(c, "baseline", "udp_max_qps", "knot").significant is None
+    mem = row(c, "memory_fit", "user_bytes_per_connection", "dnsdist dot")
+    assert mem.spread == "ci95" and mem.significant is False
+
+
+@pytest.mark.parametrize(
+    ("facts", "named"),
+    [
+        ({"cpu_model": "Other CPU"}, "cpu model"),
+        ({"cpus": 8}, "CPUs"),
+        ({"kernel": "6.5.0-1-amd64"}, "kernel"),
+        ({"cgroup_version": 2}, "cgroup version"),
+        ({"rapl_readable": True}, "energy source"),
+    ],
+)
+def test_incompatible_machines_are_refused_unless_forced(tmp_path: Path, facts: dict[str, Any], named: str) -> None:
+    b = copy_run(tmp_path)
+    edit_machine(b, **facts)
+    with pytest.raises(UsageError) as e:
+        compare(SYNTHETIC, b)
+    message = str(e.value)
+    assert "\n" not in message and named in message and "--force" in message
+    c = compare(SYNTHETIC, b, force=True)
+    assert len(c.machine_differences) == 1 and named in c.machine_differences[0]
+    assert "WARNING" in c.render()
+
+
+def test_what_does_not_decide_the_figures_may_differ() -> None:
+    base = json.loads((SYNTHETIC / "run.json").read_text())["machine"]
+    other = {**base, "hostname": "elsewhere", "kernel": "6.1.0-27-amd64", "memory_bytes": 1, "python": "3.12.1"}
+    assert incompatibilities(base, other) == []
+
+
+def test_a_real_difference_is_significant(tmp_path: Path) -> None:
+    b = copy_run(tmp_path)
+    for rep in range(3):
+        path = b / "trials" / f"establishment-dnsdist-doh-c1000-lforever-res0-r{rep}" / "trial.json"
+        edit_json(path, lambda d: d["summary"].update(answered_qps=d["summary"]["answered_qps"] * 0.5))
+    c = compare(SYNTHETIC, b)
+    changed = row(c, "establishment", "answered_qps", "dnsdist doh lifetime=forever resumption=0")
+    assert changed.significant is True
+    assert changed.ratio == pytest.approx(0.5)
+    assert changed.diff == pytest.approx(-0.5 * changed.a)  # type: ignore[operator]
+    same = row(c, "establishment", "answered_qps", "dnsdist dot lifetime=forever resumption=0")
+    assert same.significant is False
+    assert sum(1 for r in c.rows if r.significant) == 1
+    assert "yes" in c.render()
+
+
+def test_fits_are_judged_by_their_intervals(tmp_path: Path) -> None:
+    b = copy_run(tmp_path)
+    for path in (b / "trials").glob("memory-knot-doh-*/trial.json"):
+        n = json.loads(path.read_text())["params"]["connections"]
+        edit_json(
+            path,
+            lambda d, n=n: d["summary"]["meter"].update(
+                rss_bytes_mean=d["summary"]["meter"]["rss_bytes_mean"] + 5000 * n
+            ),
+        )
+    c = compare(SYNTHETIC, b)
+    user = row(c, "memory_fit", "user_bytes_per_connection", "knot doh")
+    assert user.diff == pytest.approx(5000, rel=1e-6) and user.significant is True
+    assert row(c, "memory_fit", "kernel_bytes_per_connection", "knot doh").significant is False
+
+
+def test_keys_only_in_one_run_are_kept(tmp_path: Path) -> None:
+    b = copy_run(tmp_path)
+    edit_json(b / "run.json", lambda d: d.update(plan=[p for p in d["plan"] if p["transport"] != "doh"]))
+    c = compare(SYNTHETIC, b)
+    only_a = row(c, "establishment", "answered_qps", "knot doh lifetime=1q resumption=1")
+    assert only_a.b is None and only_a.diff is None and only_a.significant is None
+    assert only_a.a is not None
+
+
+def test_render_has_one_section_per_table() -> None:
+    text = compare(SYNTHETIC, SYNTHETIC).render()
+    for section in ("[baseline]", "[establishment]", "[connections]", "[memory_fit]", "[cost_model]"):
+        assert section in text
+    assert text.splitlines()[0] == f"A: {SYNTHETIC} (synthetic)"
+
+
+def test_not_a_run_is_a_usage_error(tmp_path: Path) -> None:
+    with pytest.raises(UsageError):
+        compare(tmp_path, SYNTHETIC)
