@@ -22,6 +22,7 @@ from types import ModuleType
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from dnscost.analysis import COLUMNS, Analysis, analyze, headline, write_tables
@@ -33,6 +34,7 @@ from dnscost.analysis.stats import (
     t_cdf,
     t_quantile,
 )
+from dnscost.analysis.write import column_type
 from dnscost.errors import UsageError
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -370,3 +372,12 @@ def test_parquet_and_csv_hold_the_same_table(synthetic: Analysis, tmp_path: Path
     trials = pq.read_table(tmp_path / "trials.parquet").to_pylist()
     assert [r["id"] for r in trials] == [r["id"] for r in synthetic.tables["trials"].rows]
     assert {str(f.type) for f in pq.read_table(tmp_path / "trials.parquet").schema if f.name == "rate"} == {"string"}
+
+
+def test_column_types_do_not_depend_on_which_values_are_present() -> None:
+    assert column_type("softirq_us", [None, None]) == pa.float64()
+    assert column_type("valid", [None]) == pa.bool_()
+    assert column_type("rate", ["max", None]) == pa.string()
+    assert column_type("target_version", [None]) == pa.string()
+    assert column_type("connections", [1, None, 3]) == pa.int64()
+    assert column_type("qps_median", [1, 2.5]) == pa.float64()

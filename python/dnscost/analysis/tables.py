@@ -12,6 +12,7 @@ from dnscost.analysis.stats import fit_line, median
 
 __all__ = [
     "COLUMNS",
+    "TEXT_COLUMNS",
     "baseline_rows",
     "connections_rows",
     "energy_rows",
@@ -64,6 +65,24 @@ COLUMNS: dict[str, list[str]] = {
     }.items()
 }
 """Every derived table's columns, in order (docs/results.md, "Derived tables")."""
+
+TEXT_COLUMNS = frozenset(
+    [
+        "id",
+        "group",
+        "kind",
+        "target",
+        "target_version",
+        "transport",
+        "lifetime",
+        "rate",
+        "status",
+        "flags",
+        "energy_source",
+        "term",
+    ]
+)
+"""Columns holding text; every other column is numeric or boolean (``valid``)."""
 
 Row = dict[str, Any]
 

@@ -11,13 +11,19 @@ import pyarrow as pa  # type: ignore[import-untyped]
 import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
 from dnscost.analysis.records import Analysis, Table
+from dnscost.analysis.tables import TEXT_COLUMNS
 
 __all__ = ["column_type", "csv_cell", "write_tables"]
 
 
-def column_type(values: list[Any]) -> pa.DataType:
-    """The column's Parquet type from its non-None values (text when they are mixed)."""
+def column_type(name: str, values: list[Any]) -> pa.DataType:
+    """The column's Parquet type: text for :data:`TEXT_COLUMNS`, else from its non-None values
+    (float when it has none, text when they are mixed)."""
     present = [v for v in values if v is not None]
+    if name in TEXT_COLUMNS:
+        return pa.string()
+    if not present:
+        return pa.bool_() if name == "valid" else pa.float64()
     if present and all(isinstance(v, bool) for v in present):
         return pa.bool_()
     if present and all(isinstance(v, int) and not isinstance(v, bool) for v in present):
@@ -52,7 +58,7 @@ def _write_parquet(table: Table, path: Path) -> None:
     arrays, fields = [], []
     for name in table.columns:
         values = table.column(name)
-        kind = column_type(values)
+        kind = column_type(name, values)
         arrays.append(pa.array([_cast(v, kind) for v in values], type=kind))
         fields.append(pa.field(name, kind))
     pq.write_table(pa.Table.from_arrays(arrays, schema=pa.schema(fields)), path)
