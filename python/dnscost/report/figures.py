@@ -26,6 +26,7 @@ from dnscost.analysis import Analysis
 
 __all__ = [
     "FIGURES",
+    "display_lifetime",
     "display_profile",
     "display_transport",
     "fig_connections",
@@ -34,7 +35,10 @@ __all__ = [
     "fig_establishment",
     "fig_latency",
     "fig_memory",
+    "lifetime_key",
     "save_figures",
+    "transport_key",
+    "udp_baseline",
 ]
 
 _TRANSPORTS: dict[str, str] = {"udp": "UDP", "tcp": "TCP", "dot": "DoT", "doh": "DoH", "doh3": "DoH3", "doq": "DoQ"}
@@ -82,7 +86,8 @@ def display_profile(lifetime: str | None, resumption: float | None) -> str:
     return text
 
 
-def _transport_key(transport: str) -> tuple[int, str]:
+def transport_key(transport: str) -> tuple[int, str]:
+    """Sorts transports as the report shows them: UDP, TCP, DoT, DoH, then the others."""
     order = list(_TRANSPORTS)
     return (order.index(transport) if transport in order else len(order), transport)
 
@@ -120,7 +125,7 @@ def _targets(rows: Iterable[Row]) -> list[str]:
 
 
 def _transports(rows: Iterable[Row]) -> list[str]:
-    return sorted({str(r["transport"]) for r in rows if r.get("transport") is not None}, key=_transport_key)
+    return sorted({str(r["transport"]) for r in rows if r.get("transport") is not None}, key=transport_key)
 
 
 def udp_baseline(a: Analysis, target: str) -> float | None:
@@ -305,7 +310,7 @@ def _profile_series(
     lifetimes = sorted({r.get("lifetime") or "forever" for r in rows}, key=lifetime_key)
     keys = sorted(
         {(str(r["transport"]), _num(r.get("resumption")) or 0.0) for r in rows if r.get("transport") is not None},
-        key=lambda k: (_transport_key(k[0]), k[1]),
+        key=lambda k: (transport_key(k[0]), k[1]),
     )
     series = []
     for transport, resumption in keys:
@@ -358,7 +363,7 @@ def _latency_rows(rows: list[Row]) -> list[Row]:
     chosen: dict[tuple[str, str, float], Row] = {}
     for r in sorted(preferred, key=lambda r: _num(r.get("connections")) or 0.0):
         chosen[(str(r.get("transport")), r.get("lifetime") or "forever", _num(r.get("resumption")) or 0.0)] = r
-    return [chosen[k] for k in sorted(chosen, key=lambda k: (_transport_key(k[0]), lifetime_key(k[1]), k[2]))]
+    return [chosen[k] for k in sorted(chosen, key=lambda k: (transport_key(k[0]), lifetime_key(k[1]), k[2]))]
 
 
 def fig_latency(a: Analysis) -> Figure | None:

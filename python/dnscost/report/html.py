@@ -20,7 +20,14 @@ from dnscost import analysis
 from dnscost.analysis import Analysis
 from dnscost.report import study
 from dnscost.report.compare import Comparison, compare, energy_source_label
-from dnscost.report.figures import display_profile, display_transport, lifetime_key, save_figures, udp_baseline
+from dnscost.report.figures import (
+    display_profile,
+    display_transport,
+    lifetime_key,
+    save_figures,
+    transport_key,
+    udp_baseline,
+)
 
 __all__ = ["render_report", "write_report"]
 
@@ -189,9 +196,17 @@ _PROLOG = re.compile(r"\A.*?(?=<svg\b)", re.S)
 _METADATA = re.compile(r"<metadata>.*?</metadata>\s*", re.S)
 
 
-def inline_svg(svg_text: str) -> str:
-    """A saved SVG made fit to sit inside HTML: no XML prolog or DOCTYPE, no metadata."""
-    return _METADATA.sub("", _PROLOG.sub("", svg_text, count=1), count=1).strip()
+_ID = re.compile(r'\bid="([^"]+)"')
+_REF = re.compile(r'(url\(#|href="#)([^)"]+)')
+
+
+def inline_svg(svg_text: str, prefix: str) -> str:
+    """A saved SVG made fit to sit inside HTML: no XML prolog, DOCTYPE or metadata, and every
+    id (and every reference to one) prefixed, since matplotlib numbers its ids afresh in each
+    figure and ids must be unique in the page."""
+    text = _METADATA.sub("", _PROLOG.sub("", svg_text, count=1), count=1).strip()
+    text = _ID.sub(lambda m: f'id="{prefix}-{m.group(1)}"', text)
+    return _REF.sub(lambda m: f"{m.group(1)}{prefix}-{m.group(2)}", text)
 
 
 def _figure(name: str, figures: dict[str, tuple[Path, Path]]) -> str:
@@ -200,7 +215,7 @@ def _figure(name: str, figures: dict[str, tuple[Path, Path]]) -> str:
         return _missing(f"No data for this figure in this run (the {table} table is empty).")
     svg_path, png_path = figures[name]
     return (
-        f'<figure id="figure-{esc(name)}">{inline_svg(svg_path.read_text())}'
+        f'<figure id="figure-{esc(name)}">{inline_svg(svg_path.read_text(), esc(name))}'
         f"<figcaption>{esc(caption)} Files: figures/{esc(svg_path.name)}, figures/{esc(png_path.name)}."
         "</figcaption></figure>"
     )
@@ -217,69 +232,68 @@ def _section(anchor: str, title: str, *parts: str) -> str:
     return f'<section id="{esc(anchor)}"><h2>{esc(title)}</h2>{"".join(parts)}</section>'
 
 
+def _kwh(energy: list[Row], transport: str, lifetime: str) -> float | None:
+    """kWh per day at 10 000 qps of one transport and lifetime without resumption."""
+    for e in energy:
+        if e.get("transport") == transport and (e.get("lifetime") or "forever") == lifetime and not e.get("resumption"):
+            return _num(e.get("kwh_per_day_at_10k_qps"))
+    return None
+
+
 def _summary(a: Analysis, headline: list[Row]) -> str:
     trials = a.trials
     done = sum(1 for t in trials if t.get("status") == "done")
     invalid = sum(1 for r in _rows(a, "trials") if r.get("valid") is False and r.get("status") == "done")
     parts = [
         f"<p>{len(trials)} trials planned, {done} done, {invalid} of those invalid (kept in the tables, left out of "
-        f'fits and headline figures); see <a href="#validity">validity</a>.</p>'
+        'fits and headline figures); see <a href="#validity">validity</a>. Figures below come from valid trials '
+        "only.</p>"
     ]
     if not headline:
         parts.append(_missing("No headline figures: the run has no valid load trials."))
         return _section("summary", "Summary", *parts)
     rows = []
     for h in headline:
-        persistent = h.get("persistent") or {}
-        collapse = h.get("collapse_1q") or {}
-        memory = h.get("memory_per_connection") or {}
-        energy = h.get("energy") or []
-        transports = sorted({*persistent, *collapse, *memory}, key=lambda t: (t == "udp", str(t)))
-        shares = "; ".join(
-            f"{display_transport(t)} {fmt(_num((persistent.get(t) or {}).get('share_of_udp')))}"
-            for t in transports
-            if t in persistent
-        )
-        falls = "; ".join(
-            f"{display_transport(t)} {fmt(_num((collapse.get(t) or {}).get('ratio')))}"
-            for t in transports
-            if t in collapse
-        )
-        mem = "; ".join(
-            f"{display_transport(t)} {fmt((_num((memory.get(t) or {}).get('total_bytes')) or 0) / 1024)} KiB"
-            for t in transports
-            if t in memory and _num((memory.get(t) or {}).get("total_bytes")) is not None
-        )
-        kwh = "; ".join(
-            f"{display_transport(e.get('transport'))} {display_profile(e.get('lifetime'), _num(e.get('resumption')))}: "
-            f"{fmt(_num(e.get('kwh_per_day_at_10k_qps')))}"
-            for e in sorted(energy, key=lambda e: (str(e.get("transport")), lifetime_key(e.get("lifetime"))))
-            if (e.get("lifetime") in (None, "forever", "1q")) and not e.get("resumption")
-        )
+        persistent, collapse = _dict(h.get("persistent")), _dict(h.get("collapse_1q"))
+        memory = _dict(h.get("memory_per_connection"))
+        energy = [e for e in h.get("energy") or [] if isinstance(e, dict)]
+        target, version, udp = h.get("target"), h.get("target_version"), _num(h.get("udp_max_qps"))
         rows.append(
-            [
-                h.get("target"),
-                h.get("target_version"),
-                _num(h.get("udp_max_qps")),
-                shares or DASH,
-                falls or DASH,
-                mem or DASH,
-                kwh or DASH,
-            ]
+            [target, version, "UDP", udp, 1.0 if udp else None, None, None, None, _kwh(energy, "udp", "forever"), None]
         )
+        for t in sorted({*persistent, *collapse, *memory} - {"udp"}, key=transport_key):
+            p, c, m = _dict(persistent.get(t)), _dict(collapse.get(t)), _dict(memory.get(t))
+            total = _num(m.get("total_bytes"))
+            rows.append(
+                [
+                    target,
+                    version,
+                    display_transport(t),
+                    _num(p.get("qps")),
+                    _num(p.get("share_of_udp")),
+                    _num(c.get("ratio")),
+                    _num(c.get("ratio_resumed")),
+                    total / 1024 if total is not None else None,
+                    _kwh(energy, t, "forever"),
+                    _kwh(energy, t, "1q"),
+                ]
+            )
     parts.append(
         _table(
             [
                 "target",
                 "version",
-                "UDP baseline (qps)",
-                "persistent, share of UDP",
-                "1 query/connection ÷ persistent",
-                "memory per connection (user + kernel)",
-                "kWh/day at 10 000 qps (persistent, 1 query)",
+                "transport",
+                "persistent qps",
+                "share of UDP",
+                "1 query/conn. \u00f7 persistent",
+                "same, resumed",
+                "KiB per connection (user + kernel)",
+                "kWh/day at 10k qps, persistent",
+                "kWh/day at 10k qps, 1 query/conn.",
             ],
             rows,
-            text_columns=2,
+            text_columns=3,
         )
     )
     return _section("summary", "Summary", *parts)
@@ -340,10 +354,9 @@ def _energy_table(a: Analysis) -> str:
     if not rows:
         return _missing("No energy figures in this run (the energy table is empty).")
     targets = list(dict.fromkeys(str(r["target"]) for r in rows if r.get("target") is not None))
-    order = ["udp", "tcp", "dot", "doh", "doh3", "doq"]
     keys = sorted(
         {(str(r["transport"]), r.get("lifetime") or "forever", _num(r.get("resumption")) or 0.0) for r in rows},
-        key=lambda k: (order.index(k[0]) if k[0] in order else len(order), k[0], lifetime_key(k[1]), k[2]),
+        key=lambda k: (transport_key(k[0]), lifetime_key(k[1]), k[2]),
     )
     by_key = {
         (r.get("target"), str(r["transport"]), r.get("lifetime") or "forever", _num(r.get("resumption")) or 0.0): r
