@@ -558,3 +558,12 @@ def test_browser_check_without_chromium(tmp_path: Path) -> None:
     with pytest.raises(MachineError) as e:
         browser.check(tmp_path / "x.html", tmp_path / "x.png", chromium=str(tmp_path / "no-chromium"))
     assert "\n" not in str(e.value)
+
+
+def test_browser_check_is_bounded(tmp_path: Path) -> None:
+    """A page whose load never ends: the check gives up at its time limit and leaves no browser."""
+    _need_chromium()
+    page = tmp_path / "hang.html"
+    page.write_text("<!DOCTYPE html><html><body><script>for (;;) {}</script></body></html>")
+    with pytest.raises(TimeoutError):
+        browser.check(page, tmp_path / "hang.png", timeout_s=5)
