@@ -103,6 +103,22 @@ fn lifecycle(transport: &str) {
     );
     assert!((15..=23).contains(&conns.len()), "{} connections opened", conns.len());
 
+    // Open first: 20 connections opened at 10/s, no query before the last is established.
+    let (run, conns) = scenario(
+        transport,
+        "open-first",
+        &[],
+        &["--connections", "20", "--open-rate", "10", "--open-first", "--warmup", "3s", "--duration", "500ms"],
+    );
+    assert_eq!(conns.len(), 20);
+    assert!(conns.iter().all(|c| c["queries"].as_u64().unwrap() > 0), "{conns:?}");
+    let intervals: Vec<&Value> = run.records.iter().filter(|r| r["type"] == "interval").collect();
+    assert_eq!(intervals[0]["queries"]["sent"], 0, "{:?}", intervals[0]);
+    assert!(intervals[0]["connections"]["established"].as_u64().unwrap() >= 5);
+    let last_open = conns.iter().map(|c| c["opened_us"].as_u64().unwrap()).max().unwrap();
+    let first_open = conns.iter().map(|c| c["opened_us"].as_u64().unwrap()).min().unwrap();
+    assert!(last_open - first_open >= 1_500_000, "opening took {} µs", last_open - first_open);
+
     // Pipelining / concurrent streams: one connection carries everything.
     let (run, conns) = scenario(
         transport,

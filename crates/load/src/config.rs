@@ -184,6 +184,10 @@ pub struct EngineConfig {
     pub idle_timeout_ms: Option<u64>,
     /// Ceiling on new connections per second, over all threads.
     pub open_rate: Option<f64>,
+    /// Open every slot's first connection before any query is sent: queries wait until all
+    /// first connections are established or have failed, or until the warm-up ends. For
+    /// measurements over N open connections, whose set-up would otherwise compete with load.
+    pub open_first: bool,
     /// Share of reconnections that try to resume the TLS session (0 to 1).
     pub resumption: Option<f64>,
     /// Outstanding queries per connection (UDP: per socket).
@@ -244,6 +248,7 @@ impl Default for EngineConfig {
             lifetime: Lifetime::default(),
             idle_timeout_ms: None,
             open_rate: None,
+            open_first: false,
             resumption: None,
             in_flight: 16,
             close: None,
@@ -371,6 +376,9 @@ impl EngineConfig {
             }
             if self.open_rate.is_some() {
                 return na("open_rate");
+            }
+            if self.open_first {
+                return na("open_first");
             }
             if self.close.is_some() {
                 return na("close");

@@ -35,6 +35,49 @@ pub struct Plan {
     pub doh: Vec<dnscost_transport::http2::RequestTemplate>,
     pub start: Instant,
     pub timeout_ns: u64,
+    /// With `open_first`: the slots whose first connection is not settled yet.
+    pub gate: Option<Gate>,
+}
+
+/// Holds queries back until every slot's first connection is settled (established or failed),
+/// across threads.
+pub struct Gate {
+    pending: std::sync::atomic::AtomicU64,
+    open: tokio::sync::Notify,
+}
+
+impl Gate {
+    pub fn new(slots: u64) -> Self {
+        Gate { pending: slots.into(), open: tokio::sync::Notify::new() }
+    }
+
+    /// One slot's first connection is settled.
+    pub fn arrive(&self) {
+        if self.pending.fetch_sub(1, std::sync::atomic::Ordering::AcqRel) == 1 {
+            self.open.notify_waiters();
+        }
+    }
+
+    fn is_open(&self) -> bool {
+        self.pending.load(std::sync::atomic::Ordering::Acquire) == 0
+    }
+
+    /// Waits until every slot has arrived, the run time `deadline_ns` passes or the run stops.
+    pub async fn wait(&self, ctx: &Ctx, stop: &mut watch::Receiver<Stop>, deadline_ns: u64) {
+        loop {
+            let opened = self.open.notified();
+            tokio::pin!(opened);
+            opened.as_mut().enable();
+            if self.is_open() || ctx.now() >= deadline_ns || *stop.borrow_and_update() != Stop::Running {
+                return;
+            }
+            tokio::select! {
+                _ = opened => {}
+                _ = ctx.sleep_until(deadline_ns.min(ctx.now() + 100_000_000)) => {}
+                r = stop.changed() => { if r.is_err() { return; } }
+            }
+        }
+    }
 }
 
 /// TLS client configurations of one thread: with a session store, and without.

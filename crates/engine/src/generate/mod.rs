@@ -82,6 +82,9 @@ pub struct GenerateArgs {
     /// Ceiling on new connections per second.
     #[arg(long)]
     open_rate: Option<f64>,
+    /// Open every first connection before sending any query (until the warm-up ends at most).
+    #[arg(long)]
+    open_first: bool,
     /// Share of reconnections that resume the TLS session (0 to 1).
     #[arg(long)]
     resumption: Option<f64>,
@@ -193,6 +196,7 @@ impl GenerateArgs {
                 .map_err(|reason| EngineError::Config(dnscost_load::ConfigError::Invalid { field: "cpus", reason }))?;
         }
         c.insecure |= self.insecure;
+        c.open_first |= self.open_first;
         c.dnssec_ok |= self.dnssec_ok;
         c.padding |= self.padding;
         c.recursion_desired &= !self.no_recursion;
@@ -287,7 +291,20 @@ fn plan(mut config: EngineConfig) -> Result<Plan, EngineError> {
         Vec::new()
     };
     let timeout_ns = config.timeout_ms * 1_000_000;
-    Ok(Plan { config, target, queries, sources, tls, server_name, doh, start: std::time::Instant::now(), timeout_ns })
+    let gate =
+        (config.open_first && config.transport.has_connections()).then(|| ctx::Gate::new(config.connections as u64));
+    Ok(Plan {
+        config,
+        target,
+        queries,
+        sources,
+        tls,
+        server_name,
+        doh,
+        start: std::time::Instant::now(),
+        timeout_ns,
+        gate,
+    })
 }
 
 /// Interval boundaries: every second, plus the ends of warm-up and of the measured period.

@@ -213,6 +213,11 @@ pub async fn run_slot(ctx: Rc<Ctx>, mut sched: Schedule, slot: u64, mut rng: Rng
         let (conn, handshake, tls_version) = match attempt {
             Ok(c) => c,
             Err((kind, error)) => {
+                if first {
+                    if let Some(g) = &plan.gate {
+                        g.arrive();
+                    }
+                }
                 first = false;
                 ctx.counters.borrow_mut().conn_fail(kind);
                 ctx.write_log(record(
@@ -230,7 +235,6 @@ pub async fn run_slot(ctx: Rc<Ctx>, mut sched: Schedule, slot: u64, mut rng: Rng
             }
         };
         backoff_ms = 0;
-        first = false;
         let established = ctx.now();
         {
             let mut c = ctx.counters.borrow_mut();
@@ -243,7 +247,15 @@ pub async fn run_slot(ctx: Rc<Ctx>, mut sched: Schedule, slot: u64, mut rng: Rng
             }
         }
         ctx.active.set(ctx.active.get() + 1);
-        let policy = ConnPolicy::new(cfg.lifetime, cfg.idle_timeout_ms, established);
+        if first {
+            if let Some(g) = &plan.gate {
+                g.arrive();
+                g.wait(&ctx, &mut stop, cfg.warmup_ms * 1_000_000).await;
+            }
+        }
+        first = false;
+        // A connection held at the gate starts its life when queries may flow.
+        let policy = ConnPolicy::new(cfg.lifetime, cfg.idle_timeout_ms, ctx.now());
         let (local, fd) = match &conn {
             Conn::Tcp(s) => (s.local_addr().ok(), s.as_raw_fd()),
             Conn::Tls(s) => (s.get_ref().0.local_addr().ok(), s.get_ref().0.as_raw_fd()),
