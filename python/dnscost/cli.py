@@ -12,6 +12,7 @@ import re
 import signal
 import sys
 import time
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -117,7 +118,35 @@ def build_parser() -> argparse.ArgumentParser:
     ld.add_argument("--tld", default="test")
     ld.add_argument("--no-fill", action="store_true", help="skip the cache pre-fill")
     ld.add_argument("--output", type=Path, help="results directory (default results/load/<run-id>)")
+
+    r = sub.add_parser("run", help="run an experiment spec (TOML) and write its report")
+    r.add_argument("spec", type=Path, nargs="?", help="the spec (not needed with --resume)")
+    r.add_argument("--output", type=Path, help="run directory (default results/<experiment>/<run-id>)")
+    r.add_argument("--resume", type=Path, metavar="RUN_DIR", help="finish an interrupted run, keeping its trials")
+    _run_options(r)
+
+    rp = sub.add_parser("reproduce", help="reproduce the reference study (ISCC 2023) on this machine")
+    rp.add_argument("--output", type=Path, help="run directory (default results/study/<run-id>)")
+    rp.add_argument("--quick", action="store_true", help="fewer points, one repetition: under ten minutes")
+    rp.add_argument("--resume", type=Path, metavar="RUN_DIR", help="finish an interrupted run")
+    _run_options(rp)
+
+    rep = sub.add_parser("report", help="recompute tables, figures and report.html of a run")
+    rep.add_argument("run_dir", type=Path)
+    rep.add_argument("--check", action="store_true", help="open the report in headless Chromium and check it")
+
+    cmp = sub.add_parser("compare", help="differences between two runs, with their uncertainty")
+    cmp.add_argument("run_a", type=Path)
+    cmp.add_argument("run_b", type=Path)
+    cmp.add_argument("--force", action="store_true", help="compare runs from different machines anyway")
     return p
+
+
+def _run_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--targets", help="comma-separated targets, replacing the spec's")
+    p.add_argument("--target-cpus", type=cpu_list, help="CPUs of the target (default: the spec's, else 0)")
+    p.add_argument("--generator-cpus", type=cpu_list, help="CPUs of the generator (default: all others)")
+    p.add_argument("--no-report", action="store_true", help="measure only; `dnscost report` makes the report later")
 
 
 def cmd_doctor() -> int:
@@ -223,17 +252,20 @@ def cmd_load(a: argparse.Namespace) -> int:
     )
     settings.validate()
     out = a.output or Path("results", "load", new_run_id())
-    run = Run(out, "load", {"trials": 1}, facts(), {"engine": engine_version()})
-    trial_dir = run.trial_dir(0, f"{a.target}-{a.transport}")
+    trial_id = f"load-{a.target}-{a.transport}"
+    plan = [{"id": trial_id, "group": "load", "kind": "load", "target": a.target, "transport": a.transport}]
+    spec = {"command": "load", "settings": asdict(settings)}
+    run = Run.create(
+        out, "load", spec=spec, spec_toml="", plan=plan, facts=facts(), versions={"engine": engine_version()}
+    )
     try:
-        record = run_trial(settings, trial_dir)
+        record = run_trial(settings, run.trial_dir(trial_id))
     except BaseException as e:
-        record_file = trial_dir / "trial.json"
-        run.add_trial(json.loads(record_file.read_text()) if record_file.exists() else {"error": str(e)})
+        run.set_trial(trial_id, "interrupted" if isinstance(e, KeyboardInterrupt) else "failed", str(e))
         run.finish("interrupted" if isinstance(e, KeyboardInterrupt) else "failed")
         raise
     run.doc["versions"][a.target] = record.get("target_version", "")
-    run.add_trial(record)
+    run.set_trial(trial_id, "done")
     run.finish("done")
     print_summary(record, out)
     return 0
@@ -281,6 +313,157 @@ def print_summary(record: dict[str, Any], out: Path) -> None:
     print(f"  results         {out}")
 
 
+def experiments_dir() -> Path:
+    """Where the shipped specs are (``experiments/`` in the repository)."""
+    return Path(__file__).parent / "experiments"
+
+
+def cmd_run(a: argparse.Namespace) -> int:
+    """``dnscost run`` and ``dnscost reproduce``: plan, run (or resume), report."""
+    import dataclasses
+
+    from dnscost.engine import engine_version
+    from dnscost.machine import facts
+    from dnscost.plan import expand
+    from dnscost.results import Run, new_run_id
+    from dnscost.runner import Progress, default_cpus, run_plan
+    from dnscost.spec import load_spec, parse_spec
+
+    if a.resume:
+        run = Run.open(a.resume)
+        spec = parse_spec(run.doc["spec_toml"], run.doc["spec"]["origin"])
+        spec = dataclasses.replace(spec, targets=tuple(run.doc["spec"]["targets"]))
+        cpus = run.doc["spec"].get("cpus", {})
+        target_cpus, generator_cpus = cpus.get("target"), cpus.get("generator")
+    else:
+        if a.command == "reproduce":
+            path = experiments_dir() / ("study-quick.toml" if a.quick else "study.toml")
+        elif a.spec is None:
+            raise UsageError("give a spec (TOML) or --resume RUN_DIR")
+        else:
+            path = a.spec
+        spec = load_spec(path)
+        if a.targets:
+            spec = dataclasses.replace(spec, targets=tuple(parse_spec_targets(a.targets)))
+        target_cpus, generator_cpus = default_cpus(
+            a.target_cpus or spec.target_cpus, a.generator_cpus or spec.generator_cpus
+        )
+    if set(target_cpus) & set(generator_cpus) or not generator_cpus:
+        raise UsageError(
+            f"target CPUs {target_cpus} and generator CPUs {generator_cpus} must be disjoint and non-empty"
+        )
+    plan = expand(spec)
+    if not plan:
+        raise UsageError(f"{spec.origin}: no trial to run (do the targets serve the transports?)")
+    if a.resume:
+        if [t.id for t in plan] != [t["id"] for t in run.doc["plan"]]:
+            raise UsageError(f"{a.resume}: the plan no longer matches the recorded one (dnscost changed?)")
+    else:
+        out = a.output or Path("results", spec.name, new_run_id())
+        resolved = {**spec.to_dict(), "cpus": {"target": target_cpus, "generator": generator_cpus}}
+        run = Run.create(
+            out,
+            spec.name,
+            spec=resolved,
+            spec_toml=spec.source,
+            plan=[t.to_dict() for t in plan],
+            facts=facts(),
+            versions={"dnscost-engine": engine_version()},
+        )
+    print(f"dnscost: {len(plan)} trials of {spec.name} into {run.dir}", file=sys.stderr)
+    run.doc["status"] = "running"
+    try:
+        counts = run_plan(
+            run, spec, plan, target_cpus=target_cpus, generator_cpus=generator_cpus, progress=Progress(len(plan))
+        )
+    except BaseException as e:
+        run.finish("interrupted" if isinstance(e, KeyboardInterrupt) else "failed")
+        print(f"dnscost: resume with: dnscost {a.command} --resume {run.dir}", file=sys.stderr)
+        raise
+    run.finish("done")
+    done = sum(1 for t in plan if run.done(t.id))
+    print(f"dnscost: {done} of {len(plan)} trials done, {counts['failed']} failed", file=sys.stderr)
+    if not a.no_report:
+        report = _report(run.dir)
+        print(f"report: {report}")
+    else:
+        print(f"results: {run.dir}")
+    return 0 if counts["failed"] == 0 else 4
+
+
+def parse_spec_targets(text: str) -> list[str]:
+    from dnscost.targets import TARGETS
+
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    for n in names:
+        if n not in TARGETS:
+            raise UsageError(f"unknown target {n} (known: {', '.join(TARGETS)})")
+    if not names:
+        raise UsageError("--targets: give at least one target")
+    return names
+
+
+def _report(run_dir: Path) -> Path:
+    """Tables, figures and report.html of a run; prints the headline figures."""
+    from dnscost.analysis import analyze, headline, write_tables
+    from dnscost.report import render_report
+
+    a = analyze(run_dir)
+    write_tables(a, run_dir / "tables")
+    rows = headline(a)
+    path = render_report(a, run_dir, headline=rows)
+    for line in format_headline(rows):
+        print(line)
+    return path
+
+
+def format_headline(rows: list[dict[str, Any]]) -> list[str]:
+    """One line per target: UDP baseline, persistent shares of UDP, collapse at one query per
+    connection, memory per connection."""
+
+    def share(x: float | None) -> str:
+        return "n/a" if x is None else f"{x:.2f}"
+
+    lines = []
+    for r in rows:
+        persistent = ", ".join(f"{t} {share(v['share_of_udp'])}" for t, v in sorted(r["persistent"].items()))
+        collapse = ", ".join(f"{t} {share(v['ratio'])}" for t, v in sorted(r["collapse_1q"].items()))
+        memory = ", ".join(
+            f"{t} {_fmt(v['total_bytes'] / 1024 if v['total_bytes'] is not None else None, ' KiB')}"
+            for t, v in sorted(r["memory_per_connection"].items())
+        )
+        lines += [
+            f"{r['target']} {r['target_version'] or ''}: UDP baseline {_fmt(r['udp_max_qps'], ' qps', 0)}",
+            f"  persistent, share of UDP      {persistent or 'n/a'}",
+            f"  1 query/connection, share of persistent  {collapse or 'n/a'}",
+            f"  memory per idle connection    {memory or 'n/a'}",
+        ]
+    return lines
+
+
+def cmd_report(a: argparse.Namespace) -> int:
+    path = _report(a.run_dir)
+    print(f"report: {path}")
+    if a.check:
+        from dnscost.report.browser import check
+
+        result = check(path, a.run_dir / "report.png")
+        print(
+            f"browser: {result.figures_rendered}/{result.figures_total} figures rendered, "
+            f"{len(result.console_errors)} console errors, screenshot {result.screenshot}"
+        )
+        if not result.ok:
+            raise DnscostError(f"{path}: the report did not render cleanly in Chromium: {result.console_errors}")
+    return 0
+
+
+def cmd_compare(a: argparse.Namespace) -> int:
+    from dnscost.compare import compare
+
+    print(compare(a.run_a, a.run_b, force=a.force).render())
+    return 0
+
+
 def _interrupt(*_: object) -> None:
     raise KeyboardInterrupt
 
@@ -294,7 +477,13 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_doctor()
         if args.command == "target":
             return cmd_target_list() if args.action == "list" else cmd_target_start(args)
-        return cmd_load(args)
+        if args.command == "load":
+            return cmd_load(args)
+        if args.command in ("run", "reproduce"):
+            return cmd_run(args)
+        if args.command == "report":
+            return cmd_report(args)
+        return cmd_compare(args)
     except DnscostError as e:
         print(f"dnscost: {e}", file=sys.stderr)
         return e.exit_code

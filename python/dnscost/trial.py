@@ -27,8 +27,12 @@ __all__ = [
     "LoadSettings",
     "Testbed",
     "check_target",
+    "describe_failure",
+    "engine_config",
     "fill_cache",
+    "measure",
     "run_trial",
+    "start_bed",
     "summarize",
     "upstream_listeners",
     "warm_cache",
@@ -190,60 +194,70 @@ def warm_cache(target: Target, workdir: Path, cpus: Sequence[int], names: int, a
     raise TargetError(f"{target.name}: cache still cold after {attempts} fills ({100 * (ratio or 0):.1f} % hits)")
 
 
-def run_trial(settings: LoadSettings, trial_dir: Path) -> dict[str, Any]:
-    """Runs one trial into ``trial_dir`` and returns its record (also written to
-    ``trial.json``). Every process started is stopped, whatever happens."""
-    from dnscost import meter
-
-    s = settings
-    s.validate()
-    record: dict[str, Any] = {"settings": asdict(s), "status": "running", "dir": trial_dir.name}
-
-    def write() -> None:
-        (trial_dir / "trial.json").write_text(json.dumps(record, indent=2) + "\n")
-
-    write()
-    bed: Testbed | None = None
-    target: Target | None = None
-    sampler = None
+def start_bed(s: LoadSettings, workdir: Path, *, fill: bool | None = None) -> tuple[Testbed, dict[str, Any]]:
+    """Creates and starts the target of ``s`` (with its upstream) in ``workdir`` and, unless
+    ``fill`` is false, fills its cache. Returns the bed and what is known of it (version, PID,
+    endpoints, cache-hit ratio after the fill)."""
+    bed = Testbed.create(
+        s.target, workdir, target_cpus=s.target_cpus, upstream_cpus=s.generator_cpus, names=s.names, tld=s.tld
+    )
     try:
-        bed = Testbed.create(
-            s.target, trial_dir, target_cpus=s.target_cpus, upstream_cpus=s.generator_cpus, names=s.names, tld=s.tld
-        )
         target = bed.target
         target.start()
-        record["target_pid"] = target.child.pid if target.child else None
-        record["target_version"] = target.version()
-        record["endpoints"] = {t: e.url() for t, e in target.endpoints.items()}
-        if s.fill and s.target != "builtin":
-            record["cache_hit_ratio"] = warm_cache(target, trial_dir / "fill", s.generator_cpus, s.names)
-        write()
-        ports = [e.port for e in target.endpoints.values()]
-        engine_pids: list[int] = []
-        start_mono, start_unix_ms = time.monotonic(), time.time() * 1000
-        cgroup = target.cgroup
-        sampler = meter.Sampler(
-            trial_dir / "meter.jsonl",
-            start_monotonic=start_mono,
-            target_cgroup=cgroup,
-            target_pids=lambda: cgroup.pids() if cgroup else [],
-            target_ports=ports,
-            target_cpus=s.target_cpus,
-            generator_pids=lambda: list(engine_pids),
-        )
-        sampler.start()
+        info: dict[str, Any] = {
+            "target_pid": target.child.pid if target.child else None,
+            "target_version": target.version(),
+            "endpoints": {t: e.url() for t, e in target.endpoints.items()},
+        }
+        if (s.fill if fill is None else fill) and s.target != "builtin":
+            info["cache_hit_ratio"] = warm_cache(target, workdir / "fill", s.generator_cpus, s.names)
+    except BaseException:
+        bed.stop()
+        raise
+    return bed, info
+
+
+def engine_config(s: LoadSettings, target: Target, trial_dir: Path) -> dict[str, Any]:
+    """The engine configuration of one trial of ``s`` against ``target``."""
+    ep = target.endpoints[s.transport]
+    config = {
+        **s.engine,
+        "transport": s.transport,
+        "target": ep.address,
+        "synthetic": s.names,
+        "tld": s.tld,
+        **_tls_options(s.transport, target, ep),
+    }
+    config.setdefault("connections_log", str(trial_dir / "engine-connections.jsonl"))
+    return config
+
+
+def measure(bed: Testbed, s: LoadSettings, trial_dir: Path, *, cache_hit_ratio: float | None) -> dict[str, Any]:
+    """One measured engine run against the started ``bed``: idle baseline, load, summary.
+    Raw data goes to ``trial_dir`` as it is produced; returns the engine configuration, the
+    summary and the target's counters."""
+    from dnscost import meter
+
+    target = bed.target
+    trial_dir.mkdir(parents=True, exist_ok=True)
+    ports = [e.port for e in target.endpoints.values()]
+    engine_pids: list[int] = []
+    start_mono, start_unix_ms = time.monotonic(), time.time() * 1000
+    cgroup = target.cgroup
+    sampler = meter.Sampler(
+        trial_dir / "meter.jsonl",
+        start_monotonic=start_mono,
+        target_cgroup=cgroup,
+        target_pids=lambda: cgroup.pids() if cgroup else [],
+        target_ports=ports,
+        target_cpus=s.target_cpus,
+        generator_pids=lambda: list(engine_pids),
+    )
+    sampler.start()
+    try:
         time.sleep(s.baseline_s)  # idle baseline of the target, before any load
         counters_before = target.counters()
-        ep = target.endpoints[s.transport]
-        config = {
-            **s.engine,
-            "transport": s.transport,
-            "target": ep.address,
-            "synthetic": s.names,
-            "tld": s.tld,
-            **_tls_options(s.transport, target, ep),
-        }
-        config.setdefault("connections_log", str(trial_dir / "engine-connections.jsonl"))
+        config = engine_config(s, target, trial_dir)
         records = generate(
             config,
             trial_dir,
@@ -254,32 +268,60 @@ def run_trial(settings: LoadSettings, trial_dir: Path) -> dict[str, Any]:
         )
         target.check_alive()
         counters_after = target.counters()
+    finally:
         sampler.stop()
-        samples = meter.read_records(trial_dir / "meter.jsonl")
-        record["summary"] = summarize(
+    samples = meter.read_records(trial_dir / "meter.jsonl")
+    return {
+        "engine_config": config,
+        "summary": summarize(
             records,
             samples,
             counters_before,
             counters_after,
             sampler_start_unix_ms=start_unix_ms,
             baseline_s=s.baseline_s,
-            cache_hit_ratio=record.get("cache_hit_ratio"),
-        )
-        record["counters"] = {"before": asdict(counters_before), "after": asdict(counters_after)}
+            cache_hit_ratio=cache_hit_ratio,
+        ),
+        "counters": {"before": asdict(counters_before), "after": asdict(counters_after)},
+    }
+
+
+def run_trial(settings: LoadSettings, trial_dir: Path) -> dict[str, Any]:
+    """Runs one trial on a target of its own into ``trial_dir`` and returns its record (also
+    written to ``trial.json``). Every process started is stopped, whatever happens."""
+    s = settings
+    s.validate()
+    record: dict[str, Any] = {"settings": asdict(s), "status": "running", "dir": trial_dir.name}
+
+    def write() -> None:
+        (trial_dir / "trial.json").write_text(json.dumps(record, indent=2) + "\n")
+
+    write()
+    bed: Testbed | None = None
+    try:
+        bed, info = start_bed(s, trial_dir)
+        record.update(info)
+        write()
+        record.update(measure(bed, s, trial_dir, cache_hit_ratio=record.get("cache_hit_ratio")))
         record["status"] = "done"
         return record
     except BaseException as e:
         record["status"] = "interrupted" if isinstance(e, KeyboardInterrupt) else "failed"
-        record["error"] = str(e) or type(e).__name__
-        if target is not None and not target.alive() and target.child is not None:
-            record["error"] = f"{record['error']} ({s.target} exited: {target.child.log_tail()})"
+        record["error"] = describe_failure(e, bed)
         raise
     finally:
-        if sampler is not None:
-            sampler.stop()
         if bed is not None:
             bed.stop()
         write()
+
+
+def describe_failure(e: BaseException, bed: Testbed | None) -> str:
+    """One line for a trial that did not finish, with the target's last words if it died."""
+    text = str(e) or type(e).__name__
+    target = bed.target if bed is not None else None
+    if target is not None and target.child is not None and not target.alive():
+        text = f"{text} ({target.name} exited: {target.child.log_tail()})"
+    return text
 
 
 def _window(samples: list[dict[str, Any]], t0: float, t1: float) -> list[dict[str, Any]]:
@@ -296,8 +338,10 @@ def summarize(
     baseline_s: float,
     cache_hit_ratio: float | None,
 ) -> dict[str, Any]:
-    """Per-unit costs of one trial over the engine's measured period, with validity flags."""
+    """Per-unit costs of one trial over the engine's measured period, with validity flags
+    (fields in ``docs/results.md``)."""
     from dnscost.meter import summary as meter_summary
+    from dnscost.meter.energy import CpuPowerModel
 
     start = next(r for r in records if r["type"] == "start")
     summ = records[-1]
@@ -317,31 +361,67 @@ def summarize(
         now, idle = window.levels.get(level), baseline.levels.get(level)
         return (now - idle) / active if active >= 1 and now is not None and idle is not None else None
 
+    energy_marginal = None
+    if window.energy_source == "rapl" and window.energy_j is not None and baseline.energy_j is not None:
+        idle_w = baseline.energy_j / baseline.duration_s if baseline.duration_s > 0 else 0.0
+        energy_marginal = max(0.0, window.energy_j - idle_w * seconds)
+    elif window.cpu_us is not None:
+        energy_marginal = CpuPowerModel(include_idle=False).energy_j(int(cpu_us), seconds, 0)
+
     engine_answered = summ["total"]["queries"]["answered"]
-    target_answers = (
-        (after.answers - before.answers) if after.answers is not None and before.answers is not None else None
-    )
+    target_answers = _delta(before.answers, after.answers)
+    # The trial's own cache-hit ratio, from the target's counters, when it answered enough.
+    hits, queries = _delta(before.cache_hits, after.cache_hits), _delta(before.queries, after.queries)
+    if hits is not None and queries is not None and queries >= 100:
+        cache_hit_ratio = hits / queries
+    offered = m["queries"]["offered"]
     # Answers to queries offered just before the window can land in it: never below zero.
-    loss = max(0.0, 1 - answered / m["queries"]["offered"]) if m["queries"]["offered"] else None
+    loss = max(0.0, 1 - answered / offered) if offered else None
+    agreement = min(engine_answered, target_answers) / max(engine_answered, target_answers) if target_answers else None
+    expected = start["config"]["connections"]
+    persistent = start["config"]["transport"] != "udp" and _forever(start["config"].get("lifetime"))
+    flags = [
+        flag
+        for flag, bad in (
+            ("generator-behind", not summ["generator_kept_up"]),
+            ("loss", loss is not None and loss > 0.01),
+            ("unbalanced", not summ["accounting"]["balanced"]),
+            ("cold-cache", cache_hit_ratio is not None and cache_hit_ratio < 0.99),
+            ("answer-mismatch", agreement is not None and agreement < 0.99),
+            ("connections-short", persistent and active < 0.95 * expected),
+        )
+        if bad
+    ]
     return {
         "measured_s": round(seconds, 3),
+        "offered_qps": m["engine"]["offered_qps"],
         "answered_qps": summ["answered_qps"],
+        "queries_offered": offered,
+        "queries_answered": answered,
+        "connections_established": established,
+        "handshakes_full": m["handshakes"]["full"],
+        "handshakes_resumed": m["handshakes"]["resumed"],
+        "connection_seconds": active * seconds,
+        "mean_active_connections": active,
+        "target_cpu_us": cpu_us,
         "target_cpu_us_per_query": cpu_us / answered if answered else None,
         "target_cpu_us_per_new_connection": cpu_us / established if established else None,
         "target_cpu_share": cpu_us / (seconds * 1e6),
-        "mean_active_connections": active,
+        "engine_cpu_us": m["engine"]["cpu_user_us"] + m["engine"]["cpu_system_us"],
         "user_bytes_per_connection": per_connection("rss_bytes_mean"),
         "kernel_bytes_per_connection": per_connection("cgroup_kernel_bytes_mean"),
         "tcp_kernel_bytes_per_connection": per_connection("tcp_bytes_mean"),
         "socket_buffer_bytes_per_connection": per_connection("socket_buffer_bytes_mean"),
         "energy_j": window.energy_j,
         "energy_source": window.energy_source,
+        "energy_marginal_j": energy_marginal,
         "energy_j_per_1000_queries": (
             window.energy_j * 1000 / answered if answered and window.energy_j is not None else None
         ),
         "latency_us": {k: m["latency"][k] for k in ("p50_us", "p90_us", "p99_us", "p999_us", "max_us")},
-        "setup_latency_us": {k: m["setup_latency"][k] for k in ("p50_us", "p99_us")},
+        "setup_latency_us": {k: m["setup_latency"][k] for k in ("p50_us", "p90_us", "p99_us", "p999_us", "max_us")},
         "meter": window.to_dict(),
+        "baseline_meter": baseline.to_dict(),
         "validity": {
             "generator_kept_up": summ["generator_kept_up"],
             "loss": loss,
@@ -349,8 +429,16 @@ def summarize(
             "cache_hit_ratio": cache_hit_ratio,
             "engine_answered": engine_answered,
             "target_answered": target_answers,
-            "answer_count_agreement": (
-                min(engine_answered, target_answers) / max(engine_answered, target_answers) if target_answers else None
-            ),
+            "answer_count_agreement": agreement,
+            "flags": flags,
+            "valid": not flags,
         },
     }
+
+
+def _delta(a: int | None, b: int | None) -> int | None:
+    return b - a if a is not None and b is not None else None
+
+
+def _forever(lifetime: Any) -> bool:
+    return lifetime is None or (lifetime.get("duration_ms") is None and lifetime.get("queries") is None)

@@ -1,0 +1,179 @@
+"""From a spec to the ordered list of trials. Pure: the same spec gives the same plan.
+
+Each group's trials are the product of its transports, its sweep axes and its repetitions,
+for every target that serves the transport. Knobs that mean nothing for a trial are
+normalised away before duplicates are dropped: udp has no lifetime, resumption or open rate;
+tcp no resumption; a connection that lives forever never resumes. Trials run target by target
+(each target's cache is filled once), in an order shuffled with the spec's seed so that slow
+drift of the machine does not line up with any parameter.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import random
+from dataclasses import dataclass
+from typing import Any
+
+from dnscost.spec import Group, Spec, duration_s
+
+__all__ = ["TrialPlan", "engine_knobs", "estimate_s", "expand"]
+
+
+@dataclass(frozen=True)
+class TrialPlan:
+    """One trial to run: identity, parameters in the spec's vocabulary, and repetition."""
+
+    id: str
+    group: str
+    kind: str
+    target: str
+    transport: str
+    params: dict[str, Any]
+    rep: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "group": self.group,
+            "kind": self.kind,
+            "target": self.target,
+            "transport": self.transport,
+            "params": self.params,
+            "rep": self.rep,
+        }
+
+
+def _normalise(kind: str, transport: str, p: dict[str, Any]) -> dict[str, Any]:
+    p = dict(p)
+    if transport == "udp":
+        p.update(lifetime="forever", resumption=0.0, open_rate=None)
+    if transport in ("udp", "tcp") or p["lifetime"] == "forever":
+        p["resumption"] = 0.0
+    if transport != "doh":
+        p["doh_method"] = None
+    if kind == "idle":
+        p.update(lifetime="forever", resumption=0.0, rate=None, in_flight=1)
+    if kind == "search":
+        p.update(rate=None)
+    return p
+
+
+def _warmup_s(kind: str, transport: str, p: dict[str, Any], settings: dict[str, Any]) -> float:
+    """The warm-up: the group's, stretched so that every connection is open (at the open-rate
+    ceiling, with margin for TLS handshakes) before the measured period starts."""
+    warmup = float(settings["warmup"])
+    if transport != "udp" and p.get("open_rate"):
+        opening = p["connections"] / p["open_rate"] * (1.5 if transport in ("dot", "doh") else 1.2)
+        warmup = max(warmup, float(math.ceil(opening + 1)))
+    return warmup
+
+
+def _label(key: str, value: Any) -> str:
+    short = {"connections": "c", "lifetime": "l", "resumption": "res", "rate": "q", "in_flight": "f", "open_rate": "o"}
+    if key == "doh_method":
+        return str(value)
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return f"{short[key]}{value}"
+
+
+def _group_trials(spec: Spec, g: Group, target: str, served: tuple[str, ...]) -> list[TrialPlan]:
+    swept = [k for k, v in g.axes.items() if len(v) > 1]
+    out: list[TrialPlan] = []
+    seen: set[tuple[Any, ...]] = set()
+    for transport in g.transports:
+        if transport not in served:
+            continue
+        for combo in itertools.product(*g.axes.values()):
+            p = _normalise(g.kind, transport, dict(zip(g.axes, combo, strict=True)))
+            key = (transport, *sorted((k, str(v)) for k, v in p.items()))
+            if key in seen:
+                continue
+            seen.add(key)
+            duration = g.settings["step_duration" if g.kind == "search" else "duration"]
+            if p["lifetime"] not in ("forever", None) and not p["lifetime"].endswith("q"):
+                # The measured period holds at least one whole lifetime, so reconnections happen in it.
+                duration = max(duration, duration_s(p["lifetime"]))
+            params = {
+                **p,
+                "duration_s": duration,
+                "warmup_s": _warmup_s(g.kind, transport, p, g.settings),
+                "timeout_s": g.settings["timeout"],
+                "baseline_s": g.settings["baseline"],
+            }
+            if g.kind == "search":
+                params.update(
+                    {k: g.settings[k] for k in ("max_loss", "start_qps", "max_qps", "precision", "max_steps")}
+                )
+            labels = [_label(k, p[k]) for k in swept if p.get(k) is not None and not _collapsed(k, transport, g)]
+            for rep in range(g.repetitions):
+                tid = "-".join([g.name, target, transport, *labels, f"r{rep}"])
+                out.append(TrialPlan(tid, g.name, g.kind, target, transport, params, rep))
+    return out
+
+
+def _collapsed(key: str, transport: str, g: Group) -> bool:
+    """Whether a swept knob was normalised away for this transport (left out of the id)."""
+    return (transport == "udp" and key in ("lifetime", "resumption", "open_rate")) or (
+        transport == "tcp" and key == "resumption"
+    )
+
+
+def expand(spec: Spec) -> list[TrialPlan]:
+    """Every trial of ``spec``, in run order."""
+    from dnscost.targets import TARGETS
+
+    rng = random.Random(spec.seed)
+    plan: list[TrialPlan] = []
+    for target in spec.targets:
+        served = tuple(TARGETS[target].transports)
+        trials = [t for g in spec.groups for t in _group_trials(spec, g, target, served)]
+        rng.shuffle(trials)
+        plan.extend(trials)
+    ids = [t.id for t in plan]
+    assert len(set(ids)) == len(ids), "trial ids repeat"
+    return plan
+
+
+def engine_knobs(t: TrialPlan) -> dict[str, Any]:
+    """The engine configuration fields of a load or idle trial (target and TLS are added by the
+    testbed)."""
+    from dnscost.cli import parse_lifetime
+
+    p = t.params
+    config: dict[str, Any] = {
+        "connections": p["connections"],
+        "duration_ms": round(p["duration_s"] * 1000),
+        "warmup_ms": round(p["warmup_s"] * 1000),
+        "timeout_ms": round(p["timeout_s"] * 1000),
+    }
+    if t.kind == "idle":
+        # Held open and (almost) silent: one query per connection per minute keeps them alive.
+        config.update(rate=max(1.0, p["connections"] / 60), in_flight=1)
+    else:
+        config.update(rate=p["rate"], in_flight=p["in_flight"])
+    if t.transport != "udp":
+        # Every connection is open before load starts: the set-up of the last ones does not
+        # compete with queries on the first (Figure 4 is about N open connections).
+        config["open_first"] = True
+        config["lifetime"] = parse_lifetime(p["lifetime"])
+        if p.get("open_rate"):
+            config["open_rate"] = p["open_rate"]
+    if t.transport in ("dot", "doh") and p["lifetime"] != "forever":
+        config["resumption"] = p["resumption"]
+    if p.get("doh_method"):
+        config["doh_method"] = p["doh_method"]
+    return config
+
+
+def estimate_s(t: TrialPlan) -> float:
+    """Rough wall time of a trial, for progress (target start and fill excluded)."""
+    p = t.params
+    per_run = float(p["warmup_s"] + p["duration_s"] + p["baseline_s"]) + 1.5
+    if t.kind == "search":
+        return per_run * 7
+    if t.kind == "idle":
+        return per_run + 3
+    return per_run

@@ -1,0 +1,270 @@
+"""Runs a plan: trials target by target, each target started once and its cache filled once
+(idle trials get a fresh target each, so that memory freed by earlier trials cannot hide the
+cost of new connections). Every trial's raw data and ``trial.json`` are written as it runs, and
+run.json after each trial, so an interrupted run loses at most the trial in progress and
+``--resume`` picks up where it stopped.
+
+A trial that fails (the target died, the engine failed) is recorded as failed and the run goes
+on with a fresh target; a mistake of the user or the machine stops the run.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from dnscost.errors import EngineError, TargetError
+from dnscost.plan import TrialPlan, engine_knobs, estimate_s
+from dnscost.results import Run, write_json
+from dnscost.spec import Spec
+from dnscost.trial import LoadSettings, Testbed, describe_failure, measure, start_bed
+
+__all__ = ["Progress", "default_cpus", "run_plan", "search", "settings_for"]
+
+
+@dataclass
+class Progress:
+    """Prints ``[k/n] trial ... (about m min left)`` lines to ``stream``."""
+
+    total: int
+    stream: Any = sys.stderr
+    started: float = 0.0
+    done: int = 0
+
+    def trial(self, k: int, t: TrialPlan, remaining_estimate_s: float, spent_estimate_s: float) -> None:
+        if not self.started:
+            self.started = time.monotonic()
+        elapsed = time.monotonic() - self.started
+        scale = elapsed / spent_estimate_s if spent_estimate_s > 30 else 1.0
+        left = remaining_estimate_s * max(scale, 0.5)
+        print(f"[{k}/{self.total}] {t.id} (about {_minutes(left)} left)", file=self.stream, flush=True)
+
+    def note(self, text: str) -> None:
+        print(f"      {text}", file=self.stream, flush=True)
+
+
+def _minutes(s: float) -> str:
+    return f"{s / 60:.0f} min" if s >= 90 else f"{s:.0f} s"
+
+
+def settings_for(spec: Spec, t: TrialPlan, target_cpus: Sequence[int], generator_cpus: Sequence[int]) -> LoadSettings:
+    engine = engine_knobs(t) if t.kind != "search" else {}
+    if t.kind != "search":
+        engine["threads"] = max(1, min(len(generator_cpus), engine["connections"]))
+    return LoadSettings(
+        t.target,
+        t.transport,
+        engine,
+        list(target_cpus),
+        list(generator_cpus),
+        spec.names,
+        spec.tld,
+        fill=t.kind != "idle",
+        baseline_s=t.params["baseline_s"],
+    )
+
+
+def search(
+    bed: Testbed,
+    s: LoadSettings,
+    t: TrialPlan,
+    trial_dir: Path,
+    cache_hit_ratio: float | None,
+    on_step: Callable[[dict[str, Any]], None] = lambda _: None,
+) -> dict[str, Any]:
+    """The highest offered UDP rate answered with loss below ``max_loss``: double from
+    ``start_qps`` until a step fails, then bisect until the bracket is within ``precision``.
+    A step in which the generator fell behind ends the search (its result is then a lower
+    bound, flagged)."""
+    p = t.params
+    lo: float | None = None
+    hi: float | None = None
+    rate = float(p["start_qps"])
+    steps: list[dict[str, Any]] = []
+    best: dict[str, Any] | None = None
+    generator_bound = False
+    for k in range(int(p["max_steps"])):
+        engine = {
+            "connections": p["connections"],
+            "in_flight": p["in_flight"],
+            "rate": rate,
+            "duration_ms": round(p["duration_s"] * 1000),
+            "warmup_ms": round(p["warmup_s"] * 1000),
+            "timeout_ms": round(p["timeout_s"] * 1000),
+            "threads": max(1, min(len(s.generator_cpus), p["connections"])),
+        }
+        step = measure(
+            bed, replace(s, engine=engine), trial_dir / "steps" / f"{k:02d}", cache_hit_ratio=cache_hit_ratio
+        )
+        v = step["summary"]["validity"]
+        loss = v["loss"]
+        ok = loss is not None and loss < p["max_loss"] and v["accounting_balanced"]
+        if not v["generator_kept_up"]:
+            generator_bound, ok = True, False
+        steps.append({"offered_qps": rate, "ok": ok, "loss": loss, "summary": step["summary"]})
+        on_step(steps[-1])
+        if ok:
+            lo, best = rate, step
+        else:
+            hi = rate
+        if generator_bound:
+            break
+        if hi is None:
+            if rate >= p["max_qps"]:
+                break
+            rate = min(rate * 2, p["max_qps"])
+        elif lo is None:
+            rate = hi / 2
+            if rate < 1:
+                break
+        else:
+            if (hi - lo) / lo <= p["precision"]:
+                break
+            rate = (lo + hi) / 2
+        rate = float(round(rate))
+    out: dict[str, Any] = {
+        "steps": steps,
+        "search": {
+            "max_qps": lo,
+            "max_loss": p["max_loss"],
+            "offered_qps": lo,
+            "failed_qps": hi,
+            "generator_bound": generator_bound,
+        },
+    }
+    out["search"]["bracketed"] = hi is not None
+    if best is not None:
+        out["engine_config"] = best["engine_config"]
+        out["summary"] = best["summary"]
+        # Without a failing step above it, the result is only a lower bound.
+        for flag, bad in (("generator-bound-search", generator_bound), ("search-unbounded", hi is None)):
+            if bad:
+                out["summary"]["validity"]["flags"].append(flag)
+                out["summary"]["validity"]["valid"] = False
+    return out
+
+
+def run_plan(
+    run: Run,
+    spec: Spec,
+    plan: list[TrialPlan],
+    *,
+    target_cpus: Sequence[int],
+    generator_cpus: Sequence[int],
+    progress: Progress | None = None,
+) -> dict[str, int]:
+    """Runs every trial of ``plan`` not yet done in ``run``; returns counts by status."""
+    progress = progress or Progress(len(plan))
+    estimates = [estimate_s(t) for t in plan]
+    counts = {"done": 0, "failed": 0, "skipped": 0}
+    bed: Testbed | None = None
+    bed_info: dict[str, Any] = {}
+    bed_target = ""
+    beds = 0
+    spent = 0.0
+    try:
+        for k, t in enumerate(plan, 1):
+            if run.done(t.id):
+                counts["skipped"] += 1
+                continue
+            progress.trial(k, t, sum(estimates[k - 1 :]), spent)
+            s = settings_for(spec, t, target_cpus, generator_cpus)
+            s.validate()
+            trial_dir = run.trial_dir(t.id)
+            trial_dir.mkdir(parents=True, exist_ok=True)
+            record: dict[str, Any] = {
+                **t.to_dict(),
+                "status": "running",
+                "error": None,
+                "target_cpus": list(target_cpus),
+                "generator_cpus": list(generator_cpus),
+            }
+            write_json(trial_dir / "trial.json", record)
+            run.set_trial(t.id, "running")
+            own_bed: Testbed | None = None
+            try:
+                if t.kind == "idle":
+                    own_bed, info = start_bed(s, trial_dir / "bed", fill=False)
+                    current = own_bed
+                else:
+                    if bed is not None and (bed_target != t.target or not bed.target.alive()):
+                        bed.stop()
+                        bed = None
+                    if bed is None:
+                        beds += 1
+                        bed, bed_info = start_bed(s, run.dir / "beds" / f"{t.target}-{beds}")
+                        bed_target = t.target
+                        bed_info["bed"] = f"beds/{t.target}-{beds}"
+                    current, info = bed, bed_info
+                run.doc["versions"][t.target] = info.get("target_version", "")
+                record.update({k: v for k, v in info.items() if k != "target_pid"})
+                write_json(trial_dir / "trial.json", record)
+                if t.kind == "search":
+
+                    def step_note(st: dict[str, Any]) -> None:
+                        loss = st["loss"]
+                        verdict = "ok" if st["ok"] else "over"
+                        text = f"{st['offered_qps']:,.0f} qps offered: loss {100 * (loss or 0):.2f} % ({verdict})"
+                        progress.note(text)
+
+                    record.update(search(current, s, t, trial_dir, info.get("cache_hit_ratio"), step_note))
+                    if "summary" not in record:
+                        raise TargetError(f"{t.target}: no offered rate was answered with loss below the limit")
+                else:
+                    record.update(measure(current, s, trial_dir, cache_hit_ratio=info.get("cache_hit_ratio")))
+                record["status"] = "done"
+                counts["done"] += 1
+                progress.note(_one_line(record))
+            except (TargetError, EngineError) as e:
+                record.update(status="failed", error=describe_failure(e, own_bed or bed))
+                counts["failed"] += 1
+                progress.note(f"failed: {record['error']}")
+                if bed is not None and not bed.target.alive():
+                    bed.stop()
+                    bed = None
+            except BaseException as e:
+                record.update(
+                    status="interrupted" if isinstance(e, KeyboardInterrupt) else "failed",
+                    error=describe_failure(e, own_bed or bed),
+                )
+                raise
+            finally:
+                if own_bed is not None:
+                    own_bed.stop()
+                write_json(trial_dir / "trial.json", record)
+                run.set_trial(t.id, record["status"], record.get("error"))
+                if t.kind == "idle":
+                    (trial_dir / "engine-connections.jsonl").unlink(missing_ok=True)
+            spent += estimates[k - 1]
+    finally:
+        if bed is not None:
+            bed.stop()
+    return counts
+
+
+def _one_line(record: dict[str, Any]) -> str:
+    s = record["summary"]
+    v = s["validity"]
+    parts = [f"{s['answered_qps']:,.0f} qps answered"]
+    if s.get("target_cpu_us_per_query") and record["kind"] != "idle":
+        parts.append(f"{s['target_cpu_us_per_query']:.1f} CPU-µs/query")
+    if record["kind"] == "idle":
+        parts.append(f"{s['mean_active_connections']:,.0f} connections held")
+    if record.get("search"):
+        parts.insert(0, f"baseline {record['search']['max_qps']:,.0f} qps")
+    parts.append("valid" if v["valid"] else "INVALID: " + ", ".join(v["flags"]))
+    return "; ".join(parts)
+
+
+def default_cpus(
+    target_cpus: Sequence[int] | None, generator_cpus: Sequence[int] | None
+) -> tuple[list[int], list[int]]:
+    """Target on CPU 0 (or as given), generator on every other CPU this process may use."""
+    target = list(target_cpus) if target_cpus else [0]
+    generator = list(generator_cpus) if generator_cpus else sorted(set(os.sched_getaffinity(0)) - set(target))
+    return target, generator

@@ -1,0 +1,329 @@
+"""Experiment specs: TOML in, a validated :class:`Spec` out. Every mistake is reported with the
+field it is in (``study.toml: group "memory": connections: ...``). The reference is
+``docs/experiments.md``.
+
+A spec names targets and groups of trials. A group has a kind (``load``: the engine at a rate or
+as fast as the target answers; ``idle``: hold connections open and measure memory; ``search``:
+the highest UDP rate answered with less than ``max_loss`` loss), transports, and engine knobs;
+a knob given as a list is a sweep axis, and a group's trials are the product of its axes.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dnscost.errors import UsageError
+
+__all__ = ["ANALYSES", "KINDS", "SWEEPABLE", "TRANSPORTS", "Group", "Spec", "load_spec", "parse_spec"]
+
+TRANSPORTS = ("udp", "tcp", "dot", "doh")
+KINDS = ("load", "idle", "search")
+ANALYSES = ("baseline", "memory", "connections", "establishment", "energy", "latency", "cost_model")
+
+SWEEPABLE = ("connections", "lifetime", "resumption", "rate", "in_flight", "open_rate", "doh_method")
+"""Knobs a group can sweep (give a list); every other field takes one value."""
+
+_DURATION = re.compile(r"([0-9]*\.?[0-9]+)(ms|s|m|h)")
+_LIFETIME = re.compile(r"forever|[0-9]*\.?[0-9]+(ms|s|m|h)|[1-9][0-9]*q")
+_DURATION_FIELDS = ("duration", "warmup", "timeout", "step_duration", "baseline")
+_GROUP_FIELDS = {
+    "name",
+    "kind",
+    "transports",
+    "repetitions",
+    "max_loss",
+    "start_qps",
+    "max_qps",
+    "precision",
+    "max_steps",
+    *SWEEPABLE,
+    *_DURATION_FIELDS,
+}
+_DEFAULTS_FIELDS = _GROUP_FIELDS - {"name", "kind", "transports"}
+_TOP_FIELDS = {
+    "name",
+    "description",
+    "targets",
+    "seed",
+    "repetitions",
+    "names",
+    "tld",
+    "target_cpus",
+    "generator_cpus",
+    "analyses",
+    "defaults",
+    "group",
+}
+
+
+def duration_s(text: str) -> float:
+    """``10s``, ``250ms``, ``2m``, ``1h`` in seconds; ValueError otherwise."""
+    m = _DURATION.fullmatch(text.strip())
+    if not m:
+        raise ValueError(f"{text!r} is not a duration (examples: 10s, 250ms, 2m)")
+    return float(m.group(1)) * {"ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}[m.group(2)]
+
+
+@dataclass(frozen=True)
+class Group:
+    """One group of trials. ``axes`` holds every sweepable knob as a tuple of values (one value
+    when not swept); ``settings`` the group's other fields with the spec's defaults applied."""
+
+    name: str
+    kind: str
+    transports: tuple[str, ...]
+    repetitions: int
+    axes: dict[str, tuple[Any, ...]]
+    settings: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Spec:
+    """A validated experiment spec. ``source`` is the TOML text it came from."""
+
+    name: str
+    description: str
+    targets: tuple[str, ...]
+    seed: int
+    names: int
+    tld: str
+    target_cpus: tuple[int, ...] | None
+    generator_cpus: tuple[int, ...] | None
+    analyses: tuple[str, ...]
+    groups: tuple[Group, ...]
+    source: str = ""
+    origin: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The resolved spec, as recorded in run.json."""
+        return {
+            "name": self.name,
+            "description": self.description,
+            "targets": list(self.targets),
+            "seed": self.seed,
+            "names": self.names,
+            "tld": self.tld,
+            "target_cpus": list(self.target_cpus) if self.target_cpus is not None else None,
+            "generator_cpus": list(self.generator_cpus) if self.generator_cpus is not None else None,
+            "analyses": list(self.analyses),
+            "groups": [
+                {
+                    "name": g.name,
+                    "kind": g.kind,
+                    "transports": list(g.transports),
+                    "repetitions": g.repetitions,
+                    "axes": {k: list(v) for k, v in g.axes.items()},
+                    "settings": g.settings,
+                }
+                for g in self.groups
+            ],
+            "origin": self.origin,
+        }
+
+
+class _Checker:
+    """Reads values from one table of the TOML document, naming the field in every error."""
+
+    def __init__(self, origin: str, where: str, table: dict[str, Any], allowed: set[str]) -> None:
+        self.origin, self.where, self.table = origin, where, table
+        unknown = sorted(set(table) - allowed)
+        if unknown:
+            self.fail(unknown[0], f"unknown field (known: {', '.join(sorted(allowed))})")
+
+    def fail(self, key: str, reason: str) -> None:
+        where = f"{self.where}: " if self.where else ""
+        raise UsageError(f"{self.origin}: {where}{key}: {reason}")
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.table.get(key, default)
+
+    def integer(self, key: str, value: Any, low: int, high: int) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            self.fail(key, f"expected an integer in {low}..={high}, got {value!r}")
+        return int(value)
+
+    def number(self, key: str, value: Any, low: float, high: float) -> float:
+        if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
+            self.fail(key, f"expected a number in {low:g}..={high:g}, got {value!r}")
+        return float(value)
+
+    def string(self, key: str, value: Any) -> str:
+        if not isinstance(value, str) or not value:
+            self.fail(key, f"expected a non-empty string, got {value!r}")
+        return str(value)
+
+    def choice(self, key: str, value: Any, choices: tuple[str, ...]) -> str:
+        if value not in choices:
+            self.fail(key, f"expected one of {', '.join(choices)}, got {value!r}")
+        return str(value)
+
+    def strings(self, key: str, value: Any, choices: tuple[str, ...] | None = None) -> tuple[str, ...]:
+        if not isinstance(value, list) or not value:
+            self.fail(key, f"expected a non-empty list of strings, got {value!r}")
+        out = tuple(self.choice(key, v, choices) if choices else self.string(key, v) for v in value)
+        if len(set(out)) != len(out):
+            self.fail(key, "values repeat")
+        return out
+
+    def duration(self, key: str, value: Any) -> float:
+        try:
+            if not isinstance(value, str):
+                raise ValueError(f"expected a duration string such as 10s, got {value!r}")
+            return duration_s(value)
+        except ValueError as e:
+            self.fail(key, str(e))
+            raise AssertionError from None
+
+    def cpus(self, key: str, value: Any) -> tuple[int, ...]:
+        from dnscost.proc import parse_cpus
+
+        try:
+            return tuple(parse_cpus(value if isinstance(value, str) else ",".join(map(str, value))))
+        except (ValueError, TypeError) as e:
+            self.fail(key, f'expected CPUs such as "0" or "1-3": {e}')
+            raise AssertionError from None
+
+
+def _knob(c: _Checker, key: str, value: Any) -> Any:
+    """One value of a sweepable knob, checked and normalised."""
+    if key == "connections":
+        return c.integer(key, value, 1, 1_000_000)
+    if key == "in_flight":
+        return c.integer(key, value, 1, 65_535)
+    if key == "resumption":
+        return c.number(key, value, 0.0, 1.0)
+    if key == "open_rate":
+        return c.number(key, value, 0.001, 1e7)
+    if key == "rate":
+        return "max" if value == "max" else c.number(key, value, 0.001, 1e8)
+    if key == "lifetime":
+        if not isinstance(value, str) or not _LIFETIME.fullmatch(value):
+            c.fail(key, f"expected forever, a duration (30s) or a query count (1q), got {value!r}")
+        return value
+    if key == "doh_method":
+        return c.choice(key, value, ("post", "get"))
+    raise AssertionError(key)
+
+
+def _settings(c: _Checker, table: dict[str, Any], keys: set[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key in sorted(keys & set(table)):
+        value = table[key]
+        if key in _DURATION_FIELDS:
+            out[key] = c.duration(key, value)
+        elif key == "repetitions":
+            out[key] = c.integer(key, value, 1, 1000)
+        elif key == "max_loss":
+            out[key] = c.number(key, value, 0.0, 0.5)
+        elif key in ("start_qps", "max_qps"):
+            out[key] = c.number(key, value, 1.0, 1e8)
+        elif key == "precision":
+            out[key] = c.number(key, value, 0.001, 1.0)
+        elif key == "max_steps":
+            out[key] = c.integer(key, value, 1, 100)
+        elif key in SWEEPABLE:
+            values = value if isinstance(value, list) else [value]
+            if not values:
+                c.fail(key, "empty list")
+            out[key] = tuple(_knob(c, key, v) for v in values)
+    return out
+
+
+GROUP_DEFAULTS: dict[str, Any] = {
+    "duration": 10.0,
+    "warmup": 2.0,
+    "timeout": 2.0,
+    "baseline": 1.0,
+    "connections": (10,),
+    "lifetime": ("forever",),
+    "resumption": (0.0,),
+    "rate": ("max",),
+    "in_flight": (1,),
+    "open_rate": (2000.0,),
+    "max_loss": 0.01,
+    "start_qps": 20_000.0,
+    "max_qps": 2_000_000.0,
+    "precision": 0.05,
+    "max_steps": 12,
+    "step_duration": 3.0,
+}
+"""What a group takes when neither it nor the spec's ``[defaults]`` says."""
+
+
+def parse_spec(text: str, origin: str = "<spec>") -> Spec:
+    """Validates a spec's TOML text; raises UsageError naming the field on any mistake."""
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise UsageError(f"{origin}: not valid TOML: {e}") from None
+    top = _Checker(origin, "", doc, _TOP_FIELDS)
+    from dnscost.targets import TARGETS
+
+    name = top.string("name", doc.get("name"))
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", name):
+        top.fail("name", f"use letters, digits, '-', '_' or '.', got {name!r}")
+    targets = top.strings("targets", doc.get("targets"), tuple(TARGETS))
+    seed = top.integer("seed", doc.get("seed", 1), 0, 2**63 - 1)
+    names = top.integer("names", doc.get("names", 10_000), 1, 10_000_000)
+    tld = top.string("tld", doc.get("tld", "test"))
+    reps = top.integer("repetitions", doc.get("repetitions", 1), 1, 1000)
+    target_cpus = top.cpus("target_cpus", doc["target_cpus"]) if "target_cpus" in doc else None
+    generator_cpus = top.cpus("generator_cpus", doc["generator_cpus"]) if "generator_cpus" in doc else None
+    analyses = top.strings("analyses", doc.get("analyses", list(ANALYSES)), ANALYSES)
+    raw_defaults = doc.get("defaults", {})
+    if not isinstance(raw_defaults, dict):
+        top.fail("defaults", "expected a table")
+    dc = _Checker(origin, "defaults", raw_defaults, _DEFAULTS_FIELDS)
+    defaults = {**GROUP_DEFAULTS, "repetitions": reps, **_settings(dc, raw_defaults, _DEFAULTS_FIELDS)}
+    raw_groups = doc.get("group")
+    if not isinstance(raw_groups, list) or not raw_groups or not all(isinstance(g, dict) for g in raw_groups):
+        top.fail("group", "expected one or more [[group]] tables")
+        raise AssertionError
+    groups: list[Group] = []
+    for i, raw in enumerate(raw_groups):
+        label = f'group "{raw["name"]}"' if isinstance(raw.get("name"), str) else f"group {i + 1}"
+        gc = _Checker(origin, label, raw, _GROUP_FIELDS)
+        gname = gc.string("name", raw.get("name"))
+        if not re.fullmatch(r"[a-z0-9][a-z0-9_]*", gname):
+            gc.fail("name", f"use lower-case letters, digits and '_', got {gname!r}")
+        if any(g.name == gname for g in groups):
+            gc.fail("name", f"another group is already called {gname!r}")
+        kind = gc.choice("kind", raw.get("kind", "load"), KINDS)
+        transports = gc.strings("transports", raw.get("transports"), TRANSPORTS)
+        merged = {**defaults, **_settings(gc, raw, _GROUP_FIELDS)}
+        if kind == "search" and transports != ("udp",):
+            gc.fail("transports", 'a search group measures the UDP baseline: transports = ["udp"]')
+        if kind == "idle" and "udp" in transports:
+            gc.fail("transports", "an idle group holds connections: udp has none")
+        if kind == "search" and merged["start_qps"] > merged["max_qps"]:
+            gc.fail("start_qps", f"above max_qps ({merged['max_qps']:g})")
+        axes = {k: merged.pop(k) for k in SWEEPABLE if k in merged}
+        groups.append(Group(gname, kind, transports, merged.pop("repetitions"), axes, merged))
+    return Spec(
+        name=name,
+        description=str(doc.get("description", "")),
+        targets=targets,
+        seed=seed,
+        names=names,
+        tld=tld,
+        target_cpus=target_cpus,
+        generator_cpus=generator_cpus,
+        analyses=analyses,
+        groups=tuple(groups),
+        source=text,
+        origin=origin,
+    )
+
+
+def load_spec(path: Path) -> Spec:
+    """Reads and validates the spec at ``path``."""
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise UsageError(f"{path}: {e.strerror or e}") from None
+    return parse_spec(text, str(path))

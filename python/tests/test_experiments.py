@@ -1,0 +1,197 @@
+"""Experiment specs (validation), their expansion into trials, and running them: progress,
+results written as trials finish, and --resume after an interruption."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from dnscost.errors import UsageError
+from dnscost.plan import engine_knobs, expand
+from dnscost.spec import load_spec, parse_spec
+
+EXPERIMENTS = Path(__file__).parents[1] / "dnscost" / "experiments"
+
+GOOD = """
+name = "t"
+targets = ["builtin"]
+repetitions = 2
+[defaults]
+duration = "1s"
+[[group]]
+name = "establishment"
+transports = ["udp", "tcp", "dot"]
+connections = 20
+lifetime = ["forever", "1q", "30s"]
+resumption = [0.0, 1.0]
+"""
+
+
+def test_shipped_specs_are_valid() -> None:
+    for path in sorted(EXPERIMENTS.glob("*.toml")):
+        spec = load_spec(path)
+        assert expand(spec), path
+    assert {p.name for p in EXPERIMENTS.glob("*.toml")} >= {"study.toml", "study-quick.toml"}
+
+
+def test_expansion_normalises_and_dedups() -> None:
+    plan = expand(parse_spec(GOOD))
+    ids = [t.id for t in plan]
+    assert len(ids) == len(set(ids))
+    by_transport = {
+        tr: sorted({t.id.rsplit("-r", 1)[0] for t in plan if t.transport == tr}) for tr in ("udp", "tcp", "dot")
+    }
+    # udp: lifetime and resumption mean nothing; tcp: resumption means nothing; dot: resumption
+    # only matters for connections that end.
+    assert by_transport["udp"] == ["establishment-builtin-udp"]
+    assert by_transport["tcp"] == [f"establishment-builtin-tcp-l{x}" for x in ("1q", "30s", "forever")]
+    assert len(by_transport["dot"]) == 5
+    assert "establishment-builtin-dot-lforever-res0" in by_transport["dot"]
+    assert len(plan) == 2 * (1 + 3 + 5)
+    # A 30 s lifetime gets a measured period of at least 30 s, so that reconnections happen in it.
+    long = next(t for t in plan if t.params["lifetime"] == "30s")
+    assert long.params["duration_s"] >= 30
+    one_q = next(t for t in plan if t.transport == "dot" and t.params["lifetime"] == "1q" and t.params["resumption"])
+    knobs = engine_knobs(one_q)
+    assert knobs["lifetime"] == {"duration_ms": None, "queries": 1} and knobs["resumption"] == 1.0
+    udp = engine_knobs(next(t for t in plan if t.transport == "udp"))
+    assert "lifetime" not in udp and "resumption" not in udp and "open_rate" not in udp
+
+
+def test_order_is_seeded() -> None:
+    a = [t.id for t in expand(parse_spec(GOOD))]
+    assert a == [t.id for t in expand(parse_spec(GOOD))]
+    b = [t.id for t in expand(parse_spec(GOOD.replace('name = "t"', 'name = "t"\nseed = 7')))]
+    assert sorted(a) == sorted(b) and a != b
+
+
+def test_targets_that_lack_a_transport_skip_it() -> None:
+    spec = parse_spec(GOOD.replace('["builtin"]', '["pdns-recursor"]'))
+    assert {t.transport for t in expand(spec)} == {"udp", "tcp"}
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (("repetitions = 2", "repetitions = 0"), "repetitions: expected an integer in 1..=1000"),
+        (("connections = 20", "connections = [20, -1]"), 'group "establishment": connections: expected an integer'),
+        (('lifetime = ["forever"', 'lifetime = ["sometimes"'), "lifetime: expected forever"),
+        (('transports = ["udp", "tcp", "dot"]', 'transports = ["udp", "smoke"]'), "transports: expected one of"),
+        (('duration = "1s"', 'duration = "1 fortnight"'), "defaults: duration:"),
+        (('duration = "1s"', 'duraton = "1s"'), "defaults: duraton: unknown field"),
+        (('targets = ["builtin"]', 'targets = ["bind10"]'), "targets: expected one of"),
+        (('name = "establishment"', 'name = "Establishment!"'), "name: use lower-case"),
+        (("resumption = [0.0, 1.0]", "resumption = 2"), "resumption: expected a number in 0..=1"),
+        (('name = "t"', 'name = "t"\nanalyses = ["vibes"]'), "analyses: expected one of"),
+        (("[[group]]", "[[grop]]"), "grop: unknown field"),
+        (("[[group]]", "[group"), "not valid TOML"),
+    ],
+)
+def test_bad_specs_name_the_field(change: tuple[str, str], message: str) -> None:
+    assert change[0] in GOOD
+    with pytest.raises(UsageError) as e:
+        parse_spec(GOOD.replace(*change, 1), "spec.toml")
+    assert message in str(e.value) and str(e.value).startswith("spec.toml: ")
+    assert "\n" not in str(e.value)
+
+
+def test_search_and_idle_groups_check_their_transports() -> None:
+    search = 'name = "s"\ntargets = ["builtin"]\n[[group]]\nname = "b"\nkind = "search"\ntransports = ["tcp"]\n'
+    with pytest.raises(UsageError, match="search group measures the UDP baseline"):
+        parse_spec(search)
+    idle = search.replace('"search"', '"idle"').replace('["tcp"]', '["udp", "tcp"]')
+    with pytest.raises(UsageError, match="udp has none"):
+        parse_spec(idle)
+
+
+def _dnscost(*args: str, **kw: object) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "dnscost.cli", *args], capture_output=True, text=True, timeout=600, check=False, **kw
+    )  # type: ignore[call-overload,no-any-return]
+
+
+def test_run_rejects_a_bad_spec_in_one_line(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_text(GOOD.replace("connections = 20", 'connections = "many"'))
+    r = _dnscost("run", str(bad), "--output", str(tmp_path / "out"))
+    assert r.returncode == 2
+    assert r.stderr.strip().count("\n") == 0 and "connections" in r.stderr
+    assert not (tmp_path / "out").exists()
+    r = _dnscost("run", str(tmp_path / "missing.toml"))
+    assert r.returncode == 2 and "missing.toml" in r.stderr
+
+
+TINY = """
+name = "tiny"
+targets = ["builtin"]
+names = 500
+[defaults]
+duration = "1s"
+warmup = "0.3s"
+baseline = "0.2s"
+[[group]]
+name = "establishment"
+transports = ["udp", "tcp", "dot"]
+connections = 8
+lifetime = ["forever", "1q"]
+rate = 2000
+"""
+
+
+def test_interrupted_run_resumes_without_redoing_trials(tmp_path: Path) -> None:
+    """Interrupt a run (SIGINT) after its first trial, then --resume: finished trials are kept
+    as they were, the rest run, and the run ends complete."""
+    spec = tmp_path / "tiny.toml"
+    spec.write_text(TINY)
+    out = tmp_path / "run"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "dnscost.cli", "run", str(spec), "--output", str(out), "--no-report"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 120
+    done: list[str] = []
+    while time.monotonic() < deadline and not done:
+        time.sleep(0.2)
+        try:
+            trials = json.loads((out / "run.json").read_text())["trials"]
+        except (OSError, json.JSONDecodeError):
+            continue
+        done = [k for k, v in trials.items() if v["status"] == "done"]
+    assert done, "no trial finished in time"
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    run = json.loads((out / "run.json").read_text())
+    assert run["status"] == "interrupted"
+    assert f"--resume {out}" in err
+    plan = [t["id"] for t in run["plan"]]
+    finished = {k for k, v in run["trials"].items() if v["status"] == "done"}
+    assert finished and len(finished) < len(plan)
+    stamps = {k: (out / "trials" / k / "trial.json").stat().st_mtime_ns for k in finished}
+    for k in finished:  # results written as produced
+        assert json.loads((out / "trials" / k / "trial.json").read_text())["summary"]["queries_answered"] > 0
+
+    r = _dnscost("run", "--resume", str(out), "--no-report")
+    assert r.returncode == 0, r.stderr
+    run = json.loads((out / "run.json").read_text())
+    assert run["status"] == "done"
+    assert all(run["trials"][k]["status"] == "done" for k in plan)
+    assert {k: (out / "trials" / k / "trial.json").stat().st_mtime_ns for k in finished} == stamps
+    assert f"{len(plan)} of {len(plan)} trials done" in r.stderr
+
+
+def test_resume_refuses_what_is_not_a_run(tmp_path: Path) -> None:
+    r = _dnscost("run", "--resume", str(tmp_path))
+    assert r.returncode == 2 and "run.json" in r.stderr
+
+
+@pytest.fixture(autouse=True)
+def _cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
