@@ -433,7 +433,8 @@ def format_headline(rows: list[dict[str, Any]]) -> list[str]:
             for t, v in sorted(r["memory_per_connection"].items())
         )
         lines += [
-            f"{r['target']} {r['target_version'] or ''}: UDP baseline {_fmt(r['udp_max_qps'], ' qps', 0)}",
+            f"{r['target']} {r['target_version'] or ''}: UDP {_fmt(r['udp_saturation_qps'], ' qps', 0)} at saturation, "
+            f"{_fmt(r['udp_max_qps'], ' qps', 0)} with loss below 1 % (open loop)",
             f"  persistent, share of UDP      {persistent or 'n/a'}",
             f"  1 query/connection, share of persistent  {collapse or 'n/a'}",
             f"  memory per idle connection    {memory or 'n/a'}",

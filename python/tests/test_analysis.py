@@ -232,7 +232,12 @@ def test_connections_leaves_the_invalid_repetition_out(synthetic: Analysis) -> N
     valid = [t["answered_qps"] for t in rows(synthetic, "trials", group="connections", target="knot",
                                              transport="dot", connections=4000, valid=True)]  # fmt: skip
     assert (r["qps_min"], r["qps_max"], r["qps_median"]) == (min(valid), max(valid), float(np.median(valid)))
-    assert r["share_of_udp"] == pytest.approx(r["qps_median"] / MAKER.TARGETS["knot"]["udp_max_qps"])
+    base = one(synthetic, "baseline", target="knot")
+    udp = [t["answered_qps"] for t in rows(synthetic, "trials", group="establishment", target="knot",
+                                           transport="udp", valid=True)]  # fmt: skip
+    # Shares of UDP divide by UDP at saturation (closed loop, like the other transports).
+    assert base["udp_reference_qps"] == base["udp_saturation_qps"] == pytest.approx(float(np.median(udp)))
+    assert r["share_of_udp"] == pytest.approx(r["qps_median"] / base["udp_reference_qps"])
 
 
 def test_establishment_counts_failed_and_missing_repetitions(synthetic: Analysis) -> None:
@@ -327,11 +332,13 @@ def test_unreadable_trial_json_is_kept_as_unreadable(tmp_path: Path) -> None:
     (tmp_path / "run" / "trials" / tid / "trial.json").write_text("{")
     a = analyze(tmp_path / "run")
     assert one(a, "trials", id=tid)["status"] == "unreadable"
-    assert one(a, "baseline", target="knot") == {
+    base = one(a, "baseline", target="knot")
+    assert base | {"udp_saturation_qps": None, "udp_reference_qps": None} == {
         "target": "knot", "udp_max_qps": None, "offered_qps": None, "loss": None, "cpu_us_per_query": None,
-        "valid": False,
+        "valid": False, "udp_saturation_qps": None, "udp_reference_qps": None,
     }  # fmt: skip
-    assert one(a, "connections", target="knot", transport="dot", connections=100)["share_of_udp"] is None
+    # Without its search, the reference is UDP at saturation.
+    assert base["udp_reference_qps"] == base["udp_saturation_qps"] is not None
 
 
 # --- writing and golden tables -----------------------------------------------------------------

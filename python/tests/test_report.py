@@ -60,6 +60,8 @@ def make_analysis(*, targets: dict[str, float] | None = None) -> Analysis:
             {
                 "target": target,
                 "udp_max_qps": udp,
+                "udp_saturation_qps": udp,
+                "udp_reference_qps": udp,
                 "offered_qps": udp,
                 "loss": 0.002,
                 "cpu_us_per_query": 5.0,
@@ -121,7 +123,7 @@ def make_analysis(*, targets: dict[str, float] | None = None) -> Analysis:
                         "qps_max": med * 1.03,
                         "reps": 3,
                         "valid_reps": 3,
-                        "udp_max_qps": udp,
+                        "udp_reference_qps": udp,
                         "share_of_udp": med / udp,
                     }
                 )
@@ -140,7 +142,7 @@ def make_analysis(*, targets: dict[str, float] | None = None) -> Analysis:
                             "qps_max": med * 1.1,
                             "reps": 3,
                             "valid_reps": 3,
-                            "udp_max_qps": udp,
+                            "udp_reference_qps": udp,
                             "share_of_udp": med / udp,
                             "cpu_us_per_query": cpu,
                             "handshakes_per_s": med if lifetime == "1q" else med / 100,
@@ -321,7 +323,7 @@ def test_figures_are_deterministic(tmp_path: Path) -> None:
 
 def test_transport_display_names_are_used(tmp_path: Path) -> None:
     svg = save_figures(make_analysis(targets=ONE_TARGET), tmp_path)["fig4_connections"][0].read_text()
-    assert "DoH" in svg and "DoT" in svg and "UDP baseline" in svg
+    assert "DoH" in svg and "DoT" in svg and "UDP (" in svg
 
 
 @pytest.mark.parametrize("make", [empty_analysis, lambda: _tables_only(make_analysis())])

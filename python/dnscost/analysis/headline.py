@@ -32,7 +32,9 @@ def _ratio(a: float | None, b: float | None) -> float | None:
 def headline(a: Analysis) -> list[dict[str, Any]]:
     """Per target, in plan order, a dict with:
 
-    - ``target``, ``target_version``, ``udp_max_qps`` (the UDP baseline);
+    - ``target``, ``target_version``, ``udp_max_qps`` (the UDP baseline: open loop, loss below
+      the limit), ``udp_saturation_qps`` (closed loop) and ``udp_reference_qps`` (what shares of
+      UDP divide by: saturation when measured, else the baseline);
     - ``persistent``: per transport other than UDP, ``{qps, share_of_udp, source}`` with
       persistent connections: the establishment table at lifetime ``forever`` (no resumption),
       else the connections table at its smallest number of connections;
@@ -48,7 +50,7 @@ def headline(a: Analysis) -> list[dict[str, Any]]:
     out = []
     for target in targets:
         version = next((r["target_version"] for r in t["trials"].rows if r["target"] == target), None)
-        udp = baseline.get(target, {}).get("udp_max_qps")
+        udp = baseline.get(target, {}).get("udp_reference_qps")
         est = [r for r in t["establishment"].rows if r["target"] == target]
         conns = [r for r in t["connections"].rows if r["target"] == target and r["qps_median"] is not None]
         transports = list(dict.fromkeys(r["transport"] for r in est + conns if r["transport"] != "udp"))
@@ -94,7 +96,9 @@ def headline(a: Analysis) -> list[dict[str, Any]]:
             {
                 "target": target,
                 "target_version": version,
-                "udp_max_qps": udp,
+                "udp_max_qps": baseline.get(target, {}).get("udp_max_qps"),
+                "udp_saturation_qps": baseline.get(target, {}).get("udp_saturation_qps"),
+                "udp_reference_qps": udp,
                 "persistent": persistent,
                 "collapse_1q": collapse,
                 "memory_per_connection": memory,

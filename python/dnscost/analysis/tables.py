@@ -40,17 +40,17 @@ COLUMNS: dict[str, list[str]] = {
             kernel_bytes kernel_baseline_bytes energy_j energy_marginal_j energy_source latency_p50_us
             latency_p90_us latency_p99_us latency_p999_us setup_p50_us setup_p99_us
         """,
-        "baseline": "target udp_max_qps offered_qps loss cpu_us_per_query valid",
+        "baseline": "target udp_max_qps offered_qps loss cpu_us_per_query valid udp_saturation_qps udp_reference_qps",
         "memory_points": "target transport connections rss_delta_bytes kernel_delta_bytes tcp_delta_bytes valid",
         "memory_fit": """
             target transport user_bytes_per_connection user_ci95_low user_ci95_high kernel_bytes_per_connection
             kernel_ci95_low kernel_ci95_high user_r2 kernel_r2 points max_connections
         """,
         "connections": """
-            target transport connections qps_min qps_median qps_max reps valid_reps udp_max_qps share_of_udp
+            target transport connections qps_min qps_median qps_max reps valid_reps udp_reference_qps share_of_udp
         """,
         "establishment": """
-            target transport lifetime resumption qps_min qps_median qps_max reps valid_reps udp_max_qps
+            target transport lifetime resumption qps_min qps_median qps_max reps valid_reps udp_reference_qps
             share_of_udp cpu_us_per_query handshakes_per_s
         """,
         "energy": """
@@ -211,17 +211,27 @@ def _values(rows: Iterable[Row], column: str) -> list[float]:
 
 
 def baseline_rows(trials: list[dict[str, Any]], rows: list[Row]) -> list[Row]:
-    """One row per target from its UDP capacity searches (``kind`` search): medians over the valid
-    repetitions of the highest answered rate with loss below ``search.max_loss``."""
+    """One row per target: from its UDP capacity searches (``kind`` search), medians over the
+    valid repetitions of the highest answered rate with loss below ``search.max_loss``; and UDP
+    at saturation (closed loop, group ``establishment``), measured like the other transports'
+    throughput. The reference for shares of UDP is the latter when measured, else the former."""
     searches = [(t, r) for t, r in zip(trials, rows, strict=True) if r["kind"] == "search"]
+    by_target = group_by(searches, lambda p: p[1]["target"])
+    saturation = group_by(
+        [r for r in rows if r["group"] == "establishment" and r["kind"] == "load" and r["transport"] == "udp"],
+        lambda r: r["target"],
+    )
     out = []
-    for target, pairs in group_by(searches, lambda p: p[1]["target"]).items():
+    for target in dict.fromkeys([*by_target, *saturation]):
+        pairs = by_target.get(target, [])
         valid = [(t, r) for t, r in pairs if r["valid"]]
         found = [_dict(t.get("search")) for t, _ in valid]
+        udp_max = median([q for f in found if (q := _num(f.get("max_qps"))) is not None])
+        udp_saturation = median(_values(saturation.get(target, []), "answered_qps"))
         out.append(
             {
                 "target": target,
-                "udp_max_qps": median([q for f in found if (q := _num(f.get("max_qps"))) is not None]),
+                "udp_max_qps": udp_max,
                 "offered_qps": median([q for f in found if (q := _num(f.get("offered_qps"))) is not None]),
                 "loss": median(
                     [
@@ -232,6 +242,8 @@ def baseline_rows(trials: list[dict[str, Any]], rows: list[Row]) -> list[Row]:
                 ),
                 "cpu_us_per_query": median(_values([r for _, r in pairs], "cpu_us_per_query")),
                 "valid": bool(valid),
+                "udp_saturation_qps": udp_saturation,
+                "udp_reference_qps": udp_saturation if udp_saturation is not None else udp_max,
             }
         )
     return out
@@ -289,7 +301,7 @@ def memory_fit_rows(points: list[Row]) -> list[Row]:
 
 
 def _udp_max(baseline: list[Row]) -> dict[Any, float | None]:
-    return {b["target"]: b["udp_max_qps"] for b in baseline}
+    return {b["target"]: b["udp_reference_qps"] for b in baseline}
 
 
 def _throughput(group: list[Row], udp_max: float | None) -> Row:
@@ -301,7 +313,7 @@ def _throughput(group: list[Row], udp_max: float | None) -> Row:
         "qps_max": max(qps, default=None),
         "reps": len(group),
         "valid_reps": sum(1 for r in group if r["valid"]),
-        "udp_max_qps": udp_max,
+        "udp_reference_qps": udp_max,
         "share_of_udp": mid / udp_max if mid is not None and udp_max else None,
     }
 

@@ -55,12 +55,12 @@ def _rows(a: Analysis, name: str) -> list[dict[str, Any]]:
 
 def _udp(a: Analysis, target: str) -> float | None:
     for r in _rows(a, "baseline"):
-        if r.get("target") == target and _num(r.get("udp_max_qps")):
-            return _num(r["udp_max_qps"])
+        if r.get("target") == target and _num(r.get("udp_reference_qps")):
+            return _num(r["udp_reference_qps"])
     for name in ("establishment", "connections"):
         for r in _rows(a, name):
-            if r.get("target") == target and _num(r.get("udp_max_qps")):
-                return _num(r["udp_max_qps"])
+            if r.get("target") == target and _num(r.get("udp_reference_qps")):
+                return _num(r["udp_reference_qps"])
     return None
 
 
@@ -100,7 +100,7 @@ def _verdict(ours: float | None, theirs: float | None, factor: float) -> str:
 def _doh_persistent(a: Analysis, target: str, udp: float | None) -> tuple[float | None, str]:
     row = _establishment(a, target, "doh", "forever")
     if row is not None and udp:
-        return float(row["qps_median"]) / udp, "establishment: DoH persistent median qps / UDP baseline"
+        return float(row["qps_median"]) / udp, "establishment: DoH persistent median qps / UDP reference"
     conns = [
         r
         for r in _rows(a, "connections")
@@ -110,7 +110,7 @@ def _doh_persistent(a: Analysis, target: str, udp: float | None) -> tuple[float 
         best = max(conns, key=lambda r: float(r["qps_median"]))
         return (
             float(best["qps_median"]) / udp,
-            f"connections: DoH best median qps ({best.get('connections')} connections) / UDP baseline",
+            f"connections: DoH best median qps ({best.get('connections')} connections) / UDP reference",
         )
     return None, "needs the UDP baseline and DoH with persistent connections"
 
@@ -139,7 +139,7 @@ def compare(a: Analysis) -> list[Comparison]:
                 finding("one_query_collapse"),
                 target,
                 collapse,
-                "establishment: DoH one query per connection median qps / UDP baseline "
+                "establishment: DoH one query per connection median qps / UDP reference "
                 f"(collapse: < {COLLAPSE_SHARE:.0%})",
                 verdict,
             )

@@ -129,15 +129,16 @@ def _transports(rows: Iterable[Row]) -> list[str]:
 
 
 def udp_baseline(a: Analysis, target: str) -> float | None:
-    """The target's UDP baseline (highest rate answered with loss below the limit), from the
-    ``baseline`` table, else from the ``udp_max_qps`` column of the load tables."""
+    """The target's UDP reference (closed-loop saturation when measured, else the highest rate
+    answered with loss below the limit), from the ``baseline`` table, else from the
+    ``udp_reference_qps`` column of the load tables."""
     for row in _rows(a, "baseline"):
-        if row.get("target") == target and _num(row.get("udp_max_qps")) is not None:
-            return _num(row["udp_max_qps"])
+        if row.get("target") == target and _num(row.get("udp_reference_qps")) is not None:
+            return _num(row["udp_reference_qps"])
     for name in ("connections", "establishment"):
         for row in _rows(a, name):
-            if row.get("target") == target and _num(row.get("udp_max_qps")) is not None:
-                return _num(row["udp_max_qps"])
+            if row.get("target") == target and _num(row.get("udp_reference_qps")) is not None:
+                return _num(row["udp_reference_qps"])
     return None
 
 
@@ -191,7 +192,7 @@ def _grouped_bars(
 
 def _udp_line(ax: Axes, qps: float | None) -> None:
     if qps is not None:
-        ax.axhline(qps, color=_colour("udp"), linestyle="--", linewidth=1.2, label=f"UDP baseline ({qps:,.0f} qps)")
+        ax.axhline(qps, color=_colour("udp"), linestyle="--", linewidth=1.2, label=f"UDP ({qps:,.0f} qps)")
 
 
 def fig_memory(a: Analysis) -> Figure | None:

@@ -26,7 +26,6 @@ from dnscost.report.figures import (
     lifetime_key,
     save_figures,
     transport_key,
-    udp_baseline,
 )
 
 __all__ = ["render_report", "write_report"]
@@ -82,7 +81,7 @@ _CAPTIONS: dict[str, tuple[str, str, str]] = {
     "fig4_connections": (
         "Figure 4 analogue: throughput against persistent connections",
         "Answered queries per second against the number of persistent connections (log scale): median over "
-        "repetitions, band from minimum to maximum; dashed: the UDP baseline.",
+        "repetitions, band from minimum to maximum; dashed: UDP at saturation (closed loop, else the baseline).",
         "connections",
     ),
     "fig5_establishment": (
@@ -642,9 +641,9 @@ def render_report(a: Analysis, run_dir: Path, *, headline: list[Row] | None = No
     run = a.run
     title = f"dnscost report: {run.get('experiment', 'run')} {run.get('run_id', run_dir.name)}"
     udp_lines = [
-        f"{t}: {fmt(q)} qps"
-        for t in dict.fromkeys(str(r.get("target")) for r in _rows(a, "baseline"))
-        if (q := udp_baseline(a, t)) is not None
+        f"{r.get('target')}: {fmt(_num(r.get('udp_saturation_qps')))} qps at saturation (closed loop, the reference "
+        f"for shares of UDP), {fmt(_num(r.get('udp_max_qps')))} qps with loss below 1 % (open loop)"
+        for r in _rows(a, "baseline")
     ]
     sections = [
         _summary(a, headline or []),
@@ -652,7 +651,7 @@ def render_report(a: Analysis, run_dir: Path, *, headline: list[Row] | None = No
         _section(
             "fig4",
             _CAPTIONS["fig4_connections"][0],
-            f'<p class="note">UDP baseline: {esc("; ".join(udp_lines))}.</p>' if udp_lines else "",
+            f'<p class="note">UDP: {esc("; ".join(udp_lines))}.</p>' if udp_lines else "",
             _figure("fig4_connections", figures),
         ),
         _section("fig5", _CAPTIONS["fig5_establishment"][0], _figure("fig5_establishment", figures)),
