@@ -1,0 +1,89 @@
+"""The main job end to end: ``dnscost reproduce --quick`` on the built-in responder and one real
+resolver (dnsdist), then its report opened in headless Chromium. The screenshot is kept under
+$DNSCOST_ARTIFACTS when set."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import need
+
+from dnscost.report.browser import check
+
+pytestmark = pytest.mark.resolver
+
+
+def test_reproduce_quick_builtin_and_dnsdist(tmp_path: Path) -> None:
+    need(os.geteuid() == 0, "needs root (cgroups)")
+    need(shutil.which("dnsdist") is not None, "needs dnsdist (Debian package dnsdist)")
+    need(shutil.which("chromium") is not None, "needs chromium (Debian package chromium)")
+    out = tmp_path / "study"
+    r = subprocess.run(
+        [sys.executable, "-m", "dnscost.cli", "reproduce", "--quick", "--targets", "builtin,dnsdist"]
+        + ["--output", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=1200,
+        check=False,
+        cwd=tmp_path,
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.strip().splitlines()[-1] == f"report: {out / 'report.html'}"
+    assert "[1/" in r.stderr and "left)" in r.stderr  # progress
+
+    run = json.loads((out / "run.json").read_text())
+    assert run["status"] == "done" and run["format_version"] == 2
+    assert run["spec"]["targets"] == ["builtin", "dnsdist"]
+    assert run["versions"]["dnsdist"] and run["machine"]["cpus"]
+    assert all(run["trials"][t["id"]]["status"] == "done" for t in run["plan"])
+    groups = {t["group"] for t in run["plan"]}
+    assert groups == {"baseline", "memory", "connections", "establishment"}
+
+    # Every derived table, as Parquet and CSV; the headline figures are there for both targets.
+    for name in ("trials", "baseline", "memory_fit", "connections", "establishment", "energy", "cost_model"):
+        assert (out / "tables" / f"{name}.parquet").stat().st_size > 0
+        with (out / "tables" / f"{name}.csv").open() as f:
+            rows = list(csv.DictReader(f))
+        assert rows, name
+    with (out / "tables" / "baseline.csv").open() as f:
+        baseline = {row["target"]: row for row in csv.DictReader(f)}
+    assert float(baseline["dnsdist"]["udp_reference_qps"]) > 1000
+    with (out / "tables" / "memory_fit.csv").open() as f:
+        fits = [row for row in csv.DictReader(f) if row["target"] == "dnsdist"]
+    assert {row["transport"] for row in fits} == {"tcp", "dot", "doh"}
+    # A TLS connection costs dnsdist more memory than a TCP one.
+    per = {row["transport"]: float(row["user_bytes_per_connection"]) for row in fits}
+    assert per["dot"] > per["tcp"] and per["doh"] > per["tcp"]
+    with (out / "tables" / "energy.csv").open() as f:
+        energy = [row for row in csv.DictReader(f) if row["target"] == "dnsdist"]
+    kwh = {(row["transport"], row["lifetime"], row["resumption"]): float(row["kwh_per_day_at_10k_qps"]) for row in energy}
+    # One query per connection over DoH costs more energy than persistent UDP.
+    assert kwh[("doh", "1q", "0.0")] > kwh[("udp", "forever", "0.0")]
+    for name in ("fig3_memory", "fig4_connections", "fig5_establishment", "energy"):
+        assert (out / "figures" / f"{name}.svg").exists() and (out / "figures" / f"{name}.png").exists()
+
+    # The report is self-contained and renders cleanly in a real browser.
+    html = (out / "report.html").read_text()
+    assert 'src="http' not in html and 'href="http' not in html
+    shots = Path(os.environ.get("DNSCOST_ARTIFACTS", tmp_path))
+    shots.mkdir(parents=True, exist_ok=True)
+    result = check(out / "report.html", shots / "reproduce-quick.png")
+    print(f"screenshot: {result.screenshot}")
+    assert result.console_errors == []
+    assert result.figures_total >= 5 and result.figures_rendered == result.figures_total
+
+    # Derived data is recomputable from the raw data alone.
+    shutil.rmtree(out / "tables")
+    (out / "report.html").unlink()
+    r = subprocess.run(
+        [sys.executable, "-m", "dnscost.cli", "report", str(out)], capture_output=True, text=True, timeout=300, check=False
+    )
+    assert r.returncode == 0, r.stderr
+    assert (out / "tables" / "energy.csv").exists() and (out / "report.html").exists()
