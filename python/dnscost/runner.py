@@ -10,7 +10,9 @@ on with a fresh target; a mistake of the user or the machine stops the run.
 
 from __future__ import annotations
 
+import gzip
 import os
+import shutil
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -238,13 +240,22 @@ def run_plan(
                     own_bed.stop()
                 write_json(trial_dir / "trial.json", record)
                 run.set_trial(t.id, record["status"], record.get("error"))
-                if t.kind == "idle":
-                    (trial_dir / "engine-connections.jsonl").unlink(missing_ok=True)
+                _compress(trial_dir / "engine-connections.jsonl", keep=t.kind != "idle")
             spent += estimates[k - 1]
     finally:
         if bed is not None:
             bed.stop()
     return counts
+
+
+def _compress(path: Path, *, keep: bool) -> None:
+    """The per-connection log, gzipped (one query per connection writes tens of MB), or removed."""
+    if not path.exists():
+        return
+    if keep:
+        with path.open("rb") as src, gzip.open(path.with_name(path.name + ".gz"), "wb", compresslevel=6) as dst:
+            shutil.copyfileobj(src, dst)
+    path.unlink()
 
 
 def _one_line(record: dict[str, Any]) -> str:

@@ -281,7 +281,7 @@ def measure(bed: Testbed, s: LoadSettings, trial_dir: Path, *, cache_hit_ratio: 
             sampler_start_unix_ms=start_unix_ms,
             baseline_s=s.baseline_s,
             cache_hit_ratio=cache_hit_ratio,
-            target_cores=len(s.target_cpus),
+            target_cpus=s.target_cpus,
         ),
         "counters": {"before": asdict(counters_before), "after": asdict(counters_after)},
     }
@@ -338,7 +338,7 @@ def summarize(
     sampler_start_unix_ms: float,
     baseline_s: float,
     cache_hit_ratio: float | None,
-    target_cores: int = 1,
+    target_cpus: Sequence[int] = (0,),
 ) -> dict[str, Any]:
     """Per-unit costs of one trial over the engine's measured period, with validity flags
     (fields in ``docs/results.md``). A generator that fell behind invalidates the trial only
@@ -382,7 +382,8 @@ def summarize(
     # Answers to queries offered just before the window can land in it: never below zero.
     loss = max(0.0, 1 - answered / offered) if offered else None
     agreement = min(engine_answered, target_answers) / max(engine_answered, target_answers) if target_answers else None
-    target_saturated = cpu_us / (seconds * 1e6) >= 0.9 * target_cores
+    cores_busy_us = sum(window.cores.get(c, {}).get("busy_us", 0.0) for c in target_cpus)
+    target_saturated = max(cpu_us, cores_busy_us) >= 0.9 * len(target_cpus) * seconds * 1e6
     expected = start["config"]["connections"]
     persistent = start["config"]["transport"] != "udp" and _forever(start["config"].get("lifetime"))
     flags = [

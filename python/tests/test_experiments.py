@@ -185,6 +185,11 @@ def test_interrupted_run_resumes_without_redoing_trials(tmp_path: Path) -> None:
     assert all(run["trials"][k]["status"] == "done" for k in plan)
     assert {k: (out / "trials" / k / "trial.json").stat().st_mtime_ns for k in finished} == stamps
     assert f"{len(plan)} of {len(plan)} trials done" in r.stderr
+    # Raw data kept, the per-connection logs gzipped.
+    for k in plan:
+        d = out / "trials" / k
+        assert (d / "engine.jsonl").stat().st_size and (d / "meter.jsonl").stat().st_size
+        assert (d / "engine-connections.jsonl.gz").exists() and not (d / "engine-connections.jsonl").exists()
 
 
 def test_resume_refuses_what_is_not_a_run(tmp_path: Path) -> None:

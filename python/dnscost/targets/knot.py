@@ -5,6 +5,7 @@ serving udp, tcp, dot and doh. Counters come from its control socket
 from __future__ import annotations
 
 import re
+import shutil
 import socket
 import struct
 from pathlib import Path
@@ -166,6 +167,8 @@ policy.add(policy.all(policy.REFUSE))
         super().stop()
         remove_link(self._link)
         self._link = None
+        # The cache file is working state (100 MB per instance), not a result.
+        shutil.rmtree(self.workdir / "cache", ignore_errors=True)
 
     def counters(self) -> Counters:
         return kresd_counters(self.control("stats.list()"), self.control("worker.stats()"))
