@@ -353,10 +353,14 @@ def _cells_equal(got: str, want: str) -> bool:
         return False
 
 
-def test_written_tables_match_the_golden_csvs(synthetic: Analysis, tmp_path: Path) -> None:
-    written = write_tables(synthetic, tmp_path)
+@pytest.mark.parametrize("run", ["synthetic", "quick"])
+def test_written_tables_match_the_golden_csvs(run: str, tmp_path: Path) -> None:
+    """The synthetic run, and a real one: `dnscost reproduce --quick` on this project's 2-core
+    VM, stored without its raw data (run.json and trial.json only)."""
+    directory = FIXTURES / "runs" / run
+    written = write_tables(analyze(directory), tmp_path)
     assert sorted(p.name for p in written) == sorted(f"{n}.{e}" for n in COLUMNS for e in ("csv", "parquet"))
-    golden = SYNTHETIC / "golden"
+    golden = directory / "golden"
     if REGOLD:
         golden.mkdir(exist_ok=True)
         for name in COLUMNS:

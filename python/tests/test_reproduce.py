@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 from conftest import need
-
 from dnscost.report.browser import check
 
 pytestmark = pytest.mark.resolver
@@ -26,8 +25,17 @@ def test_reproduce_quick_builtin_and_dnsdist(tmp_path: Path) -> None:
     need(shutil.which("chromium") is not None, "needs chromium (Debian package chromium)")
     out = tmp_path / "study"
     r = subprocess.run(
-        [sys.executable, "-m", "dnscost.cli", "reproduce", "--quick", "--targets", "builtin,dnsdist"]
-        + ["--output", str(out)],
+        [
+            sys.executable,
+            "-m",
+            "dnscost.cli",
+            "reproduce",
+            "--quick",
+            "--targets",
+            "builtin,dnsdist",
+            "--output",
+            str(out),
+        ],
         capture_output=True,
         text=True,
         timeout=1200,
@@ -63,7 +71,9 @@ def test_reproduce_quick_builtin_and_dnsdist(tmp_path: Path) -> None:
     assert per["dot"] > per["tcp"] and per["doh"] > per["tcp"]
     with (out / "tables" / "energy.csv").open() as f:
         energy = [row for row in csv.DictReader(f) if row["target"] == "dnsdist"]
-    kwh = {(row["transport"], row["lifetime"], row["resumption"]): float(row["kwh_per_day_at_10k_qps"]) for row in energy}
+    kwh = {
+        (row["transport"], row["lifetime"], row["resumption"]): float(row["kwh_per_day_at_10k_qps"]) for row in energy
+    }
     # One query per connection over DoH costs more energy than persistent UDP.
     assert kwh[("doh", "1q", "0.0")] > kwh[("udp", "forever", "0.0")]
     for name in ("fig3_memory", "fig4_connections", "fig5_establishment", "energy"):
@@ -83,7 +93,11 @@ def test_reproduce_quick_builtin_and_dnsdist(tmp_path: Path) -> None:
     shutil.rmtree(out / "tables")
     (out / "report.html").unlink()
     r = subprocess.run(
-        [sys.executable, "-m", "dnscost.cli", "report", str(out)], capture_output=True, text=True, timeout=300, check=False
+        [sys.executable, "-m", "dnscost.cli", "report", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
     )
     assert r.returncode == 0, r.stderr
     assert (out / "tables" / "energy.csv").exists() and (out / "report.html").exists()

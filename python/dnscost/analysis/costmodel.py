@@ -24,14 +24,21 @@ TERMS: dict[str, str] = {
     "resumed_handshake": "handshakes_resumed",
     "connection_second": "connection_seconds",
 }
-"""Each term of the model and the trials-table column that counts it."""
+"""Each term of the model and the trials-table column that counts it. For tcp, which has no
+TLS, the full-handshake term counts TCP connections established (``connections_established``)."""
+
+
+def _count(r: Row, column: str) -> float:
+    if column == "handshakes_full" and r["transport"] == "tcp":
+        column = "connections_established"
+    return float(r[column] or 0.0)
 
 
 def _design(rows: list[Row]) -> tuple[list[list[float]], list[float]]:
     """The trials' counts (a missing count is 0: UDP has no handshakes) and CPU times, for the
     valid load and idle trials that used CPU time."""
     usable = [r for r in rows if r["valid"] and r["kind"] in ("load", "idle") and (r["target_cpu_us"] or 0) > 0]
-    x = [[float(r[c] or 0.0) for c in TERMS.values()] for r in usable]
+    x = [[_count(r, c) for c in TERMS.values()] for r in usable]
     return x, [float(r["target_cpu_us"]) for r in usable]
 
 
