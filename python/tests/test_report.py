@@ -569,3 +569,21 @@ def test_browser_check_is_bounded(tmp_path: Path) -> None:
     page.write_text("<!DOCTYPE html><html><body><script>for (;;) {}</script></body></html>")
     with pytest.raises(TimeoutError):
         browser.check(page, tmp_path / "hang.png", timeout_s=5)
+
+
+def test_report_makes_only_the_analyses_the_spec_asks_for(tmp_path: Path) -> None:
+    """A real stored run (the analysis fixture), with its spec narrowed to the memory analysis."""
+    import json
+    import shutil
+
+    from dnscost.report import write_report
+
+    run = tmp_path / "run"
+    shutil.copytree(Path(__file__).parent / "fixtures" / "runs" / "quick", run, ignore=shutil.ignore_patterns("golden"))
+    doc = json.loads((run / "run.json").read_text())
+    doc["spec"]["analyses"] = ["memory"]
+    (run / "run.json").write_text(json.dumps(doc))
+    html = write_report(run).read_text()
+    assert 'id="fig3"' in html and 'id="fig5"' not in html and 'id="table1"' not in html
+    assert 'href="#fig5"' not in html and 'id="validity"' in html
+    assert sorted(p.name for p in (run / "figures").iterdir()) == ["fig3_memory.png", "fig3_memory.svg"]

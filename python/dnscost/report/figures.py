@@ -477,12 +477,34 @@ FIGURES: dict[str, Callable[[Analysis], Figure | None]] = {
 """Every figure of the report by file name, in report order."""
 
 
+FIGURE_ANALYSIS = {
+    "fig3_memory": "memory",
+    "fig4_connections": "connections",
+    "fig5_establishment": "establishment",
+    "energy": "energy",
+    "latency": "latency",
+    "cost_model": "cost_model",
+}
+"""The spec's analysis (``analyses = [...]``) each figure belongs to."""
+
+
+def wanted_analyses(a: Analysis) -> set[str]:
+    """The analyses the run's spec asks for (all when it does not say)."""
+    from dnscost.spec import ANALYSES
+
+    spec = a.run.get("spec")
+    wanted = spec.get("analyses") if isinstance(spec, dict) else None
+    return set(wanted) if isinstance(wanted, list) else set(ANALYSES)
+
+
 def save_figures(a: Analysis, out_dir: Path) -> dict[str, tuple[Path, Path]]:
     """Draws every figure that has data and saves it as ``<name>.svg`` and ``<name>.png`` in
     ``out_dir``; returns ``{name: (svg_path, png_path)}`` for the figures drawn."""
     out_dir.mkdir(parents=True, exist_ok=True)
     saved: dict[str, tuple[Path, Path]] = {}
     for name, draw in FIGURES.items():
+        if FIGURE_ANALYSIS[name] not in wanted_analyses(a):
+            continue
         # A distinct salt per figure keeps the SVG ids unique when figures share one HTML page.
         with matplotlib.rc_context({"svg.hashsalt": f"dnscost-{name}", "svg.fonttype": "none"}):
             fig = draw(a)

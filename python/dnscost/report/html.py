@@ -26,6 +26,7 @@ from dnscost.report.figures import (
     lifetime_key,
     save_figures,
     transport_key,
+    wanted_analyses,
 )
 
 __all__ = ["render_report", "write_report"]
@@ -645,19 +646,25 @@ def render_report(a: Analysis, run_dir: Path, *, headline: list[Row] | None = No
         f"for shares of UDP), {fmt(_num(r.get('udp_max_qps')))} qps with loss below 1 % (open loop)"
         for r in _rows(a, "baseline")
     ]
-    sections = [
-        _summary(a, headline or []),
-        _section("fig3", _CAPTIONS["fig3_memory"][0], _figure("fig3_memory", figures), _memory_table(a)),
-        _section(
+    wanted = wanted_analyses(a)
+    optional = {  # sections the spec's `analyses` can leave out, by analysis
+        "memory": _section("fig3", _CAPTIONS["fig3_memory"][0], _figure("fig3_memory", figures), _memory_table(a)),
+        "connections": _section(
             "fig4",
             _CAPTIONS["fig4_connections"][0],
             f'<p class="note">UDP: {esc("; ".join(udp_lines))}.</p>' if udp_lines else "",
             _figure("fig4_connections", figures),
         ),
-        _section("fig5", _CAPTIONS["fig5_establishment"][0], _figure("fig5_establishment", figures)),
-        _section("table1", "Table I analogue: energy", _energy_table(a), _figure("energy", figures)),
-        _section("latency", _CAPTIONS["latency"][0], _figure("latency", figures), _latency_table(a)),
-        _section("cost-model", _CAPTIONS["cost_model"][0], _figure("cost_model", figures), _cost_tables(a)),
+        "establishment": _section("fig5", _CAPTIONS["fig5_establishment"][0], _figure("fig5_establishment", figures)),
+        "energy": _section("table1", "Table I analogue: energy", _energy_table(a), _figure("energy", figures)),
+        "latency": _section("latency", _CAPTIONS["latency"][0], _figure("latency", figures), _latency_table(a)),
+        "cost_model": _section(
+            "cost-model", _CAPTIONS["cost_model"][0], _figure("cost_model", figures), _cost_tables(a)
+        ),
+    }
+    sections = [
+        _summary(a, headline or []),
+        *(html for name, html in optional.items() if name in wanted),
         _comparison(a, compare(a)),
         _section("validity", "Validity of every trial", _validity(a)),
         _machine(a),
@@ -676,6 +683,7 @@ def render_report(a: Analysis, run_dir: Path, *, headline: list[Row] | None = No
             ("validity", "Validity"),
             ("machine", "Machine"),
         )
+        if any(f'id="{anchor}"' in html for html in sections)
     )
     document = (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
