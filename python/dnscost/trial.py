@@ -358,7 +358,11 @@ def summarize(
     answered = m["queries"]["answered"]
     established = m["connections"]["established"]
     intervals = [r for r in records if r["type"] == "interval" and r["phase"] == "measure"]
-    active = sum(r["connections"]["active"] for r in intervals) / max(len(intervals), 1)
+    # Open connections as each interval ends; the last one ends as slots close at the end of
+    # sending, so it is left out when there are others.
+    levels = [r["connections"]["active"] for r in intervals]
+    levels = levels[:-1] if len(levels) > 1 else levels
+    active = sum(levels) / max(len(levels), 1)
     cpu_us = window.cpu_us or 0.0
 
     def per_connection(level: str) -> float | None:
