@@ -292,6 +292,7 @@ def run_trial(settings: LoadSettings, trial_dir: Path) -> dict[str, Any]:
     written to ``trial.json``). Every process started is stopped, whatever happens."""
     s = settings
     s.validate()
+    trial_dir.mkdir(parents=True, exist_ok=True)
     record: dict[str, Any] = {"settings": asdict(s), "status": "running", "dir": trial_dir.name}
 
     def write() -> None:

@@ -98,9 +98,11 @@ def test_load_command_writes_a_run(root: None, tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr
     assert "qps answered" in r.stdout and "µs/query" in r.stdout
     run = json.loads((out / "run.json").read_text())
-    assert run["format_version"] == 1 and run["status"] == "done"
+    assert run["format_version"] == 2 and run["status"] == "done"
     assert run["machine"]["cpus"] >= 2 and run["versions"]["engine"].startswith("dnscost-engine")
-    assert run["trials"][0]["settings"]["engine"]["rate"] == 500.0
+    assert run["trials"] == {"load-builtin-udp": {"status": "done"}}
+    trial = json.loads((out / "trials" / "load-builtin-udp" / "trial.json").read_text())
+    assert trial["settings"]["engine"]["rate"] == 500.0
 
 
 @pytest.mark.parametrize(
@@ -181,7 +183,7 @@ def test_a_target_dying_mid_trial_keeps_what_was_measured(root: None, tmp_path: 
     trial = None
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        trials = list(out.glob("trial-*/engine.jsonl"))
+        trials = list(out.glob("trials/*/engine.jsonl"))
         if trials and trials[0].stat().st_size > 2000:
             trial = trials[0].parent
             break
