@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import signal
 import sys
 import time
@@ -24,25 +23,22 @@ __all__ = ["main"]
 
 def parse_duration_ms(text: str) -> int:
     """``10s``, ``250ms``, ``2m``, ``1h`` or bare seconds, in milliseconds (as the engine)."""
-    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*(ms|s|m|h)?\s*", text)
-    if not m:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a duration (examples: 10s, 250ms, 2m)")
-    scale = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, None: 1000}[m.group(2)]
-    return round(float(m.group(1)) * scale)
+    from dnscost.spec import duration_s
+
+    try:
+        return round(duration_s(text) * 1000)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def parse_lifetime(text: str) -> dict[str, int | None]:
     """``forever``, ``30s``, ``100q`` or ``30s,100q`` (as the engine)."""
-    life: dict[str, int | None] = {"duration_ms": None, "queries": None}
-    if text.strip() == "forever":
-        return life
-    for part in text.split(","):
-        part = part.strip()
-        if part.endswith("q") and part[:-1].isdigit():
-            life["queries"] = int(part[:-1])
-        else:
-            life["duration_ms"] = parse_duration_ms(part)
-    return life
+    from dnscost.spec import lifetime_fields
+
+    try:
+        return lifetime_fields(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def parse_rate(text: str) -> str | float:

@@ -16,7 +16,7 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from dnscost.spec import Group, Spec, duration_s
+from dnscost.spec import Group, Spec, duration_s, lifetime_fields
 
 __all__ = ["TrialPlan", "engine_knobs", "estimate_s", "expand"]
 
@@ -45,14 +45,19 @@ class TrialPlan:
         }
 
 
+IRRELEVANT: dict[str, dict[str, Any]] = {
+    "udp": {"lifetime": "forever", "resumption": 0.0, "open_rate": None, "doh_method": None},
+    "tcp": {"resumption": 0.0, "doh_method": None},
+    "dot": {"doh_method": None},
+    "doh": {},
+}
+"""Per transport, the knobs that mean nothing for it and the value they are set to."""
+
+
 def _normalise(kind: str, transport: str, p: dict[str, Any]) -> dict[str, Any]:
-    p = dict(p)
-    if transport == "udp":
-        p.update(lifetime="forever", resumption=0.0, open_rate=None)
-    if transport in ("udp", "tcp") or p["lifetime"] == "forever":
+    p = {**p, **IRRELEVANT[transport]}
+    if p["lifetime"] == "forever":
         p["resumption"] = 0.0
-    if transport != "doh":
-        p["doh_method"] = None
     if kind == "idle":
         p.update(lifetime="forever", resumption=0.0, rate=None, in_flight=1)
     if kind == "search":
@@ -107,18 +112,11 @@ def _group_trials(spec: Spec, g: Group, target: str, served: tuple[str, ...]) ->
                 params.update(
                     {k: g.settings[k] for k in ("max_loss", "start_qps", "max_qps", "precision", "max_steps")}
                 )
-            labels = [_label(k, p[k]) for k in swept if p.get(k) is not None and not _collapsed(k, transport, g)]
+            labels = [_label(k, p[k]) for k in swept if p.get(k) is not None and k not in IRRELEVANT[transport]]
             for rep in range(g.repetitions):
                 tid = "-".join([g.name, target, transport, *labels, f"r{rep}"])
                 out.append(TrialPlan(tid, g.name, g.kind, target, transport, params, rep))
     return out
-
-
-def _collapsed(key: str, transport: str, g: Group) -> bool:
-    """Whether a swept knob was normalised away for this transport (left out of the id)."""
-    return (transport == "udp" and key in ("lifetime", "resumption", "open_rate")) or (
-        transport == "tcp" and key == "resumption"
-    )
 
 
 def expand(spec: Spec) -> list[TrialPlan]:
@@ -140,8 +138,6 @@ def expand(spec: Spec) -> list[TrialPlan]:
 def engine_knobs(t: TrialPlan) -> dict[str, Any]:
     """The engine configuration fields of a load or idle trial (target and TLS are added by the
     testbed)."""
-    from dnscost.cli import parse_lifetime
-
     p = t.params
     config: dict[str, Any] = {
         "connections": p["connections"],
@@ -158,7 +154,7 @@ def engine_knobs(t: TrialPlan) -> dict[str, Any]:
         # Every connection is open before load starts: the set-up of the last ones does not
         # compete with queries on the first (Figure 4 is about N open connections).
         config["open_first"] = True
-        config["lifetime"] = parse_lifetime(p["lifetime"])
+        config["lifetime"] = lifetime_fields(p["lifetime"])
         if p.get("open_rate"):
             config["open_rate"] = p["open_rate"]
     if t.transport in ("dot", "doh") and p["lifetime"] != "forever":

@@ -36,7 +36,6 @@ class Progress:
     total: int
     stream: Any = sys.stderr
     started: float = 0.0
-    done: int = 0
 
     def trial(self, k: int, t: TrialPlan, remaining_estimate_s: float, spent_estimate_s: float) -> None:
         if not self.started:

@@ -12,13 +12,24 @@ from __future__ import annotations
 
 import re
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from dnscost.errors import UsageError
 
-__all__ = ["ANALYSES", "KINDS", "SWEEPABLE", "TRANSPORTS", "Group", "Spec", "load_spec", "parse_spec"]
+__all__ = [
+    "ANALYSES",
+    "KINDS",
+    "SWEEPABLE",
+    "TRANSPORTS",
+    "Group",
+    "Spec",
+    "duration_s",
+    "lifetime_fields",
+    "load_spec",
+    "parse_spec",
+]
 
 TRANSPORTS = ("udp", "tcp", "dot", "doh")
 KINDS = ("load", "idle", "search")
@@ -27,8 +38,7 @@ ANALYSES = ("baseline", "memory", "connections", "establishment", "energy", "lat
 SWEEPABLE = ("connections", "lifetime", "resumption", "rate", "in_flight", "open_rate", "doh_method")
 """Knobs a group can sweep (give a list); every other field takes one value."""
 
-_DURATION = re.compile(r"([0-9]*\.?[0-9]+)(ms|s|m|h)")
-_LIFETIME = re.compile(r"forever|[0-9]*\.?[0-9]+(ms|s|m|h)|[1-9][0-9]*q")
+_DURATION = re.compile(r"([0-9]*\.?[0-9]+)(ms|s|m|h)?")
 _DURATION_FIELDS = ("duration", "warmup", "timeout", "step_duration", "baseline")
 _GROUP_FIELDS = {
     "name",
@@ -61,11 +71,30 @@ _TOP_FIELDS = {
 
 
 def duration_s(text: str) -> float:
-    """``10s``, ``250ms``, ``2m``, ``1h`` in seconds; ValueError otherwise."""
+    """``10s``, ``250ms``, ``2m``, ``1h`` or bare seconds, in seconds (as the engine);
+    ValueError otherwise."""
     m = _DURATION.fullmatch(text.strip())
     if not m:
         raise ValueError(f"{text!r} is not a duration (examples: 10s, 250ms, 2m)")
-    return float(m.group(1)) * {"ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}[m.group(2)]
+    return float(m.group(1)) * {"ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}[m.group(2)]
+
+
+def lifetime_fields(text: str) -> dict[str, int | None]:
+    """``forever``, ``30s``, ``100q`` or ``30s,100q`` as the engine's ``lifetime``
+    (``duration_ms``, ``queries``); ValueError otherwise."""
+    life: dict[str, int | None] = {"duration_ms": None, "queries": None}
+    if text.strip() == "forever":
+        return life
+    for part in text.split(","):
+        part = part.strip()
+        if part.endswith("q") and part[:-1].isdigit() and int(part[:-1]) > 0:
+            life["queries"] = int(part[:-1])
+        else:
+            try:
+                life["duration_ms"] = round(duration_s(part) * 1000)
+            except ValueError:
+                raise ValueError(f"{text!r} is not a lifetime (forever, 30s, 1q or 30s,100q)") from None
+    return life
 
 
 @dataclass(frozen=True)
@@ -97,7 +126,6 @@ class Spec:
     groups: tuple[Group, ...]
     source: str = ""
     origin: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """The resolved spec, as recorded in run.json."""
@@ -138,9 +166,6 @@ class _Checker:
     def fail(self, key: str, reason: str) -> None:
         where = f"{self.where}: " if self.where else ""
         raise UsageError(f"{self.origin}: {where}{key}: {reason}")
-
-    def get(self, key: str, default: Any = None) -> Any:
-        return self.table.get(key, default)
 
     def integer(self, key: str, value: Any, low: int, high: int) -> int:
         if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
@@ -202,7 +227,9 @@ def _knob(c: _Checker, key: str, value: Any) -> Any:
     if key == "rate":
         return "max" if value == "max" else c.number(key, value, 0.001, 1e8)
     if key == "lifetime":
-        if not isinstance(value, str) or not _LIFETIME.fullmatch(value):
+        try:
+            lifetime_fields(value if isinstance(value, str) else "")
+        except ValueError:
             c.fail(key, f"expected forever, a duration (30s) or a query count (1q), got {value!r}")
         return value
     if key == "doh_method":
