@@ -162,6 +162,9 @@ class Cgroup:
                 raise MachineError("no cgroup hierarchy with cpuacct and memory is mounted")
         except PermissionError as e:
             raise MachineError(f"cannot create a cgroup ({e.filename}): run as root") from e
+        from dnscost.proc import record_cgroup
+
+        record_cgroup(list(dirs.values()))
         return cls(mounts.version, dirs)
 
     def procs_files(self) -> list[Path]:

@@ -8,15 +8,17 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from dnscost import __version__
-from dnscost.errors import DnscostError, UsageError
+from dnscost.errors import DnscostError, TargetError, UsageError
 
 __all__ = ["main"]
 
@@ -176,7 +178,7 @@ def cmd_target_start(a: argparse.Namespace) -> int:
     from dnscost.results import new_run_id
     from dnscost.trial import Testbed, fill_cache
 
-    workdir = a.dir or Path("results", "targets", f"{new_run_id()}-{a.name}")
+    workdir = a.dir or Path("results", "targets", f"{new_run_id()}-{a.name}").resolve()
     transports = a.transports.split(",") if a.transports else None
     bed = Testbed.create(
         a.name,
@@ -223,8 +225,14 @@ def engine_settings(a: argparse.Namespace) -> dict[str, Any]:
     if a.engine_config:
         try:
             config = json.loads(a.engine_config.read_text())
-        except (OSError, json.JSONDecodeError) as e:
+        except (OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
             raise UsageError(f"{a.engine_config}: {e}") from e
+        if not isinstance(config, dict):
+            raise UsageError(f"{a.engine_config}: not a JSON object")
+        # Paths in the file are relative to where dnscost was started, as on the command line.
+        for key in ("queries_file", "ca_file", "keylog_file"):
+            if isinstance(config.get(key), str):
+                config[key] = str(Path(config[key]).expanduser().resolve())
     for _, field, _, _ in ENGINE_KNOBS:
         value = getattr(a, f"engine_{field}")
         if value is not None:
@@ -235,10 +243,9 @@ def engine_settings(a: argparse.Namespace) -> dict[str, Any]:
 
 
 def cmd_load(a: argparse.Namespace) -> int:
-    import os
-
-    from dnscost.engine import engine_version
+    from dnscost.engine import check_config, engine_version
     from dnscost.machine import facts
+    from dnscost.proc import use_ledger
     from dnscost.results import Run, new_run_id
     from dnscost.trial import LoadSettings, run_trial
 
@@ -247,13 +254,16 @@ def cmd_load(a: argparse.Namespace) -> int:
         a.target, a.transport, engine_settings(a), a.target_cpus, generator_cpus, a.names, a.tld, fill=not a.no_fill
     )
     settings.validate()
-    out = a.output or Path("results", "load", new_run_id())
+    check_config({**settings.engine, "transport": a.transport, "synthetic": a.names, "tld": a.tld}, "dnscost load")
+    pin_self(generator_cpus)
+    out = a.output or Path("results", "load", new_run_id()).resolve()
     trial_id = f"load-{a.target}-{a.transport}"
     plan = [{"id": trial_id, "group": "load", "kind": "load", "target": a.target, "transport": a.transport}]
     spec = {"command": "load", "settings": asdict(settings)}
     run = Run.create(
-        out, "load", spec=spec, spec_toml="", plan=plan, facts=facts(), versions={"engine": engine_version()}
+        out, "load", spec=spec, spec_toml="", plan=plan, facts=facts(), versions={"dnscost-engine": engine_version()}
     )
+    use_ledger(run.ledger)
     try:
         record = run_trial(settings, run.trial_dir(trial_id))
     except BaseException as e:
@@ -265,6 +275,12 @@ def cmd_load(a: argparse.Namespace) -> int:
     run.finish("done")
     print_summary(record, out)
     return 0
+
+
+def pin_self(cpus: Sequence[int]) -> None:
+    """Runs dnscost itself (the runner, the sampler's threads, the ``ss`` it starts) on the
+    generator's CPUs, never on the target's."""
+    os.sched_setaffinity(0, set(cpus))
 
 
 def _fmt(v: float | None, unit: str = "", digits: int = 1) -> str:
@@ -286,7 +302,13 @@ def print_summary(record: dict[str, Any], out: Path) -> None:
     print(
         f"  target CPU      {_fmt(s['target_cpu_us_per_query'], ' µs/query', 2)}, "
         f"{_fmt(s['target_cpu_us_per_new_connection'], ' µs/new connection')}, "
-        f"{_fmt(100 * s['target_cpu_share'], ' % of a core')}"
+        f"{_fmt(s['target_cpu_share'] and 100 * s['target_cpu_share'], ' % of a core')}"
+    )
+    print(
+        f"  generator CPU   {_fmt(s.get('generator_cpu_us_per_query'), ' µs/query', 2)} (kernel's accounting; "
+        f"engine's own {_fmt(s['engine_cpu_us'] / s['queries_answered'] if s['queries_answered'] else None, '', 2)}), "
+        f"{_fmt(100 * v['generator_busy_share'] if v.get('generator_busy_share') is not None else None, ' %')} "
+        f"of its cores busy"
     )
     print(
         f"  memory          {_fmt(kib(s['user_bytes_per_connection']), ' KiB')} user, "
@@ -306,6 +328,8 @@ def print_summary(record: dict[str, Any], out: Path) -> None:
         f"answers engine/target {v['engine_answered']}/{v['target_answered']} "
         f"({_fmt(agreement and 100 * agreement, ' %', 2)})"
     )
+    if v["flags"]:
+        print(f"  INVALID         {', '.join(v['flags'])} (docs/results.md, Validity)")
     print(f"  results         {out}")
 
 
@@ -315,18 +339,21 @@ def experiments_dir() -> Path:
 
 
 def cmd_run(a: argparse.Namespace) -> int:
-    """``dnscost run`` and ``dnscost reproduce``: plan, run (or resume), report."""
+    """``dnscost run`` and ``dnscost reproduce``: plan, check, run (or resume), report."""
     import dataclasses
 
     from dnscost.engine import engine_version
     from dnscost.machine import facts
     from dnscost.plan import expand
+    from dnscost.proc import use_ledger
     from dnscost.results import Run, new_run_id
-    from dnscost.runner import Progress, default_cpus, run_plan
+    from dnscost.runner import Progress, check_plan, default_cpus, preflight, run_plan
     from dnscost.spec import load_spec, parse_spec
 
     if a.resume:
-        run = Run.open(a.resume)
+        run, leftovers = Run.resume(a.resume)
+        for what in leftovers:
+            print(f"dnscost: stopped {what}, left running by the interrupted run", file=sys.stderr)
         spec = parse_spec(run.doc["spec_toml"], run.doc["spec"]["origin"])
         spec = dataclasses.replace(spec, targets=tuple(run.doc["spec"]["targets"]))
         cpus = run.doc["spec"].get("cpus", {})
@@ -351,11 +378,12 @@ def cmd_run(a: argparse.Namespace) -> int:
     plan = expand(spec)
     if not plan:
         raise UsageError(f"{spec.origin}: no trial to run (do the targets serve the transports?)")
-    if a.resume:
-        if [t.id for t in plan] != [t["id"] for t in run.doc["plan"]]:
-            raise UsageError(f"{a.resume}: the plan no longer matches the recorded one (dnscost changed?)")
-    else:
-        out = a.output or Path("results", spec.name, new_run_id())
+    if a.resume and [t.id for t in plan] != [t["id"] for t in run.doc["plan"]]:
+        raise UsageError(f"{a.resume}: the plan no longer matches the recorded one (dnscost changed?)")
+    check_plan(spec, plan, target_cpus, generator_cpus)
+    pin_self(generator_cpus)
+    if not a.resume:
+        out = a.output or Path("results", spec.name, new_run_id()).resolve()
         resolved = {**spec.to_dict(), "cpus": {"target": target_cpus, "generator": generator_cpus}}
         run = Run.create(
             out,
@@ -366,25 +394,64 @@ def cmd_run(a: argparse.Namespace) -> int:
             facts=facts(),
             versions={"dnscost-engine": engine_version()},
         )
+    use_ledger(run.ledger)
+    progress = Progress(len(plan))
     print(f"dnscost: {len(plan)} trials of {spec.name} into {run.dir}", file=sys.stderr)
     run.doc["status"] = "running"
     try:
-        counts = run_plan(
-            run, spec, plan, target_cpus=target_cpus, generator_cpus=generator_cpus, progress=Progress(len(plan))
+        remaining = [t for t in plan if not run.done(t.id)]
+        preflight(
+            spec,
+            remaining,
+            run.dir / "preflight",
+            target_cpus=target_cpus,
+            generator_cpus=generator_cpus,
+            progress=progress,
         )
+        run_plan(run, spec, plan, target_cpus=target_cpus, generator_cpus=generator_cpus, progress=progress)
     except BaseException as e:
         run.finish("interrupted" if isinstance(e, KeyboardInterrupt) else "failed")
-        print(f"dnscost: resume with: dnscost {a.command} --resume {run.dir}", file=sys.stderr)
+        if isinstance(e, KeyboardInterrupt):
+            print(f"dnscost: resume with: dnscost {a.command} --resume {run.dir}", file=sys.stderr)
         raise
-    run.finish("done")
-    done = sum(1 for t in plan if run.done(t.id))
-    print(f"dnscost: {done} of {len(plan)} trials done, {counts['failed']} failed", file=sys.stderr)
+    counts = run.trial_counts()
+    done = counts.get("done", 0)
+    run.finish("done" if done == len(plan) else "failed" if done == 0 else "incomplete")
+    print(f"dnscost: {_count_line(run, plan)}", file=sys.stderr)
+    if done == 0:
+        raise TargetError(f"no trial finished, so no report was made; see {run.dir}/run.json for each trial's error")
     if not a.no_report:
         report = _report(run.dir)
         print(f"report: {report}")
     else:
         print(f"results: {run.dir}")
-    return 0 if counts["failed"] == 0 else 4
+    return 0 if done == len(plan) else 4
+
+
+def _count_line(run: Any, plan: Sequence[Any]) -> str:
+    """``60 of 60 trials done, 0 failed; 2 invalid (generator-bound 2)``."""
+    from collections import Counter
+
+    counts = run.trial_counts()
+    text = f"{counts.get('done', 0)} of {len(plan)} trials done, {counts.get('failed', 0)} failed"
+    if counts.get("not-run"):
+        text += f", {counts['not-run']} not run"
+    flags: Counter[str] = Counter()
+    invalid = 0
+    for t in plan:
+        if not run.done(t.id):
+            continue
+        try:
+            doc = json.loads((run.trial_dir(t.id) / "trial.json").read_text())
+        except (OSError, json.JSONDecodeError):
+            continue
+        v = (doc.get("summary") or {}).get("validity") or {}
+        if v.get("valid") is False:
+            invalid += 1
+            flags.update(v.get("flags") or [])
+    if invalid:
+        text += f"; {invalid} invalid ({', '.join(f'{f} {n}' for f, n in flags.most_common())})"
+    return text
 
 
 def parse_spec_targets(text: str) -> list[str]:
@@ -465,8 +532,21 @@ def _interrupt(*_: object) -> None:
     raise KeyboardInterrupt
 
 
+PATH_ARGS = ("output", "spec", "resume", "engine_config", "dir", "run_dir", "run_a", "run_b")
+"""Every path a user gives: made absolute once, here, so that no later step (a resolver
+started in its own working directory, say) depends on where dnscost was started."""
+
+
+def absolute_paths(args: argparse.Namespace) -> argparse.Namespace:
+    for name in PATH_ARGS:
+        value = getattr(args, name, None)
+        if isinstance(value, Path):
+            setattr(args, name, value.expanduser().resolve())
+    return args
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = absolute_paths(build_parser().parse_args(argv))
     # SIGTERM ends a run like Ctrl-C: children are stopped and measured data kept.
     signal.signal(signal.SIGTERM, _interrupt)
     try:
@@ -484,6 +564,11 @@ def main(argv: list[str] | None = None) -> int:
     except DnscostError as e:
         print(f"dnscost: {e}", file=sys.stderr)
         return e.exit_code
+    except OSError as e:
+        # An unwritable disk or directory met mid-way: one line; what was written stays.
+        where = f"{e.filename}: " if e.filename else ""
+        print(f"dnscost: {where}{e.strerror or e}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("dnscost: interrupted; measured data kept", file=sys.stderr)
         return 130

@@ -5,12 +5,14 @@ as :class:`~dnscost.errors.UsageError`.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +21,7 @@ from typing import Any
 from dnscost.errors import EngineError, MachineError, UsageError
 from dnscost.proc import Child
 
-__all__ = ["Endpoint", "Responder", "engine_path", "engine_version", "generate", "read_records"]
+__all__ = ["Endpoint", "Responder", "check_config", "engine_path", "engine_version", "generate", "read_records"]
 
 TRANSPORTS = ("udp", "tcp", "dot", "doh")
 
@@ -28,7 +30,11 @@ def engine_path() -> Path:
     """``$DNSCOST_ENGINE``, else ``dnscost-engine`` beside this Python (the virtual environment
     scripts/setup made), else on ``PATH``, else the build tree of a source checkout."""
     env = os.environ.get("DNSCOST_ENGINE")
-    candidates = [Path(env)] if env else []
+    if env:
+        if Path(env).is_file() and os.access(env, os.X_OK):
+            return Path(env)
+        raise MachineError(f"DNSCOST_ENGINE={env} is not an executable file")
+    candidates = []
     candidates.append(Path(sys.prefix) / "bin" / "dnscost-engine")
     found = shutil.which("dnscost-engine")
     if found:
@@ -129,6 +135,31 @@ class Responder:
         self._out.close()
 
 
+def check_config(config: dict[str, Any], where: str) -> None:
+    """Has the engine validate ``config`` (``generate --check``: nothing is sent), before any
+    target starts. The target's address is not known yet: a placeholder stands in for it.
+    A bad setting raises :class:`UsageError` naming ``where`` and the field."""
+    import tempfile
+
+    doc = {"target": "127.0.0.1:53", **config}
+    if doc.get("transport") in ("dot", "doh") and "ca_file" not in doc:
+        doc["insecure"] = True
+    with tempfile.NamedTemporaryFile("w", suffix=".json", prefix="dnscost-check-") as f:
+        f.write(json.dumps(doc))
+        f.flush()
+        out = subprocess.run(
+            [str(engine_path()), "generate", "--config", f.name, "--check", "--quiet"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+    if out.returncode != 0:
+        lines = (out.stderr.strip() or out.stdout.strip() or f"exit code {out.returncode}").splitlines()
+        message = lines[-1].removeprefix("dnscost-engine: ").replace(f.name, "configuration")
+        raise UsageError(f"{where}: {message}")
+
+
 def generate(
     config: dict[str, Any],
     workdir: Path,
@@ -142,7 +173,9 @@ def generate(
     connections-log paths are set here), pinned to ``cpus``. Returns its records. Ctrl-C is
     passed on to the engine, which drains and still writes its summary. ``watchdog`` is called
     every 200 ms while the engine runs; if it raises, the engine is stopped the same way (its
-    records are kept on disk) and the exception propagates. ``started`` gets the engine's PID."""
+    records are kept on disk) and the exception propagates. ``started`` gets the engine's PID.
+    The wait is bounded: an engine still running well past its schedule is stopped and the
+    trial fails with :class:`EngineError`."""
     workdir.mkdir(parents=True, exist_ok=True)
     config = dict(config)
     config.setdefault("output", str(workdir / f"{name}.jsonl"))
@@ -154,14 +187,21 @@ def generate(
     child = Child(
         name, [str(engine_path()), "generate", "--config", str(path), "--quiet"], log=workdir / f"{name}.log", cpus=cpus
     )
+    timeout_s = float(config.get("timeout_ms", 2000)) / 1000
+    limit_s = (
+        float(config.get("warmup_ms", 0)) / 1000 + float(config.get("duration_ms", 10_000)) / 1000 + 2 * timeout_s + 30
+    )
     try:
-        code = child.popen.wait()
-    except KeyboardInterrupt:
-        child.popen.send_signal(signal.SIGINT)
-        child.popen.wait()
+        if started is not None:
+            started(child.pid)
+        code = _wait(child, limit_s, timeout_s, watchdog)
+    except BaseException:
+        _drain(child, timeout_s)
         raise
     finally:
         child.stop()
+    if code is None:
+        raise EngineError(f"dnscost-engine did not finish within {limit_s:.0f} s and was stopped: {child.log_tail()}")
     if code != 0:
         message = child.log_tail(1).removeprefix("dnscost-engine: ")
         if code == 2:
@@ -171,3 +211,28 @@ def generate(
     if not records or records[-1].get("type") != "summary":
         raise EngineError(f"dnscost-engine wrote no summary: {child.log_tail()}")
     return records
+
+
+def _wait(child: Child, limit_s: float, timeout_s: float, watchdog: Callable[[], None] | None) -> int | None:
+    """The engine's exit code, calling ``watchdog`` every 200 ms; None when it outlived
+    ``limit_s`` (it is then asked to drain, and killed if it does not)."""
+    deadline = time.monotonic() + limit_s
+    while True:
+        try:
+            return child.popen.wait(0.2)
+        except subprocess.TimeoutExpired:
+            pass
+        if watchdog is not None:
+            watchdog()
+        if time.monotonic() > deadline:
+            _drain(child, timeout_s)
+            return None
+
+
+def _drain(child: Child, timeout_s: float) -> None:
+    """SIGINT (the engine drains and writes its summary), then a bounded wait; Child.stop
+    kills it after that."""
+    if child.alive():
+        child.popen.send_signal(signal.SIGINT)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            child.popen.wait(timeout_s + 5)

@@ -1,12 +1,19 @@
 """Processes dnscost starts: pinned to CPUs, placed in a cgroup before they run a single
 instruction of their own, logged to a file, and always stopped, by PID, also on Ctrl-C or a
 failure. Nothing dnscost did not start is ever signalled.
+
+Children die with dnscost: each asks the kernel for SIGKILL when its parent goes
+(``PR_SET_PDEATHSIG``), so a ``kill -9`` of dnscost leaves no resolver, responder or engine
+running on the target's cores. A run also keeps a :class:`Ledger` of what it started (PID with
+its start time, cgroups), from which a resume stops a dead run's leftovers.
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
+import ctypes
+import json
 import os
 import signal
 import subprocess
@@ -15,11 +22,96 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO
 
-from dnscost.errors import MachineError
+from dnscost.errors import MachineError, UsageError
 
-__all__ = ["Child", "parse_cpus", "stop_all"]
+__all__ = ["Child", "Ledger", "parse_cpus", "stop_all", "use_ledger"]
 
 _live: set[Child] = set()
+
+_PR_SET_PDEATHSIG = 1
+_libc = ctypes.CDLL(None, use_errno=True)
+_prctl = _libc.prctl
+_prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+
+
+def start_time(pid: int) -> int | None:
+    """The start time of ``pid`` (clock ticks since boot), which tells a process from a later
+    one that reuses its PID; None when it is gone."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(text.rpartition(")")[2].split()[19])
+
+
+class Ledger:
+    """What one run started, one JSON line per process or cgroup, appended as it happens
+    (``children.jsonl`` in the run directory). A resume reads it to stop what a dead run left."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def record(self, entry: dict[str, object]) -> None:
+        with self.path.open("a") as f:
+            f.write(json.dumps(entry) + "\n")
+
+    def entries(self) -> list[dict[str, object]]:
+        try:
+            lines = self.path.read_text().splitlines()
+        except FileNotFoundError:
+            return []
+        out = []
+        for line in lines:
+            with contextlib.suppress(json.JSONDecodeError):
+                out.append(json.loads(line))
+        return out
+
+    def stop_leftovers(self, timeout: float = 5.0) -> list[str]:
+        """Kills every recorded process still running (the same process: PID and start time
+        match) with its process group, then removes the recorded cgroups. Returns what it
+        stopped, one description each. The ledger is emptied."""
+        stopped: list[str] = []
+        entries = self.entries()
+        for e in entries:
+            pid, started = e.get("pid"), e.get("start_time")
+            if not isinstance(pid, int) or started is None or start_time(pid) != started:
+                continue
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+            deadline = time.monotonic() + timeout
+            while start_time(pid) == started and time.monotonic() < deadline:
+                time.sleep(0.05)
+            stopped.append(f"{e.get('name')} (PID {pid})")
+        for e in entries:
+            dirs = e.get("cgroup_dirs")
+            for d in dirs if isinstance(dirs, list) else []:
+                path = Path(str(d))
+                deadline = time.monotonic() + timeout
+                while path.exists() and time.monotonic() < deadline:
+                    try:
+                        path.rmdir()
+                        stopped.append(f"cgroup {path.name}")
+                    except OSError:
+                        time.sleep(0.05)
+        self.path.unlink(missing_ok=True)
+        return stopped
+
+
+_ledger: Ledger | None = None
+
+
+def use_ledger(ledger: Ledger | None) -> None:
+    """Records every child started from now on (and every cgroup made for one) in ``ledger``."""
+    global _ledger
+    _ledger = ledger
+
+
+def record_cgroup(dirs: Sequence[Path]) -> None:
+    """Notes a cgroup made for a child in the current ledger, if any."""
+    if _ledger is not None:
+        _ledger.record({"cgroup_dirs": [str(d) for d in dirs]})
 
 
 def parse_cpus(text: str) -> list[int]:
@@ -55,9 +147,20 @@ class Child:
         self._log_file = log.open("ab")
         procs = [str(p) for p in cgroup_procs]
         cpu_set = set(cpus) if cpus else None
+        if cpu_set:
+            usable = os.sched_getaffinity(0) | set(range(os.cpu_count() or 1))
+            if not cpu_set <= usable:
+                self._log_file.close()
+                raise UsageError(f"{name}: CPUs {sorted(cpu_set - usable)} do not exist on this machine")
+        parent = os.getpid()
 
         def enter() -> None:
             # Runs in the child between fork and exec: only system calls, no Python locks.
+            # Die with dnscost (the kernel sends SIGKILL when the forking thread's process ends);
+            # if dnscost is already gone, do not start at all.
+            _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+            if os.getppid() != parent:
+                os._exit(1)
             if cpu_set:
                 os.sched_setaffinity(0, cpu_set)
             for path in procs:
@@ -83,6 +186,8 @@ class Child:
             self._log_file.close()
             raise MachineError(f"{name}: cannot start {self.argv[0]}: {e}") from e
         _live.add(self)
+        if _ledger is not None:
+            _ledger.record({"name": name, "pid": self.popen.pid, "start_time": start_time(self.popen.pid)})
 
     @property
     def pid(self) -> int:

@@ -5,15 +5,18 @@ measured and can be resumed."""
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from dnscost import __version__
 from dnscost.errors import UsageError
+from dnscost.proc import Ledger
 
 __all__ = ["FORMAT_VERSION", "Run", "new_run_id", "read_json", "write_json"]
 
@@ -44,6 +47,36 @@ class Run:
     def __init__(self, directory: Path, doc: dict[str, Any]) -> None:
         self.dir = directory
         self.doc = doc
+        self._lock: IO[str] | None = None
+
+    @property
+    def ledger(self) -> Ledger:
+        """What this run started (processes, cgroups): a resume stops a dead run's leftovers."""
+        return Ledger(self.dir / "children.jsonl")
+
+    def lock(self) -> None:
+        """Takes the run directory for this process (released when it exits, however it
+        exits); a second writer gets one line naming the first."""
+        f = (self.dir / "lock").open("a+")
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            f.seek(0)
+            holder = f.read().strip() or "?"
+            f.close()
+            raise UsageError(f"{self.dir} is being written by another dnscost (PID {holder})") from None
+        f.seek(0)
+        f.truncate()
+        f.write(f"{os.getpid()}\n")
+        f.flush()
+        self._lock = f
+
+    def unlock(self) -> None:
+        if self._lock is not None:
+            with contextlib.suppress(OSError):
+                fcntl.flock(self._lock, fcntl.LOCK_UN)
+            self._lock.close()
+            self._lock = None
 
     @classmethod
     def create(
@@ -58,8 +91,13 @@ class Run:
         versions: dict[str, str],
     ) -> Run:
         if (directory / "run.json").exists():
-            raise UsageError(f"{directory} already holds a run: give another --output, or --resume it")
-        directory.mkdir(parents=True, exist_ok=True)
+            raise UsageError(f"{directory} already holds a run: give another --output")
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise UsageError(f"{directory}: cannot create the run directory ({e.strerror or e})") from None
+        if not os.access(directory, os.W_OK):
+            raise UsageError(f"{directory}: cannot write the run directory (permission denied)")
         doc: dict[str, Any] = {
             "format_version": FORMAT_VERSION,
             "dnscost_version": __version__,
@@ -76,16 +114,33 @@ class Run:
             "trials": {},
         }
         run = cls(directory, doc)
-        run.save()
+        run.lock()
+        try:
+            run.save()
+        except OSError as e:
+            raise UsageError(f"{directory}: cannot write run.json ({e.strerror or e})") from None
         return run
 
     @classmethod
     def open(cls, directory: Path) -> Run:
-        """An existing run, to resume or to analyse."""
+        """An existing run, to analyse."""
+        if not (directory / "run.json").is_file():
+            raise UsageError(f"{directory}: not a run directory (no run.json)")
         doc = read_json(directory / "run.json")
         if not isinstance(doc, dict) or doc.get("format_version") != FORMAT_VERSION:
             raise UsageError(f"{directory}/run.json: not a dnscost run of format {FORMAT_VERSION}")
         return cls(directory, doc)
+
+    @classmethod
+    def resume(cls, directory: Path) -> tuple[Run, list[str]]:
+        """An interrupted run of a spec, locked for this process, with what a dead earlier
+        process of it left running stopped. Returns the run and what was stopped."""
+        run = cls.open(directory)
+        spec = run.doc.get("spec")
+        if run.doc.get("experiment") == "load" or not isinstance(spec, dict) or "origin" not in spec:
+            raise UsageError(f"{directory}: not a run of a spec (a `dnscost load` directory cannot be resumed)")
+        run.lock()
+        return run, run.ledger.stop_leftovers()
 
     def trial_dir(self, trial_id: str) -> Path:
         return self.dir / "trials" / trial_id
@@ -107,3 +162,11 @@ class Run:
 
     def save(self) -> None:
         write_json(self.dir / "run.json", self.doc)
+
+    def trial_counts(self) -> dict[str, int]:
+        """Trials by status, as run.json records them (``pending`` for the rest of the plan)."""
+        counts: dict[str, int] = {}
+        for entry in self.doc["plan"]:
+            status = self.doc["trials"].get(entry["id"], {}).get("status", "pending")
+            counts[status] = counts.get(status, 0) + 1
+        return counts

@@ -4,8 +4,11 @@ cost of new connections). Every trial's raw data and ``trial.json`` are written 
 run.json after each trial, so an interrupted run loses at most the trial in progress and
 ``--resume`` picks up where it stopped.
 
-A trial that fails (the target died, the engine failed) is recorded as failed and the run goes
-on with a fresh target; a mistake of the user or the machine stops the run.
+Before the first trial, :func:`preflight` checks every target the plan needs (installed,
+starts, answers on every transport it will be loaded over), so a missing one stops the run in
+seconds. A trial that fails (the target died, the engine failed) is recorded as failed and the
+run goes on with a fresh target; a target that fails to start twice in a row has its remaining
+trials skipped. A mistake of the user or the machine stops the run.
 """
 
 from __future__ import annotations
@@ -20,13 +23,17 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from dnscost.errors import EngineError, TargetError
+from dnscost.engine import check_config
+from dnscost.errors import EngineError, MachineError, TargetError
 from dnscost.plan import TrialPlan, engine_knobs, estimate_s
 from dnscost.results import Run, write_json
 from dnscost.spec import Spec
 from dnscost.trial import LoadSettings, Testbed, describe_failure, measure, start_bed
 
-__all__ = ["Progress", "default_cpus", "run_plan", "search", "settings_for"]
+__all__ = ["Progress", "check_plan", "default_cpus", "preflight", "run_plan", "search", "settings_for"]
+
+START_ATTEMPTS = 2
+"""A target that fails to start this many times in a row has its remaining trials skipped."""
 
 
 @dataclass
@@ -68,6 +75,69 @@ def settings_for(spec: Spec, t: TrialPlan, target_cpus: Sequence[int], generator
         fill=t.kind != "idle",
         baseline_s=t.params["baseline_s"],
     )
+
+
+def check_plan(
+    spec: Spec, plan: Sequence[TrialPlan], target_cpus: Sequence[int], generator_cpus: Sequence[int]
+) -> None:
+    """Has the engine validate every trial's configuration before anything starts: a bad
+    knob fails in a second with the spec, the group and the field named."""
+    seen: set[str] = set()
+    for t in plan:
+        s = settings_for(spec, t, target_cpus, generator_cpus)
+        s.validate()
+        if t.kind == "search":
+            continue
+        config = {**s.engine, "transport": t.transport, "synthetic": s.names, "tld": s.tld}
+        key = repr(sorted(config.items()))
+        if key not in seen:
+            seen.add(key)
+            check_config(config, f"{spec.origin}: group {t.group!r}")
+
+
+def preflight(
+    spec: Spec,
+    plan: Sequence[TrialPlan],
+    workdir: Path,
+    *,
+    target_cpus: Sequence[int],
+    generator_cpus: Sequence[int],
+    progress: Progress | None = None,
+) -> dict[str, str]:
+    """Checks, before the first trial, every target ``plan`` needs: its binary is installed
+    (:class:`MachineError` otherwise, at once), it starts, and it answers on every transport
+    the plan loads it over (:class:`TargetError` otherwise). Returns each target's version."""
+    from dnscost.targets import TARGETS
+    from dnscost.targets._util import find_binary
+
+    needed: dict[str, set[str]] = {}
+    for t in plan:
+        needed.setdefault(t.target, set()).add(t.transport)
+    for name in needed:
+        cls = TARGETS[name]
+        if cls.package is not None:
+            find_binary(cls.binary, name, cls.package)
+    versions: dict[str, str] = {}
+    for name, transports in needed.items():
+        bed = Testbed.create(
+            name,
+            workdir / name,
+            target_cpus=target_cpus,
+            upstream_cpus=generator_cpus,
+            names=spec.names,
+            tld=spec.tld,
+            transports=sorted(transports),
+        )
+        try:
+            bed.target.start()
+            versions[name] = bed.target.version()
+        except TargetError as e:
+            raise TargetError(f"pre-flight check: {describe_failure(e, bed)}") from None
+        finally:
+            bed.stop()
+        if progress is not None:
+            progress.note(f"pre-flight: {name} {versions[name]} answers over {', '.join(sorted(transports))}")
+    return versions
 
 
 def search(
@@ -162,7 +232,8 @@ def run_plan(
     """Runs every trial of ``plan`` not yet done in ``run``; returns counts by status."""
     progress = progress or Progress(len(plan))
     estimates = [estimate_s(t) for t in plan]
-    counts = {"done": 0, "failed": 0, "skipped": 0}
+    counts = {"done": 0, "failed": 0, "skipped": 0, "not_run": 0}
+    start_failures: dict[str, int] = {}
     bed: Testbed | None = None
     bed_info: dict[str, Any] = {}
     bed_target = ""
@@ -172,6 +243,12 @@ def run_plan(
         for k, t in enumerate(plan, 1):
             if run.done(t.id):
                 counts["skipped"] += 1
+                continue
+            if start_failures.get(t.target, 0) >= START_ATTEMPTS:
+                reason = f"not run: {t.target} failed to start {START_ATTEMPTS} times in a row"
+                progress.note(f"{t.id}: {reason}")
+                run.set_trial(t.id, "not-run", reason)
+                counts["not_run"] += 1
                 continue
             progress.trial(k, t, sum(estimates[k - 1 :]), spent)
             s = settings_for(spec, t, target_cpus, generator_cpus)
@@ -188,6 +265,7 @@ def run_plan(
             write_json(trial_dir / "trial.json", record)
             run.set_trial(t.id, "running")
             own_bed: Testbed | None = None
+            starting = True
             try:
                 if t.kind == "idle":
                     own_bed, info = start_bed(s, trial_dir / "bed", fill=False)
@@ -202,6 +280,8 @@ def run_plan(
                         bed_target = t.target
                         bed_info["bed"] = f"beds/{t.target}-{beds}"
                     current, info = bed, bed_info
+                starting = False
+                start_failures[t.target] = 0
                 run.doc["versions"][t.target] = info.get("target_version", "")
                 record.update({k: v for k, v in info.items() if k != "target_pid"})
                 write_json(trial_dir / "trial.json", record)
@@ -221,9 +301,13 @@ def run_plan(
                 record["status"] = "done"
                 counts["done"] += 1
                 progress.note(_one_line(record))
-            except (TargetError, EngineError) as e:
+            except (TargetError, EngineError, MachineError) as e:
+                if isinstance(e, MachineError) and not starting:
+                    raise
                 record.update(status="failed", error=describe_failure(e, own_bed or bed))
                 counts["failed"] += 1
+                if starting:
+                    start_failures[t.target] = start_failures.get(t.target, 0) + 1
                 progress.note(f"failed: {record['error']}")
                 if bed is not None and not bed.target.alive():
                     bed.stop()

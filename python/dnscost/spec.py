@@ -350,7 +350,9 @@ def parse_spec(text: str, origin: str = "<spec>") -> Spec:
 def load_spec(path: Path) -> Spec:
     """Reads and validates the spec at ``path``."""
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8")
     except OSError as e:
         raise UsageError(f"{path}: {e.strerror or e}") from None
+    except UnicodeDecodeError as e:
+        raise UsageError(f"{path}: not a TOML spec (not UTF-8 text at byte {e.start})") from None
     return parse_spec(text, str(path))

@@ -10,7 +10,6 @@ everything, and write the trial's raw data and summary as they are produced.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -20,8 +19,10 @@ from typing import Any
 from dnscost.certs import TlsFiles, make_tls
 from dnscost.engine import Endpoint, Responder, generate
 from dnscost.errors import TargetError, UsageError
+from dnscost.results import write_json
 from dnscost.targets import make_target
-from dnscost.targets.base import Counters, Target
+from dnscost.targets.base import Target
+from dnscost.trial_summary import CounterDelta, SummaryContext, summarize_trial
 
 __all__ = [
     "LoadSettings",
@@ -33,7 +34,6 @@ __all__ = [
     "measure",
     "run_trial",
     "start_bed",
-    "summarize",
     "upstream_listeners",
     "warm_cache",
 ]
@@ -253,6 +253,11 @@ def measure(bed: Testbed, s: LoadSettings, trial_dir: Path, *, cache_hit_ratio: 
         target_cpus=s.target_cpus,
         generator_pids=lambda: list(engine_pids),
     )
+
+    def engine_started(pid: int) -> None:
+        engine_pids.append(pid)
+        sampler.refresh_pids()
+
     sampler.start()
     try:
         time.sleep(s.baseline_s)  # idle baseline of the target, before any load
@@ -264,26 +269,30 @@ def measure(bed: Testbed, s: LoadSettings, trial_dir: Path, *, cache_hit_ratio: 
             cpus=s.generator_cpus,
             name="engine",
             watchdog=target.check_alive,
-            started=engine_pids.append,
+            started=engine_started,
         )
         target.check_alive()
         counters_after = target.counters()
     finally:
         sampler.stop()
     samples = meter.read_records(trial_dir / "meter.jsonl")
+    context = SummaryContext(
+        sampler_start_unix_ms=start_unix_ms,
+        baseline_s=s.baseline_s,
+        cache_hit_ratio=cache_hit_ratio,
+        target_cpus=tuple(s.target_cpus),
+        generator_cpus=tuple(s.generator_cpus),
+        target_keeps_counters=target.keeps_counters,
+        meter_interval_s=sampler.interval_s,
+    )
+    counters = {"before": asdict(counters_before), "after": asdict(counters_after)}
     return {
         "engine_config": config,
-        "summary": summarize(
-            records,
-            samples,
-            counters_before,
-            counters_after,
-            sampler_start_unix_ms=start_unix_ms,
-            baseline_s=s.baseline_s,
-            cache_hit_ratio=cache_hit_ratio,
-            target_cpus=s.target_cpus,
+        "summary": summarize_trial(
+            records, samples, CounterDelta.from_counters(counters["before"], counters["after"]), context
         ),
-        "counters": {"before": asdict(counters_before), "after": asdict(counters_after)},
+        "summary_context": context.to_dict(),
+        "counters": counters,
     }
 
 
@@ -296,7 +305,7 @@ def run_trial(settings: LoadSettings, trial_dir: Path) -> dict[str, Any]:
     record: dict[str, Any] = {"settings": asdict(s), "status": "running", "dir": trial_dir.name}
 
     def write() -> None:
-        (trial_dir / "trial.json").write_text(json.dumps(record, indent=2) + "\n")
+        write_json(trial_dir / "trial.json", record)
 
     write()
     bed: Testbed | None = None
@@ -324,133 +333,3 @@ def describe_failure(e: BaseException, bed: Testbed | None) -> str:
     if target is not None and target.child is not None and not target.alive():
         text = f"{text} ({target.name} exited: {target.child.log_tail()})"
     return text
-
-
-def _window(samples: list[dict[str, Any]], t0: float, t1: float) -> list[dict[str, Any]]:
-    return [x for x in samples if t0 <= x["t_ms"] <= t1]
-
-
-def summarize(
-    records: list[dict[str, Any]],
-    samples: list[dict[str, Any]],
-    before: Counters,
-    after: Counters,
-    *,
-    sampler_start_unix_ms: float,
-    baseline_s: float,
-    cache_hit_ratio: float | None,
-    target_cpus: Sequence[int] = (0,),
-) -> dict[str, Any]:
-    """Per-unit costs of one trial over the engine's measured period, with validity flags
-    (fields in ``docs/results.md``). A generator that fell behind invalidates the trial only
-    when the target had headroom (below 90 % of its cores): when both are saturated, what
-    was measured is still the target's capacity."""
-    from dnscost.meter import summary as meter_summary
-    from dnscost.meter.energy import CpuPowerModel
-
-    start = next(r for r in records if r["type"] == "start")
-    summ = records[-1]
-    m = summ["measured"]
-    offset = start["started_unix_ms"] - sampler_start_unix_ms
-    t0, t1 = offset + summ["measure_start_ms"], offset + summ["measure_end_ms"]
-    seconds = max((t1 - t0) / 1000, 1e-9)
-    window = meter_summary.summarize(samples, t0, t1)
-    baseline = meter_summary.summarize(samples, 0, baseline_s * 1000)
-    answered = m["queries"]["answered"]
-    established = m["connections"]["established"]
-    intervals = [r for r in records if r["type"] == "interval" and r["phase"] == "measure"]
-    # Open connections as each interval ends; the last one ends as slots close at the end of
-    # sending, so it is left out when there are others.
-    levels = [r["connections"]["active"] for r in intervals]
-    levels = levels[:-1] if len(levels) > 1 else levels
-    active = sum(levels) / max(len(levels), 1)
-    cpu_us = window.cpu_us or 0.0
-
-    def per_connection(level: str) -> float | None:
-        now, idle = window.levels.get(level), baseline.levels.get(level)
-        return (now - idle) / active if active >= 1 and now is not None and idle is not None else None
-
-    energy_marginal = None
-    if window.energy_source == "rapl" and window.energy_j is not None and baseline.energy_j is not None:
-        idle_w = baseline.energy_j / baseline.duration_s if baseline.duration_s > 0 else 0.0
-        energy_marginal = max(0.0, window.energy_j - idle_w * seconds)
-    elif window.cpu_us is not None:
-        energy_marginal = CpuPowerModel(include_idle=False).energy_j(int(cpu_us), seconds, 0)
-
-    engine_answered = summ["total"]["queries"]["answered"]
-    target_answers = _delta(before.answers, after.answers)
-    # The trial's own cache-hit ratio, from the target's counters, when it answered enough.
-    hits, queries = _delta(before.cache_hits, after.cache_hits), _delta(before.queries, after.queries)
-    if hits is not None and queries is not None and queries >= 100:
-        cache_hit_ratio = hits / queries
-    offered = m["queries"]["offered"]
-    # Answers to queries offered just before the window can land in it: never below zero.
-    loss = max(0.0, 1 - answered / offered) if offered else None
-    agreement = min(engine_answered, target_answers) / max(engine_answered, target_answers) if target_answers else None
-    cores_busy_us = sum(window.cores.get(c, {}).get("busy_us", 0.0) for c in target_cpus)
-    target_saturated = max(cpu_us, cores_busy_us) >= 0.9 * len(target_cpus) * seconds * 1e6
-    expected = start["config"]["connections"]
-    persistent = start["config"]["transport"] != "udp" and _forever(start["config"].get("lifetime"))
-    flags = [
-        flag
-        for flag, bad in (
-            ("generator-behind", not summ["generator_kept_up"] and not target_saturated),
-            ("loss", loss is not None and loss > 0.01),
-            ("unbalanced", not summ["accounting"]["balanced"]),
-            ("cold-cache", cache_hit_ratio is not None and cache_hit_ratio < 0.99),
-            ("answer-mismatch", agreement is not None and agreement < 0.99),
-            ("connections-short", persistent and active < 0.95 * expected),
-        )
-        if bad
-    ]
-    return {
-        "measured_s": round(seconds, 3),
-        "offered_qps": m["engine"]["offered_qps"],
-        "answered_qps": summ["answered_qps"],
-        "queries_offered": offered,
-        "queries_answered": answered,
-        "connections_established": established,
-        "handshakes_full": m["handshakes"]["full"],
-        "handshakes_resumed": m["handshakes"]["resumed"],
-        "connection_seconds": active * seconds,
-        "mean_active_connections": active,
-        "target_cpu_us": cpu_us,
-        "target_cpu_us_per_query": cpu_us / answered if answered else None,
-        "target_cpu_us_per_new_connection": cpu_us / established if established else None,
-        "target_cpu_share": cpu_us / (seconds * 1e6),
-        "engine_cpu_us": m["engine"]["cpu_user_us"] + m["engine"]["cpu_system_us"],
-        "user_bytes_per_connection": per_connection("rss_bytes_mean"),
-        "kernel_bytes_per_connection": per_connection("cgroup_kernel_bytes_mean"),
-        "tcp_kernel_bytes_per_connection": per_connection("tcp_bytes_mean"),
-        "socket_buffer_bytes_per_connection": per_connection("socket_buffer_bytes_mean"),
-        "energy_j": window.energy_j,
-        "energy_source": window.energy_source,
-        "energy_marginal_j": energy_marginal,
-        "energy_j_per_1000_queries": (
-            window.energy_j * 1000 / answered if answered and window.energy_j is not None else None
-        ),
-        "latency_us": {k: m["latency"][k] for k in ("p50_us", "p90_us", "p99_us", "p999_us", "max_us")},
-        "setup_latency_us": {k: m["setup_latency"][k] for k in ("p50_us", "p90_us", "p99_us", "p999_us", "max_us")},
-        "meter": window.to_dict(),
-        "baseline_meter": baseline.to_dict(),
-        "validity": {
-            "generator_kept_up": summ["generator_kept_up"],
-            "target_saturated": target_saturated,
-            "loss": loss,
-            "accounting_balanced": summ["accounting"]["balanced"],
-            "cache_hit_ratio": cache_hit_ratio,
-            "engine_answered": engine_answered,
-            "target_answered": target_answers,
-            "answer_count_agreement": agreement,
-            "flags": flags,
-            "valid": not flags,
-        },
-    }
-
-
-def _delta(a: int | None, b: int | None) -> int | None:
-    return b - a if a is not None and b is not None else None
-
-
-def _forever(lifetime: Any) -> bool:
-    return lifetime is None or (lifetime.get("duration_ms") is None and lifetime.get("queries") is None)

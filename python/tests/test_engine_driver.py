@@ -44,5 +44,7 @@ def test_engine_errors_come_back_as_one_line(tmp_path: Path) -> None:
 def test_missing_binaries_are_machine_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(MachineError, match="not found"):
         Child("nothing", ["/nonexistent/dnscost-nothing"], log=tmp_path / "x.log")
+    # A DNSCOST_ENGINE that names nothing is an error, never silently another engine.
     monkeypatch.setenv("DNSCOST_ENGINE", "/nonexistent/engine")
-    assert engine_path() != Path("/nonexistent/engine")
+    with pytest.raises(MachineError, match="DNSCOST_ENGINE=/nonexistent/engine is not an executable file"):
+        engine_path()

@@ -99,7 +99,7 @@ def test_load_command_writes_a_run(root: None, tmp_path: Path) -> None:
     assert "qps answered" in r.stdout and "µs/query" in r.stdout
     run = json.loads((out / "run.json").read_text())
     assert run["format_version"] == 2 and run["status"] == "done"
-    assert run["machine"]["cpus"] >= 2 and run["versions"]["engine"].startswith("dnscost-engine")
+    assert run["machine"]["cpus"] >= 2 and run["versions"]["dnscost-engine"].startswith("dnscost-engine")
     assert run["trials"] == {"load-builtin-udp": {"status": "done"}}
     trial = json.loads((out / "trials" / "load-builtin-udp" / "trial.json").read_text())
     assert trial["settings"]["engine"]["rate"] == 500.0

@@ -19,9 +19,9 @@ from dnscost import analysis
 from dnscost.analysis import COLUMNS, Analysis, Table
 from dnscost.errors import MachineError
 from dnscost.report import browser, study
-from dnscost.report.compare import compare, energy_source_label
 from dnscost.report.figures import FIGURES, save_figures
 from dnscost.report.html import render_report, write_report
+from dnscost.report.versus import energy_source_label, versus_study
 
 TARGETS = {"knot": 200_000.0, "dnsdist": 400_000.0}
 ONE_TARGET = {"knot": 200_000.0}
@@ -486,7 +486,7 @@ def test_every_study_figure_names_its_source() -> None:
 
 
 def test_comparison_ratios() -> None:
-    by_key = {(c.target, c.finding.key): c for c in compare(make_analysis())}
+    by_key = {(c.target, c.finding.key): c for c in versus_study(make_analysis())}
     share = by_key[("knot", "doh_persistent_share_of_udp")]
     assert share.ours == pytest.approx(0.5) and share.verdict == "agrees"
     collapse = by_key[("knot", "one_query_collapse")]
@@ -499,8 +499,8 @@ def test_comparison_ratios() -> None:
 
 
 def test_comparison_without_measurements() -> None:
-    assert compare(empty_analysis()) == []
-    only = compare(_tables_only(make_analysis(), "baseline"))
+    assert versus_study(empty_analysis()) == []
+    only = versus_study(_tables_only(make_analysis(), "baseline"))
     assert only and all(c.verdict == "not measured" for c in only)
 
 

@@ -8,13 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from dnscost.errors import UsageError
+from dnscost.validity import flags_from_conditions
 
 __all__ = ["is_valid", "load_run", "validity_flags"]
-
-MAX_LOSS = 0.01
-"""Loss (or time-outs, closed loop) at or above this invalidates a trial."""
-MIN_CACHE_HIT_RATIO = 0.99
-MIN_ANSWER_AGREEMENT = 0.99
 
 
 def load_run(run_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -52,25 +48,11 @@ def _load_trial(run_dir: Path, entry: dict[str, Any], status: dict[str, Any]) ->
 
 def validity_flags(validity: dict[str, Any]) -> list[str]:
     """The flags of a summary's ``validity``: recorded ones when present, else derived from the
-    recorded conditions (docs/results.md, "A trial is valid when ...")."""
+    recorded conditions (:func:`dnscost.validity.flags_from_conditions`)."""
     flags = validity.get("flags")
     if isinstance(flags, list):
         return [str(f) for f in flags]
-    out: list[str] = []
-    if validity.get("generator_kept_up") is False:
-        out.append("generator-behind")
-    loss = validity.get("loss")
-    if loss is not None and loss >= MAX_LOSS:
-        out.append("loss")
-    if validity.get("accounting_balanced") is False:
-        out.append("unbalanced")
-    hits = validity.get("cache_hit_ratio")
-    if hits is not None and hits < MIN_CACHE_HIT_RATIO:
-        out.append("cold-cache")
-    agreement = validity.get("answer_count_agreement")
-    if agreement is not None and agreement < MIN_ANSWER_AGREEMENT:
-        out.append("answer-mismatch")
-    return out
+    return flags_from_conditions(validity)
 
 
 def is_valid(trial: dict[str, Any]) -> bool:

@@ -150,6 +150,7 @@ class Sampler:
         self._files = procfs.OpenFiles()  # used by the fast thread only
         self._target_pids: list[int] = []
         self._generator_pids: list[int] = []
+        self._generator_seen: dict[int, tuple[int, int]] = {}
         self._model_base: tuple[float, int] | None = None
         self.counts = {"fast": 0, "slow": 0, "missed_fast": 0, "missed_slow": 0, "errors": 0}
         self.first_error: str | None = None
@@ -236,6 +237,11 @@ class Sampler:
             "energy_model": self.model.describe(),
         }
 
+    def refresh_pids(self) -> None:
+        """Reads the target's and the generator's PIDs now (call it right after starting a
+        process to meter, rather than waiting for the next socket sample)."""
+        self._refresh_pids()
+
     def _refresh_pids(self) -> None:
         self._target_pids = list(self._target_pids_fn())
         self._generator_pids = list(self._generator_pids_fn())
@@ -303,7 +309,17 @@ class Sampler:
         files.retain(keep)
         user, system, processes, threads = _cpu_sum(files, target_pids)
         target.update(proc_cpu_user_us=user, proc_cpu_system_us=system, processes=processes, threads=threads)
-        guser, gsystem, gprocesses, _ = _cpu_sum(files, generator_pids)
+        gprocesses = 0
+        for pid in generator_pids:
+            # Generator processes come and go within a trial; each one's last reading is kept
+            # once it has exited, so the generator's CPU only ever grows.
+            text = files.read(f"/proc/{pid}/stat")
+            if text:
+                st = procfs.parse_pid_stat(text)
+                self._generator_seen[pid] = (st.utime_us, st.stime_us)
+                gprocesses += 1
+        guser = sum(u for u, _ in self._generator_seen.values())
+        gsystem = sum(sy for _, sy in self._generator_seen.values())
         cores = [
             {"cpu": n, **{k: getattr(c, k) for k in c.__dataclass_fields__}}
             for n, c in sorted(procfs.parse_proc_stat(self._must_read("/proc/stat")).items())

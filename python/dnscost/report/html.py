@@ -19,7 +19,6 @@ from typing import Any
 from dnscost import analysis
 from dnscost.analysis import Analysis
 from dnscost.report import study
-from dnscost.report.compare import Comparison, compare, energy_source_label
 from dnscost.report.figures import (
     display_profile,
     display_transport,
@@ -28,6 +27,7 @@ from dnscost.report.figures import (
     transport_key,
     wanted_analyses,
 )
+from dnscost.report.versus import StudyComparison, energy_source_label, versus_study
 
 __all__ = ["render_report", "write_report"]
 
@@ -538,7 +538,7 @@ def _verdict_class(verdict: str) -> str:
     return "unmeasured"
 
 
-def _comparison(a: Analysis, comparisons: list[Comparison]) -> str:
+def _comparison(a: Analysis, comparisons: list[StudyComparison]) -> str:
     setup = study.SETUP
     parts = [
         f"<p>The study: {esc(study.CITATION)}. It measured {esc(' and '.join(setup.resolvers))} with "
@@ -665,7 +665,7 @@ def render_report(a: Analysis, run_dir: Path, *, headline: list[Row] | None = No
     sections = [
         _summary(a, headline or []),
         *(html for name, html in optional.items() if name in wanted),
-        _comparison(a, compare(a)),
+        _comparison(a, versus_study(a)),
         _section("validity", "Validity of every trial", _validity(a)),
         _machine(a),
     ]

@@ -68,6 +68,8 @@ class Target(ABC):
     binary: ClassVar[str]
     transports: ClassVar[tuple[str, ...]]
     """Transports this adapter can serve."""
+    keeps_counters: ClassVar[bool] = True
+    """Whether :meth:`counters` reports the server's own counts (a trial missing them is invalid)."""
 
     def __init__(
         self,

@@ -21,6 +21,7 @@ class Builtin(Target):
     package = None
     binary = "dnscost-engine"
     transports = ("udp", "tcp", "dot", "doh")
+    keeps_counters = False
 
     def configure(self) -> list[str]:
         exe = str(engine_path())

@@ -155,6 +155,9 @@ pub struct GenerateArgs {
     /// Print nothing on standard error but errors.
     #[arg(long)]
     quiet: bool,
+    /// Validate the configuration and exit: nothing is resolved, opened or sent.
+    #[arg(long)]
+    check: bool,
 }
 
 fn parse_rate(s: &str) -> Result<Rate, String> {
@@ -332,7 +335,11 @@ pub struct Report {
 
 pub fn main(args: GenerateArgs) -> Result<ExitCode, EngineError> {
     let quiet = args.quiet;
+    let check = args.check;
     let config = args.resolve()?;
+    if check {
+        return Ok(ExitCode::SUCCESS);
+    }
     let mut out = output::Output::open(&config)?;
     let plan = Arc::new(plan(config)?);
     let cfg = &plan.config;

@@ -9,7 +9,7 @@ from typing import Any
 from dnscost.analysis import Analysis
 from dnscost.report.study import Finding, finding
 
-__all__ = ["AGREEMENT_FACTOR", "COLLAPSE_SHARE", "Comparison", "compare", "energy_source_label"]
+__all__ = ["AGREEMENT_FACTOR", "COLLAPSE_SHARE", "StudyComparison", "energy_source_label", "versus_study"]
 
 AGREEMENT_FACTOR = 1.5
 """A ratio within this factor of the study's agrees (throughput shares)."""
@@ -30,7 +30,7 @@ def energy_source_label(source: str | None) -> str:
 
 
 @dataclass(frozen=True)
-class Comparison:
+class StudyComparison:
     """One of the study's findings beside ours for one target."""
 
     finding: Finding
@@ -115,19 +115,19 @@ def _doh_persistent(a: Analysis, target: str, udp: float | None) -> tuple[float 
     return None, "needs the UDP baseline and DoH with persistent connections"
 
 
-def compare(a: Analysis) -> list[Comparison]:
+def versus_study(a: Analysis) -> list[StudyComparison]:
     """Every finding of the study that this run measured, per target (in table order)."""
     targets: dict[str, None] = {}
     for name in ("baseline", "establishment", "connections", "energy"):
         for r in _rows(a, name):
             if r.get("target") is not None:
                 targets.setdefault(str(r["target"]), None)
-    out: list[Comparison] = []
+    out: list[StudyComparison] = []
     for target in targets:
         udp = _udp(a, target)
         share, how = _doh_persistent(a, target, udp)
         f = finding("doh_persistent_share_of_udp")
-        out.append(Comparison(f, target, share, how, _verdict(share, f.value, AGREEMENT_FACTOR)))
+        out.append(StudyComparison(f, target, share, how, _verdict(share, f.value, AGREEMENT_FACTOR)))
 
         one = _establishment(a, target, "doh", "1q")
         collapse = float(one["qps_median"]) / udp if one is not None and udp else None
@@ -135,7 +135,7 @@ def compare(a: Analysis) -> list[Comparison]:
             "not measured" if collapse is None else ("agrees" if collapse < COLLAPSE_SHARE else "differs (higher)")
         )
         out.append(
-            Comparison(
+            StudyComparison(
                 finding("one_query_collapse"),
                 target,
                 collapse,
@@ -156,12 +156,14 @@ def compare(a: Analysis) -> list[Comparison]:
             f = finding(key)
             label = energy_source_label(source.get("energy_source")) if source else "no energy row"
             out.append(
-                Comparison(f, target, ours, f"energy table, {label}", _verdict(ours, f.value, ENERGY_AGREEMENT_FACTOR))
+                StudyComparison(
+                    f, target, ours, f"energy table, {label}", _verdict(ours, f.value, ENERGY_AGREEMENT_FACTOR)
+                )
             )
         ratio = doh_kwh / udp_kwh if doh_kwh is not None and udp_kwh else None
         f = finding("doh_1q_over_udp_energy")
         out.append(
-            Comparison(
+            StudyComparison(
                 f,
                 target,
                 ratio,

@@ -1,0 +1,224 @@
+"""One trial's costs and validity from its raw records: the engine's JSON lines, the meter's
+samples and the target's counters before and after. Pure (no process, no clock, no file):
+measurement calls it as a trial ends, and ``dnscost report`` can call it again on the stored
+raw data. Fields are described in ``docs/results.md``; validity thresholds live in
+:mod:`dnscost.validity`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from dnscost import validity as V
+from dnscost.meter import summary as meter_summary
+from dnscost.meter.energy import CpuPowerModel
+
+__all__ = ["SUMMARY_VERSION", "CounterDelta", "SummaryContext", "summarize_trial"]
+
+SUMMARY_VERSION = 2
+"""Bumped whenever a field's definition changes, so stored summaries can be told apart."""
+
+
+@dataclass(frozen=True)
+class SummaryContext:
+    """What a summary needs besides the raw records, stored with the trial
+    (``trial.json`` ``summary_context``) so the summary can be recomputed."""
+
+    sampler_start_unix_ms: float
+    """Wall-clock time of the sampler's zero (its samples' ``t_ms`` count from it)."""
+    baseline_s: float
+    """Length of the idle baseline at the start of the samples."""
+    cache_hit_ratio: float | None
+    """The target's cache-hit ratio measured after the fill (None: not measured)."""
+    target_cpus: tuple[int, ...] = (0,)
+    generator_cpus: tuple[int, ...] = (1,)
+    target_keeps_counters: bool = True
+    """Whether the target reports counters (missing ones then invalidate the trial)."""
+    meter_interval_s: float = 0.1
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "target_cpus": list(self.target_cpus), "generator_cpus": list(self.generator_cpus)}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> SummaryContext:
+        return cls(
+            sampler_start_unix_ms=float(d["sampler_start_unix_ms"]),
+            baseline_s=float(d["baseline_s"]),
+            cache_hit_ratio=d.get("cache_hit_ratio"),
+            target_cpus=tuple(d.get("target_cpus", (0,))),
+            generator_cpus=tuple(d.get("generator_cpus", (1,))),
+            target_keeps_counters=bool(d.get("target_keeps_counters", True)),
+            meter_interval_s=float(d.get("meter_interval_s", 0.1)),
+        )
+
+
+@dataclass(frozen=True)
+class CounterDelta:
+    """The target's counters before and after the load (None where it has none)."""
+
+    answers: tuple[int | None, int | None] = (None, None)
+    queries: tuple[int | None, int | None] = (None, None)
+    cache_hits: tuple[int | None, int | None] = (None, None)
+
+    @classmethod
+    def from_counters(cls, before: Mapping[str, Any], after: Mapping[str, Any]) -> CounterDelta:
+        def pair(key: str) -> tuple[int | None, int | None]:
+            return before.get(key), after.get(key)
+
+        return cls(answers=pair("answers"), queries=pair("queries"), cache_hits=pair("cache_hits"))
+
+    def delta(self, which: str) -> int | None:
+        a, b = getattr(self, which)
+        return b - a if a is not None and b is not None else None
+
+
+def _busy_us(window: meter_summary.Summary, cpus: Sequence[int]) -> float:
+    return sum(window.cores.get(c, {}).get("busy_us", 0.0) for c in cpus)
+
+
+def _forever(lifetime: Any) -> bool:
+    return lifetime is None or (lifetime.get("duration_ms") is None and lifetime.get("queries") is None)
+
+
+def summarize_trial(
+    records: Sequence[Mapping[str, Any]],
+    samples: Sequence[dict[str, Any]],
+    counters: CounterDelta,
+    ctx: SummaryContext,
+) -> dict[str, Any]:
+    """Per-unit costs of one trial over the engine's measured period, with validity flags.
+
+    Saturation is judged per side on that side's own cores: the target when its cgroup or its
+    cores were at least :data:`~dnscost.validity.SATURATED` busy, the generator when its cores
+    were. A generator that fell behind its schedule, or whose cores were saturated, makes the
+    trial ``generator-bound`` unless the target was saturated too (both saturated: what was
+    measured is still the target's capacity, and ``both_saturated`` says so)."""
+    start = next(r for r in records if r["type"] == "start")
+    summ = records[-1]
+    m = summ["measured"]
+    config = start["config"]
+    offset = start["started_unix_ms"] - ctx.sampler_start_unix_ms
+    t0, t1 = offset + summ["measure_start_ms"], offset + summ["measure_end_ms"]
+    seconds = max((t1 - t0) / 1000, 1e-9)
+    window = meter_summary.summarize(samples, t0, t1)
+    baseline = meter_summary.summarize(samples, 0, ctx.baseline_s * 1000)
+    answered = m["queries"]["answered"]
+    established = m["connections"]["established"]
+    intervals = [r for r in records if r["type"] == "interval" and r["phase"] == "measure"]
+    # Open connections as each interval ends; the last one ends as slots close at the end of
+    # sending, so it is left out when there are others.
+    levels = [r["connections"]["active"] for r in intervals]
+    levels = levels[:-1] if len(levels) > 1 else levels
+    active = sum(levels) / max(len(levels), 1)
+    cpu_us = window.cpu_us
+    gen_user, gen_system = window.generator_cpu_user_us, window.generator_cpu_system_us
+    generator_cpu_us = gen_user + gen_system if gen_user is not None and gen_system is not None else None
+
+    def per_connection(level: str) -> float | None:
+        now, idle = window.levels.get(level), baseline.levels.get(level)
+        return (now - idle) / active if active >= 1 and now is not None and idle is not None else None
+
+    energy_marginal = None
+    if window.energy_source == "rapl" and window.energy_j is not None and baseline.energy_j is not None:
+        idle_w = baseline.energy_j / baseline.duration_s if baseline.duration_s > 0 else 0.0
+        energy_marginal = max(0.0, window.energy_j - idle_w * seconds)
+    elif cpu_us is not None:
+        energy_marginal = CpuPowerModel(include_idle=False).energy_j(int(cpu_us), seconds, 0)
+
+    engine_answered = summ["total"]["queries"]["answered"]
+    target_answers = counters.delta("answers")
+    cache_hit_ratio = ctx.cache_hit_ratio
+    hits, queries = counters.delta("cache_hits"), counters.delta("queries")
+    if hits is not None and queries is not None and queries >= V.MIN_HIT_QUERIES:
+        cache_hit_ratio = hits / queries
+    offered = m["queries"]["offered"]
+    # Answers to queries offered just before the window can land in it: never below zero.
+    loss = max(0.0, 1 - answered / offered) if offered else None
+    agreement = min(engine_answered, target_answers) / max(engine_answered, target_answers) if target_answers else None
+
+    capacity_us = seconds * 1e6
+    target_busy_us = max(cpu_us or 0.0, _busy_us(window, ctx.target_cpus))
+    generator_busy_us = _busy_us(window, ctx.generator_cpus)
+    target_saturated = target_busy_us >= V.SATURATED * len(ctx.target_cpus) * capacity_us
+    generator_saturated = generator_busy_us >= V.SATURATED * len(ctx.generator_cpus) * capacity_us
+    # The schedule, as configured, against what the engine offered: an observer of the
+    # engine's own kept-up verdict.
+    rate = config.get("rate")
+    scheduled = rate * seconds if isinstance(rate, (int, float)) else None
+    behind_schedule = scheduled is not None and offered < (1 - V.MAX_LOSS) * scheduled - 1
+    generator_behind = not summ["generator_kept_up"] or behind_schedule
+    generator_bound = (generator_behind or generator_saturated) and not target_saturated
+    expected_samples = seconds / ctx.meter_interval_s
+    persistent = config["transport"] != "udp" and _forever(config.get("lifetime"))
+    counters_missing = ctx.target_keeps_counters and target_answers is None
+    flags = [
+        flag
+        for flag, bad in (
+            ("generator-bound", generator_bound),
+            ("loss", loss is not None and loss >= V.MAX_LOSS),
+            ("unbalanced", not summ["accounting"]["balanced"]),
+            ("cold-cache", cache_hit_ratio is not None and cache_hit_ratio < V.MIN_CACHE_HITS),
+            ("answer-mismatch", agreement is not None and agreement < V.MIN_ANSWER_AGREEMENT),
+            ("connections-short", persistent and active < V.MIN_CONNECTIONS * config["connections"]),
+            ("no-cpu-data", cpu_us is None),
+            ("no-generator-cpu", not generator_cpu_us),
+            ("no-counters", counters_missing),
+            ("meter-gaps", window.samples_fast < V.MIN_SAMPLES * expected_samples),
+        )
+        if bad
+    ]
+    return {
+        "summary_version": SUMMARY_VERSION,
+        "measured_s": round(seconds, 3),
+        "offered_qps": m["engine"]["offered_qps"],
+        "answered_qps": summ["answered_qps"],
+        "queries_offered": offered,
+        "queries_answered": answered,
+        "connections_established": established,
+        "handshakes_full": m["handshakes"]["full"],
+        "handshakes_resumed": m["handshakes"]["resumed"],
+        "connection_seconds": active * seconds,
+        "mean_active_connections": active,
+        "target_cpu_us": cpu_us,
+        "target_cpu_us_per_query": cpu_us / answered if answered and cpu_us is not None else None,
+        "target_cpu_us_per_new_connection": cpu_us / established if established and cpu_us is not None else None,
+        "target_cpu_share": cpu_us / capacity_us if cpu_us is not None else None,
+        "engine_cpu_us": m["engine"]["cpu_user_us"] + m["engine"]["cpu_system_us"],
+        "generator_cpu_us": generator_cpu_us,
+        "generator_cpu_us_per_query": generator_cpu_us / answered if answered and generator_cpu_us else None,
+        "generator_cpu_share": generator_cpu_us / capacity_us if generator_cpu_us is not None else None,
+        "user_bytes_per_connection": per_connection("rss_bytes_mean"),
+        "kernel_bytes_per_connection": per_connection("cgroup_kernel_bytes_mean"),
+        "tcp_kernel_bytes_per_connection": per_connection("tcp_bytes_mean"),
+        "socket_buffer_bytes_per_connection": per_connection("socket_buffer_bytes_mean"),
+        "energy_j": window.energy_j,
+        "energy_source": window.energy_source,
+        "energy_marginal_j": energy_marginal,
+        "energy_j_per_1000_queries": (
+            window.energy_j * 1000 / answered if answered and window.energy_j is not None else None
+        ),
+        "latency_us": {k: m["latency"][k] for k in ("p50_us", "p90_us", "p99_us", "p999_us", "max_us")},
+        "setup_latency_us": {k: m["setup_latency"][k] for k in ("p50_us", "p90_us", "p99_us", "p999_us", "max_us")},
+        "meter": window.to_dict(),
+        "baseline_meter": baseline.to_dict(),
+        "validity": {
+            "generator_kept_up": summ["generator_kept_up"],
+            "offered_of_scheduled": offered / scheduled if scheduled else None,
+            "target_saturated": target_saturated,
+            "generator_saturated": generator_saturated,
+            "both_saturated": target_saturated and (generator_behind or generator_saturated),
+            "target_busy_share": target_busy_us / (len(ctx.target_cpus) * capacity_us),
+            "generator_busy_share": generator_busy_us / (len(ctx.generator_cpus) * capacity_us),
+            "loss": loss,
+            "accounting_balanced": summ["accounting"]["balanced"],
+            "cache_hit_ratio": cache_hit_ratio,
+            "engine_answered": engine_answered,
+            "target_answered": target_answers,
+            "answer_count_agreement": agreement,
+            "meter_samples": window.samples_fast,
+            "flags": flags,
+            "valid": not flags,
+        },
+    }

@@ -1,0 +1,92 @@
+"""When a trial counts: every validity threshold and flag, defined once (``docs/results.md``,
+"Validity", lists them). Pure: measurement (``trial_summary``) and analysis both use it.
+
+A trial is valid when it has no flag. Each flag names one condition:
+
+==================  ====================================================================
+flag                the trial is invalid because
+==================  ====================================================================
+generator-bound     the generator, not the target, was the bottleneck: it fell behind its
+                    schedule (offered below scheduled) or its own cores were at least
+                    ``SATURATED`` busy, while the target's cores were not
+loss                ``loss`` (1 - answered/offered; time-outs in a closed loop) ≥ ``MAX_LOSS``
+unbalanced          the engine's accounting does not balance (a query neither answered,
+                    timed out, failed nor aborted)
+cold-cache          the target's own counters show a cache-hit ratio < ``MIN_CACHE_HITS``
+answer-mismatch     engine and target answer counts differ by more than
+                    1 - ``MIN_ANSWER_AGREEMENT``
+connections-short   persistent connections: fewer than ``MIN_CONNECTIONS`` of those asked
+                    for were open on average
+no-cpu-data         the target's CPU time was not metered in the window (never taken as 0)
+no-generator-cpu    the generator's CPU time was not metered in the window
+no-counters         the target keeps counters, but they could not be read
+meter-gaps          fewer than ``MIN_SAMPLES`` of the meter's samples expected in the window
+==================  ====================================================================
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = [
+    "FLAGS",
+    "MAX_LOSS",
+    "MIN_ANSWER_AGREEMENT",
+    "MIN_CACHE_HITS",
+    "MIN_CONNECTIONS",
+    "MIN_HIT_QUERIES",
+    "MIN_SAMPLES",
+    "SATURATED",
+    "flags_from_conditions",
+]
+
+MAX_LOSS = 0.01
+"""Loss (time-outs in a closed loop) at or above this share of offered queries invalidates."""
+MIN_CACHE_HITS = 0.99
+"""A cache-hit ratio below this (from the target's counters) invalidates."""
+MIN_HIT_QUERIES = 100
+"""The trial's own cache-hit ratio is used when the target counted at least this many queries
+in it; otherwise the ratio measured after the fill stands."""
+MIN_ANSWER_AGREEMENT = 0.99
+"""min/max of the engine's and the target's answer counts below this invalidates."""
+MIN_CONNECTIONS = 0.95
+"""Persistent connections: a mean below this share of the connections asked for invalidates."""
+SATURATED = 0.9
+"""A side (target or generator) whose cores were busy at least this share of the window is
+saturated."""
+MIN_SAMPLES = 0.5
+"""Fewer meter samples in the window than this share of those expected invalidates."""
+
+FLAGS = (
+    "generator-bound",
+    "loss",
+    "unbalanced",
+    "cold-cache",
+    "answer-mismatch",
+    "connections-short",
+    "no-cpu-data",
+    "no-generator-cpu",
+    "no-counters",
+    "meter-gaps",
+)
+
+
+def flags_from_conditions(validity: Mapping[str, Any]) -> list[str]:
+    """The flags implied by a stored ``validity`` block's recorded conditions (for summaries
+    written before flags were stored). Conditions it does not record raise no flag."""
+    out: list[str] = []
+    if validity.get("generator_kept_up") is False and not validity.get("target_saturated"):
+        out.append("generator-bound")
+    loss = validity.get("loss")
+    if loss is not None and loss >= MAX_LOSS:
+        out.append("loss")
+    if validity.get("accounting_balanced") is False:
+        out.append("unbalanced")
+    hits = validity.get("cache_hit_ratio")
+    if hits is not None and hits < MIN_CACHE_HITS:
+        out.append("cold-cache")
+    agreement = validity.get("answer_count_agreement")
+    if agreement is not None and agreement < MIN_ANSWER_AGREEMENT:
+        out.append("answer-mismatch")
+    return out

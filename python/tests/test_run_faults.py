@@ -1,0 +1,284 @@
+"""What a new user meets first, and what must never go wrong silently: relative and default
+output paths, the pre-flight check, a target that stops starting, a run directory written by
+two processes, ``kill -9`` of dnscost, a dead target, and a generator that is the bottleneck.
+Every command runs from a temporary working directory, as a user would run it."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import need
+from dnscost.proc import start_time
+from test_load import installed
+
+DNSCOST = [sys.executable, "-m", "dnscost.cli"]
+
+SPEC = """
+name = "paths"
+targets = ["builtin", "dnsdist"]
+names = 500
+[defaults]
+duration = "1s"
+warmup = "0.3s"
+baseline = "0.2s"
+[[group]]
+name = "establishment"
+transports = ["udp", "dot"]
+connections = 4
+rate = 1000
+"""
+
+
+def _dnscost(cwd: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*DNSCOST, *args], cwd=cwd, capture_output=True, text=True, timeout=300, check=False, env=env)
+
+
+def _trials(run_dir: Path) -> list[dict[str, object]]:
+    return [json.loads(p.read_text()) for p in sorted(run_dir.glob("trials/*/trial.json"))]
+
+
+@pytest.mark.resolver
+def test_run_with_a_relative_output_from_anywhere(root: None, tmp_path: Path) -> None:
+    need(installed("dnsdist"), "dnsdist is not installed")
+    (tmp_path / "specs").mkdir()
+    (tmp_path / "specs" / "paths.toml").write_text(SPEC)
+    r = _dnscost(tmp_path, "run", "specs/paths.toml", "--output", "runs/rel", "--no-report")
+    assert r.returncode == 0, r.stderr
+    run_dir = tmp_path / "runs" / "rel"
+    run = json.loads((run_dir / "run.json").read_text())
+    assert run["status"] == "done" and len(run["plan"]) == 4
+    assert "pre-flight: dnsdist" in r.stderr and "4 of 4 trials done, 0 failed" in r.stderr
+    for trial in _trials(run_dir):
+        summary = trial["summary"]
+        assert isinstance(summary, dict)
+        # The generator is metered by the kernel's accounting, beside the engine's own figure.
+        assert summary["generator_cpu_us"] > 0 and summary["engine_cpu_us"] > 0, trial["id"]
+        assert "no-generator-cpu" not in summary["validity"]["flags"]
+        assert trial["summary_context"]["generator_cpus"] == run["spec"]["cpus"]["generator"]
+
+
+@pytest.mark.resolver
+@pytest.mark.parametrize("target", ["builtin", "dnsdist"])
+def test_load_with_the_default_output(root: None, tmp_path: Path, target: str) -> None:
+    need(installed(target), f"{target} is not installed")
+    r = _dnscost(
+        tmp_path, "load", "--target", target, "--transport", "dot", "--rate", "500", "--duration", "1s",
+        "--warmup", "0.3s", "--names", "200",
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    runs = list((tmp_path / "results" / "load").iterdir())
+    assert len(runs) == 1 and f"results         {runs[0]}" in r.stdout
+    assert json.loads((runs[0] / "run.json").read_text())["status"] == "done"
+
+
+def test_a_bad_engine_setting_fails_before_any_target_starts(root: None, tmp_path: Path) -> None:
+    started = time.monotonic()
+    r = _dnscost(tmp_path, "load", "--target", "builtin", "--transport", "tcp", "--close", "bogus")
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.count("\n") == 1 and "dnscost load:" in r.stderr and "bogus" in r.stderr, r.stderr
+    assert not (tmp_path / "results").exists()
+    spec = tmp_path / "zero.toml"
+    spec.write_text(SPEC.replace('duration = "1s"', 'duration = "0s"').replace('"builtin", "dnsdist"', '"builtin"'))
+    r = _dnscost(tmp_path, "run", "zero.toml")
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.count("\n") == 1 and "zero.toml: group 'establishment'" in r.stderr and "duration" in r.stderr
+    assert not (tmp_path / "results").exists()
+    assert time.monotonic() - started < 60  # a guard against a hang, not a measurement
+
+
+@pytest.mark.resolver
+def test_a_missing_target_stops_the_run_at_once(root: None, tmp_path: Path) -> None:
+    (tmp_path / "paths.toml").write_text(SPEC)
+    env = {**os.environ, "PATH": str(tmp_path / "bin")}  # no dnsdist, nor any sbin that has one
+    (tmp_path / "bin").mkdir()
+    code = (
+        "import sys\nfrom dnscost.targets import _util\n_util._SBIN = ()\n"
+        "from dnscost.cli import main\nsys.exit(main(sys.argv[1:]))"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", code, "run", "paths.toml", "--output", "out"],
+        cwd=tmp_path, capture_output=True, text=True, env=env, timeout=120, check=False,
+    )  # fmt: skip
+    assert r.returncode == 3, r.stderr
+    assert r.stderr.strip().splitlines()[-1] == (
+        "dnscost: dnsdist: dnsdist not found: install the Debian package dnsdist (scripts/setup)"
+    )
+    assert not list((tmp_path / "out").glob("trials/*/trial.json"))
+
+
+FAILS_AFTER_FIRST_START = """#!/bin/sh
+# dnsdist that starts once (the pre-flight check) and then exits at every start.
+case " $* " in *" -C "*)
+  n=$(cat "{count}" 2>/dev/null || echo 0); echo $((n + 1)) > "{count}"
+  [ "$n" -ge 1 ] && {{ echo "refusing to start ($n)" >&2; exit 1; }} ;;
+esac
+exec {real} "$@"
+"""
+
+
+@pytest.mark.resolver
+def test_a_target_that_stops_starting_has_its_trials_skipped(root: None, tmp_path: Path) -> None:
+    need(installed("dnsdist"), "dnsdist is not installed")
+    import shutil
+
+    real = shutil.which("dnsdist", path=os.pathsep.join([os.environ["PATH"], "/usr/sbin", "/usr/bin"]))
+    assert real
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    wrapper = bindir / "dnsdist"
+    wrapper.write_text(FAILS_AFTER_FIRST_START.format(count=tmp_path / "starts", real=real))
+    wrapper.chmod(0o755)
+    (tmp_path / "spec.toml").write_text(
+        SPEC.replace('"builtin", "dnsdist"', '"dnsdist"').replace('"dot"]', '"tcp", "dot"]')
+    )
+    env = {**os.environ, "PATH": f"{bindir}{os.pathsep}{os.environ['PATH']}"}
+    r = _dnscost(tmp_path, "run", "spec.toml", "--output", "out", env=env)
+    assert r.returncode == 4, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert sum("failed to start 2 times in a row" in line for line in lines) == 1, r.stderr
+    assert "0 of 3 trials done, 2 failed, 1 not run" in r.stderr
+    assert lines[-1].startswith("dnscost: no trial finished, so no report was made")
+    run = json.loads((tmp_path / "out" / "run.json").read_text())
+    assert run["status"] == "failed"
+    assert sorted(v["status"] for v in run["trials"].values()) == ["failed", "failed", "not-run"]
+    assert not (tmp_path / "out" / "report.html").exists()
+
+
+def _wait_for(path_glob: Path, pattern: str, timeout: float = 60) -> Path:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = [p for p in path_glob.glob(pattern) if p.stat().st_size > 1000]
+        if found:
+            return found[0]
+        time.sleep(0.1)
+    raise AssertionError(f"nothing like {pattern} under {path_glob} in {timeout} s")
+
+
+def test_kill_9_of_dnscost_leaves_nothing_running(root: None, tmp_path: Path) -> None:
+    p = subprocess.Popen(
+        [*DNSCOST, "load", "--target", "builtin", "--transport", "tcp", "--rate", "500", "--duration", "30s",
+         "--names", "100", "--output", "out"],
+        cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        _wait_for(tmp_path / "out", "trials/*/engine.jsonl")
+    finally:
+        p.kill()  # SIGKILL: dnscost gets no chance to stop anything itself
+        p.wait()
+    children = [json.loads(line) for line in (tmp_path / "out" / "children.jsonl").read_text().splitlines()]
+    started = [(c["pid"], c["start_time"], c["name"]) for c in children if "pid" in c]
+    assert {name for _, _, name in started} >= {"builtin", "engine"}
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(start_time(pid) == t for pid, t, _ in started):
+        time.sleep(0.1)
+    alive = [name for pid, t, name in started if start_time(pid) == t]
+    assert not alive, f"{alive} outlived dnscost"
+    for c in children:  # the cgroups: removed by a resume; here, by the test
+        for d in c.get("cgroup_dirs", []):
+            deadline = time.monotonic() + 10
+            while Path(d).exists() and time.monotonic() < deadline:
+                try:
+                    Path(d).rmdir()
+                except OSError:
+                    time.sleep(0.1)
+
+
+TINY = """
+name = "tiny"
+targets = ["builtin"]
+names = 200
+[defaults]
+duration = "4s"
+warmup = "0.3s"
+baseline = "0.2s"
+[[group]]
+name = "establishment"
+transports = ["udp", "tcp"]
+connections = 4
+rate = 500
+"""
+
+
+def test_a_run_directory_has_one_writer(root: None, tmp_path: Path) -> None:
+    (tmp_path / "tiny.toml").write_text(TINY)
+    p = subprocess.Popen(
+        [*DNSCOST, "run", "tiny.toml", "--output", "out", "--no-report"],
+        cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        _wait_for(tmp_path / "out", "trials/*/engine.jsonl")
+        r = _dnscost(tmp_path, "run", "--resume", "out")
+        assert r.returncode == 2, r.stderr
+        assert r.stderr == f"dnscost: {tmp_path / 'out'} is being written by another dnscost (PID {p.pid})\n"
+    finally:
+        p.send_signal(signal.SIGINT)
+        _, err = p.communicate(timeout=60)
+    assert p.returncode == 130, err
+    # Once the first writer is gone the run can be resumed.
+    r = _dnscost(tmp_path, "run", "--resume", "out", "--no-report")
+    assert r.returncode == 0, r.stderr
+
+
+def test_resume_stops_what_a_killed_run_left(root: None, tmp_path: Path) -> None:
+    """A leftover that escaped (here: a process recorded in the run's ledger as if a killed
+    run had started it) is stopped by the resume before it measures anything."""
+    (tmp_path / "tiny.toml").write_text(TINY.replace('"udp", "tcp"', '"udp"').replace('"4s"', '"1s"'))
+    r = _dnscost(tmp_path, "run", "tiny.toml", "--output", "out", "--no-report")
+    assert r.returncode == 0, r.stderr
+    run = json.loads((tmp_path / "out" / "run.json").read_text())
+    trial = next(iter(run["trials"]))
+    run["trials"][trial]["status"] = "interrupted"
+    (tmp_path / "out" / "run.json").write_text(json.dumps(run))
+    orphan = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    with (tmp_path / "out" / "children.jsonl").open("a") as f:
+        f.write(json.dumps({"name": "orphan", "pid": orphan.pid, "start_time": start_time(orphan.pid)}) + "\n")
+    r = _dnscost(tmp_path, "run", "--resume", "out", "--no-report")
+    assert r.returncode == 0, r.stderr
+    assert f"dnscost: stopped orphan (PID {orphan.pid}), left running by the interrupted run" in r.stderr
+    assert orphan.wait(timeout=10) == -signal.SIGKILL
+
+
+def test_a_dead_target_stops_the_engine_at_once(root: None, tmp_path: Path) -> None:
+    p = subprocess.Popen(
+        [*DNSCOST, "load", "--target", "builtin", "--transport", "udp", "--rate", "500", "--duration", "30s",
+         "--warmup", "0", "--names", "100", "--output", "out"],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    engine_log = _wait_for(tmp_path / "out", "trials/*/engine.jsonl")
+    trial = engine_log.parent
+    os.kill(json.loads((trial / "trial.json").read_text())["target_pid"], signal.SIGKILL)
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == 4, err
+    records = [json.loads(line) for line in engine_log.read_text().splitlines()]
+    # The watchdog (200 ms) stopped the engine: it wrote its summary, interrupted, long
+    # before the 30 s it was asked to run.
+    assert records[-1]["type"] == "summary" and records[-1]["interrupted"] is True
+    assert sum(r["type"] == "interval" for r in records) < 15
+
+
+def test_a_generator_on_a_busy_core_is_flagged(root: None, tmp_path: Path) -> None:
+    need(len(os.sched_getaffinity(0)) >= 2, "needs two CPUs")
+    spinner = subprocess.Popen(
+        [sys.executable, "-c", "import os\nos.sched_setaffinity(0, {1})\nwhile True: pass"],
+        start_new_session=True,
+    )
+    try:
+        r = _dnscost(
+            tmp_path, "load", "--target", "builtin", "--transport", "udp", "--rate", "2000", "--duration", "2s",
+            "--warmup", "0.5s", "--names", "200", "--target-cpus", "0", "--generator-cpus", "1", "--output", "out",
+        )  # fmt: skip
+    finally:
+        spinner.kill()
+        spinner.wait()
+    assert r.returncode == 0, r.stderr
+    trial = _trials(tmp_path / "out")[0]
+    v = trial["summary"]["validity"]  # type: ignore[index]
+    assert v["generator_saturated"] and not v["target_saturated"], v
+    assert "generator-bound" in v["flags"] and v["valid"] is False
