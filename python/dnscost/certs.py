@@ -1,5 +1,7 @@
 """A certificate authority made for one run, and a server certificate it signed for
-localhost, 127.0.0.1 and ::1 (ECDSA P-256, like most DoT and DoH deployments), with openssl."""
+localhost, 127.0.0.1 and ::1, with openssl. The key type is an experiment axis: a full
+handshake costs the server mostly the certificate's signature, and ECDSA P-256 (the default,
+like most DoT and DoH deployments) signs several times faster than RSA-2048."""
 
 from __future__ import annotations
 
@@ -9,7 +11,16 @@ from pathlib import Path
 
 from dnscost.errors import MachineError
 
-__all__ = ["TlsFiles", "make_tls"]
+__all__ = ["DEFAULT_KEY_TYPE", "KEY_TYPES", "TlsFiles", "make_tls"]
+
+_NEWKEY = {
+    "ecdsa-p256": ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1"],
+    "rsa-2048": ["-newkey", "rsa:2048"],
+    "ed25519": ["-newkey", "ed25519"],
+}
+KEY_TYPES = tuple(_NEWKEY)
+"""Certificate key types (CA and server alike): ``ecdsa-p256``, ``rsa-2048``, ``ed25519``."""
+DEFAULT_KEY_TYPE = "ecdsa-p256"
 
 
 @dataclass(frozen=True)
@@ -20,6 +31,7 @@ class TlsFiles:
     key: Path
     leaf: Path
     """The server certificate alone."""
+    key_type: str = DEFAULT_KEY_TYPE
 
 
 def _openssl(args: list[str], cwd: Path) -> None:
@@ -31,8 +43,11 @@ def _openssl(args: list[str], cwd: Path) -> None:
         raise MachineError(f"openssl {args[0]} failed: {r.stderr.strip().splitlines()[-1:]}")
 
 
-def make_tls(directory: Path, days: int = 30) -> TlsFiles:
-    """Writes ca.pem, server.pem (chain), server-leaf.pem and server.key into ``directory``."""
+def make_tls(directory: Path, days: int = 30, key_type: str = DEFAULT_KEY_TYPE) -> TlsFiles:
+    """Writes ca.pem, server.pem (chain), server-leaf.pem and server.key into ``directory``,
+    with keys of ``key_type`` (one of :data:`KEY_TYPES`)."""
+    if key_type not in _NEWKEY:
+        raise ValueError(f"unknown key type {key_type!r} (known: {', '.join(KEY_TYPES)})")
     directory.mkdir(parents=True, exist_ok=True)
     ext = directory / "server.ext"
     ext.write_text(
@@ -41,7 +56,7 @@ def make_tls(directory: Path, days: int = 30) -> TlsFiles:
         "extendedKeyUsage=serverAuth\n"
         "subjectAltName=DNS:localhost,IP:127.0.0.1,IP:::1\n"
     )
-    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    ec = [*_NEWKEY[key_type], "-nodes"]
     _openssl(
         [
             "req",
@@ -85,5 +100,9 @@ def make_tls(directory: Path, days: int = 30) -> TlsFiles:
     (directory / "server.pem").write_text(leaf + (directory / "ca.pem").read_text())
     (directory / "server.key").chmod(0o644)  # resolvers may drop privileges before reading it
     return TlsFiles(
-        directory / "ca.pem", directory / "server.pem", directory / "server.key", directory / "server-leaf.pem"
+        directory / "ca.pem",
+        directory / "server.pem",
+        directory / "server.key",
+        directory / "server-leaf.pem",
+        key_type,
     )

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from dnscost import __version__
+from dnscost.certs import DEFAULT_KEY_TYPE, KEY_TYPES
 from dnscost.errors import DnscostError, TargetError, UsageError
 
 __all__ = ["main"]
@@ -103,6 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
     ts.add_argument("--tld", default="test")
     ts.add_argument("--dir", type=Path, help="working directory (default: a new one under results/targets)")
     ts.add_argument("--no-fill", action="store_true", help="do not pre-fill the cache")
+    ts.add_argument("--cert-key", choices=KEY_TYPES, default=DEFAULT_KEY_TYPE, help="the target's certificate key")
 
     ld = sub.add_parser("load", help="one measured trial against a target")
     ld.add_argument("--target", required=True, help="dnsdist, knot-resolver, unbound, bind9, pdns-recursor, builtin")
@@ -115,6 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
     ld.add_argument("--names", type=int, default=10_000, help="synthetic names (default 10000)")
     ld.add_argument("--tld", default="test")
     ld.add_argument("--no-fill", action="store_true", help="skip the cache pre-fill")
+    ld.add_argument("--cert-key", choices=KEY_TYPES, default=DEFAULT_KEY_TYPE, help="the target's certificate key")
     ld.add_argument("--output", type=Path, help="results directory (default results/load/<run-id>)")
 
     r = sub.add_parser("run", help="run an experiment spec (TOML) and write its report")
@@ -188,6 +191,7 @@ def cmd_target_start(a: argparse.Namespace) -> int:
         names=a.names,
         tld=a.tld,
         transports=transports,
+        cert_key=a.cert_key,
     )
     target, tls = bed.target, bed.tls
     try:
@@ -251,7 +255,15 @@ def cmd_load(a: argparse.Namespace) -> int:
 
     generator_cpus = a.generator_cpus or sorted(set(os.sched_getaffinity(0)) - set(a.target_cpus))
     settings = LoadSettings(
-        a.target, a.transport, engine_settings(a), a.target_cpus, generator_cpus, a.names, a.tld, fill=not a.no_fill
+        a.target,
+        a.transport,
+        engine_settings(a),
+        a.target_cpus,
+        generator_cpus,
+        a.names,
+        a.tld,
+        fill=not a.no_fill,
+        cert_key=a.cert_key,
     )
     settings.validate()
     check_config({**settings.engine, "transport": a.transport, "synthetic": a.names, "tld": a.tld}, "dnscost load")

@@ -46,8 +46,15 @@ class TrialPlan:
 
 
 IRRELEVANT: dict[str, dict[str, Any]] = {
-    "udp": {"lifetime": "forever", "resumption": 0.0, "open_rate": None, "doh_method": None},
-    "tcp": {"resumption": 0.0, "doh_method": None},
+    "udp": {
+        "lifetime": "forever",
+        "resumption": 0.0,
+        "open_rate": None,
+        "doh_method": None,
+        "cert_key": None,
+        "tls_group": None,
+    },
+    "tcp": {"resumption": 0.0, "doh_method": None, "cert_key": None, "tls_group": None},
     "dot": {"doh_method": None},
     "doh": {},
 }
@@ -77,7 +84,7 @@ def _warmup_s(kind: str, transport: str, p: dict[str, Any], settings: dict[str, 
 
 def _label(key: str, value: Any) -> str:
     short = {"connections": "c", "lifetime": "l", "resumption": "res", "rate": "q", "in_flight": "f", "open_rate": "o"}
-    if key == "doh_method":
+    if key in ("doh_method", "cert_key", "tls_group"):
         return str(value)
     if isinstance(value, float) and value.is_integer():
         value = int(value)
@@ -129,6 +136,9 @@ def expand(spec: Spec) -> list[TrialPlan]:
         served = tuple(TARGETS[target].transports)
         trials = [t for g in spec.groups for t in _group_trials(spec, g, target, served)]
         rng.shuffle(trials)
+        # A target's certificate is set when it starts: trials of one key type run together
+        # (shuffled among themselves), so the target restarts once per key type, not per trial.
+        trials.sort(key=lambda t: str(t.params.get("cert_key") or ""))
         plan.extend(trials)
     ids = [t.id for t in plan]
     assert len(set(ids)) == len(ids), "trial ids repeat"
@@ -161,6 +171,8 @@ def engine_knobs(t: TrialPlan) -> dict[str, Any]:
         config["resumption"] = p["resumption"]
     if p.get("doh_method"):
         config["doh_method"] = p["doh_method"]
+    if p.get("tls_group"):
+        config["tls_group"] = p["tls_group"]
     return config
 
 

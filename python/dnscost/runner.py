@@ -23,6 +23,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from dnscost.certs import DEFAULT_KEY_TYPE
 from dnscost.engine import check_config
 from dnscost.errors import EngineError, MachineError, TargetError
 from dnscost.plan import TrialPlan, engine_knobs, estimate_s
@@ -74,6 +75,7 @@ def settings_for(spec: Spec, t: TrialPlan, target_cpus: Sequence[int], generator
         spec.tld,
         fill=t.kind != "idle",
         baseline_s=t.params["baseline_s"],
+        cert_key=t.params.get("cert_key") or DEFAULT_KEY_TYPE,
     )
 
 
@@ -236,7 +238,7 @@ def run_plan(
     start_failures: dict[str, int] = {}
     bed: Testbed | None = None
     bed_info: dict[str, Any] = {}
-    bed_target = ""
+    bed_target: tuple[str, str] = ("", "")
     beds = 0
     spent = 0.0
     try:
@@ -271,13 +273,14 @@ def run_plan(
                     own_bed, info = start_bed(s, trial_dir / "bed", fill=False)
                     current = own_bed
                 else:
-                    if bed is not None and (bed_target != t.target or not bed.target.alive()):
+                    # One bed per target and certificate key type, restarted when either changes.
+                    if bed is not None and (bed_target != (t.target, s.cert_key) or not bed.target.alive()):
                         bed.stop()
                         bed = None
                     if bed is None:
                         beds += 1
                         bed, bed_info = start_bed(s, run.dir / "beds" / f"{t.target}-{beds}")
-                        bed_target = t.target
+                        bed_target = (t.target, s.cert_key)
                         bed_info["bed"] = f"beds/{t.target}-{beds}"
                     current, info = bed, bed_info
                 starting = False

@@ -32,10 +32,22 @@ __all__ = [
 ]
 
 TRANSPORTS = ("udp", "tcp", "dot", "doh")
+TLS_GROUPS = ("x25519", "secp256r1", "secp384r1", "x25519mlkem768")
+"""Key-exchange groups the engine can pin (``dnscost-engine generate --tls-group``)."""
 KINDS = ("load", "idle", "search")
 ANALYSES = ("baseline", "memory", "connections", "establishment", "energy", "latency", "cost_model")
 
-SWEEPABLE = ("connections", "lifetime", "resumption", "rate", "in_flight", "open_rate", "doh_method")
+SWEEPABLE = (
+    "connections",
+    "lifetime",
+    "resumption",
+    "rate",
+    "in_flight",
+    "open_rate",
+    "doh_method",
+    "cert_key",
+    "tls_group",
+)
 """Knobs a group can sweep (give a list); every other field takes one value."""
 
 _DURATION = re.compile(r"([0-9]*\.?[0-9]+)(ms|s|m|h)?")
@@ -234,6 +246,12 @@ def _knob(c: _Checker, key: str, value: Any) -> Any:
         return value
     if key == "doh_method":
         return c.choice(key, value, ("post", "get"))
+    if key == "cert_key":
+        from dnscost.certs import KEY_TYPES
+
+        return c.choice(key, value, KEY_TYPES)
+    if key == "tls_group":
+        return c.choice(key, value, TLS_GROUPS)
     raise AssertionError(key)
 
 
@@ -272,6 +290,8 @@ GROUP_DEFAULTS: dict[str, Any] = {
     "rate": ("max",),
     "in_flight": (1,),
     "open_rate": (2000.0,),
+    "cert_key": ("ecdsa-p256",),
+    "tls_group": ("x25519",),
     "max_loss": 0.01,
     "start_qps": 20_000.0,
     "max_qps": 2_000_000.0,

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dnscost.certs import TlsFiles, make_tls
+from dnscost.certs import DEFAULT_KEY_TYPE, TlsFiles, make_tls
 from dnscost.engine import Endpoint, Responder, generate
 from dnscost.errors import TargetError, UsageError
 from dnscost.results import write_json
@@ -53,6 +53,8 @@ class LoadSettings:
     tld: str = "test"
     fill: bool = True
     baseline_s: float = 1.0
+    cert_key: str = DEFAULT_KEY_TYPE
+    """Key type of the target's certificate (``dnscost.certs.KEY_TYPES``)."""
 
     def validate(self) -> None:
         """Fails early, before anything starts, on settings that cannot be run."""
@@ -101,8 +103,9 @@ class Testbed:
         names: int,
         tld: str,
         transports: Sequence[str] | None = None,
+        cert_key: str = DEFAULT_KEY_TYPE,
     ) -> Testbed:
-        tls = make_tls(workdir / "tls")
+        tls = make_tls(workdir / "tls", key_type=cert_key)
         responder = None
         if name != "builtin":
             responder = Responder(
@@ -199,7 +202,13 @@ def start_bed(s: LoadSettings, workdir: Path, *, fill: bool | None = None) -> tu
     ``fill`` is false, fills its cache. Returns the bed and what is known of it (version, PID,
     endpoints, cache-hit ratio after the fill)."""
     bed = Testbed.create(
-        s.target, workdir, target_cpus=s.target_cpus, upstream_cpus=s.generator_cpus, names=s.names, tld=s.tld
+        s.target,
+        workdir,
+        target_cpus=s.target_cpus,
+        upstream_cpus=s.generator_cpus,
+        names=s.names,
+        tld=s.tld,
+        cert_key=s.cert_key,
     )
     try:
         target = bed.target

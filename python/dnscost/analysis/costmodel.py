@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from dnscost.analysis.stats import NonNegativeFit, fit_non_negative, leave_one_out_errors_pct, median
-from dnscost.analysis.tables import Row, group_by
+from dnscost.analysis.tables import Row, group_by, reference_key
 
 __all__ = ["TERMS", "cost_model_rows", "predict_cpu_us"]
 
@@ -51,7 +51,8 @@ def cost_model_rows(rows: list[Row]) -> tuple[list[Row], list[Row]]:
     transport). A term no trial exercised has no coefficient (None)."""
     terms: list[Row] = []
     fits: list[Row] = []
-    candidates = [r for r in rows if r["kind"] in ("load", "idle")]
+    # One certificate key type: a full handshake's cost depends on it.
+    candidates = [r for r in reference_key(rows) if r["kind"] in ("load", "idle")]
     targets = list(dict.fromkeys(r["target"] for r in candidates))
     transports = list(dict.fromkeys(r["transport"] for r in candidates))
     groups = group_by(candidates, lambda r: (r["target"], r["transport"]))

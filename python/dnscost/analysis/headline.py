@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from dnscost.analysis.records import Analysis
+from dnscost.analysis.tables import reference_key
 
 __all__ = ["headline"]
 
@@ -51,7 +52,7 @@ def headline(a: Analysis) -> list[dict[str, Any]]:
     for target in targets:
         version = next((r["target_version"] for r in t["trials"].rows if r["target"] == target), None)
         udp = baseline.get(target, {}).get("udp_reference_qps")
-        est = [r for r in t["establishment"].rows if r["target"] == target]
+        est = [r for r in reference_key(t["establishment"].rows) if r["target"] == target]
         conns = [r for r in t["connections"].rows if r["target"] == target and r["qps_median"] is not None]
         transports = list(dict.fromkeys(r["transport"] for r in est + conns if r["transport"] != "udp"))
         persistent: dict[str, dict[str, Any]] = {}
@@ -102,7 +103,7 @@ def headline(a: Analysis) -> list[dict[str, Any]]:
                 "persistent": persistent,
                 "collapse_1q": collapse,
                 "memory_per_connection": memory,
-                "energy": [dict(r) for r in t["energy"].rows if r["target"] == target],
+                "energy": [dict(r) for r in reference_key(t["energy"].rows) if r["target"] == target],
             }
         )
     return out

@@ -33,8 +33,9 @@ COLUMNS: dict[str, list[str]] = {
     name: columns.split()
     for name, columns in {
         "trials": """
-            id group kind target target_version transport connections lifetime resumption rate in_flight rep
-            status valid flags measured_s offered_qps answered_qps queries_answered connections_established
+            id group kind target target_version transport connections lifetime resumption rate in_flight
+            cert_key tls_group rep status valid flags measured_s offered_qps answered_qps queries_answered
+            connections_established
             handshakes_full handshakes_resumed connection_seconds target_cpu_us cpu_us_per_query
             cpu_us_per_new_connection target_cpu_share softirq_us engine_cpu_us rss_bytes rss_baseline_bytes
             kernel_bytes kernel_baseline_bytes energy_j energy_marginal_j energy_source latency_p50_us
@@ -50,11 +51,11 @@ COLUMNS: dict[str, list[str]] = {
             target transport connections qps_min qps_median qps_max reps valid_reps udp_reference_qps share_of_udp
         """,
         "establishment": """
-            target transport lifetime resumption qps_min qps_median qps_max reps valid_reps udp_reference_qps
+            target transport lifetime resumption cert_key qps_min qps_median qps_max reps valid_reps udp_reference_qps
             share_of_udp cpu_us_per_query handshakes_per_s
         """,
         "energy": """
-            target transport lifetime resumption cpu_us_per_query energy_j_per_query kwh_per_day_at_10k_qps
+            target transport lifetime resumption cert_key cpu_us_per_query energy_j_per_query kwh_per_day_at_10k_qps
             cores_at_10k_qps energy_source
         """,
         "latency": "target transport group lifetime resumption connections reps p50_us p90_us p99_us p999_us",
@@ -80,11 +81,22 @@ TEXT_COLUMNS = frozenset(
         "flags",
         "energy_source",
         "term",
+        "cert_key",
+        "tls_group",
     ]
 )
 """Columns holding text; every other column is numeric or boolean (``valid``)."""
 
 Row = dict[str, Any]
+
+
+def reference_key(rows: Iterable[Row]) -> list[Row]:
+    """The rows measured with the default certificate key type (ECDSA P-256; runs made before
+    the key type was an axis have none): figures, headline and the cost model use these, the
+    tables keep every key type."""
+    from dnscost.certs import DEFAULT_KEY_TYPE
+
+    return [r for r in rows if r.get("cert_key") in (None, DEFAULT_KEY_TYPE)]
 
 
 def _num(value: Any) -> float | None:
@@ -160,6 +172,8 @@ def trial_row(trial: dict[str, Any], run: dict[str, Any]) -> Row:
         "resumption": _num(params.get("resumption")),
         "rate": _rate(params.get("rate")),
         "in_flight": params.get("in_flight"),
+        "cert_key": params.get("cert_key"),
+        "tls_group": params.get("tls_group"),
         "rep": trial.get("rep"),
         "status": trial.get("status"),
         "valid": is_valid(trial),
@@ -330,7 +344,7 @@ def connections_rows(rows: list[Row], baseline: list[Row]) -> list[Row]:
 
 def _establishment_groups(rows: list[Row]) -> dict[Any, list[Row]]:
     load = [r for r in rows if r["group"] == "establishment" and r["kind"] == "load"]
-    return group_by(load, lambda r: (r["target"], r["transport"], r["lifetime"], r["resumption"]))
+    return group_by(load, lambda r: (r["target"], r["transport"], r["lifetime"], r["resumption"], r["cert_key"]))
 
 
 def _handshakes_per_s(r: Row) -> float | None:
@@ -342,7 +356,7 @@ def establishment_rows(rows: list[Row], baseline: list[Row]) -> list[Row]:
     """Figure 5: answered qps per target x transport x lifetime x resumption."""
     udp = _udp_max(baseline)
     out = []
-    for (target, transport, lifetime, resumption), g in _establishment_groups(rows).items():
+    for (target, transport, lifetime, resumption, cert_key), g in _establishment_groups(rows).items():
         rates = [h for r in g if r["valid"] and (h := _handshakes_per_s(r)) is not None]
         out.append(
             {
@@ -350,6 +364,7 @@ def establishment_rows(rows: list[Row], baseline: list[Row]) -> list[Row]:
                 "transport": transport,
                 "lifetime": lifetime,
                 "resumption": resumption,
+                "cert_key": cert_key,
                 **_throughput(g, udp.get(target)),
                 "cpu_us_per_query": median(_values(g, "cpu_us_per_query")),
                 "handshakes_per_s": median(rates),
@@ -366,7 +381,7 @@ def _energy_per_query(r: Row) -> float | None:
 def energy_rows(rows: list[Row]) -> list[Row]:
     """Table I, from the establishment trials: energy and cores for a day at 10 000 qps."""
     out = []
-    for (target, transport, lifetime, resumption), g in _establishment_groups(rows).items():
+    for (target, transport, lifetime, resumption, cert_key), g in _establishment_groups(rows).items():
         cpu = median(_values(g, "cpu_us_per_query"))
         energy = median([e for r in g if r["valid"] and (e := _energy_per_query(r)) is not None])
         sources = sorted({str(r["energy_source"]) for r in g if r["valid"] and r["energy_source"] is not None})
@@ -376,6 +391,7 @@ def energy_rows(rows: list[Row]) -> list[Row]:
                 "transport": transport,
                 "lifetime": lifetime,
                 "resumption": resumption,
+                "cert_key": cert_key,
                 "cpu_us_per_query": cpu,
                 "energy_j_per_query": energy,
                 "kwh_per_day_at_10k_qps": (

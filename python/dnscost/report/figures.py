@@ -23,6 +23,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from dnscost.analysis import Analysis
+from dnscost.analysis.tables import reference_key
 
 __all__ = [
     "FIGURES",
@@ -339,7 +340,7 @@ def _profile_series(
 def fig_establishment(a: Analysis) -> Figure | None:
     """Figure 5 analogue: answered qps per connection lifetime profile and transport, median
     with min/max error bars, resumption hatched, the UDP baseline dashed."""
-    rows = [r for r in _rows(a, "establishment") if _num(r.get("qps_median")) is not None]
+    rows = [r for r in reference_key(_rows(a, "establishment")) if _num(r.get("qps_median")) is not None]
     targets = _targets(rows)
     if not targets:
         return None
@@ -403,7 +404,7 @@ def fig_latency(a: Analysis) -> Figure | None:
 
 def fig_energy(a: Analysis) -> Figure | None:
     """Table I as a figure: kWh per day at 10 000 qps (log scale) per lifetime and transport."""
-    rows = [r for r in _rows(a, "energy") if (_num(r.get("kwh_per_day_at_10k_qps")) or 0.0) > 0]
+    rows = [r for r in reference_key(_rows(a, "energy")) if (_num(r.get("kwh_per_day_at_10k_qps")) or 0.0) > 0]
     targets = _targets(rows)
     if not targets:
         return None

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dnscost.analysis import Analysis
+from dnscost.analysis.tables import reference_key
 from dnscost.report.study import Finding, finding
 
 __all__ = ["AGREEMENT_FACTOR", "COLLAPSE_SHARE", "StudyComparison", "energy_source_label", "versus_study"]
@@ -68,7 +69,7 @@ def _establishment(a: Analysis, target: str, transport: str, lifetime: str) -> d
     """The row without resumption (the lowest resumption) that has a median."""
     rows = [
         r
-        for r in _rows(a, "establishment")
+        for r in reference_key(_rows(a, "establishment"))
         if r.get("target") == target
         and r.get("transport") == transport
         and (r.get("lifetime") or "forever") == lifetime
@@ -80,7 +81,7 @@ def _establishment(a: Analysis, target: str, transport: str, lifetime: str) -> d
 def _energy(a: Analysis, target: str, transport: str, lifetime: str) -> dict[str, Any] | None:
     rows = [
         r
-        for r in _rows(a, "energy")
+        for r in reference_key(_rows(a, "energy"))
         if r.get("target") == target
         and r.get("transport") == transport
         and (r.get("lifetime") or "forever") == lifetime
