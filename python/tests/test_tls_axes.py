@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 from conftest import need
+from dnscost import trial
 from dnscost.certs import KEY_TYPES
 from dnscost.plan import engine_knobs, expand
 from dnscost.spec import parse_spec
-from dnscost import trial
 from test_load import installed
 
 SPEC = """
