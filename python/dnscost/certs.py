@@ -36,9 +36,11 @@ class TlsFiles:
 
 def _openssl(args: list[str], cwd: Path) -> None:
     try:
-        r = subprocess.run(["openssl", *args], cwd=cwd, capture_output=True, text=True, check=False)
+        r = subprocess.run(["openssl", *args], cwd=cwd, capture_output=True, text=True, check=False, timeout=60)
     except FileNotFoundError as e:
         raise MachineError("openssl not found (run scripts/setup)") from e
+    except subprocess.TimeoutExpired as e:
+        raise MachineError(f"openssl {args[0]} did not finish within 60 s") from e
     if r.returncode != 0:
         raise MachineError(f"openssl {args[0]} failed: {r.stderr.strip().splitlines()[-1:]}")
 

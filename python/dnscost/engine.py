@@ -47,7 +47,7 @@ def engine_path() -> Path:
 
 
 def engine_version() -> str:
-    out = subprocess.run([str(engine_path()), "--version"], capture_output=True, text=True, check=False)
+    out = subprocess.run([str(engine_path()), "--version"], capture_output=True, text=True, check=False, timeout=30)
     return out.stdout.strip()
 
 

@@ -116,6 +116,11 @@ def summarize_trial(
     gen_user, gen_system = window.generator_cpu_user_us, window.generator_cpu_system_us
     generator_cpu_us = gen_user + gen_system if gen_user is not None and gen_system is not None else None
 
+    # Connections the target held, counted on its side (its sockets on its ports, from ss in
+    # its namespace) less those it held idle (its listeners).
+    held_now, held_idle = window.levels.get("sockets_mean"), baseline.levels.get("sockets_mean")
+    connections_held = held_now - held_idle if held_now is not None and held_idle is not None else None
+
     def per_connection(level: str) -> float | None:
         now, idle = window.levels.get(level), baseline.levels.get(level)
         return (now - idle) / active if active >= 1 and now is not None and idle is not None else None
@@ -181,6 +186,7 @@ def summarize_trial(
         "handshakes_resumed": m["handshakes"]["resumed"],
         "connection_seconds": active * seconds,
         "mean_active_connections": active,
+        "connections_held": connections_held,
         "target_cpu_us": cpu_us,
         "target_cpu_us_per_query": cpu_us / answered if answered and cpu_us is not None else None,
         "target_cpu_us_per_new_connection": cpu_us / established if established and cpu_us is not None else None,

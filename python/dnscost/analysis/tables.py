@@ -42,7 +42,9 @@ COLUMNS: dict[str, list[str]] = {
             latency_p90_us latency_p99_us latency_p999_us setup_p50_us setup_p99_us
         """,
         "baseline": "target udp_max_qps offered_qps loss cpu_us_per_query valid udp_saturation_qps udp_reference_qps",
-        "memory_points": "target transport connections rss_delta_bytes kernel_delta_bytes tcp_delta_bytes valid",
+        "memory_points": """
+            target transport connections connections_held rss_delta_bytes kernel_delta_bytes tcp_delta_bytes valid
+        """,
         "memory_fit": """
             target transport user_bytes_per_connection user_ci95_low user_ci95_high kernel_bytes_per_connection
             kernel_ci95_low kernel_ci95_high user_r2 kernel_r2 points max_connections
@@ -276,6 +278,7 @@ def memory_point_rows(trials: list[dict[str, Any]], rows: list[Row]) -> list[Row
                 "target": r["target"],
                 "transport": r["transport"],
                 "connections": r["connections"],
+                "connections_held": _num(s.get("connections_held")),
                 "rss_delta_bytes": _delta(r["rss_bytes"], r["rss_baseline_bytes"]),
                 "kernel_delta_bytes": _delta(r["kernel_bytes"], r["kernel_baseline_bytes"]),
                 "tcp_delta_bytes": _delta(_num(meter.get("tcp_bytes_mean")), _num(base.get("tcp_bytes_mean"))),
@@ -285,15 +288,21 @@ def memory_point_rows(trials: list[dict[str, Any]], rows: list[Row]) -> list[Row
     return out
 
 
+def _held(point: Row) -> float | None:
+    held = point.get("connections_held")
+    return float(held) if held is not None else _num(point.get("connections"))
+
+
 def memory_fit_rows(points: list[Row]) -> list[Row]:
-    """Per target x transport: OLS slopes of the user and kernel deltas on the connections."""
+    """Per target x transport: OLS slopes of the user and kernel deltas on the connections the
+    target held (counted on its side; the number asked for in runs that did not count them)."""
     out = []
     for (target, transport), group in group_by(points, lambda p: (p["target"], p["transport"])).items():
-        valid = [p for p in group if p["valid"] and p["connections"] is not None]
+        valid = [p for p in group if p["valid"] and _held(p) is not None]
         fits = {}
         for name, column in (("user", "rss_delta_bytes"), ("kernel", "kernel_delta_bytes")):
             pts = [p for p in valid if p[column] is not None]
-            fits[name] = fit_line([p["connections"] for p in pts], [p[column] for p in pts])
+            fits[name] = fit_line([_held(p) or 0.0 for p in pts], [p[column] for p in pts])
         user, kernel = fits["user"], fits["kernel"]
         out.append(
             {
@@ -308,7 +317,7 @@ def memory_fit_rows(points: list[Row]) -> list[Row]:
                 "user_r2": user.r2 if user else None,
                 "kernel_r2": kernel.r2 if kernel else None,
                 "points": len(valid),
-                "max_connections": max((p["connections"] for p in valid), default=None),
+                "max_connections": max((_held(p) or 0.0 for p in valid), default=None),
             }
         )
     return out
