@@ -115,6 +115,13 @@ def summarize_trial(
     cpu_us = window.cpu_us
     gen_user, gen_system = window.generator_cpu_user_us, window.generator_cpu_system_us
     generator_cpu_us = gen_user + gen_system if gen_user is not None and gen_system is not None else None
+    # Metered means the meter saw the generator's process in the window (an idle generator may
+    # well use less than a clock tick: 0 µs is then a measurement, not a gap).
+    generator_seen = any(
+        r.get("generator", {}).get("processes", 0) > 0
+        for r in samples
+        if r.get("type") == "fast" and t0 <= r["t_ms"] <= t1
+    )
 
     # Connections the target held, counted on its side (its sockets on its ports, from ss in
     # its namespace) less those it held idle (its listeners).
@@ -168,7 +175,7 @@ def summarize_trial(
             ("answer-mismatch", agreement is not None and agreement < V.MIN_ANSWER_AGREEMENT),
             ("connections-short", persistent and active < V.MIN_CONNECTIONS * config["connections"]),
             ("no-cpu-data", cpu_us is None),
-            ("no-generator-cpu", not generator_cpu_us),
+            ("no-generator-cpu", generator_cpu_us is None or not generator_seen),
             ("no-counters", counters_missing),
             ("meter-gaps", window.samples_fast < V.MIN_SAMPLES * expected_samples),
         )

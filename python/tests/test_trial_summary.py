@@ -1,0 +1,159 @@
+"""The validity policy as a unit: hand-made engine records and meter samples, each flag raised
+by exactly the condition it names, and nothing missing ever taken as zero."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from dnscost import validity as V
+from dnscost.trial_summary import CounterDelta, SummaryContext, summarize_trial
+
+SECONDS = 2.0
+CTX = SummaryContext(
+    sampler_start_unix_ms=0.0, baseline_s=0.5, cache_hit_ratio=1.0, target_cpus=(0,), generator_cpus=(1,)
+)
+
+
+def _records(
+    *, answered: int = 20_000, offered: int = 20_000, kept_up: bool = True, rate: Any = "max", balanced: bool = True
+) -> list[dict[str, Any]]:
+    percentiles = {k: 100 for k in ("p50_us", "p90_us", "p99_us", "p999_us", "max_us")}
+    measured = {
+        "queries": {"answered": answered, "offered": offered},
+        "connections": {"established": 4},
+        "handshakes": {"full": 0, "resumed": 0},
+        "engine": {"offered_qps": offered / SECONDS, "cpu_user_us": 1_000_000, "cpu_system_us": 500_000},
+        "latency": percentiles,
+        "setup_latency": percentiles,
+    }
+    config = {"transport": "tcp", "connections": 4, "rate": rate, "lifetime": None}
+    interval = {"type": "interval", "phase": "measure", "connections": {"active": 4}}
+    return [
+        {"type": "start", "config": config, "started_unix_ms": 1000.0},
+        interval,
+        interval,
+        {
+            "type": "summary",
+            "measured": measured,
+            "measure_start_ms": 0,
+            "measure_end_ms": int(SECONDS * 1000),
+            "total": {"queries": {"answered": answered}},
+            "generator_kept_up": kept_up,
+            "accounting": {"balanced": balanced},
+            "answered_qps": answered / SECONDS,
+        },
+    ]
+
+
+def _samples(
+    *, target_busy: float, generator_busy: float, target_cpu: bool = True, generator: bool = True, every_ms: int = 100
+) -> list[dict[str, Any]]:
+    """Fast samples from 0 to 3.5 s; the target's and the generator's cores busy the given
+    shares of each interval, the target's cgroup using all of its core's busy time."""
+    out = []
+    for t in range(0, 3501, every_ms):
+        us = t * 1000
+        cores = [
+            {"cpu": 0, "user_us": us * target_busy, "idle_us": us * (1 - target_busy)},
+            {"cpu": 1, "user_us": us * generator_busy, "idle_us": us * (1 - generator_busy)},
+        ]
+        target: dict[str, Any] = {"rss_bytes": 1e6}
+        if target_cpu:
+            target["cgroup_cpu_total_us"] = us * target_busy
+        out.append(
+            {
+                "type": "fast",
+                "t_ms": t,
+                "target": target,
+                "cores": cores,
+                "generator": {
+                    "cpu_user_us": us * generator_busy if generator else 0,
+                    "cpu_system_us": 0,
+                    "processes": 1 if generator else 0,
+                },
+            }
+        )
+    return out
+
+
+COUNTERS = CounterDelta(answers=(0, 20_000), queries=(0, 20_000), cache_hits=(0, 20_000))
+
+
+def _flags(records: list[dict[str, Any]], samples: list[dict[str, Any]], **kw: Any) -> list[str]:
+    s = summarize_trial(records, samples, kw.pop("counters", COUNTERS), kw.pop("ctx", CTX))
+    assert s["validity"]["valid"] == (not s["validity"]["flags"])
+    return list(s["validity"]["flags"])
+
+
+def test_a_clean_trial_is_valid_and_costs_what_was_metered() -> None:
+    s = summarize_trial(_records(), _samples(target_busy=0.5, generator_busy=0.4), COUNTERS, CTX)
+    assert s["validity"]["flags"] == []
+    # 0.5 of a core for 2 s over 20 000 answers; the generator 0.4.
+    assert s["target_cpu_us_per_query"] == pytest.approx(50.0)
+    assert s["generator_cpu_us_per_query"] == pytest.approx(40.0)
+    assert s["engine_cpu_us"] == 1_500_000
+
+
+@pytest.mark.parametrize(
+    ("kept_up", "target_busy", "generator_busy", "flagged", "both"),
+    [
+        (False, 0.5, 0.5, True, False),  # the engine fell behind, the target had headroom
+        (True, 0.5, 0.95, True, False),  # the generator's core was saturated, the target's not
+        (False, 0.95, 0.95, False, True),  # both saturated: the target's capacity was measured
+        (True, 0.95, 0.5, False, False),  # the target saturated: its capacity
+    ],
+)
+def test_generator_bound_is_judged_per_side(
+    kept_up: bool, target_busy: float, generator_busy: float, flagged: bool, both: bool
+) -> None:
+    s = summarize_trial(
+        _records(kept_up=kept_up), _samples(target_busy=target_busy, generator_busy=generator_busy), COUNTERS, CTX
+    )
+    assert ("generator-bound" in s["validity"]["flags"]) is flagged
+    assert s["validity"]["both_saturated"] is both
+
+
+def test_an_open_loop_shortfall_is_seen_whatever_the_engine_says() -> None:
+    # 100 000 qps asked for 2 s, 20 000 offered: the engine claims it kept up.
+    flags = _flags(_records(rate=100_000.0, kept_up=True), _samples(target_busy=0.3, generator_busy=0.3))
+    assert "generator-bound" in flags
+    assert _flags(_records(rate=10_000.0), _samples(target_busy=0.3, generator_busy=0.3)) == []
+
+
+def test_loss_at_the_threshold_invalidates() -> None:
+    at = int(20_000 * (1 - V.MAX_LOSS))
+    assert "loss" in _flags(_records(answered=at), _samples(target_busy=0.5, generator_busy=0.5))
+    assert "loss" not in _flags(_records(answered=at + 2), _samples(target_busy=0.5, generator_busy=0.5))
+
+
+def test_missing_data_is_never_zero() -> None:
+    s = summarize_trial(_records(), _samples(target_busy=0.5, generator_busy=0.5, target_cpu=False), COUNTERS, CTX)
+    assert s["target_cpu_us"] is None and s["target_cpu_us_per_query"] is None
+    assert "no-cpu-data" in s["validity"]["flags"]
+    assert "no-generator-cpu" in _flags(_records(), _samples(target_busy=0.5, generator_busy=0.5, generator=False))
+    # An idle generator that used no measurable CPU was still metered.
+    assert "no-generator-cpu" not in _flags(_records(), _samples(target_busy=0.5, generator_busy=0.0))
+    none = CounterDelta()
+    assert "no-counters" in _flags(_records(), _samples(target_busy=0.5, generator_busy=0.5), counters=none)
+    builtin = SummaryContext(**{**CTX.to_dict(), "target_keeps_counters": False})  # type: ignore[arg-type]
+    assert _flags(_records(), _samples(target_busy=0.5, generator_busy=0.5), counters=none, ctx=builtin) == []
+
+
+def test_gaps_in_the_meter_invalidate() -> None:
+    assert "meter-gaps" in _flags(_records(), _samples(target_busy=0.5, generator_busy=0.5, every_ms=500))
+
+
+def test_disagreeing_answer_counts_and_a_cold_cache_invalidate() -> None:
+    mismatch = CounterDelta(answers=(0, 19_000), queries=(0, 20_000), cache_hits=(0, 20_000))
+    assert "answer-mismatch" in _flags(_records(), _samples(target_busy=0.5, generator_busy=0.5), counters=mismatch)
+    cold = CounterDelta(answers=(0, 20_000), queries=(0, 20_000), cache_hits=(0, 19_000))
+    assert "cold-cache" in _flags(_records(), _samples(target_busy=0.5, generator_busy=0.5), counters=cold)
+
+
+def test_every_flag_is_documented() -> None:
+    from pathlib import Path
+
+    docs = (Path(__file__).parents[2] / "docs" / "results.md").read_text()
+    for flag in V.FLAGS:
+        assert f"| `{flag}` |" in docs, flag
