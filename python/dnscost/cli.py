@@ -484,6 +484,8 @@ def _report(run_dir: Path) -> Path:
     from dnscost.report import render_report
 
     a = analyze(run_dir)
+    if not any(t.get("status") == "done" for t in a.trials):
+        raise TargetError(f"{run_dir}: no trial of this run finished, so there is nothing to report")
     write_tables(a, run_dir / "tables")
     rows = headline(a)
     path = render_report(a, run_dir, headline=rows)

@@ -149,6 +149,9 @@ def test_a_target_that_stops_starting_has_its_trials_skipped(root: None, tmp_pat
     assert run["status"] == "failed"
     assert sorted(v["status"] for v in run["trials"].values()) == ["failed", "failed", "not-run"]
     assert not (tmp_path / "out" / "report.html").exists()
+    r = _dnscost(tmp_path, "report", "out")
+    assert r.returncode == 4 and r.stderr.endswith("nothing to report\n") and r.stderr.count("\n") == 1, r.stderr
+    assert not (tmp_path / "out" / "report.html").exists()
 
 
 def _wait_for(path_glob: Path, pattern: str, timeout: float = 60) -> Path:
