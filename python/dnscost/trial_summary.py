@@ -9,16 +9,75 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 from dnscost import validity as V
 from dnscost.meter import summary as meter_summary
 from dnscost.meter.energy import CpuPowerModel
 
-__all__ = ["SUMMARY_VERSION", "CounterDelta", "SummaryContext", "summarize_trial"]
+__all__ = ["SUMMARY_VERSION", "CounterDelta", "SummaryContext", "TrialSummary", "Validity", "summarize_trial"]
 
 SUMMARY_VERSION = 2
 """Bumped whenever a field's definition changes, so stored summaries can be told apart."""
+
+
+class Validity(TypedDict):
+    """The conditions a trial was judged on, and its verdict (``docs/results.md``, Validity)."""
+
+    generator_kept_up: bool
+    offered_of_scheduled: float | None
+    target_saturated: bool
+    generator_saturated: bool
+    both_saturated: bool
+    target_busy_share: float
+    generator_busy_share: float
+    loss: float | None
+    accounting_balanced: bool
+    cache_hit_ratio: float | None
+    engine_answered: int
+    target_answered: int | None
+    answer_count_agreement: float | None
+    meter_samples: int
+    flags: list[str]
+    valid: bool
+
+
+class TrialSummary(TypedDict):
+    """One trial's costs over the engine's measured window (``docs/results.md``, trial.json)."""
+
+    summary_version: int
+    measured_s: float
+    offered_qps: float
+    answered_qps: float
+    queries_offered: int
+    queries_answered: int
+    connections_established: int
+    handshakes_full: int
+    handshakes_resumed: int
+    connection_seconds: float
+    mean_active_connections: float
+    connections_held: float | None
+    target_cpu_us: float | None
+    target_cpu_us_per_query: float | None
+    target_cpu_us_per_new_connection: float | None
+    target_cpu_share: float | None
+    engine_cpu_us: int
+    generator_cpu_us: float | None
+    generator_cpu_us_per_query: float | None
+    generator_cpu_share: float | None
+    user_bytes_per_connection: float | None
+    kernel_bytes_per_connection: float | None
+    tcp_kernel_bytes_per_connection: float | None
+    socket_buffer_bytes_per_connection: float | None
+    energy_j: float | None
+    energy_source: str | None
+    energy_marginal_j: float | None
+    energy_j_per_1000_queries: float | None
+    latency_us: dict[str, int]
+    setup_latency_us: dict[str, int]
+    meter: dict[str, Any]
+    baseline_meter: dict[str, Any]
+    validity: Validity
 
 
 @dataclass(frozen=True)
@@ -87,7 +146,7 @@ def summarize_trial(
     samples: Sequence[dict[str, Any]],
     counters: CounterDelta,
     ctx: SummaryContext,
-) -> dict[str, Any]:
+) -> TrialSummary:
     """Per-unit costs of one trial over the engine's measured period, with validity flags.
 
     Saturation is judged per side on that side's own cores: the target when its cgroup or its
