@@ -291,8 +291,12 @@ def cmd_load(a: argparse.Namespace) -> int:
 
 def pin_self(cpus: Sequence[int]) -> None:
     """Runs dnscost itself (the runner, the sampler's threads, the ``ss`` it starts) on the
-    generator's CPUs, never on the target's."""
+    generator's CPUs, never on the target's, with the highest open-files limit the machine
+    allows (inherited by the target and the engine)."""
+    from dnscost.machine import raise_open_files
+
     os.sched_setaffinity(0, set(cpus))
+    raise_open_files()
 
 
 def _fmt(v: float | None, unit: str = "", digits: int = 1) -> str:

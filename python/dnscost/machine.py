@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 import resource
@@ -44,6 +45,29 @@ def rapl_readable() -> bool:
         return False
 
 
+def raise_open_files() -> int:
+    """Raises this process's open-files limit (soft and hard, so every child inherits it) to
+    the kernel's ceiling (``fs.nr_open``) when root, else the soft limit to the hard one.
+    Connection experiments hold one socket per connection on each side. Returns the limit."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = hard
+    if os.geteuid() == 0:
+        with contextlib.suppress(OSError, ValueError):
+            want = max(hard, int(Path("/proc/sys/fs/nr_open").read_text()))
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (want, want))
+    except (OSError, ValueError):
+        return soft
+    return want
+
+
+def _sysctl(path: str) -> str | None:
+    try:
+        return " ".join(Path("/proc/sys", path).read_text().split())
+    except OSError:
+        return None
+
+
 def facts() -> dict[str, Any]:
     """Machine facts recorded in every run.json (comparisons across machines are refused on
     these)."""
@@ -59,6 +83,8 @@ def facts() -> dict[str, Any]:
         "python": platform.python_version(),
         "cgroup_version": mounts.version,
         "open_files_limit": resource.getrlimit(resource.RLIMIT_NOFILE)[1],
+        "somaxconn": _sysctl("net/core/somaxconn"),
+        "ip_local_port_range": _sysctl("net/ipv4/ip_local_port_range"),
         "rapl_readable": rapl_readable(),
         "virtualized": Path("/sys/hypervisor/type").exists() or "hypervisor" in Path("/proc/cpuinfo").read_text(),
     }

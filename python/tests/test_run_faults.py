@@ -55,6 +55,8 @@ def test_run_with_a_relative_output_from_anywhere(root: None, tmp_path: Path) ->
     run = json.loads((run_dir / "run.json").read_text())
     assert run["status"] == "done" and len(run["plan"]) == 4
     assert "pre-flight: dnsdist" in r.stderr and "4 of 4 trials done, 0 failed" in r.stderr
+    # The open-files limit was raised to the kernel's ceiling for dnscost and its children.
+    assert run["machine"]["open_files_limit"] == int(Path("/proc/sys/fs/nr_open").read_text())
     for trial in _trials(run_dir):
         summary = trial["summary"]
         assert isinstance(summary, dict)

@@ -74,11 +74,16 @@ def version_of(argv: list[str], pattern: str, target: str) -> str:
     return first
 
 
+FD_LIMIT_CAP = 65_536
+"""Servers size tables from the open-files limit; dnscost raises that limit to the kernel's
+ceiling (about a million), far beyond what one loopback address can connect (its ephemeral
+ports), so configurations take at most this."""
+
+
 def fd_limit() -> int:
-    """The open-files limit a child inherits (the soft limit; servers that raise theirs can
-    go no higher than the hard one, which on the reference VM is the same 20 000)."""
+    """The open-files limit a child inherits (the soft limit), at most :data:`FD_LIMIT_CAP`."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    return hard if soft == resource.RLIM_INFINITY else soft
+    return min(FD_LIMIT_CAP, hard if soft == resource.RLIM_INFINITY else soft)
 
 
 def socket_dir(directory: Path, room: int = 40) -> tuple[Path, Path | None]:
