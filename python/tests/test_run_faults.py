@@ -287,3 +287,20 @@ def test_a_generator_on_a_busy_core_is_flagged(root: None, tmp_path: Path) -> No
     v = trial["summary"]["validity"]  # type: ignore[index]
     assert v["generator_saturated"] and not v["target_saturated"], v
     assert "generator-bound" in v["flags"] and v["valid"] is False
+
+
+@pytest.mark.resolver
+@pytest.mark.parametrize("target", ["knot-resolver", "pdns-recursor"])
+def test_control_sockets_work_under_a_deep_run_directory(root: None, tmp_path: Path, target: str) -> None:
+    """A run directory deep enough that a unix socket path in it is too long (as a fresh clone's
+    results/<experiment>/<run>/trials/<id>/bed/target is): the counters are still read."""
+    need(installed(target), f"{target} is not installed")
+    from dnscost import trial
+
+    deep = tmp_path.joinpath(*["d" * 30] * 4, "bed")
+    bed = trial.Testbed.create(target, deep, target_cpus=[0], upstream_cpus=[1], names=100, tld="test")
+    try:
+        bed.target.start()
+        assert bed.target.counters().queries is not None
+    finally:
+        bed.stop()

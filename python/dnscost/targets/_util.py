@@ -3,11 +3,9 @@ talking to a server's statistics endpoint. Nothing here starts a long-lived proc
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import resource
-import secrets
 import shutil
 import subprocess
 import tempfile
@@ -26,7 +24,7 @@ __all__ = [
     "http_get",
     "int_items",
     "lua_str",
-    "remove_link",
+    "remove_socket_dir",
     "socket_dir",
     "sum_of",
     "version_of",
@@ -87,30 +85,28 @@ def fd_limit() -> int:
 
 
 def socket_dir(directory: Path, room: int = 40) -> tuple[Path, Path | None]:
-    """A path to ``directory`` short enough for unix sockets in it (a socket's path is limited
-    to 107 bytes; ``room`` is what the server appends). That is ``directory`` itself when it is
-    short enough, else a symlink to it in the temporary directory, returned also as the second
-    element so that the caller removes it (the sockets themselves stay in ``directory``)."""
+    """A directory short enough for unix sockets (a socket's path is limited to 107 bytes;
+    ``room`` is what the server appends): ``directory`` itself when it is short enough, else a
+    new directory in the temporary directory, returned also as the second element so that the
+    caller removes it (:func:`remove_socket_dir`). Not a symlink: servers such as kresd resolve
+    one and bind to the long path behind it."""
     directory = directory.resolve()
     if len(os.fsencode(directory)) + room <= 107:
         return directory, None
-    for _ in range(100):
-        link = Path(tempfile.gettempdir(), f"dnscost-{secrets.token_hex(4)}")
-        try:
-            link.symlink_to(directory, target_is_directory=True)
-        except FileExistsError:
-            continue
-        if len(os.fsencode(link)) + room > 107:
-            link.unlink()
-            raise UsageError(f"no short path for the control sockets of {directory}: set TMPDIR to a short directory")
-        return link, link
-    raise MachineError(f"cannot make a symlink to {directory} in {tempfile.gettempdir()}")
+    try:
+        short = Path(tempfile.mkdtemp(prefix="dnscost-"))
+    except OSError as e:
+        raise MachineError(f"cannot make a directory in {tempfile.gettempdir()}: {e}") from e
+    if len(os.fsencode(short)) + room > 107:
+        short.rmdir()
+        raise UsageError(f"no short path for the control sockets of {directory}: set TMPDIR to a short directory")
+    return short, short
 
 
-def remove_link(link: Path | None) -> None:
-    if link is not None:
-        with contextlib.suppress(FileNotFoundError):
-            link.unlink()
+def remove_socket_dir(short: Path | None) -> None:
+    """Removes a directory :func:`socket_dir` made (once its server has stopped)."""
+    if short is not None:
+        shutil.rmtree(short, ignore_errors=True)
 
 
 def http_get(url: str, target: str, headers: Mapping[str, str] | None = None, timeout: float = 3.0) -> str:

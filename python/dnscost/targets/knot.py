@@ -16,7 +16,7 @@ from dnscost.targets._util import (
     IDLE_TIMEOUT_S,
     find_binary,
     lua_str,
-    remove_link,
+    remove_socket_dir,
     socket_dir,
     version_of,
 )
@@ -80,15 +80,15 @@ class KnotResolver(Target):
     transports = ("udp", "tcp", "dot", "doh")
 
     _rundir: Path
-    _link: Path | None = None
+    _short: Path | None = None
 
     def configure(self) -> list[str]:
         if self.upstream is None:
             raise UsageError("knot-resolver needs an upstream (the authoritative dnscost-engine serve)")
         exe = find_binary(self.binary, self.name, self.package)
         # kresd makes its control socket RUNDIR/control/<pid>: RUNDIR is the trial directory,
-        # through a short symlink when its path is too long for a unix socket.
-        self._rundir, self._link = socket_dir(self.workdir, room=20)
+        # or a short directory of its own when that path is too long for a unix socket.
+        self._rundir, self._short = socket_dir(self.workdir, room=20)
         dns_port = free_port()
         listen = [f"net.listen('127.0.0.1', {dns_port}, {{ kind = 'dns' }})   -- udp and tcp"]
         for t in ("udp", "tcp"):
@@ -165,8 +165,8 @@ policy.add(policy.all(policy.REFUSE))
 
     def stop(self) -> None:
         super().stop()
-        remove_link(self._link)
-        self._link = None
+        remove_socket_dir(self._short)
+        self._short = None
         # The cache file is working state (100 MB per instance), not a result.
         shutil.rmtree(self.workdir / "cache", ignore_errors=True)
 

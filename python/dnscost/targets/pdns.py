@@ -12,7 +12,7 @@ from dnscost.targets._util import (
     IDLE_TIMEOUT_S,
     fd_limit,
     find_binary,
-    remove_link,
+    remove_socket_dir,
     socket_dir,
     sum_of,
     version_of,
@@ -62,7 +62,7 @@ class PdnsRecursor(Target):
     transports = ("udp", "tcp")
 
     _sockets: Path
-    _link: Path | None = None
+    _short: Path | None = None
 
     def configure(self) -> list[str]:
         if self.upstream is None:
@@ -70,8 +70,8 @@ class PdnsRecursor(Target):
         exe = find_binary(self.binary, self.name, self.package)
         find_binary("rec_control", self.name, self.package)
         # The control socket (and rec_control's own) go into the trial directory, through a
-        # short symlink when its path is too long for a unix socket.
-        self._sockets, self._link = socket_dir(self.workdir)
+        # short directory of its own when that path is too long for a unix socket.
+        self._sockets, self._short = socket_dir(self.workdir)
         threads = max(1, len(self.cpus))
         dns_port = free_port()
         for t in self.wanted:
@@ -108,8 +108,8 @@ class PdnsRecursor(Target):
 
     def stop(self) -> None:
         super().stop()
-        remove_link(self._link)
-        self._link = None
+        remove_socket_dir(self._short)
+        self._short = None
 
     def counters(self) -> Counters:
         if self.child is None:
