@@ -20,8 +20,9 @@ from typing import Any
 
 from dnscost.errors import EngineError, MachineError, UsageError
 from dnscost.proc import Child
+from dnscost.results import read_records
 
-__all__ = ["Endpoint", "Responder", "check_config", "engine_path", "engine_version", "generate", "read_records"]
+__all__ = ["Endpoint", "Responder", "check_config", "engine_path", "engine_version", "generate"]
 
 TRANSPORTS = ("udp", "tcp", "dot", "doh")
 
@@ -66,21 +67,6 @@ class Endpoint:
 
     def url(self) -> str:
         return f"{self.transport}://{self.address}{self.path or ''}"
-
-
-def read_records(path: Path) -> list[dict[str, Any]]:
-    """The JSON lines of an engine output file (lines cut short by a crash are skipped)."""
-    records = []
-    try:
-        lines = path.read_text().splitlines()
-    except FileNotFoundError:
-        return []
-    for line in lines:
-        try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue
-    return records
 
 
 class Responder:

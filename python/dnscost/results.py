@@ -18,7 +18,7 @@ from dnscost import __version__
 from dnscost.errors import UsageError
 from dnscost.proc import Ledger
 
-__all__ = ["FORMAT_VERSION", "Run", "new_run_id", "read_json", "write_json"]
+__all__ = ["FORMAT_VERSION", "Run", "new_run_id", "read_json", "read_records", "write_json"]
 
 FORMAT_VERSION = 2
 
@@ -32,6 +32,22 @@ def write_json(path: Path, doc: Any) -> None:
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(doc, indent=2) + "\n")
     tmp.replace(path)
+
+
+def read_records(path: Path) -> list[dict[str, Any]]:
+    """The records of a JSON-lines file (the engine's output, the meter's samples), in order;
+    a line cut short by a crash is skipped, a missing file has none."""
+    out: list[dict[str, Any]] = []
+    try:
+        lines = path.read_text().splitlines()
+    except FileNotFoundError:
+        return out
+    for line in lines:
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return out
 
 
 def read_json(path: Path) -> Any:

@@ -1,5 +1,8 @@
 """Reading a stored run: run.json and the trial.json of every trial of its plan. A trial that is
-missing, unreadable or failed is kept, with its status, never raised."""
+missing, unreadable or failed is kept, with its status, never raised. A trial whose raw records
+are stored (``engine.jsonl``, ``meter.jsonl``, the target's counters and the summary's context)
+gets its summary computed again from them, so what the report shows follows from raw data and
+the current definitions (:mod:`dnscost.trial_summary`), not from what was written at the time."""
 
 from __future__ import annotations
 
@@ -43,7 +46,28 @@ def _load_trial(run_dir: Path, entry: dict[str, Any], status: dict[str, Any]) ->
     except (OSError, json.JSONDecodeError) as e:
         return {**entry, "status": "unreadable", "error": f"trial.json: {e}"}
     # The plan says what the trial is; trial.json adds what happened.
-    return {**entry, **doc}
+    doc = {**entry, **doc}
+    summary = resummarize(path.parent, doc)
+    if summary is not None:
+        doc["summary"] = summary
+    return doc
+
+
+def resummarize(trial_dir: Path, doc: dict[str, Any]) -> dict[str, Any] | None:
+    """The summary of a finished load or idle trial computed again from its raw records, or
+    None when they are not all stored (the stored summary then stands)."""
+    context, counters = doc.get("summary_context"), doc.get("counters")
+    if doc.get("status") != "done" or doc.get("kind") == "search" or not context or not counters:
+        return None
+    from dnscost.results import read_records
+    from dnscost.trial_summary import CounterDelta, SummaryContext, summarize_trial
+
+    records = read_records(trial_dir / "engine.jsonl")
+    samples = read_records(trial_dir / "meter.jsonl")
+    if not records or records[-1].get("type") != "summary" or not samples:
+        return None
+    counts = CounterDelta.from_counters(counters["before"], counters["after"])
+    return dict(summarize_trial(records, samples, counts, SummaryContext.from_dict(context)))
 
 
 def validity_flags(validity: dict[str, Any]) -> list[str]:

@@ -51,27 +51,13 @@ from dnscost.errors import MachineError
 from dnscost.meter import procfs
 from dnscost.meter.energy import CpuPowerModel, RaplReader
 from dnscost.meter.sockets import ss_sockets
+from dnscost.results import read_records
 
 __all__ = ["FORMAT_VERSION", "Sampler", "read_records"]
 
 FORMAT_VERSION = 1
 
 _SLAB_KEYS = {"Slab": "slab_bytes", "SReclaimable": "sreclaimable_bytes", "SUnreclaim": "sunreclaim_bytes"}
-
-
-def read_records(path: Path) -> list[dict[str, Any]]:
-    """The records of a sampler file, in order (a line cut short by a crash is skipped)."""
-    out: list[dict[str, Any]] = []
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        return out
-    for line in text.splitlines():
-        try:
-            out.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue
-    return out
 
 
 def _cpu_sum(files: procfs.OpenFiles, pids: Sequence[int]) -> tuple[int, int, int, int]:

@@ -20,9 +20,10 @@ from typing import ClassVar
 
 from dnscost.certs import TlsFiles
 from dnscost.cgroup import Cgroup
-from dnscost.engine import Endpoint, engine_path, read_records
+from dnscost.engine import Endpoint, engine_path
 from dnscost.errors import MachineError, TargetError, UsageError
 from dnscost.proc import Child
+from dnscost.results import read_records
 
 __all__ = ["Counters", "Target", "free_port"]
 
