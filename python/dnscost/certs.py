@@ -1,9 +1,11 @@
 """A certificate authority made for one run, and a server certificate it signed for
-localhost, 127.0.0.1 and ::1 (ECDSA P-256, like most DoT and DoH deployments), with openssl."""
+localhost, 127.0.0.1, ::1 and the addresses it is given (ECDSA P-256, like most DoT and DoH
+deployments), with openssl."""
 
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,15 +33,17 @@ def _openssl(args: list[str], cwd: Path) -> None:
         raise MachineError(f"openssl {args[0]} failed: {r.stderr.strip().splitlines()[-1:]}")
 
 
-def make_tls(directory: Path, days: int = 30) -> TlsFiles:
-    """Writes ca.pem, server.pem (chain), server-leaf.pem and server.key into ``directory``."""
+def make_tls(directory: Path, days: int = 30, addresses: Sequence[str] = ()) -> TlsFiles:
+    """Writes ca.pem, server.pem (chain), server-leaf.pem and server.key into ``directory``.
+    The certificate also covers ``addresses`` (a target's address in its own namespace)."""
     directory.mkdir(parents=True, exist_ok=True)
     ext = directory / "server.ext"
+    names = ["DNS:localhost", "IP:127.0.0.1", "IP:::1", *(f"IP:{a}" for a in addresses if a != "127.0.0.1")]
     ext.write_text(
         "basicConstraints=critical,CA:FALSE\n"
         "keyUsage=critical,digitalSignature\n"
         "extendedKeyUsage=serverAuth\n"
-        "subjectAltName=DNS:localhost,IP:127.0.0.1,IP:::1\n"
+        f"subjectAltName={','.join(names)}\n"
     )
     ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
     _openssl(

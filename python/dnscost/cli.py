@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import sys
 import time
@@ -17,6 +18,7 @@ from typing import Any
 
 from dnscost import __version__
 from dnscost.errors import DnscostError, UsageError
+from dnscost.network import DEFAULT_NETWORK, NETWORKS, check_network
 
 __all__ = ["main"]
 
@@ -113,6 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
     ld.add_argument("--names", type=int, default=10_000, help="synthetic names (default 10000)")
     ld.add_argument("--tld", default="test")
     ld.add_argument("--no-fill", action="store_true", help="skip the cache pre-fill")
+    ld.add_argument("--network", choices=NETWORKS, help=f"where the target sits (default {DEFAULT_NETWORK})")
     ld.add_argument("--output", type=Path, help="results directory (default results/load/<run-id>)")
 
     r = sub.add_parser("run", help="run an experiment spec (TOML) and write its report")
@@ -143,6 +146,9 @@ def _run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--target-cpus", type=cpu_list, help="CPUs of the target (default: the spec's, else 0)")
     p.add_argument("--generator-cpus", type=cpu_list, help="CPUs of the generator (default: all others)")
     p.add_argument("--no-report", action="store_true", help="measure only; `dnscost report` makes the report later")
+    p.add_argument(
+        "--network", choices=NETWORKS, help=f"where the target sits (default: the spec's, else {DEFAULT_NETWORK})"
+    )
 
 
 def cmd_doctor() -> int:
@@ -244,9 +250,18 @@ def cmd_load(a: argparse.Namespace) -> int:
 
     generator_cpus = a.generator_cpus or sorted(set(os.sched_getaffinity(0)) - set(a.target_cpus))
     settings = LoadSettings(
-        a.target, a.transport, engine_settings(a), a.target_cpus, generator_cpus, a.names, a.tld, fill=not a.no_fill
+        a.target,
+        a.transport,
+        engine_settings(a),
+        a.target_cpus,
+        generator_cpus,
+        a.names,
+        a.tld,
+        fill=not a.no_fill,
+        network=a.network or DEFAULT_NETWORK,
     )
     settings.validate()
+    os.sched_setaffinity(0, generator_cpus)  # dnscost itself (sampler, ss) never on the target's cores
     out = a.output or Path("results", "load", new_run_id())
     trial_id = f"load-{a.target}-{a.transport}"
     plan = [{"id": trial_id, "group": "load", "kind": "load", "target": a.target, "transport": a.transport}]
@@ -331,6 +346,7 @@ def cmd_run(a: argparse.Namespace) -> int:
         spec = dataclasses.replace(spec, targets=tuple(run.doc["spec"]["targets"]))
         cpus = run.doc["spec"].get("cpus", {})
         target_cpus, generator_cpus = cpus.get("target"), cpus.get("generator")
+        network = run.doc["spec"].get("network", "loopback")
     else:
         if a.command == "reproduce":
             path = experiments_dir() / ("study-quick.toml" if a.quick else "study.toml")
@@ -344,10 +360,13 @@ def cmd_run(a: argparse.Namespace) -> int:
         target_cpus, generator_cpus = default_cpus(
             a.target_cpus or spec.target_cpus, a.generator_cpus or spec.generator_cpus
         )
+        network = a.network or spec.network or DEFAULT_NETWORK
     if set(target_cpus) & set(generator_cpus) or not generator_cpus:
         raise UsageError(
             f"target CPUs {target_cpus} and generator CPUs {generator_cpus} must be disjoint and non-empty"
         )
+    for name in spec.targets:
+        check_network(network, name)
     plan = expand(spec)
     if not plan:
         raise UsageError(f"{spec.origin}: no trial to run (do the targets serve the transports?)")
@@ -356,7 +375,11 @@ def cmd_run(a: argparse.Namespace) -> int:
             raise UsageError(f"{a.resume}: the plan no longer matches the recorded one (dnscost changed?)")
     else:
         out = a.output or Path("results", spec.name, new_run_id())
-        resolved = {**spec.to_dict(), "cpus": {"target": target_cpus, "generator": generator_cpus}}
+        resolved = {
+            **spec.to_dict(),
+            "cpus": {"target": target_cpus, "generator": generator_cpus},
+            "network": network,
+        }
         run = Run.create(
             out,
             spec.name,
@@ -367,10 +390,17 @@ def cmd_run(a: argparse.Namespace) -> int:
             versions={"dnscost-engine": engine_version()},
         )
     print(f"dnscost: {len(plan)} trials of {spec.name} into {run.dir}", file=sys.stderr)
+    os.sched_setaffinity(0, generator_cpus)  # dnscost itself (sampler, ss) never on the target's cores
     run.doc["status"] = "running"
     try:
         counts = run_plan(
-            run, spec, plan, target_cpus=target_cpus, generator_cpus=generator_cpus, progress=Progress(len(plan))
+            run,
+            spec,
+            plan,
+            target_cpus=target_cpus,
+            generator_cpus=generator_cpus,
+            progress=Progress(len(plan)),
+            network=network,
         )
     except BaseException as e:
         run.finish("interrupted" if isinstance(e, KeyboardInterrupt) else "failed")

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from dnscost.errors import EngineError, TargetError
+from dnscost.network import DEFAULT_NETWORK
 from dnscost.plan import TrialPlan, engine_knobs, estimate_s
 from dnscost.results import Run, write_json
 from dnscost.spec import Spec
@@ -53,7 +54,13 @@ def _minutes(s: float) -> str:
     return f"{s / 60:.0f} min" if s >= 90 else f"{s:.0f} s"
 
 
-def settings_for(spec: Spec, t: TrialPlan, target_cpus: Sequence[int], generator_cpus: Sequence[int]) -> LoadSettings:
+def settings_for(
+    spec: Spec,
+    t: TrialPlan,
+    target_cpus: Sequence[int],
+    generator_cpus: Sequence[int],
+    network: str = DEFAULT_NETWORK,
+) -> LoadSettings:
     engine = engine_knobs(t) if t.kind != "search" else {}
     if t.kind != "search":
         engine["threads"] = max(1, min(len(generator_cpus), engine["connections"]))
@@ -67,6 +74,7 @@ def settings_for(spec: Spec, t: TrialPlan, target_cpus: Sequence[int], generator
         spec.tld,
         fill=t.kind != "idle",
         baseline_s=t.params["baseline_s"],
+        network=network,
     )
 
 
@@ -158,6 +166,7 @@ def run_plan(
     target_cpus: Sequence[int],
     generator_cpus: Sequence[int],
     progress: Progress | None = None,
+    network: str = DEFAULT_NETWORK,
 ) -> dict[str, int]:
     """Runs every trial of ``plan`` not yet done in ``run``; returns counts by status."""
     progress = progress or Progress(len(plan))
@@ -174,7 +183,7 @@ def run_plan(
                 counts["skipped"] += 1
                 continue
             progress.trial(k, t, sum(estimates[k - 1 :]), spent)
-            s = settings_for(spec, t, target_cpus, generator_cpus)
+            s = settings_for(spec, t, target_cpus, generator_cpus, network)
             s.validate()
             trial_dir = run.trial_dir(t.id)
             trial_dir.mkdir(parents=True, exist_ok=True)
