@@ -9,6 +9,7 @@ import json
 import os
 import socket
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -203,3 +204,58 @@ def test_leftovers_of_a_dead_process_are_removed(root: None) -> None:
     finally:
         subprocess.run(["ip", "netns", "del", dead], capture_output=True, check=False)
     assert dead not in namespaces()
+
+
+SPEC = """
+name = "net"
+targets = ["builtin"]
+network = "veth"
+[defaults]
+duration = "1s"
+warmup = "0.2s"
+baseline = "0.2s"
+[[group]]
+name = "q"
+transports = ["doh"]
+connections = 2
+rate = 500
+"""
+
+
+def test_spec_network_key() -> None:
+    from dnscost.spec import parse_spec
+
+    assert parse_spec(SPEC).network == "veth"
+    assert parse_spec(SPEC.replace('network = "veth"\n', "")).network is None
+    with pytest.raises(UsageError, match="network: expected one of loopback, veth, veth-rps"):
+        parse_spec(SPEC.replace('"veth"', '"wifi"'), "spec.toml")
+
+
+def dnscost(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "dnscost.cli", *args], capture_output=True, text=True, timeout=120, check=False
+    )
+
+
+def test_run_takes_the_spec_network_and_the_flag_overrides_it(root: None, clean: None, tmp_path: Path) -> None:
+    """``dnscost run`` records the set-up it used in run.json and every trial; ``--network``
+    overrides the spec's; ``dnscost load --network`` records it in its settings."""
+    spec = tmp_path / "net.toml"
+    spec.write_text(SPEC)
+    for flag, expected in (([], "veth"), (["--network", "veth-rps"], "veth-rps")):
+        out = tmp_path / f"run-{expected}"
+        r = dnscost("run", str(spec), *flag, "--output", str(out), "--no-report", "--target-cpus", "0")
+        assert r.returncode == 0, r.stderr
+        run = json.loads((out / "run.json").read_text())
+        assert run["spec"]["network"] == expected and run["status"] == "done"
+        (trial,) = (out / "trials").glob("*/trial.json")
+        assert json.loads(trial.read_text())["network"]["kind"] == expected
+    out = tmp_path / "load"
+    r = dnscost(
+        "load", "--target", "builtin", "--transport", "udp", "--rate", "500", "--duration", "1s",
+        "--warmup", "0", "--names", "100", "--network", "veth", "--output", str(out),
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert json.loads((out / "run.json").read_text())["spec"]["settings"]["network"] == "veth"
+    r = dnscost("load", "--target", "unbound", "--transport", "udp", "--network", "veth", "--output", str(out))
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "cannot run with --network veth" in r.stderr
