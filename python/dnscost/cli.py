@@ -365,8 +365,7 @@ def cmd_run(a: argparse.Namespace) -> int:
         raise UsageError(
             f"target CPUs {target_cpus} and generator CPUs {generator_cpus} must be disjoint and non-empty"
         )
-    for name in spec.targets:
-        check_network(network, name)
+    check_network(network)
     plan = expand(spec)
     if not plan:
         raise UsageError(f"{spec.origin}: no trial to run (do the targets serve the transports?)")

@@ -60,7 +60,7 @@ class LoadSettings:
     def validate(self) -> None:
         """Fails early, before anything starts, on settings that cannot be run."""
         check_target(self.target, self.transport)
-        check_network(self.network, self.target)
+        check_network(self.network)
         if set(self.target_cpus) & set(self.generator_cpus):
             raise UsageError(f"target CPUs {self.target_cpus} and generator CPUs {self.generator_cpus} overlap")
         if not self.generator_cpus:

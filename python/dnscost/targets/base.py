@@ -68,9 +68,6 @@ class Target(ABC):
     binary: ClassVar[str]
     transports: ClassVar[tuple[str, ...]]
     """Transports this adapter can serve."""
-    networked: ClassVar[bool] = False
-    """Whether it can run in a network namespace of its own (``--network veth``): it listens,
-    and serves its counters, on ``host``."""
 
     def __init__(
         self,

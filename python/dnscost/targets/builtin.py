@@ -21,7 +21,6 @@ class Builtin(Target):
     package = None
     binary = "dnscost-engine"
     transports = ("udp", "tcp", "dot", "doh")
-    networked = True
 
     def configure(self) -> list[str]:
         exe = str(engine_path())

@@ -60,7 +60,6 @@ class Dnsdist(Target):
     package = "dnsdist"
     binary = "dnsdist"
     transports = ("udp", "tcp", "dot", "doh")
-    networked = True
 
     _api_key = ""
     _web_port = 0

@@ -78,7 +78,6 @@ class KnotResolver(Target):
     package = "knot-resolver"
     binary = "kresd"
     transports = ("udp", "tcp", "dot", "doh")
-    networked = True  # counters come through a unix socket, reachable from any namespace
 
     _rundir: Path
     _link: Path | None = None
