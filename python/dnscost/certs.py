@@ -1,11 +1,13 @@
 """A certificate authority made for one run, and a server certificate it signed for
-localhost, 127.0.0.1 and ::1, with openssl. The key type is an experiment axis: a full
-handshake costs the server mostly the certificate's signature, and ECDSA P-256 (the default,
-like most DoT and DoH deployments) signs several times faster than RSA-2048."""
+localhost, 127.0.0.1, ::1 and the addresses it is given, with openssl. The key type is an
+experiment axis: a full handshake costs the server mostly the certificate's signature, and
+ECDSA P-256 (the default, like most DoT and DoH deployments) signs several times faster than
+RSA-2048."""
 
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,18 +47,22 @@ def _openssl(args: list[str], cwd: Path) -> None:
         raise MachineError(f"openssl {args[0]} failed: {r.stderr.strip().splitlines()[-1:]}")
 
 
-def make_tls(directory: Path, days: int = 30, key_type: str = DEFAULT_KEY_TYPE) -> TlsFiles:
+def make_tls(
+    directory: Path, days: int = 30, addresses: Sequence[str] = (), key_type: str = DEFAULT_KEY_TYPE
+) -> TlsFiles:
     """Writes ca.pem, server.pem (chain), server-leaf.pem and server.key into ``directory``,
-    with keys of ``key_type`` (one of :data:`KEY_TYPES`)."""
+    with keys of ``key_type`` (one of :data:`KEY_TYPES`). The certificate also covers
+    ``addresses`` (a target's address in its own namespace)."""
     if key_type not in _NEWKEY:
         raise ValueError(f"unknown key type {key_type!r} (known: {', '.join(KEY_TYPES)})")
     directory.mkdir(parents=True, exist_ok=True)
     ext = directory / "server.ext"
+    names = ["DNS:localhost", "IP:127.0.0.1", "IP:::1", *(f"IP:{a}" for a in addresses if a != "127.0.0.1")]
     ext.write_text(
         "basicConstraints=critical,CA:FALSE\n"
         "keyUsage=critical,digitalSignature\n"
         "extendedKeyUsage=serverAuth\n"
-        "subjectAltName=DNS:localhost,IP:127.0.0.1,IP:::1\n"
+        f"subjectAltName={','.join(names)}\n"
     )
     ec = [*_NEWKEY[key_type], "-nodes"]
     _openssl(

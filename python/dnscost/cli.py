@@ -20,6 +20,7 @@ from typing import Any
 from dnscost import __version__
 from dnscost.certs import DEFAULT_KEY_TYPE, KEY_TYPES
 from dnscost.errors import DnscostError, TargetError, UsageError
+from dnscost.network import DEFAULT_NETWORK, NETWORKS, check_network
 
 __all__ = ["main"]
 
@@ -118,6 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
     ld.add_argument("--tld", default="test")
     ld.add_argument("--no-fill", action="store_true", help="skip the cache pre-fill")
     ld.add_argument("--cert-key", choices=KEY_TYPES, default=DEFAULT_KEY_TYPE, help="the target's certificate key")
+    ld.add_argument("--network", choices=NETWORKS, help=f"where the target sits (default {DEFAULT_NETWORK})")
     ld.add_argument("--output", type=Path, help="results directory (default results/load/<run-id>)")
 
     r = sub.add_parser("run", help="run an experiment spec (TOML) and write its report")
@@ -148,6 +150,9 @@ def _run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--target-cpus", type=cpu_list, help="CPUs of the target (default: the spec's, else 0)")
     p.add_argument("--generator-cpus", type=cpu_list, help="CPUs of the generator (default: all others)")
     p.add_argument("--no-report", action="store_true", help="measure only; `dnscost report` makes the report later")
+    p.add_argument(
+        "--network", choices=NETWORKS, help=f"where the target sits (default: the spec's, else {DEFAULT_NETWORK})"
+    )
 
 
 def cmd_doctor() -> int:
@@ -264,6 +269,7 @@ def cmd_load(a: argparse.Namespace) -> int:
         a.tld,
         fill=not a.no_fill,
         cert_key=a.cert_key,
+        network=a.network or DEFAULT_NETWORK,
     )
     settings.validate()
     check_config({**settings.engine, "transport": a.transport, "synthetic": a.names, "tld": a.tld}, "dnscost load")
@@ -374,6 +380,7 @@ def cmd_run(a: argparse.Namespace) -> int:
         spec = dataclasses.replace(spec, targets=tuple(run.doc["spec"]["targets"]))
         cpus = run.doc["spec"].get("cpus", {})
         target_cpus, generator_cpus = cpus.get("target"), cpus.get("generator")
+        network = run.doc["spec"].get("network", "loopback")
     else:
         if a.command == "reproduce":
             path = experiments_dir() / ("study-quick.toml" if a.quick else "study.toml")
@@ -387,20 +394,26 @@ def cmd_run(a: argparse.Namespace) -> int:
         target_cpus, generator_cpus = default_cpus(
             a.target_cpus or spec.target_cpus, a.generator_cpus or spec.generator_cpus
         )
+        network = a.network or spec.network or DEFAULT_NETWORK
     if set(target_cpus) & set(generator_cpus) or not generator_cpus:
         raise UsageError(
             f"target CPUs {target_cpus} and generator CPUs {generator_cpus} must be disjoint and non-empty"
         )
+    check_network(network)
     plan = expand(spec)
     if not plan:
         raise UsageError(f"{spec.origin}: no trial to run (do the targets serve the transports?)")
     if a.resume and [t.id for t in plan] != [t["id"] for t in run.doc["plan"]]:
         raise UsageError(f"{a.resume}: the plan no longer matches the recorded one (dnscost changed?)")
-    check_plan(spec, plan, target_cpus, generator_cpus)
+    check_plan(spec, plan, target_cpus, generator_cpus, network)
     pin_self(generator_cpus)
     if not a.resume:
         out = a.output or Path("results", spec.name, new_run_id()).resolve()
-        resolved = {**spec.to_dict(), "cpus": {"target": target_cpus, "generator": generator_cpus}}
+        resolved = {
+            **spec.to_dict(),
+            "cpus": {"target": target_cpus, "generator": generator_cpus},
+            "network": network,
+        }
         run = Run.create(
             out,
             spec.name,
@@ -423,8 +436,17 @@ def cmd_run(a: argparse.Namespace) -> int:
             target_cpus=target_cpus,
             generator_cpus=generator_cpus,
             progress=progress,
+            network=network,
         )
-        run_plan(run, spec, plan, target_cpus=target_cpus, generator_cpus=generator_cpus, progress=progress)
+        run_plan(
+            run,
+            spec,
+            plan,
+            target_cpus=target_cpus,
+            generator_cpus=generator_cpus,
+            progress=progress,
+            network=network,
+        )
     except BaseException as e:
         run.finish("interrupted" if isinstance(e, KeyboardInterrupt) else "failed")
         if isinstance(e, KeyboardInterrupt):

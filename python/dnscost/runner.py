@@ -26,6 +26,7 @@ from typing import Any
 from dnscost.certs import DEFAULT_KEY_TYPE
 from dnscost.engine import check_config
 from dnscost.errors import EngineError, MachineError, TargetError
+from dnscost.network import DEFAULT_NETWORK
 from dnscost.plan import TrialPlan, engine_knobs, estimate_s
 from dnscost.results import Run, write_json
 from dnscost.spec import Spec
@@ -61,7 +62,13 @@ def _minutes(s: float) -> str:
     return f"{s / 60:.0f} min" if s >= 90 else f"{s:.0f} s"
 
 
-def settings_for(spec: Spec, t: TrialPlan, target_cpus: Sequence[int], generator_cpus: Sequence[int]) -> LoadSettings:
+def settings_for(
+    spec: Spec,
+    t: TrialPlan,
+    target_cpus: Sequence[int],
+    generator_cpus: Sequence[int],
+    network: str = DEFAULT_NETWORK,
+) -> LoadSettings:
     engine = engine_knobs(t) if t.kind != "search" else {}
     if t.kind != "search":
         engine["threads"] = max(1, min(len(generator_cpus), engine["connections"]))
@@ -76,17 +83,22 @@ def settings_for(spec: Spec, t: TrialPlan, target_cpus: Sequence[int], generator
         fill=t.kind != "idle",
         baseline_s=t.params["baseline_s"],
         cert_key=t.params.get("cert_key") or DEFAULT_KEY_TYPE,
+        network=network,
     )
 
 
 def check_plan(
-    spec: Spec, plan: Sequence[TrialPlan], target_cpus: Sequence[int], generator_cpus: Sequence[int]
+    spec: Spec,
+    plan: Sequence[TrialPlan],
+    target_cpus: Sequence[int],
+    generator_cpus: Sequence[int],
+    network: str = DEFAULT_NETWORK,
 ) -> None:
     """Has the engine validate every trial's configuration before anything starts: a bad
     knob fails in a second with the spec, the group and the field named."""
     seen: set[str] = set()
     for t in plan:
-        s = settings_for(spec, t, target_cpus, generator_cpus)
+        s = settings_for(spec, t, target_cpus, generator_cpus, network)
         s.validate()
         if t.kind == "search":
             continue
@@ -105,10 +117,13 @@ def preflight(
     target_cpus: Sequence[int],
     generator_cpus: Sequence[int],
     progress: Progress | None = None,
+    network: str = DEFAULT_NETWORK,
 ) -> dict[str, str]:
     """Checks, before the first trial, every target ``plan`` needs: its binary is installed
-    (:class:`MachineError` otherwise, at once), it starts, and it answers on every transport
-    the plan loads it over (:class:`TargetError` otherwise). Returns each target's version."""
+    (:class:`MachineError` otherwise, at once), it starts in the ``network`` set-up, and it
+    answers on every transport the plan loads it over (:class:`TargetError` otherwise).
+    Returns each target's version."""
+    from dnscost.network import Network
     from dnscost.targets import TARGETS
     from dnscost.targets._util import find_binary
 
@@ -121,15 +136,21 @@ def preflight(
             find_binary(cls.binary, name, cls.package)
     versions: dict[str, str] = {}
     for name, transports in needed.items():
-        bed = Testbed.create(
-            name,
-            workdir / name,
-            target_cpus=target_cpus,
-            upstream_cpus=generator_cpus,
-            names=spec.names,
-            tld=spec.tld,
-            transports=sorted(transports),
-        )
+        net = Network.create(network, target_cpus=target_cpus, generator_cpus=generator_cpus)
+        try:
+            bed = Testbed.create(
+                name,
+                workdir / name,
+                target_cpus=target_cpus,
+                upstream_cpus=generator_cpus,
+                names=spec.names,
+                tld=spec.tld,
+                transports=sorted(transports),
+                network=net,
+            )
+        except BaseException:
+            net.remove()
+            raise
         try:
             bed.target.start()
             versions[name] = bed.target.version()
@@ -230,6 +251,7 @@ def run_plan(
     target_cpus: Sequence[int],
     generator_cpus: Sequence[int],
     progress: Progress | None = None,
+    network: str = DEFAULT_NETWORK,
 ) -> dict[str, int]:
     """Runs every trial of ``plan`` not yet done in ``run``; returns counts by status."""
     progress = progress or Progress(len(plan))
@@ -253,7 +275,7 @@ def run_plan(
                 counts["not_run"] += 1
                 continue
             progress.trial(k, t, sum(estimates[k - 1 :]), spent)
-            s = settings_for(spec, t, target_cpus, generator_cpus)
+            s = settings_for(spec, t, target_cpus, generator_cpus, network)
             s.validate()
             trial_dir = run.trial_dir(t.id)
             trial_dir.mkdir(parents=True, exist_ok=True)

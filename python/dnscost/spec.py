@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from dnscost.errors import UsageError
+from dnscost.network import NETWORKS
 
 __all__ = [
     "ANALYSES",
@@ -76,6 +77,7 @@ _TOP_FIELDS = {
     "tld",
     "target_cpus",
     "generator_cpus",
+    "network",
     "analyses",
     "defaults",
     "group",
@@ -138,6 +140,9 @@ class Spec:
     groups: tuple[Group, ...]
     source: str = ""
     origin: str = ""
+    network: str | None = None
+    """``loopback``, ``veth`` or ``veth-rps`` (see dnscost.network); None: ``--network``, else
+    the default."""
 
     def to_dict(self) -> dict[str, Any]:
         """The resolved spec, as recorded in run.json."""
@@ -150,6 +155,7 @@ class Spec:
             "tld": self.tld,
             "target_cpus": list(self.target_cpus) if self.target_cpus is not None else None,
             "generator_cpus": list(self.generator_cpus) if self.generator_cpus is not None else None,
+            "network": self.network,
             "analyses": list(self.analyses),
             "groups": [
                 {
@@ -321,6 +327,7 @@ def parse_spec(text: str, origin: str = "<spec>") -> Spec:
     reps = top.integer("repetitions", doc.get("repetitions", 1), 1, 1000)
     target_cpus = top.cpus("target_cpus", doc["target_cpus"]) if "target_cpus" in doc else None
     generator_cpus = top.cpus("generator_cpus", doc["generator_cpus"]) if "generator_cpus" in doc else None
+    network = top.choice("network", doc["network"], NETWORKS) if "network" in doc else None
     analyses = top.strings("analyses", doc.get("analyses", list(ANALYSES)), ANALYSES)
     raw_defaults = doc.get("defaults", {})
     if not isinstance(raw_defaults, dict):
@@ -364,6 +371,7 @@ def parse_spec(text: str, origin: str = "<spec>") -> Spec:
         groups=tuple(groups),
         source=text,
         origin=origin,
+        network=network,
     )
 
 

@@ -19,6 +19,7 @@ from typing import Any
 from dnscost.certs import DEFAULT_KEY_TYPE, TlsFiles, make_tls
 from dnscost.engine import Endpoint, Responder, generate
 from dnscost.errors import TargetError, UsageError
+from dnscost.network import DEFAULT_NETWORK, Network, check_network, read_softnet, softnet_delta
 from dnscost.results import write_json
 from dnscost.targets import make_target
 from dnscost.targets.base import Target
@@ -55,10 +56,13 @@ class LoadSettings:
     baseline_s: float = 1.0
     cert_key: str = DEFAULT_KEY_TYPE
     """Key type of the target's certificate (``dnscost.certs.KEY_TYPES``)."""
+    network: str = DEFAULT_NETWORK
+    """Where the target sits: ``loopback``, ``veth`` or ``veth-rps`` (see dnscost.network)."""
 
     def validate(self) -> None:
         """Fails early, before anything starts, on settings that cannot be run."""
         check_target(self.target, self.transport)
+        check_network(self.network)
         if set(self.target_cpus) & set(self.generator_cpus):
             raise UsageError(f"target CPUs {self.target_cpus} and generator CPUs {self.generator_cpus} overlap")
         if not self.generator_cpus:
@@ -74,23 +78,25 @@ def _tls_options(transport: str, target: Target, ep: Endpoint) -> dict[str, Any]
     return opts
 
 
-def upstream_listeners() -> list[str]:
+def upstream_listeners(host: str = "127.0.0.1") -> list[str]:
     """UDP and TCP on one port: resolvers retry truncated answers, and dnsdist forwards TCP
     queries, to the port they query over UDP."""
     from dnscost.targets.base import free_port
 
     port = free_port()
-    return [f"udp://127.0.0.1:{port}", f"tcp://127.0.0.1:{port}"]
+    return [f"udp://{host}:{port}", f"tcp://{host}:{port}"]
 
 
 @dataclass
 class Testbed:
     """A target (not yet started) with its per-run CA and, for a resolver, the authoritative
-    upstream it fills its cache from, running on the generator's CPUs."""
+    upstream it fills its cache from, running on the generator's CPUs, and the network set-up
+    between them and the generator (removed with the bed)."""
 
     target: Target
     responder: Responder | None
     tls: TlsFiles
+    network: Network = field(default_factory=Network.loopback)
 
     @classmethod
     def create(
@@ -104,13 +110,15 @@ class Testbed:
         tld: str,
         transports: Sequence[str] | None = None,
         cert_key: str = DEFAULT_KEY_TYPE,
+        network: Network | None = None,
     ) -> Testbed:
-        tls = make_tls(workdir / "tls", key_type=cert_key)
+        net = network or Network.loopback()
+        tls = make_tls(workdir / "tls", addresses=[net.info.target_address], key_type=cert_key)
         responder = None
         if name != "builtin":
             responder = Responder(
                 workdir / "upstream",
-                upstream_listeners(),
+                upstream_listeners(net.info.generator_address),
                 cpus=upstream_cpus,
                 synthetic=names,
                 tld=tld,
@@ -126,18 +134,24 @@ class Testbed:
                 transports=transports,
                 tld=tld,
                 synthetic=names,
+                host=net.info.target_address,
+                exec_prefix=net.exec_prefix,
             )
         except BaseException:
             if responder is not None:
                 responder.stop()
             raise
-        return cls(target, responder, tls)
+        return cls(target, responder, tls, net)
 
     def stop(self) -> None:
-        """Stops the target and the upstream (by PID). Safe to call twice."""
-        self.target.stop()
-        if self.responder is not None:
-            self.responder.stop()
+        """Stops the target and the upstream (by PID), then removes the network set-up. Safe
+        to call twice."""
+        try:
+            self.target.stop()
+            if self.responder is not None:
+                self.responder.stop()
+        finally:
+            self.network.remove()
 
 
 def check_target(name: str, transport: str) -> None:
@@ -201,15 +215,21 @@ def start_bed(s: LoadSettings, workdir: Path, *, fill: bool | None = None) -> tu
     """Creates and starts the target of ``s`` (with its upstream) in ``workdir`` and, unless
     ``fill`` is false, fills its cache. Returns the bed and what is known of it (version, PID,
     endpoints, cache-hit ratio after the fill)."""
-    bed = Testbed.create(
-        s.target,
-        workdir,
-        target_cpus=s.target_cpus,
-        upstream_cpus=s.generator_cpus,
-        names=s.names,
-        tld=s.tld,
-        cert_key=s.cert_key,
-    )
+    network = Network.create(s.network, target_cpus=s.target_cpus, generator_cpus=s.generator_cpus)
+    try:
+        bed = Testbed.create(
+            s.target,
+            workdir,
+            target_cpus=s.target_cpus,
+            upstream_cpus=s.generator_cpus,
+            names=s.names,
+            tld=s.tld,
+            cert_key=s.cert_key,
+            network=network,
+        )
+    except BaseException:
+        network.remove()
+        raise
     try:
         target = bed.target
         target.start()
@@ -217,6 +237,7 @@ def start_bed(s: LoadSettings, workdir: Path, *, fill: bool | None = None) -> tu
             "target_pid": target.child.pid if target.child else None,
             "target_version": target.version(),
             "endpoints": {t: e.url() for t, e in target.endpoints.items()},
+            "network": network.info.to_dict(),
         }
         if (s.fill if fill is None else fill) and s.target != "builtin":
             info["cache_hit_ratio"] = warm_cache(target, workdir / "fill", s.generator_cpus, s.names)
@@ -261,6 +282,8 @@ def measure(bed: Testbed, s: LoadSettings, trial_dir: Path, *, cache_hit_ratio: 
         target_ports=ports,
         target_cpus=s.target_cpus,
         generator_pids=lambda: list(engine_pids),
+        net=bed.network.proc_net(target.child.pid if target.child else None),
+        ss_prefix=bed.network.exec_prefix,
     )
 
     def engine_started(pid: int) -> None:
@@ -272,6 +295,7 @@ def measure(bed: Testbed, s: LoadSettings, trial_dir: Path, *, cache_hit_ratio: 
         time.sleep(s.baseline_s)  # idle baseline of the target, before any load
         counters_before = target.counters()
         config = engine_config(s, target, trial_dir)
+        softnet_before = read_softnet()
         records = generate(
             config,
             trial_dir,
@@ -280,6 +304,7 @@ def measure(bed: Testbed, s: LoadSettings, trial_dir: Path, *, cache_hit_ratio: 
             watchdog=target.check_alive,
             started=engine_started,
         )
+        softnet = softnet_delta(softnet_before, read_softnet())
         target.check_alive()
         counters_after = target.counters()
     finally:
@@ -302,6 +327,7 @@ def measure(bed: Testbed, s: LoadSettings, trial_dir: Path, *, cache_hit_ratio: 
         ),
         "summary_context": context.to_dict(),
         "counters": counters,
+        "softnet": softnet,
     }
 
 

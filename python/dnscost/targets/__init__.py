@@ -37,9 +37,21 @@ def make_target(
     transports: Sequence[str] | None = None,
     tld: str = "test",
     synthetic: int = 10_000,
+    host: str = "127.0.0.1",
+    exec_prefix: Sequence[str] = (),
 ) -> Target:
     """The adapter for ``name`` (a key of :data:`TARGETS`), not yet started."""
     cls = TARGETS.get(name)
     if cls is None:
         raise UsageError(f"unknown target {name} (known: {', '.join(TARGETS)})")
-    return cls(workdir, cpus=cpus, tls=tls, upstream=upstream, transports=transports, tld=tld, synthetic=synthetic)
+    return cls(
+        workdir,
+        cpus=cpus,
+        tls=tls,
+        upstream=upstream,
+        transports=transports,
+        tld=tld,
+        synthetic=synthetic,
+        host=host,
+        exec_prefix=exec_prefix,
+    )

@@ -110,7 +110,7 @@ def remove_socket_dir(short: Path | None) -> None:
 
 
 def http_get(url: str, target: str, headers: Mapping[str, str] | None = None, timeout: float = 3.0) -> str:
-    """GET ``url`` (a statistics endpoint on 127.0.0.1)."""
+    """GET ``url`` (a statistics endpoint on the target's address)."""
     request = urllib.request.Request(url, headers=dict(headers or {}))
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:

@@ -82,6 +82,8 @@ class Target(ABC):
         transports: Sequence[str] | None = None,
         tld: str = "test",
         synthetic: int = 10_000,
+        host: str = "127.0.0.1",
+        exec_prefix: Sequence[str] = (),
     ) -> None:
         unsupported = set(transports or ()) - set(self.transports)
         if unsupported:
@@ -95,6 +97,10 @@ class Target(ABC):
         self.wanted = tuple(transports or self.transports)
         self.tld = tld
         self.synthetic = synthetic
+        self.host = host
+        """The address it listens on (127.0.0.1, or its side of a veth pair)."""
+        self.exec_prefix = list(exec_prefix)
+        """A command prefix that starts it in its network namespace (see dnscost.network)."""
         self.endpoints: dict[str, Endpoint] = {}
         self.cgroup: Cgroup | None = None
         self.child: Child | None = None
@@ -102,7 +108,7 @@ class Target(ABC):
     @abstractmethod
     def configure(self) -> list[str]:
         """Writes the configuration into ``self.workdir``, fills ``self.endpoints`` for every
-        transport in ``self.wanted`` (free ports on 127.0.0.1) and returns the command line
+        transport in ``self.wanted`` (free ports on ``self.host``) and returns the command line
         that runs the server in the foreground."""
 
     @abstractmethod
@@ -117,7 +123,7 @@ class Target(ABC):
         """Configures, starts the server pinned to ``self.cpus`` in a new cgroup, and waits
         until it answers on every wanted transport."""
         self.workdir.mkdir(parents=True, exist_ok=True)
-        argv = self.configure()
+        argv = [*self.exec_prefix, *self.configure()]
         self.cgroup = Cgroup.create(f"dnscost-{self.name}-{id(self):x}")
         try:
             self.child = Child(

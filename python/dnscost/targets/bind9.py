@@ -79,25 +79,25 @@ class Bind9(Target):
         self._stats_port = free_port()
         dns_port = free_port()
         # Without listen-on, named would listen on port 53 of every address.
-        listen = [f"    listen-on port {dns_port} {{ 127.0.0.1; }};  // udp and tcp"]
+        listen = [f"    listen-on port {dns_port} {{ {self.host}; }};  // udp and tcp"]
         for t in ("udp", "tcp"):
             if t in self.wanted:
-                self.endpoints[t] = Endpoint(t, "127.0.0.1", dns_port)
+                self.endpoints[t] = Endpoint(t, self.host, dns_port)
         blocks: list[str] = []
         if {"dot", "doh"} & set(self.wanted):
             blocks.append(f'tls dnscost {{ cert-file "{self.tls.cert}"; key-file "{self.tls.key}"; }};')
         if "dot" in self.wanted:
             port = free_port()
-            listen.append(f"    listen-on port {port} tls dnscost {{ 127.0.0.1; }};")
-            self.endpoints["dot"] = Endpoint("dot", "127.0.0.1", port)
+            listen.append(f"    listen-on port {port} tls dnscost {{ {self.host}; }};")
+            self.endpoints["dot"] = Endpoint("dot", self.host, port)
         if "doh" in self.wanted:
             port = free_port()
-            listen.append(f"    listen-on port {port} tls dnscost http dnscost {{ 127.0.0.1; }};")
+            listen.append(f"    listen-on port {port} tls dnscost http dnscost {{ {self.host}; }};")
             blocks.append(
                 f'http dnscost {{ endpoints {{ "/dns-query"; }}; listener-clients {clients}; '
                 "streams-per-connection 1000; };"
             )
-            self.endpoints["doh"] = Endpoint("doh", "127.0.0.1", port, "/dns-query")
+            self.endpoints["doh"] = Endpoint("doh", self.host, port, "/dns-query")
         up = self.upstream
         conf = f"""// named configuration written by dnscost for one trial.
 // Run in the foreground, logging to stderr: {exe} -g -n {threads} -c THIS
@@ -109,10 +109,10 @@ options {{
 {chr(10).join(listen)}
     listen-on-v6 {{ none; }};
     recursion yes;
-    allow-query {{ 127.0.0.0/8; }};
-    allow-recursion {{ 127.0.0.0/8; }};
+    allow-query {{ 127.0.0.0/8; 198.18.0.0/15; }};      // 198.18/15: the generator's side of a veth pair
+    allow-recursion {{ 127.0.0.0/8; 198.18.0.0/15; }};
     dnssec-validation no;
-    // Every name goes to the upstream, and only there: no root priming, nothing leaves loopback.
+    // Every name goes to the upstream, and only there: no root priming, nothing leaves the machine.
     forward only;
     forwarders {{ {up.host} port {up.port}; }};
     tcp-clients {clients};              // default 150
@@ -129,7 +129,7 @@ options {{
     server-id none;
 }};
 controls {{ }};                     // no rndc channel (default: 127.0.0.1#953 when rndc.key exists)
-statistics-channels {{ inet 127.0.0.1 port {self._stats_port} allow {{ 127.0.0.1; }}; }};
+statistics-channels {{ inet {self.host} port {self._stats_port} allow {{ 127.0.0.1; 198.18.0.0/15; }}; }};
 {chr(10).join(blocks)}
 """
         path = self.workdir / "named.conf"
@@ -143,7 +143,7 @@ statistics-channels {{ inet 127.0.0.1 port {self._stats_port} allow {{ 127.0.0.1
     def counters(self) -> Counters:
         if not self._stats_port:
             raise TargetError("bind9: not started")
-        url = f"http://127.0.0.1:{self._stats_port}/json/v1/server"
+        url = f"http://{self.host}:{self._stats_port}/json/v1/server"
         text = http_get(url, self.name)
         if text.lstrip().startswith("<"):
             raise MachineError("bind9: this named was built without JSON statistics (json-c)")

@@ -30,8 +30,8 @@ class Builtin(Target):
         for t in self.wanted:
             port = dns_port if t in ("udp", "tcp") else free_port()
             path = "/dns-query" if t == "doh" else None
-            self.endpoints[t] = Endpoint(t, "127.0.0.1", port, path)
-            argv += ["--listen", f"{t}://127.0.0.1:{port}{path or ''}"]
+            self.endpoints[t] = Endpoint(t, self.host, port, path)
+            argv += ["--listen", f"{t}://{self.host}:{port}{path or ''}"]
         if {"dot", "doh"} & set(self.wanted):
             argv += ["--cert", str(self.tls.cert), "--key", str(self.tls.key)]
         if self.cpus:

@@ -76,6 +76,7 @@ class Dnsdist(Target):
             "-- dnsdist configuration written by dnscost for one trial.",
             f"-- Run in the foreground: {exe} --supervised --disable-syslog -C THIS",
             'setSecurityPollSuffix("")  -- no security-poll query (default: a TXT query to secpoll.powerdns.com)',
+            'addACL("198.18.0.0/15")  -- the generator\'s side of a veth pair (--network veth)',
         ]
 
         def opts(extra: str = "") -> str:
@@ -83,22 +84,22 @@ class Dnsdist(Target):
             return "{" + f"reusePort={reuse}, tcpListenQueueSize={LISTEN_BACKLOG}" + extra + "}"
 
         # Do53 is always bound, so that dnsdist never falls back to its default 127.0.0.1:53.
-        lines.append(f'setLocal("127.0.0.1:{dns_port}", {opts()})')
-        lines += [f'addLocal("127.0.0.1:{dns_port}", {opts()})' for _ in range(n - 1)]
+        lines.append(f'setLocal("{self.host}:{dns_port}", {opts()})')
+        lines += [f'addLocal("{self.host}:{dns_port}", {opts()})' for _ in range(n - 1)]
         for t in ("udp", "tcp"):
             if t in self.wanted:
-                self.endpoints[t] = Endpoint(t, "127.0.0.1", dns_port)
+                self.endpoints[t] = Endpoint(t, self.host, dns_port)
         cert, key = lua_str(self.tls.cert), lua_str(self.tls.key)
         if "dot" in self.wanted:
             port = free_port()
             tls_opts = opts(', provider="openssl", minTLSVersion="tls1.2"')
-            lines += [f'addTLSLocal("127.0.0.1:{port}", {cert}, {key}, {tls_opts})' for _ in range(n)]
-            self.endpoints["dot"] = Endpoint("dot", "127.0.0.1", port)
+            lines += [f'addTLSLocal("{self.host}:{port}", {cert}, {key}, {tls_opts})' for _ in range(n)]
+            self.endpoints["dot"] = Endpoint("dot", self.host, port)
         if "doh" in self.wanted:
             port = free_port()
             doh_opts = opts(f', minTLSVersion="tls1.2", idleTimeout={IDLE_TIMEOUT_S}')
-            lines += [f'addDOHLocal("127.0.0.1:{port}", {cert}, {key}, "/dns-query", {doh_opts})' for _ in range(n)]
-            self.endpoints["doh"] = Endpoint("doh", "127.0.0.1", port, "/dns-query")
+            lines += [f'addDOHLocal("{self.host}:{port}", {cert}, {key}, "/dns-query", {doh_opts})' for _ in range(n)]
+            self.endpoints["doh"] = Endpoint("doh", self.host, port, "/dns-query")
         up = self.upstream
         lines += [
             "-- The upstream answers the synthetic TLD; health-checked every second (REFUSED counts as up).",
@@ -112,10 +113,10 @@ class Dnsdist(Target):
             "setMaxTCPConnectionDuration(0)     -- 0 = unlimited (the default)",
             "setMaxTCPQueuedConnections(10000)  -- default 1000",
             f"setTCPRecvTimeout({IDLE_TIMEOUT_S})  -- default 2 s: the idle timeout of tcp and dot clients",
-            "-- Counters: the web server's JSON API on loopback, with a key made for this run.",
-            f'webserver("127.0.0.1:{self._web_port}")',
+            "-- Counters: the web server's JSON API on the listening address, with a key made for this run.",
+            f'webserver("{self.host}:{self._web_port}")',
             f"setWebserverConfig({{apiKey={lua_str(self._api_key)}, password={lua_str(secrets.token_hex(16))}, "
-            'acl="127.0.0.1/32"})',
+            'acl="127.0.0.1/32, 198.18.0.0/15"})',
         ]
         conf = self.workdir / "dnsdist.conf"
         conf.write_text("\n".join(lines) + "\n")
@@ -129,6 +130,6 @@ class Dnsdist(Target):
         if not self._web_port:
             raise TargetError("dnsdist: not started")
         text = http_get(
-            f"http://127.0.0.1:{self._web_port}/jsonstat?command=stats", self.name, {"X-API-Key": self._api_key}
+            f"http://{self.host}:{self._web_port}/jsonstat?command=stats", self.name, {"X-API-Key": self._api_key}
         )
         return parse_dnsdist_stats(text)

@@ -90,18 +90,18 @@ class KnotResolver(Target):
         # or a short directory of its own when that path is too long for a unix socket.
         self._rundir, self._short = socket_dir(self.workdir, room=20)
         dns_port = free_port()
-        listen = [f"net.listen('127.0.0.1', {dns_port}, {{ kind = 'dns' }})   -- udp and tcp"]
+        listen = [f"net.listen('{self.host}', {dns_port}, {{ kind = 'dns' }})   -- udp and tcp"]
         for t in ("udp", "tcp"):
             if t in self.wanted:
-                self.endpoints[t] = Endpoint(t, "127.0.0.1", dns_port)
+                self.endpoints[t] = Endpoint(t, self.host, dns_port)
         if "dot" in self.wanted:
             port = free_port()
-            listen.append(f"net.listen('127.0.0.1', {port}, {{ kind = 'tls' }})")
-            self.endpoints["dot"] = Endpoint("dot", "127.0.0.1", port)
+            listen.append(f"net.listen('{self.host}', {port}, {{ kind = 'tls' }})")
+            self.endpoints["dot"] = Endpoint("dot", self.host, port)
         if "doh" in self.wanted:
             port = free_port()
-            listen.append(f"net.listen('127.0.0.1', {port}, {{ kind = 'doh2' }})  -- /dns-query, POST and GET")
-            self.endpoints["doh"] = Endpoint("doh", "127.0.0.1", port, "/dns-query")
+            listen.append(f"net.listen('{self.host}', {port}, {{ kind = 'doh2' }})  -- /dns-query, POST and GET")
+            self.endpoints["doh"] = Endpoint("doh", self.host, port, "/dns-query")
         up = self.upstream
         upstream = f"{up.host}@{up.port}"  # kresd writes addresses as addr@port
         conf = f"""-- Knot Resolver configuration written by dnscost for one trial.

@@ -75,15 +75,15 @@ class PdnsRecursor(Target):
         threads = max(1, len(self.cpus))
         dns_port = free_port()
         for t in self.wanted:
-            self.endpoints[t] = Endpoint(t, "127.0.0.1", dns_port)
+            self.endpoints[t] = Endpoint(t, self.host, dns_port)
         tcp_clients = max(128, (fd_limit() - 1000) // threads)
         up = self.upstream
         lines = [
             "# pdns-recursor configuration written by dnscost for one trial. Run in the foreground:",
             f"#   {exe} --daemon=no --write-pid=no --socket-dir=DIR --config-dir=DIR",
-            "local-address=127.0.0.1",
+            f"local-address={self.host}",
             f"local-port={dns_port}",
-            "allow-from=127.0.0.0/8",
+            "allow-from=127.0.0.0/8, 198.18.0.0/15",
             f"forward-zones={self.tld.rstrip('.')}.={up.address}",
             "dnssec=off",
             "security-poll-suffix=",

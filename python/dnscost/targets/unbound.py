@@ -95,27 +95,27 @@ class Unbound(Target):
         server: list[str] = []
         dns_port = free_port()
         if {"udp", "tcp"} & set(self.wanted):
-            interfaces.append(f"127.0.0.1@{dns_port}")
+            interfaces.append(f"{self.host}@{dns_port}")
             for t in ("udp", "tcp"):
                 if t in self.wanted:
-                    self.endpoints[t] = Endpoint(t, "127.0.0.1", dns_port)
+                    self.endpoints[t] = Endpoint(t, self.host, dns_port)
         server.append(f"port: {dns_port}")
         if {"dot", "doh"} & set(self.wanted):
             server += [f'tls-service-key: "{self.tls.key}"', f'tls-service-pem: "{self.tls.cert}"']
         if "dot" in self.wanted:
             port = free_port()
-            interfaces.append(f"127.0.0.1@{port}")
+            interfaces.append(f"{self.host}@{port}")
             server.append(f"tls-port: {port}")
-            self.endpoints["dot"] = Endpoint("dot", "127.0.0.1", port)
+            self.endpoints["dot"] = Endpoint("dot", self.host, port)
         if "doh" in self.wanted:
             port = free_port()
-            interfaces.append(f"127.0.0.1@{port}")
+            interfaces.append(f"{self.host}@{port}")
             server += [
                 f"https-port: {port}",
                 'http-endpoint: "/dns-query"',
                 "http-max-streams: 1000                 # default 100",
             ]
-            self.endpoints["doh"] = Endpoint("doh", "127.0.0.1", port, "/dns-query")
+            self.endpoints["doh"] = Endpoint("doh", self.host, port, "/dns-query")
         incoming = incoming_num_tcp(fd_limit(), threads, len(interfaces))
         idle_ms = IDLE_TIMEOUT_S * 1000
         tld = self.tld.rstrip(".") + "."
@@ -138,6 +138,7 @@ class Unbound(Target):
             *(f"    {s}" for s in server),
             "    do-ip6: no",
             "    access-control: 127.0.0.0/8 allow",
+            "    access-control: 198.18.0.0/15 allow  # the generator's side of a veth pair (--network veth)",
             '    module-config: "iterator"           # no validator: nothing to validate, no trust anchor',
             "    do-not-query-localhost: no          # the upstream is on loopback",
             f'    domain-insecure: "{tld}"',
@@ -161,7 +162,7 @@ class Unbound(Target):
             f"    forward-addr: {up.host}@{up.port}",
             "remote-control:",
             "    control-enable: yes",
-            "    # On loopback in plain text: a unix socket's path is limited to 107 bytes, trial paths are not.",
+            "    # On loopback (of its namespace) in plain text: a unix socket's path is limited to 107 bytes.",
             "    control-interface: 127.0.0.1",
             f"    control-port: {control_port}",
             "    control-use-cert: no",
@@ -181,7 +182,7 @@ class Unbound(Target):
         ctl = find_binary("unbound-control", self.name, self.package)
         try:
             out = subprocess.run(
-                [ctl, "-c", str(self._conf_path), "stats_noreset"],
+                [*self.exec_prefix, ctl, "-c", str(self._conf_path), "stats_noreset"],
                 capture_output=True,
                 text=True,
                 timeout=10,

@@ -1,0 +1,289 @@
+"""Where the target sits on the network, and so on which core the kernel receives each packet.
+
+On loopback, and on a veth pair without steering, the receive path of a packet (the NET_RX
+softirq: IP, UDP/TCP, the wake-up of the reader) runs on the core of the process that *sent*
+it: the generator's core pays for delivering queries into the target's socket and the target's
+core for delivering answers to the generator. On a real network each receiver pays for its own
+packets. Three set-ups (``--network``):
+
+``loopback``
+    Target and generator on 127.0.0.1 in the root namespace (dnscost's original set-up).
+``veth``
+    The target (and only the target) in a network namespace made for the bed, joined to the
+    root namespace by a veth pair: ``198.18.N.1/30`` on the target's side, ``198.18.N.2/30``
+    on the generator's (RFC 2544 benchmarking addresses, the only ones dnscost ever assigns).
+    The engine, the authoritative upstream (listening on the generator's address) and
+    dnscost itself stay in the root namespace. Receive still runs on the sender's core.
+``veth-rps``
+    The same, with Receive Packet Steering on each veth's receive queue
+    (``queues/rx-0/rps_cpus``) set to that side's cores: a query is received on the target's
+    cores, an answer on the generator's, as on a real network, at the price of an
+    inter-processor interrupt per batch of packets.
+
+Everything made here (namespace, links) is removed by :meth:`Network.remove`, at exit, and,
+for a dnscost process that was killed, by the next :meth:`Network.create` (names carry the PID
+of the process that made them).
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import fcntl
+import ipaddress
+import os
+import re
+import subprocess
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dnscost.errors import MachineError, UsageError
+
+__all__ = [
+    "DEFAULT_NETWORK",
+    "NETWORKS",
+    "Network",
+    "NetworkInfo",
+    "Softnet",
+    "check_network",
+    "cpu_mask",
+    "read_softnet",
+    "remove_all",
+    "remove_leftovers",
+    "softnet_delta",
+]
+
+NETWORKS = ("loopback", "veth", "veth-rps")
+DEFAULT_NETWORK = "loopback"
+"""See ``docs/metering.md`` ("Where the kernel's work lands") for the measurements behind it."""
+
+BENCH_NET = ipaddress.IPv4Network("198.18.0.0/15")
+"""RFC 2544's benchmarking range: the only addresses dnscost assigns."""
+
+_LOCK = Path("/run/lock/dnscost-network.lock")
+_NAME = re.compile(r"dnscost-(\d+)-(\d+)$")
+_live: set[Network] = set()
+_made = 0
+
+
+def check_network(kind: str) -> None:
+    """Fails early, before anything starts, on a set-up that cannot be made here."""
+    if kind not in NETWORKS:
+        raise UsageError(f"unknown network {kind!r} (known: {', '.join(NETWORKS)})")
+    if kind != "loopback" and os.geteuid() != 0:
+        raise UsageError(f"--network {kind} makes a network namespace and a veth pair: run as root")
+
+
+def cpu_mask(cpus: Sequence[int]) -> str:
+    """The hexadecimal CPU mask sysfs takes (``0,1`` → ``3``; groups of 32 CPUs separated by
+    commas, as in ``rps_cpus``)."""
+    if not cpus:
+        raise ValueError("no CPU in the mask")
+    digits = f"{sum(1 << c for c in set(cpus)):x}"
+    groups: list[str] = []
+    while digits:
+        groups.insert(0, digits[-8:])
+        digits = digits[:-8]
+    return ",".join(groups)
+
+
+@dataclass(frozen=True)
+class NetworkInfo:
+    """What a set-up is, as recorded in every trial (``network`` in ``trial.json``)."""
+
+    kind: str
+    target_address: str
+    """Where the target listens, and the engine sends to."""
+    generator_address: str
+    """The generator's side: the engine's source address and where the upstream listens."""
+    netns: str | None = None
+    """The target's network namespace (None on loopback)."""
+    target_device: str | None = None
+    generator_device: str | None = None
+    rps_cpus: dict[str, str] = field(default_factory=dict)
+    """Each veth's ``queues/rx-0/rps_cpus`` as read back after writing (``0``: no steering)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Softnet:
+    """One core's line of ``/proc/net/softnet_stat``: packets its receive softirq processed
+    (``processed``) and inter-processor interrupts that brought it packets steered by RPS
+    (``received_rps``). Counts, since boot, for every namespace."""
+
+    processed: int
+    received_rps: int
+
+
+def read_softnet(path: Path = Path("/proc/net/softnet_stat")) -> dict[int, Softnet]:
+    """Per-core receive counts (``softnet_stat`` columns 1 and 10; the core is column 13 when
+    present, else the line's position)."""
+    out: dict[int, Softnet] = {}
+    for i, line in enumerate(path.read_text().splitlines()):
+        f = [int(x, 16) for x in line.split()]
+        out[f[12] if len(f) > 12 else i] = Softnet(f[0], f[9] if len(f) > 9 else 0)
+    return out
+
+
+def softnet_delta(before: dict[int, Softnet], after: dict[int, Softnet]) -> dict[str, dict[str, int]]:
+    """Per-core counts between two readings (keys are core numbers as strings, for JSON)."""
+    return {
+        str(c): {
+            "processed": a.processed - before[c].processed,
+            "received_rps": a.received_rps - before[c].received_rps,
+        }
+        for c, a in sorted(after.items())
+        if c in before
+    }
+
+
+def _ip(*args: str, check: bool = True) -> str:
+    try:
+        r = subprocess.run(["ip", *args], capture_output=True, text=True, timeout=10, check=False)
+    except FileNotFoundError as e:
+        raise MachineError("ip not found (install iproute2)") from e
+    except subprocess.TimeoutExpired as e:
+        raise MachineError(f"ip {' '.join(args)} did not finish") from e
+    if check and r.returncode != 0:
+        raise MachineError(f"ip {' '.join(args)} failed: {r.stderr.strip()}")
+    return r.stdout
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _remove(netns: str, generator_device: str) -> None:
+    # Deleting one end of a veth pair deletes both; the namespace goes once its processes have.
+    _ip("link", "del", generator_device, check=False)
+    _ip("netns", "del", netns, check=False)
+
+
+def remove_leftovers() -> list[str]:
+    """Removes the namespaces (and links) left by dnscost processes that no longer run (killed
+    before they could clean up). Returns their names."""
+    removed = []
+    for line in _ip("netns", "list", check=False).splitlines():
+        name = line.split()[0] if line.split() else ""
+        m = _NAME.match(name)
+        if m and not _pid_alive(int(m.group(1))):
+            _remove(name, f"dc{m.group(1)}-{m.group(2)}g")
+            removed.append(name)
+    return removed
+
+
+def _used_subnets() -> set[ipaddress.IPv4Network]:
+    used = set()
+    for line in _ip("-4", "-o", "addr", "show", check=False).splitlines():
+        m = re.search(r"inet (\S+)", line)
+        if m:
+            iface = ipaddress.IPv4Interface(m.group(1))
+            if iface.ip in BENCH_NET:
+                used.add(ipaddress.IPv4Network(f"{iface.ip}/30", strict=False))
+    return used
+
+
+class Network:
+    """One set-up, made for one bed. Loopback makes nothing."""
+
+    def __init__(self, info: NetworkInfo) -> None:
+        self.info = info
+
+    @property
+    def kind(self) -> str:
+        return self.info.kind
+
+    @property
+    def exec_prefix(self) -> list[str]:
+        """A command prefix that runs a program in the target's namespace (empty on
+        loopback). ``nsenter`` execs the program (same PID, affinity and cgroup)."""
+        if self.info.netns is None:
+            return []
+        return ["nsenter", f"--net=/run/netns/{self.info.netns}", "--"]
+
+    def proc_net(self, pid: int | None) -> Path:
+        """The ``/proc/.../net`` directory of the target's namespace (through the target's PID)."""
+        if self.info.netns is None or pid is None:
+            return Path("/proc/net")
+        return Path(f"/proc/{pid}/net")
+
+    @classmethod
+    def loopback(cls) -> Network:
+        return cls(NetworkInfo("loopback", "127.0.0.1", "127.0.0.1"))
+
+    @classmethod
+    def create(cls, kind: str, *, target_cpus: Sequence[int], generator_cpus: Sequence[int]) -> Network:
+        """Makes the set-up ``kind`` (see the module's documentation)."""
+        global _made
+        check_network(kind)
+        if kind == "loopback":
+            return cls.loopback()
+        remove_leftovers()
+        _made += 1
+        pid = os.getpid()
+        netns, tdev, gdev = f"dnscost-{pid}-{_made}", f"dc{pid}-{_made}t", f"dc{pid}-{_made}g"
+        _LOCK.parent.mkdir(parents=True, exist_ok=True)
+        with _LOCK.open("w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # two dnscost processes never pick one subnet
+            used = _used_subnets()
+            subnet = next((s for s in BENCH_NET.subnets(new_prefix=30) if s not in used), None)
+            if subnet is None:
+                raise MachineError("no free /30 left in 198.18.0.0/15")
+            taddr, gaddr = str(subnet[1]), str(subnet[2])
+            net = cls(NetworkInfo(kind, taddr, gaddr, netns, tdev, gdev))
+            _live.add(net)
+            try:
+                _ip("netns", "add", netns)
+                _ip("link", "add", gdev, "type", "veth", "peer", "name", tdev)
+                rps: dict[str, str] = {}
+                masks = {tdev: "0", gdev: "0"}
+                if kind == "veth-rps":
+                    masks = {tdev: cpu_mask(target_cpus), gdev: cpu_mask(generator_cpus)}
+                for dev, mask in masks.items():  # set before the move: the map moves with the device
+                    Path(f"/sys/class/net/{dev}/queues/rx-0/rps_cpus").write_text(mask + "\n")
+                # No IPv6 link-local address: no DAD, router or MLD packets on the pair.
+                for dev in (gdev, tdev):
+                    _ip("link", "set", dev, "addrgenmode", "none")
+                _ip("link", "set", tdev, "netns", netns)
+                _ip("addr", "add", f"{gaddr}/30", "dev", gdev)
+                _ip("link", "set", gdev, "up")
+                _ip("-n", netns, "link", "set", "lo", "up")
+                _ip("-n", netns, "addr", "add", f"{taddr}/30", "dev", tdev)
+                _ip("-n", netns, "link", "set", tdev, "up")
+                rps[gdev] = Path(f"/sys/class/net/{gdev}/queues/rx-0/rps_cpus").read_text().strip()
+                rps[tdev] = _ip("netns", "exec", netns, "cat", f"/sys/class/net/{tdev}/queues/rx-0/rps_cpus").strip()
+                for dev, mask in masks.items():
+                    if int(rps[dev].replace(",", ""), 16) != int(mask.replace(",", ""), 16):
+                        raise MachineError(f"{dev}: rps_cpus reads {rps[dev]}, not {mask}")
+            except BaseException:
+                net.remove()
+                raise
+        net.info = NetworkInfo(kind, taddr, gaddr, netns, tdev, gdev, rps)
+        return net
+
+    def remove(self) -> None:
+        """Removes the namespace and the veth pair. Safe to call twice."""
+        info = self.info
+        if info.netns is not None and info.generator_device is not None and self in _live:
+            _remove(info.netns, info.generator_device)
+        _live.discard(self)
+
+
+def remove_all() -> None:
+    """Removes every set-up this process made and has not removed (at exit)."""
+    for net in list(_live):
+        with contextlib.suppress(MachineError):
+            net.remove()
+
+
+atexit.register(remove_all)
