@@ -323,7 +323,6 @@ def print_summary(record: dict[str, Any], out: Path) -> None:
     )
     print(
         f"  target CPU      {_fmt(s['target_cpu_us_per_query'], ' µs/query', 2)}, "
-        f"{_fmt(s['target_cpu_us_per_new_connection'], ' µs/new connection')}, "
         f"{_fmt(s['target_cpu_share'] and 100 * s['target_cpu_share'], ' % of a core')}"
     )
     print(
