@@ -212,7 +212,7 @@ async fn answer(
         }
     };
     let mut out = Vec::with_capacity(query.len() + 64);
-    let Some(reply) = responder.respond(&query, &mut out, dnscost_wire::MAX_FRAME) else {
+    let Some(reply) = responder.respond(&query, &mut out, dnscost_wire::Carrier::Stream) else {
         status(&mut respond, StatusCode::BAD_REQUEST);
         return false;
     };

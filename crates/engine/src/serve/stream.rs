@@ -172,7 +172,7 @@ async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
                 conn.queries += 1;
                 let at = out.len();
                 out.extend_from_slice(&[0, 0]);
-                match shared.responder.respond(msg, &mut out, MAX_FRAME) {
+                match shared.responder.respond(msg, &mut out, dnscost_wire::Carrier::Stream) {
                     Some(reply) if reply.len <= MAX_FRAME => {
                         out[at..at + 2].copy_from_slice(&(reply.len as u16).to_be_bytes());
                         conn.answers += 1;
