@@ -149,8 +149,8 @@ pub async fn wait_until(
 ) -> bool {
     loop {
         let now = ctx.now();
-        sched.expire_unsent(now, ctx.plan.timeout_ns, &mut ctx.counters.borrow_mut());
-        if *stop.borrow_and_update() != Stop::Running {
+        sched.expire_unsent(now, ctx.plan.timeout_ns, u64::MAX, &mut ctx.counters.borrow_mut());
+        if ctx.state(stop) != Stop::Running {
             return false;
         }
         if now >= t {
@@ -162,6 +162,65 @@ pub async fn wait_until(
             r = stop.changed() => { if r.is_err() { return false; } }
         }
     }
+}
+
+/// Returns once the run is aborted (a second signal, or the drain's safety net).
+pub async fn aborted(ctx: &Ctx, stop: &mut tokio::sync::watch::Receiver<Stop>) {
+    while ctx.state(stop) != Stop::Abort {
+        if stop.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
+/// How a bounded write ended.
+pub enum Written {
+    Done,
+    Failed(std::io::Error),
+    /// The deadline passed first: the server is not reading.
+    TimedOut,
+    /// The run was aborted first.
+    Aborted,
+}
+
+/// Writes and flushes `out`, but never past run time `deadline` (the oldest outstanding
+/// query's timeout) nor past an abort: a server that stops reading must not hold the slot, and
+/// so the run, beyond its timeout.
+pub async fn write_bounded<S: AsyncWrite + Unpin>(
+    ctx: &Ctx,
+    io: &mut S,
+    out: &[u8],
+    stop: &mut tokio::sync::watch::Receiver<Stop>,
+    deadline: u64,
+) -> Written {
+    let write = async {
+        io.write_all(out).await?;
+        io.flush().await
+    };
+    tokio::pin!(write);
+    tokio::select! {
+        biased;
+        r = &mut write => match r {
+            Ok(()) => Written::Done,
+            Err(e) => Written::Failed(e),
+        },
+        _ = ctx.sleep_until(deadline) => Written::TimedOut,
+        _ = aborted(ctx, stop) => Written::Aborted,
+    }
+}
+
+/// What a write that timed out means for the connection's outstanding queries: those past
+/// their timeout timed out, the others are lost with the connection.
+pub fn write_timed_out(ctx: &Ctx, timed_out: u64, lost: u64) -> SessionEnd {
+    let message = "write timed out: the server is not reading";
+    {
+        let mut c = ctx.counters.borrow_mut();
+        c.timed_out += timed_out;
+    }
+    ctx.sub_in_flight(timed_out);
+    ctx.lose(ErrorKind::ConnectionLost, lost);
+    ctx.plan.note_error(ErrorKind::ConnectionLost, message);
+    SessionEnd { close: Close::Error, error: Some(message.into()) }
 }
 
 /// Runs one connection slot until the run stops.
@@ -180,8 +239,11 @@ pub async fn run_slot(ctx: Rc<Ctx>, mut sched: Schedule, slot: u64, mut rng: Rng
         let now = ctx.now();
         let mut not_before = now + backoff_ms * 1_000_000;
         if !first {
-            match sched.next_due(now) {
-                Some(t) => not_before = not_before.max(t),
+            match sched.next_start(now) {
+                Some(t) => {
+                    not_before = not_before.max(t);
+                    sched.blocked(now, true);
+                }
                 None => break,
             }
         }
@@ -206,9 +268,13 @@ pub async fn run_slot(ctx: Rc<Ctx>, mut sched: Schedule, slot: u64, mut rng: Rng
         let id = ctx.conn_id();
         let opened = ctx.now();
         ctx.counters.borrow_mut().conn_opened += 1;
-        let attempt = match tokio::time::timeout(timeout, connect(&ctx, source, resume)).await {
-            Ok(r) => r,
-            Err(_) => Err((ErrorKind::ConnectTimeout, "connection set-up timed out".into())),
+        let attempt = tokio::select! {
+            r = tokio::time::timeout(timeout, connect(&ctx, source, resume)) => match r {
+                Ok(r) => r,
+                Err(_) => Err((ErrorKind::ConnectTimeout, "connection set-up timed out".into())),
+            },
+            // Set-up may take up to the timeout (600 s at most): an abort does not wait for it.
+            _ = aborted(&ctx, &mut stop) => break 'slot,
         };
         let (conn, handshake, tls_version) = match attempt {
             Ok(c) => c,
@@ -220,6 +286,7 @@ pub async fn run_slot(ctx: Rc<Ctx>, mut sched: Schedule, slot: u64, mut rng: Rng
                 }
                 first = false;
                 ctx.counters.borrow_mut().conn_fail(kind);
+                ctx.plan.note_error(kind, &error);
                 ctx.write_log(record(
                     &ctx,
                     id,
@@ -250,7 +317,10 @@ pub async fn run_slot(ctx: Rc<Ctx>, mut sched: Schedule, slot: u64, mut rng: Rng
         if first {
             if let Some(g) = &plan.gate {
                 g.arrive();
-                g.wait(&ctx, &mut stop, cfg.warmup_ms * 1_000_000).await;
+                // Until the warm-up ends; without one, until the end of sending at most (due
+                // queries held meanwhile expire as unsent, as any that cannot go).
+                let until = if cfg.warmup_ms > 0 { cfg.warmup_ms } else { cfg.warmup_ms + cfg.duration_ms };
+                g.wait(&ctx, &mut stop, until * 1_000_000).await;
             }
         }
         first = false;
@@ -281,12 +351,23 @@ pub async fn run_slot(ctx: Rc<Ctx>, mut sched: Schedule, slot: u64, mut rng: Rng
         ctx.active.set(ctx.active.get() - 1);
         ctx.counters.borrow_mut().closed(end.close);
         ctx.write_log(record(&ctx, id, opened, Some(established), handshake, tls_version, &end, Some((&info, local))));
+        if let Some(error) = &end.error {
+            if end.close == Close::Error {
+                ctx.plan.note_error(ErrorKind::ConnectionLost, error);
+            }
+        }
         match end.close {
             Close::End => break,
             Close::Error => backoff_ms = (backoff_ms * 2).clamp(50, 1000),
             _ => {}
         }
+        sched.next_connection();
     }
+    let mut c = ctx.counters.borrow_mut();
+    if ctx.state(&mut stop) == Stop::Abort {
+        sched.abort(&mut c);
+    }
+    sched.close(ctx.stopped_at(), &mut c);
 }
 
 /// Ends a tcp or dot connection the configured way, when the client is the one closing.
@@ -345,7 +426,10 @@ pub fn record(
     }
 }
 
-/// A tcp or dot session: pipelined queries (up to `in_flight`), answers matched by ID.
+/// A tcp or dot session: pipelined queries (up to `in_flight`), answers matched by ID. When the
+/// server closes the connection gracefully (FIN or close_notify) with queries outstanding,
+/// they are sent again on the next connection (RFC 7766 §6.2.1 lets a server close at any
+/// time; the client retries), within their timeout.
 async fn session<S: AsyncRead + AsyncWrite + Unpin>(
     ctx: &Ctx,
     sched: &mut Schedule,
@@ -361,9 +445,20 @@ async fn session<S: AsyncRead + AsyncWrite + Unpin>(
     let mut dec = FrameDecoder::new(16 * 1024);
     let mut out = Vec::with_capacity(4096);
     let lose = |window: &mut Window, kind| ctx.lose(kind, window.clear());
+    // A graceful close leaves the outstanding queries unprocessed: they go again.
+    let closed = |window: &mut Window, sched: &mut Schedule, close: Close, error: Option<String>| {
+        if matches!(close, Close::Fin | Close::CloseNotify) {
+            let refused = window.drain();
+            ctx.sub_in_flight(refused.len() as u64);
+            sched.retry(refused);
+        } else {
+            lose(window, ErrorKind::ConnectionLost);
+        }
+        SessionEnd { close, error }
+    };
     loop {
         let now = ctx.now();
-        let state = *stop.borrow_and_update();
+        let state = ctx.state(&mut stop);
         if state == Stop::Abort {
             let n = window.clear();
             ctx.counters.borrow_mut().aborted += n;
@@ -380,29 +475,37 @@ async fn session<S: AsyncRead + AsyncWrite + Unpin>(
             }
             info.meter.tick(now, &mut c);
             if state == Stop::Running {
-                sched.expire_unsent(now, timeout, &mut c);
+                let free = (plan.config.in_flight as usize).saturating_sub(window.len()) as u64;
+                sched.expire_unsent(now, timeout, free, &mut c);
                 while !window.is_full() && policy.may_send(now) && sched.due(now) {
-                    let intended = sched.take(now, &mut c);
-                    let q = ctx.next_query();
+                    let (intended, again) = sched.take(now, &mut c);
+                    let q = again.unwrap_or_else(|| ctx.next_query());
                     let id = window.insert(intended, q).expect("window has room");
                     plan.queries.get(q).write_framed(id, &mut out);
                     policy.on_send(now);
-                    c.sent += 1;
+                    if again.is_none() {
+                        c.sent += 1;
+                    }
                     info.queries += 1;
                     ctx.add_in_flight(1);
                 }
             }
         }
         if !out.is_empty() {
-            let written = async {
-                io.write_all(&out).await?;
-                io.flush().await
-            };
-            if let Err(e) = written.await {
-                lose(window, ErrorKind::ConnectionLost);
-                return SessionEnd { close: server_close(Some(&e), tls), error: Some(e.to_string()) };
+            let deadline = window.oldest().unwrap_or(now) + timeout;
+            match write_bounded(ctx, io, &out, &mut stop, deadline).await {
+                Written::Done => out.clear(),
+                Written::Failed(e) => {
+                    let close = server_close(Some(&e), tls);
+                    return closed(window, sched, close, Some(e.to_string()));
+                }
+                Written::TimedOut => {
+                    let now = ctx.now();
+                    let expired = now.checked_sub(timeout).map_or(0, |d| window.expire(d));
+                    return write_timed_out(ctx, expired, window.clear());
+                }
+                Written::Aborted => continue,
             }
-            out.clear();
         }
         if state == Stop::Drain && window.len() == 0 {
             return SessionEnd::client(Close::End);
@@ -414,9 +517,10 @@ async fn session<S: AsyncRead + AsyncWrite + Unpin>(
         if let Some(oldest) = window.oldest() {
             wake = wake.min(oldest + timeout);
         }
-        if state == Stop::Running && !window.is_full() && policy.may_send(now) {
-            if let Some(next) = sched.next_due(now) {
-                wake = wake.min(next);
+        if state == Stop::Running {
+            let room = !window.is_full() && policy.may_send(now);
+            if let Some(t) = sched.wake(now, room, timeout) {
+                wake = wake.min(t);
             }
         }
         if let Some(d) = policy.deadline().filter(|d| *d > now) {
@@ -425,10 +529,7 @@ async fn session<S: AsyncRead + AsyncWrite + Unpin>(
         tokio::select! {
             biased;
             r = io.read(dec.spare()) => match r {
-                Ok(0) => {
-                    lose(window, ErrorKind::ConnectionLost);
-                    return SessionEnd { close: server_close(None, tls), error: None };
-                }
+                Ok(0) => return closed(window, sched, server_close(None, tls), None),
                 Ok(n) => {
                     dec.advance(n);
                     let now = ctx.now();
@@ -439,8 +540,14 @@ async fn session<S: AsyncRead + AsyncWrite + Unpin>(
                             lose(window, ErrorKind::Malformed);
                             return SessionEnd { close: Close::Error, error: Some("zero-length frame".into()) };
                         };
-                        let Some(id) = msg.get(..2).map(|b| u16::from_be_bytes([b[0], b[1]])) else { continue };
-                        let Some(o) = window.remove(id) else { continue };
+                        let Some(id) = msg.get(..2).map(|b| u16::from_be_bytes([b[0], b[1]])) else {
+                            c.unmatched += 1;
+                            continue;
+                        };
+                        let Some(o) = window.remove(id) else {
+                            c.unmatched += 1;
+                            continue;
+                        };
                         ctx.sub_in_flight(1);
                         policy.on_resolved(now);
                         info.answers += 1;
@@ -451,8 +558,8 @@ async fn session<S: AsyncRead + AsyncWrite + Unpin>(
                     }
                 }
                 Err(e) => {
-                    lose(window, ErrorKind::ConnectionLost);
-                    return SessionEnd { close: server_close(Some(&e), tls), error: Some(e.to_string()) };
+                    let close = server_close(Some(&e), tls);
+                    return closed(window, sched, close, Some(e.to_string()));
                 }
             },
             _ = ctx.sleep_until(wake) => {}

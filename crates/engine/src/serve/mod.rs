@@ -139,6 +139,18 @@ pub fn main(args: ServeArgs) -> Result<ExitCode, EngineError> {
         Some(path) => Some(ConnLog::create(path.clone()).map_err(|e| EngineError::file(path, e))?),
         None => None,
     };
+    if let Some(Cpus(cpus)) = &args.cpus {
+        for &cpu in cpus {
+            if cpu >= dnscost_load::CPU_SETSIZE {
+                return Err(EngineError::Config(dnscost_load::ConfigError::OutOfRange {
+                    field: "cpus",
+                    value: cpu.to_string(),
+                    range: "0..=1023",
+                }));
+            }
+        }
+        crate::generate::check_cpus(cpus)?;
+    }
     let threads = usize::from(args.threads);
     let mut builder = tokio::runtime::Builder::new_multi_thread();
     builder.worker_threads(threads).enable_all().thread_name("serve");
@@ -244,6 +256,12 @@ async fn run(
     for url in listen {
         let b = match url.carrier {
             Carrier::Udp => {
+                // Our sockets share the port (SO_REUSEPORT), so binding would also succeed next
+                // to another process's, which would then get part of the queries. A plain bind
+                // first fails with "address in use" if anyone holds the port.
+                if url.addr.port() != 0 {
+                    drop(std::net::UdpSocket::bind(url.addr).map_err(|e| cannot(url, e))?);
+                }
                 let first = socket::udp_listen(url.addr, UDP_BUFFER).map_err(|e| cannot(url, e))?;
                 let addr = first.local_addr().map_err(|e| cannot(url, e))?;
                 let mut sockets = vec![first];
