@@ -10,6 +10,7 @@ mod common;
 use common::{generate, generate_with, signal, temp_dir, Server};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -30,12 +31,18 @@ enum Behaviour {
     /// HTTP/2: SETTINGS, then a SETTINGS update to INITIAL_WINDOW_SIZE = 1, never a
     /// WINDOW_UPDATE; reads, never answers.
     NoWindow,
+    /// Holds queries unanswered until this many are outstanding on the connection, then
+    /// answers them all: only a client that keeps that many in flight gets answers. tcp/dot
+    /// framing, or HTTP/2 streams with ALPN h2.
+    Batch(usize),
 }
 
-/// A fixture on loopback: its address and, with TLS, the CA file that trusts it.
+/// A fixture on loopback: its address, with TLS the CA file that trusts it, and the most
+/// queries a connection had outstanding at once (as the server saw them; `Batch` only).
 struct Fixture {
     addr: String,
     ca: Option<PathBuf>,
+    most_outstanding: Arc<AtomicUsize>,
 }
 
 fn h2_frame(kind: u8, flags: u8, payload: &[u8]) -> Vec<u8> {
@@ -45,9 +52,109 @@ fn h2_frame(kind: u8, flags: u8, payload: &[u8]) -> Vec<u8> {
     f
 }
 
-async fn behave<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(mut s: S, how: Behaviour) {
+/// A DNS answer to `query`: the query itself with QR set (no records; the generator checks the
+/// header and the question).
+fn echo_answer(query: &[u8]) -> Vec<u8> {
+    let mut a = query.to_vec();
+    if a.len() > 2 {
+        a[2] |= 0x80;
+    }
+    a
+}
+
+/// `Batch` over two-octet framing (tcp, dot).
+async fn batch_framed<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
+    mut s: S,
+    n: usize,
+    most: Arc<AtomicUsize>,
+) {
+    let mut buf = Vec::new();
+    let mut chunk = vec![0u8; 65_536];
+    let mut held: Vec<Vec<u8>> = Vec::new();
+    loop {
+        let r = tokio::time::timeout(FIXTURE_LIFE, s.read(&mut chunk)).await;
+        let Ok(Ok(k)) = r else { return };
+        if k == 0 {
+            return;
+        }
+        buf.extend_from_slice(&chunk[..k]);
+        while buf.len() >= 2 {
+            let len = u16::from_be_bytes([buf[0], buf[1]]) as usize;
+            if buf.len() < 2 + len {
+                break;
+            }
+            held.push(buf[2..2 + len].to_vec());
+            buf.drain(..2 + len);
+        }
+        if held.len() >= n {
+            most.fetch_max(held.len(), Ordering::Relaxed);
+            let mut out = Vec::new();
+            for q in held.drain(..) {
+                let a = echo_answer(&q);
+                out.extend_from_slice(&(a.len() as u16).to_be_bytes());
+                out.extend_from_slice(&a);
+            }
+            if s.write_all(&out).await.is_err() || s.flush().await.is_err() {
+                return;
+            }
+        }
+    }
+}
+
+/// `Batch` over HTTP/2: POST bodies held until `n` streams are open, then all answered.
+async fn batch_h2<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(s: S, n: usize, most: Arc<AtomicUsize>) {
+    type Held = (bytes::Bytes, h2::server::SendResponse<bytes::Bytes>);
+    let Ok(mut conn) = h2::server::handshake(s).await else { return };
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Held>();
+    let mut held: Vec<Held> = Vec::new();
+    loop {
+        tokio::select! {
+            r = conn.accept() => match r {
+                Some(Ok((request, respond))) => {
+                    let tx = tx.clone();
+                    tokio::spawn(async move {
+                        let mut body = request.into_body();
+                        let mut query = Vec::new();
+                        while let Some(Ok(data)) = body.data().await {
+                            let _ = body.flow_control().release_capacity(data.len());
+                            query.extend_from_slice(&data);
+                        }
+                        let _ = tx.send((query.into(), respond));
+                    });
+                }
+                _ => return,
+            },
+            Some(h) = rx.recv() => {
+                held.push(h);
+                if held.len() >= n {
+                    most.fetch_max(held.len(), Ordering::Relaxed);
+                    for (query, mut respond) in held.drain(..) {
+                        let response = http::Response::builder()
+                            .status(200)
+                            .header("content-type", "application/dns-message")
+                            .body(())
+                            .unwrap();
+                        if let Ok(mut send) = respond.send_response(response, false) {
+                            let _ = send.send_data(echo_answer(&query).into(), true);
+                        }
+                    }
+                }
+            }
+            _ = tokio::time::sleep(FIXTURE_LIFE) => return,
+        }
+    }
+}
+
+async fn behave<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
+    mut s: S,
+    how: Behaviour,
+    h2: bool,
+    most: Arc<AtomicUsize>,
+) {
     let end = tokio::time::Instant::now() + FIXTURE_LIFE;
     let update = match how {
+        Behaviour::Batch(n) if h2 => return batch_h2(s, n, most).await,
+        Behaviour::Batch(n) => return batch_framed(s, n, most).await,
         Behaviour::NoRead => {
             tokio::time::sleep_until(end).await;
             return;
@@ -105,6 +212,9 @@ fn fixture(dir: &Path, how: Behaviour, alpn: Option<&[u8]>) -> Fixture {
         }
         None => (None, None),
     };
+    let most_outstanding = Arc::new(AtomicUsize::new(0));
+    let most = most_outstanding.clone();
+    let h2 = alpn == Some(&b"h2"[..]);
     std::thread::spawn(move || {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         rt.block_on(async move {
@@ -116,21 +226,21 @@ fn fixture(dir: &Path, how: Behaviour, alpn: Option<&[u8]>) -> Fixture {
                     r = listener.accept() => match r { Ok(x) => x, Err(_) => continue },
                     _ = tokio::time::sleep_until(end) => return,
                 };
-                let acceptor = acceptor.clone();
+                let (acceptor, most) = (acceptor.clone(), most.clone());
                 tokio::spawn(async move {
                     match acceptor {
                         Some(a) => {
                             if let Ok(tls) = a.accept(tcp).await {
-                                behave(tls, how).await;
+                                behave(tls, how, h2, most).await;
                             }
                         }
-                        None => behave(tcp, how).await,
+                        None => behave(tcp, how, h2, most).await,
                     }
                 });
             }
         });
     });
-    Fixture { addr, ca }
+    Fixture { addr, ca, most_outstanding }
 }
 
 fn args<'a>(f: &'a Fixture, transport: &'a str) -> Vec<&'a str> {
@@ -300,5 +410,22 @@ fn a_constant_rate_offers_exactly_its_schedule_on_every_transport() {
         let sent = run.total("queries.sent");
         let offered = acc["offered"].as_u64().unwrap();
         assert!(offered >= sent && offered - sent <= 3, "{transport}: offered {offered}, sent {sent}");
+    }
+}
+
+#[test]
+fn in_flight_is_what_the_server_sees_outstanding() {
+    // The server answers only once 8 queries are outstanding on a connection: a generator that
+    // does not pipeline (or opens fewer streams) gets nothing, one that sends more than its
+    // window shows more than 8.
+    for (transport, alpn) in [("tcp", None), ("dot", Some(&b"dot"[..])), ("doh", Some(&b"h2"[..]))] {
+        let dir = temp_dir(&format!("batch-{transport}"));
+        let f = fixture(&dir, Behaviour::Batch(8), alpn);
+        let mut a = args(&f, transport);
+        a.extend(["--connections", "1", "--in-flight", "8", "--rate", "max", "--duration", "500ms"]);
+        let run = generate(&dir, &a);
+        run.balanced();
+        assert!(run.total("queries.answered") >= 8, "{transport}: {}", run.summary());
+        assert_eq!(f.most_outstanding.load(Ordering::Relaxed), 8, "{transport}");
     }
 }

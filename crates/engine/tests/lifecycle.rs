@@ -119,7 +119,8 @@ fn lifecycle(transport: &str) {
     let first_open = conns.iter().map(|c| c["opened_us"].as_u64().unwrap()).min().unwrap();
     assert!(last_open - first_open >= 1_500_000, "opening took {} µs", last_open - first_open);
 
-    // Pipelining / concurrent streams: one connection carries everything.
+    // One connection carries everything. (That it keeps 8 in flight is checked from the server's
+    // side in hostile.rs, in_flight_is_what_the_server_sees_outstanding.)
     let (run, conns) = scenario(
         transport,
         "in-flight",
