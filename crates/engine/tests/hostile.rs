@@ -275,6 +275,9 @@ fn a_server_that_stops_reading_cannot_hold_the_run() {
             run.connections
         );
         assert_eq!(run.status.code(), Some(4), "{transport}: nothing answered: {}", run.stderr);
+        // Queries whose write never completed were not sent, and the run says so.
+        assert!(run.total("queries.sent") < run.total("queries.offered"), "{}", run.summary());
+        assert!(!kept_up(&run), "{}", run.summary());
     }
 }
 

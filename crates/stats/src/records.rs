@@ -50,7 +50,7 @@ pub enum Phase {
 pub struct QueryCounts {
     /// Queries whose intended send time came.
     pub offered: u64,
-    /// Queries written to the target.
+    /// Queries written to the target (counted when the write completed; once per query).
     pub sent: u64,
     pub answered: u64,
     /// Answers by RCODE (lower-case names; only those seen).

@@ -75,6 +75,8 @@ async fn exchange(
     let mut window = StreamWindow::new(in_flight);
     // The server's GOAWAY code, once it sent one.
     let mut goaway: Option<ErrorCode> = None;
+    // First sends in `out`: counted `sent` once the write completes.
+    let mut fresh = 0u64;
     client.preface(out);
     loop {
         let now = ctx.now();
@@ -124,7 +126,7 @@ async fn exchange(
                     let (intended, again) = sched.take(now, &mut c);
                     if again.is_none() {
                         ctx.next_query();
-                        c.sent += 1;
+                        fresh += 1;
                     }
                     window.insert(stream.0, intended, q);
                     policy.on_send(now);
@@ -139,7 +141,10 @@ async fn exchange(
         if !out.is_empty() {
             let deadline = window.oldest().unwrap_or(now) + timeout;
             match write_bounded(ctx, tls, out, &mut stop, deadline).await {
-                Written::Done => out.clear(),
+                Written::Done => {
+                    out.clear();
+                    ctx.counters.borrow_mut().sent += std::mem::take(&mut fresh);
+                }
                 Written::Failed(e) => {
                     ctx.lose(ErrorKind::ConnectionLost, window.clear());
                     return SessionEnd { close: server_close(Some(&e), true), error: Some(e.to_string()) };

@@ -444,6 +444,8 @@ async fn session<S: AsyncRead + AsyncWrite + Unpin>(
     let mut stop = ctx.stop.clone();
     let mut dec = FrameDecoder::new(16 * 1024);
     let mut out = Vec::with_capacity(4096);
+    // First sends in `out`: counted `sent` once the write completes.
+    let mut fresh = 0u64;
     let lose = |window: &mut Window, kind| ctx.lose(kind, window.clear());
     // A graceful close leaves the outstanding queries unprocessed: they go again.
     let closed = |window: &mut Window, sched: &mut Schedule, close: Close, error: Option<String>| {
@@ -484,7 +486,7 @@ async fn session<S: AsyncRead + AsyncWrite + Unpin>(
                     plan.queries.get(q).write_framed(id, &mut out);
                     policy.on_send(now);
                     if again.is_none() {
-                        c.sent += 1;
+                        fresh += 1;
                     }
                     info.queries += 1;
                     ctx.add_in_flight(1);
@@ -494,7 +496,10 @@ async fn session<S: AsyncRead + AsyncWrite + Unpin>(
         if !out.is_empty() {
             let deadline = window.oldest().unwrap_or(now) + timeout;
             match write_bounded(ctx, io, &out, &mut stop, deadline).await {
-                Written::Done => out.clear(),
+                Written::Done => {
+                    out.clear();
+                    ctx.counters.borrow_mut().sent += std::mem::take(&mut fresh);
+                }
                 Written::Failed(e) => {
                     let close = server_close(Some(&e), tls);
                     return closed(window, sched, close, Some(e.to_string()));
