@@ -5,7 +5,7 @@
 //! timeout is cancelled with RST_STREAM so that the server frees it.
 
 use super::ctx::{Ctx, Schedule, Stop};
-use super::stream::{server_close, write_bounded, write_timed_out, ConnInfo, SessionEnd, TlsStream, Written};
+use super::session::{server_close, write_bounded, write_timed_out, ConnInfo, SessionEnd, TlsStream, Written};
 use super::window::StreamWindow;
 use dnscost_load::{CloseMode, ConnPolicy, DohMethod};
 use dnscost_stats::{Close, ErrorKind, Side};

@@ -9,7 +9,9 @@
 mod ctx;
 mod doh;
 mod output;
-mod stream;
+mod session;
+mod slot;
+mod tcp;
 mod timer;
 mod udp;
 mod window;
@@ -495,7 +497,7 @@ fn worker(
                         }
                     }
                 } else {
-                    stream::run_slot(ctx, sched, slot, rng).await;
+                    slot::run_slot(ctx, sched, slot, rng).await;
                 }
             }));
         }
