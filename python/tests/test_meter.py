@@ -372,12 +372,26 @@ def test_summary_interpolates_window_edges() -> None:
     s = summarize(_synthetic(), 250, 750)
     assert s.cpu_user_us == pytest.approx(250_000)  # between samples: interpolated
     assert s.energy_j == pytest.approx(1.0)
+    # Levels: the one slow sample inside the window, not a value interpolated to its edges.
     assert s.levels["rss_bytes_mean"] == pytest.approx(150_000_000)
-    assert s.levels["rss_bytes_max"] == pytest.approx(175_000_000)  # the interpolated edge
+    assert s.levels["rss_bytes_max"] == pytest.approx(150_000_000)
     assert s.duration_s == 0.5 and not s.extrapolated
     d = s.to_dict()
     assert d["rss_bytes_max"] == s.levels["rss_bytes_max"] and d["cores"]["0"]["user_us"] == 300_000
     json.dumps(d)
+
+
+def test_a_level_that_stepped_before_the_window_is_not_diluted() -> None:
+    """300 connections opened between two 1 Hz samples: a window that starts just after the
+    step sees 300, not a mean pulled down by interpolating from the sample before it."""
+    records = [
+        {"type": "slow", "t_ms": t, "sockets": {"sockets": level}}
+        for t, level in ((0, 4), (1000, 304), (2000, 304), (3000, 304))
+    ]
+    s = summarize(records, 900, 3100)
+    assert s.levels["sockets_mean"] == pytest.approx(304)
+    # A window with no sample inside is still interpolated (and flagged when extrapolated).
+    assert summarize(records, 400, 600).levels["sockets_mean"] == pytest.approx(154)
 
 
 def test_summary_outside_samples_is_flagged_and_clamped() -> None:

@@ -323,3 +323,75 @@ async fn doh_goaway_both_ways() {
         .collect();
     assert_eq!(summary, vec![("server", "max_queries", 2, 2), ("client", "goaway", 1, 1)], "{log:#?}");
 }
+
+/// A TXT query for `name`, with EDNS(0) advertising `edns` octets if given.
+fn txt_query(id: u16, name: &str, edns: Option<u16>) -> Vec<u8> {
+    let opts = dnscost_wire::QueryOptions { edns_udp_size: edns, ..Default::default() };
+    let t = dnscost_wire::QueryTemplate::new(name, 16, &opts).unwrap();
+    let mut m = Vec::new();
+    t.write(id, &mut m);
+    m
+}
+
+#[test]
+fn udp_answers_fit_the_advertised_size_and_streams_are_whole() {
+    // Twenty 200-octet TXT strings: about 4 kB of answer.
+    let zone = std::env::temp_dir().join(format!("dnscost-big-{}.zone", std::process::id()));
+    let mut text = String::from("$ORIGIN big.example.\n$TTL 60\n@ SOA ns hostmaster 1 60 60 60 60\n");
+    for i in 0..20 {
+        text.push_str(&format!("txt TXT \"{}{i:02}\"\n", "x".repeat(198)));
+    }
+    std::fs::write(&zone, text).unwrap();
+    let mut server =
+        Server::start("truncation", &["udp://127.0.0.1:0", "tcp://127.0.0.1:0"], &["--zone", zone.to_str().unwrap()]);
+    let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    udp.set_read_timeout(Some(DEADLINE)).unwrap();
+    udp.connect(("127.0.0.1", server.port("udp"))).unwrap();
+    let mut buf = [0u8; 65_536];
+    let mut ask = |edns: Option<u16>| {
+        udp.send(&txt_query(9, "txt.big.example.", edns)).unwrap();
+        let n = udp.recv(&mut buf).unwrap();
+        let answers = u16::from_be_bytes([buf[6], buf[7]]);
+        (n, buf[2] & 0x02 != 0, answers)
+    };
+    // No EDNS: 512 octets at most, so truncated (TC, no answers).
+    let (n, tc, answers) = ask(None);
+    assert!(n <= 512 && tc && answers == 0, "{n} octets, TC {tc}, {answers} answers");
+    // EDNS 1232: still too small, truncated within 1232.
+    let (n, tc, answers) = ask(Some(1232));
+    assert!(n <= 1232 && tc && answers == 0, "{n} octets, TC {tc}, {answers} answers");
+    // EDNS 8192: the whole answer.
+    let (n, tc, answers) = ask(Some(8192));
+    assert!(n > 4000 && !tc && answers == 20, "{n} octets, TC {tc}, {answers} answers");
+    // TCP: never truncated, EDNS or not.
+    let mut tcp = TcpStream::connect(("127.0.0.1", server.port("tcp"))).unwrap();
+    let q = txt_query(10, "txt.big.example.", None);
+    let mut framed = (q.len() as u16).to_be_bytes().to_vec();
+    framed.extend_from_slice(&q);
+    tcp.write_all(&framed).unwrap();
+    tcp.set_read_timeout(Some(DEADLINE)).unwrap();
+    let mut len = [0u8; 2];
+    tcp.read_exact(&mut len).unwrap();
+    let mut msg = vec![0u8; u16::from_be_bytes(len) as usize];
+    tcp.read_exact(&mut msg).unwrap();
+    assert!(msg.len() > 4000 && msg[2] & 0x02 == 0, "{} octets", msg.len());
+    assert_eq!(u16::from_be_bytes([msg[6], msg[7]]), 20);
+    drop(tcp);
+    server.stop();
+    let _ = std::fs::remove_file(&zone);
+}
+
+#[test]
+fn a_second_server_on_a_busy_udp_port_refuses_to_start() {
+    let mut first = Server::start("busy-udp", &["udp://127.0.0.1:0"], &[]);
+    let port = first.port("udp");
+    let out = Command::new(ENGINE)
+        .args(["serve", "--listen", &format!("udp://127.0.0.1:{port}")])
+        .stdout(Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(err.contains("in use"), "{err}");
+    first.stop();
+}

@@ -92,18 +92,23 @@ pub enum Arrival {
     Poisson,
 }
 
-/// Open-loop queries per second, or closed loop bounded by `in_flight`.
+/// Open-loop queries per second, closed loop bounded by `in_flight`, or one query per
+/// connection.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub enum Rate {
     #[default]
     Max,
     Qps(f64),
+    /// Every connection sends one query as soon as it is established (after the `open_first`
+    /// gate), then stays open and silent until the end.
+    Once,
 }
 
 impl Serialize for Rate {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         match self {
             Rate::Max => s.serialize_str("max"),
+            Rate::Once => s.serialize_str("once"),
             Rate::Qps(q) => s.serialize_f64(*q),
         }
     }
@@ -120,8 +125,11 @@ impl<'de> Deserialize<'de> for Rate {
         match Raw::deserialize(d)? {
             Raw::Num(q) => Ok(Rate::Qps(q)),
             Raw::Str(s) if s == "max" => Ok(Rate::Max),
+            Raw::Str(s) if s == "once" => Ok(Rate::Once),
             Raw::Str(s) => s.parse().map(Rate::Qps).map_err(|_| {
-                serde::de::Error::custom(format!("rate must be \"max\" or a number of queries per second, not {s:?}"))
+                serde::de::Error::custom(format!(
+                    "rate must be \"max\", \"once\" or a number of queries per second, not {s:?}"
+                ))
             }),
         }
     }
@@ -133,8 +141,8 @@ impl JsonSchema for Rate {
     }
     fn json_schema(_: &mut schemars::gen::SchemaGenerator) -> schemars::schema::Schema {
         serde_json::from_value(serde_json::json!({
-            "description": "Open-loop queries per second, or \"max\" for a closed loop bounded by in_flight.",
-            "oneOf": [{"type": "number", "exclusiveMinimum": 0}, {"const": "max"}]
+            "description": "Open-loop queries per second, \"max\" for a closed loop bounded by in_flight, or \"once\": every connection sends one query when established, then stays open and silent.",
+            "oneOf": [{"type": "number", "exclusiveMinimum": 0}, {"const": "max"}, {"const": "once"}]
         }))
         .expect("static schema")
     }
@@ -290,7 +298,12 @@ pub enum ConfigError {
     Json(String),
 }
 
-const DAY_MS: u64 = 7 * 24 * 3600 * 1000;
+/// Seven days, the longest duration any field accepts.
+const WEEK_MS: u64 = 7 * 24 * 3600 * 1000;
+
+/// CPUs a thread can be pinned to are numbered below the kernel's `CPU_SETSIZE` (glibc's
+/// `cpu_set_t` holds 1 024).
+pub const CPU_SETSIZE: u32 = 1024;
 
 fn check<T: PartialOrd + fmt::Display>(
     field: &'static str,
@@ -323,8 +336,8 @@ impl EngineConfig {
         check("connections", self.connections, 1, 1_000_000, "1..=1000000")?;
         check("in_flight", self.in_flight, 1, 65_535, "1..=65535")?;
         check("threads", self.threads, 1, 256, "1..=256")?;
-        check("duration_ms", self.duration_ms, 1, DAY_MS, "1..=604800000")?;
-        check("warmup_ms", self.warmup_ms, 0, DAY_MS, "0..=604800000")?;
+        check("duration_ms", self.duration_ms, 1, WEEK_MS, "1..=604800000")?;
+        check("warmup_ms", self.warmup_ms, 0, WEEK_MS, "0..=604800000")?;
         check("timeout_ms", self.timeout_ms, 1, 600_000, "1..=600000")?;
         if let Rate::Qps(q) = self.rate {
             check("rate", q, 1e-3, 1e8, "0.001..=100000000")?;
@@ -427,10 +440,19 @@ impl EngineConfig {
             check("lifetime.queries", q, 1, u64::MAX / 2, ">=1")?;
         }
         if let Some(d) = self.lifetime.duration_ms {
-            check("lifetime.duration_ms", d, 1, DAY_MS, "1..=604800000")?;
+            check("lifetime.duration_ms", d, 1, WEEK_MS, "1..=604800000")?;
         }
         if let Some(d) = self.idle_timeout_ms {
-            check("idle_timeout_ms", d, 1, DAY_MS, "1..=604800000")?;
+            check("idle_timeout_ms", d, 1, WEEK_MS, "1..=604800000")?;
+        }
+        if self.rate == Rate::Once && (!self.lifetime.is_forever() || self.idle_timeout_ms.is_some()) {
+            return Err(ConfigError::Invalid {
+                field: "rate",
+                reason: "once needs connections without a lifetime or idle timeout".into(),
+            });
+        }
+        for &cpu in &self.cpus {
+            check("cpus", cpu, 0, CPU_SETSIZE - 1, "0..=1023")?;
         }
         Ok(())
     }
@@ -575,5 +597,23 @@ mod tests {
         assert!(parse_lifetime("xq").is_err());
         assert_eq!(parse_cpus("1,3-5"), Ok(vec![1, 3, 4, 5]));
         assert!(parse_cpus("5-3").is_err());
+    }
+
+    #[test]
+    fn once_needs_connections_that_live_to_the_end() {
+        let c = cfg(r#"{"transport":"tcp","target":"a:1","rate":"once"}"#).unwrap();
+        assert_eq!(c.rate, Rate::Once);
+        assert_eq!(serde_json::to_value(c.rate).unwrap(), "once");
+        let e = cfg(r#"{"transport":"dot","target":"a:1","rate":"once","lifetime":{"queries":1}}"#).unwrap_err();
+        assert_eq!(e.to_string(), "rate: once needs connections without a lifetime or idle timeout");
+        assert!(cfg(r#"{"transport":"tcp","target":"a:1","rate":"once","idle_timeout_ms":5}"#).is_err());
+        assert!(cfg(r#"{"transport":"udp","target":"a:1","rate":"once"}"#).is_ok());
+    }
+
+    #[test]
+    fn cpus_fit_a_cpu_set() {
+        assert!(cfg(r#"{"transport":"udp","target":"a:1","cpus":[1023]}"#).is_ok());
+        let e = cfg(r#"{"transport":"udp","target":"a:1","cpus":[0,1024]}"#).unwrap_err();
+        assert_eq!(e.to_string(), "cpus: 1024 is out of range 0..=1023");
     }
 }

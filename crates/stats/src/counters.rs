@@ -74,6 +74,8 @@ pub enum Close {
     End,
     /// The client gave up on the connection after an error.
     Error,
+    /// The client closed: the connection used up its HTTP/2 stream identifiers.
+    Exhausted,
     /// The server sent FIN (without a TLS close_notify first).
     Fin,
     /// The server reset the connection.
@@ -87,11 +89,12 @@ pub enum Close {
 }
 
 impl Close {
-    pub const ALL: [Close; 9] = [
+    pub const ALL: [Close; 10] = [
         Close::Lifetime,
         Close::Idle,
         Close::End,
         Close::Error,
+        Close::Exhausted,
         Close::Fin,
         Close::Rst,
         Close::CloseNotify,
@@ -102,7 +105,7 @@ impl Close {
 
     pub fn side(self) -> Side {
         match self {
-            Close::Lifetime | Close::Idle | Close::End | Close::Error => Side::Client,
+            Close::Lifetime | Close::Idle | Close::End | Close::Error | Close::Exhausted => Side::Client,
             _ => Side::Server,
         }
     }
@@ -113,6 +116,7 @@ impl Close {
             Close::Idle => "idle",
             Close::End => "end",
             Close::Error => "error",
+            Close::Exhausted => "exhausted",
             Close::Fin => "fin",
             Close::Rst => "rst",
             Close::CloseNotify => "close_notify",
@@ -143,6 +147,9 @@ pub struct Counters {
     pub failed: [u64; ErrorKind::COUNT],
     /// Queries still outstanding when the run was stopped a second time.
     pub aborted: u64,
+    /// Replies that matched no outstanding query (unknown ID or stream, too short to carry
+    /// one, or a late answer). Not a query outcome: the queries they fail to match time out.
+    pub unmatched: u64,
     pub conn_opened: u64,
     pub conn_established: u64,
     pub conn_failed: [u64; ErrorKind::COUNT],
@@ -169,6 +176,7 @@ impl Default for Counters {
             timed_out: 0,
             failed: [0; ErrorKind::COUNT],
             aborted: 0,
+            unmatched: 0,
             conn_opened: 0,
             conn_established: 0,
             conn_failed: [0; ErrorKind::COUNT],
@@ -222,6 +230,7 @@ impl Counters {
         self.answered += other.answered;
         self.timed_out += other.timed_out;
         self.aborted += other.aborted;
+        self.unmatched += other.unmatched;
         self.conn_opened += other.conn_opened;
         self.conn_established += other.conn_established;
         self.handshakes_full += other.handshakes_full;

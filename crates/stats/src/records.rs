@@ -50,7 +50,7 @@ pub enum Phase {
 pub struct QueryCounts {
     /// Queries whose intended send time came.
     pub offered: u64,
-    /// Queries written to the target.
+    /// Queries written to the target (counted when the write completed; once per query).
     pub sent: u64,
     pub answered: u64,
     /// Answers by RCODE (lower-case names; only those seen).
@@ -62,6 +62,15 @@ pub struct QueryCounts {
     pub aborted: u64,
     /// Outstanding at the end of the period.
     pub in_flight: u64,
+    /// Replies that matched no outstanding query (unknown DNS ID or stream, too short, late);
+    /// written only when not zero. Not part of the accounting: the queries they failed to
+    /// match end as timed out.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub unmatched: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -75,7 +84,7 @@ pub struct ConnectionCounts {
     pub established: u64,
     /// Failed attempts by kind.
     pub failed: BTreeMap<String, u64>,
-    /// Connections the client closed, by reason (lifetime, idle, end, error).
+    /// Connections the client closed, by reason (lifetime, idle, end, error, exhausted).
     pub closed_by_client: BTreeMap<String, u64>,
     /// Connections the server closed, by how (fin, rst, close_notify, tls_alert, goaway).
     pub closed_by_server: BTreeMap<String, u64>,
@@ -196,6 +205,7 @@ impl Totals {
                 failed_total: c.failed_total(),
                 aborted: c.aborted,
                 in_flight,
+                unmatched: c.unmatched,
             },
             connections: ConnectionCounts {
                 active,
@@ -293,7 +303,7 @@ pub struct ConnectionRecord {
     pub bytes_received: u64,
     /// `client` or `server`: who ended the connection.
     pub closed_by: String,
-    /// How: the client's reason (lifetime, idle, end, error) or what the peer did (fin, rst,
+    /// How: the client's reason (lifetime, idle, end, error, exhausted) or what the peer did (fin, rst,
     /// close_notify, tls_alert, goaway); the server's policy (idle, max_queries, max_age, end).
     pub close: String,
     /// The error, when the connection failed.

@@ -566,6 +566,13 @@ impl Client {
             && self.next_id <= MAX_STREAM_ID
     }
 
+    /// Whether every client stream identifier is used: no new stream will ever open on this
+    /// connection, and the caller must open another (RFC 9113 §5.1.1).
+    #[inline]
+    pub fn ids_exhausted(&self) -> bool {
+        self.next_id > MAX_STREAM_ID
+    }
+
     /// The largest body a new stream may send now (the smaller of the connection window and the
     /// server's initial stream window).
     #[inline]

@@ -109,9 +109,16 @@ pub fn tcp_counts<S: std::os::fd::AsRawFd>(s: &S) -> Option<TcpCounts> {
     })
 }
 
-/// Pins the calling thread to `cpu`.
+/// How many CPUs a `cpu_set_t` can name.
+const CPU_SETSIZE: usize = 8 * std::mem::size_of::<libc::cpu_set_t>();
+
+/// Pins the calling thread to `cpu` (an error, not a panic, for a CPU a set cannot hold).
 pub fn pin_thread(cpu: u32) -> io::Result<()> {
-    // SAFETY: cpu_set_t is plain data; sched_setaffinity reads it.
+    if cpu as usize >= CPU_SETSIZE {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("CPU {cpu} is not below {CPU_SETSIZE}")));
+    }
+    // SAFETY: cpu_set_t is plain data; `cpu` is below its size (checked above, so CPU_SET does
+    // not panic); sched_setaffinity reads it.
     unsafe {
         let mut set: libc::cpu_set_t = std::mem::zeroed();
         libc::CPU_SET(cpu as usize, &mut set);
@@ -120,6 +127,20 @@ pub fn pin_thread(cpu: u32) -> io::Result<()> {
         }
     }
     Ok(())
+}
+
+/// The CPUs this process may run on (its affinity mask): a CPU outside it does not exist or
+/// is not allowed, and pinning to it fails.
+pub fn allowed_cpus() -> io::Result<Vec<u32>> {
+    // SAFETY: cpu_set_t is plain data; sched_getaffinity fills it; CPU_ISSET reads indexes
+    // below its size.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok((0..CPU_SETSIZE).filter(|&c| libc::CPU_ISSET(c, &set)).map(|c| c as u32).collect())
+    }
 }
 
 /// CPU time of this process so far: (user, system) in microseconds.
@@ -151,6 +172,15 @@ mod tests {
         assert_eq!(counts.bytes_received, 10);
         assert!(counts.segments_sent >= 2 && counts.segments_received >= 2, "{counts:?}");
         assert_eq!(counts.since(&counts), TcpCounts::default());
+    }
+
+    #[test]
+    fn cpus_outside_a_set_are_errors_not_panics() {
+        let allowed = allowed_cpus().unwrap();
+        assert!(!allowed.is_empty());
+        assert!(pin_thread(5000).is_err());
+        assert!(pin_thread(CPU_SETSIZE as u32).is_err());
+        std::thread::spawn(move || pin_thread(allowed[0]).unwrap()).join().unwrap();
     }
 
     #[test]

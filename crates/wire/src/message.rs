@@ -158,9 +158,14 @@ pub fn parse_response(msg: &[u8], question: Option<&[u8]>) -> Result<ResponseVie
     }
     if let Some(q) = question {
         let echoed = msg.get(HEADER_LEN..HEADER_LEN + q.len()).ok_or(WireError::Truncated)?;
-        // Resolvers echo the question as sent, but a 0x20-randomising one may change case.
-        if echoed != q && !echoed.eq_ignore_ascii_case(q) {
-            return Err(WireError::BadName("question does not match the query"));
+        // Resolvers echo the question as sent, but a 0x20-randomising one may change the case
+        // of the name: only the name (not QTYPE and QCLASS, its last four octets) is compared
+        // without regard to case.
+        if echoed != q {
+            let name = q.len().saturating_sub(4);
+            if echoed[name..] != q[name..] || !echoed[..name].eq_ignore_ascii_case(&q[..name]) {
+                return Err(WireError::BadName("question does not match the query"));
+            }
         }
     }
     Ok(ResponseView { id: u16::from_be_bytes([msg[0], msg[1]]), rcode: msg[3] & 0x0F, truncated: msg[2] & 0x02 != 0 })
@@ -202,10 +207,11 @@ pub fn parse_query(msg: &[u8]) -> Result<QueryView, WireError> {
     if qdcount != 1 {
         return Err(WireError::QuestionCount(qdcount));
     }
-    let name_end = skip_name(msg, HEADER_LEN)?;
-    if msg[HEADER_LEN..name_end].len() >= 2 && msg[name_end - 2] & 0xC0 == 0xC0 {
+    let name = skip_name(msg, HEADER_LEN)?;
+    if name.pointer {
         return Err(WireError::BadName("compression in the question"));
     }
+    let name_end = name.end;
     let fixed = msg.get(name_end..name_end + 4).ok_or(WireError::Truncated)?;
     let qtype = u16::from_be_bytes([fixed[0], fixed[1]]);
     let qclass = u16::from_be_bytes([fixed[2], fixed[3]]);
@@ -215,7 +221,7 @@ pub fn parse_query(msg: &[u8]) -> Result<QueryView, WireError> {
     let mut edns = None;
     let records = count(6) as usize + count(8) as usize + count(10) as usize;
     for i in 0..records {
-        let rname_end = skip_name(msg, pos)?;
+        let rname_end = skip_name(msg, pos)?.end;
         let rr = msg.get(rname_end..rname_end + 10).ok_or(WireError::Truncated)?;
         let rtype = u16::from_be_bytes([rr[0], rr[1]]);
         let rdlen = u16::from_be_bytes([rr[8], rr[9]]) as usize;
@@ -249,10 +255,22 @@ pub fn parse_query(msg: &[u8]) -> Result<QueryView, WireError> {
     })
 }
 
+/// What carries a response, which decides whether it may be truncated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Carrier {
+    /// UDP: the response must fit the size the query advertised in EDNS(0), or 512 octets
+    /// without EDNS (RFC 1035 §4.2.1, RFC 6891 §7); a larger one is truncated (TC set, no
+    /// answers).
+    Datagram,
+    /// TCP, TLS or HTTP/2: never truncated (the framing bounds it to 65 535 octets).
+    Stream,
+}
+
 /// Builds the responder's answer to a parsed query.
 pub struct ResponseBuilder<'a> {
     out: &'a mut Vec<u8>,
     start: usize,
+    question_len: usize,
     answers: u16,
     edns: Option<Edns>,
 }
@@ -268,7 +286,7 @@ impl<'a> ResponseBuilder<'a> {
         out.push((rd << 7) | (rcode & 0x0F));
         out.extend_from_slice(&[0, 1, 0, 0, 0, 0, 0, 0]);
         out.extend_from_slice(&msg[query.question.clone()]);
-        Self { out, start, answers: 0, edns: query.edns }
+        Self { out, start, question_len: query.question.len(), answers: 0, edns: query.edns }
     }
 
     /// Adds an answer record for the question name.
@@ -283,29 +301,19 @@ impl<'a> ResponseBuilder<'a> {
     }
 
     /// Adds the OPT record if the query had one (padding the response if the query was
-    /// padded), truncates to `max_len` if needed (UDP), and returns the message length.
-    pub fn finish(self, max_len: usize) -> usize {
+    /// padded), truncates the response if the carrier demands it, and returns the message
+    /// length.
+    pub fn finish(self, carrier: Carrier) -> usize {
         let out = self.out;
         let header = self.start;
-        let question_end = {
-            // header + question: the question was copied verbatim right after the header.
-            let mut p = header + HEADER_LEN;
-            while out[p] != 0 && out[p] & 0xC0 == 0 {
-                p += 1 + out[p] as usize;
-            }
-            p + 1 + 4
-        };
+        // The question was copied verbatim right after the header.
+        let question_end = header + HEADER_LEN + self.question_len;
         let opt_len = |pad: usize| 11 + if pad > 0 || self.edns.is_some_and(|e| e.padding) { 4 + pad } else { 0 };
         let mut answers = self.answers;
-        // Streams (max_len of a whole frame) are never truncated; UDP answers fit the size
-        // the query advertised (512 octets without EDNS).
-        let limit = if max_len >= crate::MAX_FRAME {
-            max_len
-        } else {
-            match self.edns {
-                Some(e) => max_len.min(e.udp_size as usize).max(512),
-                None => 512,
-            }
+        let limit = match (carrier, self.edns) {
+            (Carrier::Stream, _) => crate::MAX_FRAME,
+            (Carrier::Datagram, Some(e)) => (e.udp_size as usize).max(512),
+            (Carrier::Datagram, None) => 512,
         };
         if out.len() - header + self.edns.map_or(0, |_| opt_len(0)) > limit {
             out.truncate(question_end);
@@ -391,7 +399,7 @@ mod tests {
         let mut out = Vec::new();
         let mut b = ResponseBuilder::new(&m, &q, 0, &mut out);
         b.answer(1, 3600, &[192, 0, 2, 1]);
-        let n = b.finish(65535);
+        let n = b.finish(Carrier::Stream);
         assert_eq!(n, out.len());
         assert_eq!(n % 468, 0);
         let r = parse_response(&out, Some(t.question())).unwrap();
@@ -413,7 +421,7 @@ mod tests {
         for _ in 0..10 {
             b.answer(16, 60, &[100; 101]);
         }
-        b.finish(512);
+        b.finish(Carrier::Datagram);
         let r = parse_response(&out, Some(t.question())).unwrap();
         assert!(r.truncated);
         assert_eq!(u16::from_be_bytes([out[6], out[7]]), 0);
@@ -429,8 +437,38 @@ mod tests {
         for _ in 0..10 {
             b.answer(16, 60, &[100; 101]);
         }
-        assert!(b.finish(crate::MAX_FRAME) > 1000);
+        assert!(b.finish(Carrier::Stream) > 1000);
         assert!(!parse_response(&out, None).unwrap().truncated);
+    }
+
+    #[test]
+    fn only_the_name_of_the_question_ignores_case() {
+        let https = QueryTemplate::new("q1.test", 65, &QueryOptions::default()).unwrap();
+        let mut answer = Vec::new();
+        https.write(7, &mut answer);
+        answer[2] |= 0x80;
+        assert!(parse_response(&answer, Some(https.question())).is_ok());
+        // 0x20 on the name matches.
+        answer[HEADER_LEN + 1] = b'Q';
+        assert!(parse_response(&answer, Some(https.question())).is_ok());
+        // QTYPE 0x0061 is not QTYPE 0x0041 (HTTPS), although they differ only in "case".
+        let qtype = HEADER_LEN + https.question().len() - 4;
+        assert_eq!(answer[qtype + 1], 0x41);
+        answer[qtype + 1] = 0x61;
+        assert!(parse_response(&answer, Some(https.question())).is_err());
+    }
+
+    #[test]
+    fn a_label_ending_in_a_high_octet_is_not_a_pointer() {
+        // The name "a\xC1" in the question: its last label octet has the top bits set.
+        let mut m = vec![0, 1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 2, b'a', 0xC1, 0, 0, 1, 0, 1];
+        let q = parse_query(&m).unwrap();
+        assert_eq!(q.qname, HEADER_LEN..HEADER_LEN + 4);
+        assert_eq!(q.qtype, 1);
+        // A real pointer in the question is refused.
+        m.truncate(HEADER_LEN);
+        m.extend_from_slice(&[0xC0, 0x0C, 0, 1, 0, 1]);
+        assert_eq!(parse_query(&m), Err(WireError::BadName("compression in the question")));
     }
 
     #[test]

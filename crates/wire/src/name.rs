@@ -25,8 +25,19 @@ pub fn encode_name(name: &str, out: &mut Vec<u8>) -> Result<(), WireError> {
     Ok(())
 }
 
-/// Reads an uncompressed name starting at `pos`; returns its end offset.
-pub(crate) fn skip_name(msg: &[u8], mut pos: usize) -> Result<usize, WireError> {
+/// Where a name in a message ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct NameEnd {
+    /// Offset just past the name.
+    pub end: usize,
+    /// The name ends in a compression pointer (its last two octets).
+    pub pointer: bool,
+}
+
+/// Reads a name starting at `pos` (up to a compression pointer, not following it); returns
+/// where it ends. A name of more than 255 octets (RFC 1035 §3.1, root octet included) is an
+/// error.
+pub(crate) fn skip_name(msg: &[u8], mut pos: usize) -> Result<NameEnd, WireError> {
     let start = pos;
     loop {
         let len = *msg.get(pos).ok_or(WireError::Truncated)? as usize;
@@ -42,17 +53,20 @@ pub(crate) fn skip_name(msg: &[u8], mut pos: usize) -> Result<usize, WireError> 
             if pos + 2 > msg.len() {
                 return Err(WireError::Truncated);
             }
-            return Ok(pos + 2);
+            return Ok(NameEnd { end: pos + 2, pointer: true });
         }
         pos += 1 + len;
         if pos - start > 255 {
             return Err(WireError::BadName("name longer than 255 octets"));
         }
     }
+    if pos - start > 255 {
+        return Err(WireError::BadName("name longer than 255 octets"));
+    }
     if pos > msg.len() {
         return Err(WireError::Truncated);
     }
-    Ok(pos)
+    Ok(NameEnd { end: pos, pointer: false })
 }
 
 /// Lower-case dotted form (with the final dot) of the uncompressed wire name `wire`.
@@ -166,7 +180,8 @@ mod tests {
         encode_name("Www.Example.TEST.", &mut w).unwrap();
         assert_eq!(w, b"\x03Www\x07Example\x04TEST\x00");
         assert_eq!(name_to_string(&w), "www.example.test.");
-        assert_eq!(skip_name(&w, 0), Ok(w.len()));
+        assert_eq!(skip_name(&w, 0), Ok(NameEnd { end: w.len(), pointer: false }));
+        assert_eq!(skip_name(b"\x01a\xC0\x0C", 0), Ok(NameEnd { end: 4, pointer: true }));
         let mut root = Vec::new();
         encode_name(".", &mut root).unwrap();
         assert_eq!(root, b"\x00");
@@ -174,6 +189,25 @@ mod tests {
         assert!(encode_name(&"a".repeat(64), &mut Vec::new()).is_err());
         let long = vec!["abcdefghi"; 30].join(".");
         assert!(encode_name(&long, &mut Vec::new()).is_err());
+    }
+
+    #[test]
+    fn names_stop_at_255_octets_root_included() {
+        // Labels of 63, 63, 63 and 62 octets (plus length octets) make 255 with the root; one
+        // more octet makes 256.
+        let wire = |last: usize| {
+            let mut w = Vec::new();
+            for len in [63, 63, 63, last] {
+                w.push(len as u8);
+                w.extend(std::iter::repeat_n(b'a', len));
+            }
+            w.push(0);
+            w
+        };
+        assert_eq!(wire(61).len(), 255);
+        assert_eq!(skip_name(&wire(61), 0), Ok(NameEnd { end: 255, pointer: false }));
+        assert_eq!(wire(62).len(), 256);
+        assert_eq!(skip_name(&wire(62), 0), Err(WireError::BadName("name longer than 255 octets")));
     }
 
     #[test]

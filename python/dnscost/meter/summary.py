@@ -149,8 +149,20 @@ def _delta(series: Series, t0: float, t1: float) -> tuple[float | None, bool]:
 
 
 def _mean_max(series: Series, t0: float, t1: float) -> tuple[float | None, float | None, bool]:
+    """A level's time-weighted mean and its peak over the window. Levels change in steps (a
+    thousand connections opened in a second), so when samples were taken inside the window the
+    mean is over those alone: interpolating to the window's edges from a sample taken before
+    the step would mix in a level the window never had. Only a window with no sample inside is
+    interpolated (and flagged when it is extrapolated)."""
     if not series:
         return None, None, False
+    inside = [p for p in series if t0 <= p[0] <= t1]
+    if inside:
+        peak = max(v for _, v in inside)
+        if len(inside) == 1 or inside[-1][0] <= inside[0][0]:
+            return inside[0][1], peak, False
+        area = sum((tb - ta) * (va + vb) / 2 for (ta, va), (tb, vb) in itertools.pairwise(inside))
+        return area / (inside[-1][0] - inside[0][0]), peak, False
     a, ea = _at(series, t0)
     b, eb = _at(series, t1)
     points = [(t0, a)] + [p for p in series if t0 < p[0] < t1] + [(t1, b)]

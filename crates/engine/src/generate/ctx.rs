@@ -37,6 +37,22 @@ pub struct Plan {
     pub timeout_ns: u64,
     /// With `open_first`: the slots whose first connection is not settled yet.
     pub gate: Option<Gate>,
+    /// The first error message seen of each kind, to say why a run failed.
+    pub errors: std::sync::Mutex<std::collections::BTreeMap<&'static str, String>>,
+}
+
+impl Plan {
+    /// Keeps `message` as the example of `kind` if it is the first.
+    pub fn note_error(&self, kind: ErrorKind, message: &str) {
+        if let Ok(mut m) = self.errors.lock() {
+            m.entry(kind.as_str()).or_insert_with(|| message.to_string());
+        }
+    }
+
+    /// The example message of `kind`, if one was seen.
+    pub fn error_example(&self, kind: &str) -> Option<String> {
+        self.errors.lock().ok().and_then(|m| m.get(kind).cloned())
+    }
 }
 
 /// Holds queries back until every slot's first connection is settled (established or failed),
@@ -68,7 +84,7 @@ impl Gate {
             let opened = self.open.notified();
             tokio::pin!(opened);
             opened.as_mut().enable();
-            if self.is_open() || ctx.now() >= deadline_ns || *stop.borrow_and_update() != Stop::Running {
+            if self.is_open() || ctx.now() >= deadline_ns || ctx.state(stop) != Stop::Running {
                 return;
             }
             tokio::select! {
@@ -102,6 +118,8 @@ pub struct Ctx {
     pub threads: u64,
     next_conn: Cell<u64>,
     cursor: Cell<u64>,
+    /// Run time at which a task of this thread first saw the run stop (`u64::MAX` until then).
+    stopped_ns: Cell<u64>,
 }
 
 impl Ctx {
@@ -131,6 +149,7 @@ impl Ctx {
             threads,
             next_conn: Cell::new(0),
             cursor: Cell::new(thread * spread),
+            stopped_ns: Cell::new(u64::MAX),
         }
     }
 
@@ -150,6 +169,21 @@ impl Ctx {
     #[inline]
     pub fn sleep_until(&self, ns: u64) -> super::timer::Sleep {
         self.timer.sleep_until(ns)
+    }
+
+    /// What the main thread asks now; notes when the run stopped sending.
+    #[inline]
+    pub fn state(&self, stop: &mut watch::Receiver<Stop>) -> Stop {
+        let s = *stop.borrow_and_update();
+        if s != Stop::Running && self.stopped_ns.get() == u64::MAX {
+            self.stopped_ns.set(self.now());
+        }
+        s
+    }
+
+    /// When sending stopped (the end of the run or an interrupt), as far as this thread knows.
+    pub fn stopped_at(&self) -> u64 {
+        self.stopped_ns.get().min(self.now())
     }
 
     /// Index of the query [`Ctx::next_query`] returns next.
@@ -180,6 +214,7 @@ impl Ctx {
 
     #[inline]
     pub fn sub_in_flight(&self, n: u64) {
+        debug_assert!(n <= self.in_flight.get(), "in flight {} - {n}", self.in_flight.get());
         self.in_flight.set(self.in_flight.get().saturating_sub(n));
     }
 
@@ -198,47 +233,195 @@ impl Ctx {
     }
 }
 
-/// When one slot's queries are due: on its pacer's schedule (open loop) or whenever the window
-/// has room (closed loop), and never at or after the end of the sending period. Knowing the end
-/// here, rather than waiting for the main thread's signal, keeps the last instant race-free.
+/// When one slot's queries are due: on its pacer's schedule (open loop), whenever the window
+/// has room (closed loop), or once per connection (`rate: once`), and never at or after the end
+/// of the sending period. Knowing the end here, rather than waiting for the main thread's
+/// signal, keeps the last instant race-free.
+///
+/// It also owns the queries that came due and could not go: the open loop's are expired as
+/// `unsent` a timeout after their intended time; the closed loop's are the free places of the
+/// window while the slot is *blocked* (no connection, or a connection that cannot open a
+/// stream), `unsent` once per timeout; and whatever is still due when sending stops is
+/// counted by [`Schedule::close`]. Queries a server refused without processing them (HTTP/2
+/// GOAWAY above its last stream, REFUSED_STREAM, a graceful close with queries pipelined)
+/// wait here to be sent again on the next connection.
 pub struct Schedule {
     pacer: Option<Pacer>,
     end_ns: u64,
+    /// Closed loop: the queries the slot would keep outstanding (1 for `once`).
+    capacity: u64,
+    /// `once`: whether the current connection has still to send its query.
+    once: Option<bool>,
+    /// Closed loop: since when queries were due that could not be sent.
+    blocked_since: Option<u64>,
+    /// Refused queries to send again, in intended-time order.
+    retry: std::collections::VecDeque<super::window::Outstanding>,
 }
 
 impl Schedule {
     pub fn new(pacer: Option<Pacer>, end_ns: u64) -> Self {
-        Schedule { pacer, end_ns }
+        Schedule { pacer, end_ns, capacity: 1, once: None, blocked_since: None, retry: Default::default() }
     }
 
-    /// When the next query is due (now, in a closed loop); None once sending has ended.
+    /// A closed loop keeping `in_flight` queries outstanding.
+    pub fn closed(in_flight: u64, end_ns: u64) -> Self {
+        Schedule { capacity: in_flight.max(1), ..Schedule::new(None, end_ns) }
+    }
+
+    /// One query per connection: due from the start, and again for each new connection
+    /// ([`Schedule::next_connection`]).
+    pub fn once(end_ns: u64) -> Self {
+        Schedule { once: Some(true), ..Schedule::new(None, end_ns) }
+    }
+
+    /// The connection ended while the run goes on: with `once`, the next one sends a query.
+    pub fn next_connection(&mut self) {
+        if let Some(pending) = &mut self.once {
+            *pending = true;
+        }
+    }
+
+    /// When the next query is due (now, in a closed loop); None once sending has ended (or,
+    /// with `once`, while the connection has sent its query).
     #[inline]
     pub fn next_due(&self, now: u64) -> Option<u64> {
-        let t = self.pacer.as_ref().map_or(now, Pacer::next);
+        let t = match (&self.pacer, self.once) {
+            (Some(p), _) => p.next(),
+            (None, Some(false)) => return None,
+            (None, _) => now,
+        };
         (t < self.end_ns && now < self.end_ns).then_some(t)
+    }
+
+    /// When the slot should open its next connection: now if refused queries wait to be sent
+    /// again, else when the next query is due.
+    pub fn next_start(&self, now: u64) -> Option<u64> {
+        if !self.retry.is_empty() && now < self.end_ns {
+            return Some(now);
+        }
+        self.next_due(now)
+    }
+
+    /// When the slot must next look at its schedule: the next due query if it has room to send
+    /// one, or else the moment a due query (or a query waiting to be sent again) expires.
+    pub fn wake(&self, now: u64, room: bool, timeout_ns: u64) -> Option<u64> {
+        let retry = self.retry.front().map(|o| o.intended);
+        if room {
+            if retry.is_some() {
+                return Some(now);
+            }
+            return self.next_due(now);
+        }
+        let due = match (&self.pacer, self.blocked_since) {
+            (Some(_), _) => self.next_due(now),
+            (None, Some(since)) if now < self.end_ns => Some(since),
+            (None, _) => None,
+        };
+        [due, retry].into_iter().flatten().min().map(|t| t.saturating_add(timeout_ns))
     }
 
     #[inline]
     pub fn due(&self, now: u64) -> bool {
-        self.next_due(now).is_some_and(|t| t <= now)
+        !self.retry.is_empty() || self.next_due(now).is_some_and(|t| t <= now)
     }
 
-    /// Takes the next query's intended time and counts it as offered.
+    /// Takes the next query to send: one refused earlier (already offered; its intended time
+    /// and query kept), or a new one, counted as offered, whose intended time is returned with
+    /// `None` (the caller picks the query).
     #[inline]
-    pub fn take(&mut self, now: u64, c: &mut Counters) -> u64 {
+    pub fn take(&mut self, now: u64, c: &mut Counters) -> (u64, Option<u64>) {
+        if let Some(o) = self.retry.pop_front() {
+            return (o.intended, Some(o.query));
+        }
         c.offered += 1;
-        self.pacer.as_mut().map_or(now, Pacer::take)
+        self.blocked_since = None;
+        if let Some(pending) = &mut self.once {
+            *pending = false;
+        }
+        (self.pacer.as_mut().map_or(now, Pacer::take), None)
+    }
+
+    /// The query [`Schedule::take`] would hand back for sending again, if any.
+    #[inline]
+    pub fn peek_retry(&self) -> Option<u64> {
+        self.retry.front().map(|o| o.query)
+    }
+
+    /// Queries refused without being processed, to send again on the next connection.
+    pub fn retry(&mut self, refused: impl IntoIterator<Item = super::window::Outstanding>) {
+        self.retry.extend(refused);
+        self.retry.make_contiguous().sort_by_key(|o| o.intended);
+    }
+
+    /// Closed loop: whether queries are due that cannot be sent (no connection, or a connection
+    /// that cannot open a stream). From then on, the free places of the window are counted
+    /// `unsent` once per timeout until a query goes.
+    pub fn blocked(&mut self, now: u64, blocked: bool) {
+        if self.pacer.is_some() || self.once == Some(false) {
+            return;
+        }
+        if !blocked {
+            self.blocked_since = None;
+        } else if self.blocked_since.is_none() && now < self.end_ns {
+            self.blocked_since = Some(now);
+        }
     }
 
     /// Queries that came due but could not be sent within the timeout (no connection, full
-    /// window) are offered and failed as `unsent`, so the schedule never hides them.
-    pub fn expire_unsent(&mut self, now: u64, timeout_ns: u64, c: &mut Counters) {
+    /// window, no stream) are offered and failed as `unsent`, so the schedule never hides them.
+    /// `free` is how many more the slot could have outstanding. Queries waiting to be sent
+    /// again whose timeout passed are timed out.
+    pub fn expire_unsent(&mut self, now: u64, timeout_ns: u64, free: u64, c: &mut Counters) {
         if let Some(p) = &mut self.pacer {
             while p.next() + timeout_ns <= now && p.next() < self.end_ns {
                 p.take();
                 c.offered += 1;
                 c.fail(ErrorKind::Unsent, 1);
             }
+        } else if let Some(since) = self.blocked_since {
+            if since + timeout_ns <= now && since < self.end_ns {
+                let n = if self.once.is_some() { 1 } else { free.min(self.capacity) };
+                c.offered += n;
+                c.fail(ErrorKind::Unsent, n);
+                self.blocked_since = Some(now);
+                if let Some(pending) = &mut self.once {
+                    *pending = false;
+                }
+            }
         }
+        while self.retry.front().is_some_and(|o| o.intended + timeout_ns <= now) {
+            self.retry.pop_front();
+            c.timed_out += 1;
+        }
+    }
+
+    /// Sending stops at run time `at` (the end, or an interrupt): every query due before it
+    /// and not sent is offered and failed as `unsent` (a closed loop's blocked places, an open
+    /// loop's schedule up to `at`), and refused queries still waiting are lost. Nothing is
+    /// due afterwards.
+    pub fn close(&mut self, at: u64, c: &mut Counters) {
+        let at = at.min(self.end_ns);
+        if let Some(p) = &mut self.pacer {
+            while p.next() < at {
+                p.take();
+                c.offered += 1;
+                c.fail(ErrorKind::Unsent, 1);
+            }
+        } else if self.blocked_since.is_some_and(|s| s < at) && self.once != Some(false) {
+            let n = if self.once.is_some() { 1 } else { self.capacity };
+            c.offered += n;
+            c.fail(ErrorKind::Unsent, n);
+        }
+        self.blocked_since = None;
+        let lost = self.retry.len() as u64;
+        self.retry.clear();
+        c.fail(ErrorKind::ConnectionLost, lost);
+        self.end_ns = at;
+    }
+
+    /// Abort: refused queries still waiting are counted aborted.
+    pub fn abort(&mut self, c: &mut Counters) {
+        c.aborted += self.retry.len() as u64;
+        self.retry.clear();
     }
 }

@@ -5,11 +5,11 @@
 //! timeout is cancelled with RST_STREAM so that the server frees it.
 
 use super::ctx::{Ctx, Schedule, Stop};
-use super::stream::{server_close, ConnInfo, SessionEnd, TlsStream};
+use super::session::{server_close, write_bounded, write_timed_out, ConnInfo, SessionEnd, TlsStream, Written};
 use super::window::StreamWindow;
 use dnscost_load::{CloseMode, ConnPolicy, DohMethod};
 use dnscost_stats::{Close, ErrorKind, Side};
-use dnscost_transport::http2::{Client, ErrorCode, Event, Http2Error, Settings, StreamId};
+use dnscost_transport::http2::{Client, ErrorCode, Event, Settings, StreamId};
 use dnscost_transport::socket;
 use dnscost_wire::parse_response;
 use std::os::fd::{AsRawFd, BorrowedFd};
@@ -75,20 +75,20 @@ async fn exchange(
     let mut window = StreamWindow::new(in_flight);
     // The server's GOAWAY code, once it sent one.
     let mut goaway: Option<ErrorCode> = None;
-    // Stream identifiers used up: the connection ends once its streams have.
-    let mut exhausted = false;
+    // First sends in `out`: counted `sent` once the write completes.
+    let mut fresh = 0u64;
     client.preface(out);
     loop {
         let now = ctx.now();
-        let state = *stop.borrow_and_update();
+        let state = ctx.state(&mut stop);
         if state == Stop::Abort {
             let n = window.clear();
             ctx.counters.borrow_mut().aborted += n;
             ctx.sub_in_flight(n);
             return SessionEnd::client(Close::End);
         }
-        // Whether a request could go now if one were due (false while the body does not fit
-        // the server's flow-control window: its WINDOW_UPDATE will wake us).
+        // Whether a request could go now if one were due (false while the server lets no
+        // stream open, or the body does not fit its flow-control window).
         let mut room = false;
         {
             let mut c = ctx.counters.borrow_mut();
@@ -104,10 +104,12 @@ async fn exchange(
             }
             info.meter.tick(now, &mut c);
             if state == Stop::Running {
-                sched.expire_unsent(now, timeout, &mut c);
-                room = !exhausted && window.len() < in_flight && client.can_send() && policy.may_send(now);
+                let free = in_flight.saturating_sub(window.len()) as u64;
+                sched.expire_unsent(now, timeout, free, &mut c);
+                let wants = window.len() < in_flight && policy.may_send(now);
+                room = wants && client.can_send();
                 while room && sched.due(now) {
-                    let q = ctx.peek_query();
+                    let q = sched.peek_retry().unwrap_or_else(|| ctx.peek_query());
                     let (template, body) = if post {
                         (&plan.doh[0], plan.queries.get(q).bytes())
                     } else {
@@ -115,37 +117,45 @@ async fn exchange(
                     };
                     let stream = match client.send(template, body, out) {
                         Ok(stream) => stream,
-                        Err(Http2Error::FlowControlBlocked { .. }) => {
-                            room = false;
-                            break;
-                        }
+                        // The server's limits (or a GOAWAY, or identifiers used up): wait.
                         Err(_) => {
-                            exhausted = true;
                             room = false;
                             break;
                         }
                     };
-                    ctx.next_query();
-                    let intended = sched.take(now, &mut c);
+                    let (intended, again) = sched.take(now, &mut c);
+                    if again.is_none() {
+                        ctx.next_query();
+                        fresh += 1;
+                    }
                     window.insert(stream.0, intended, q);
                     policy.on_send(now);
-                    c.sent += 1;
                     info.queries += 1;
                     ctx.add_in_flight(1);
                     room = window.len() < in_flight && client.can_send() && policy.may_send(now);
                 }
+                // Queries are due that the connection cannot take: a blocked closed loop.
+                sched.blocked(now, wants && !room && window.len() < in_flight && policy.may_send(now));
             }
         }
         if !out.is_empty() {
-            let written = async {
-                tls.write_all(out).await?;
-                tls.flush().await
-            };
-            if let Err(e) = written.await {
-                ctx.lose(ErrorKind::ConnectionLost, window.clear());
-                return SessionEnd { close: server_close(Some(&e), true), error: Some(e.to_string()) };
+            let deadline = window.oldest().unwrap_or(now) + timeout;
+            match write_bounded(ctx, tls, out, &mut stop, deadline).await {
+                Written::Done => {
+                    out.clear();
+                    ctx.counters.borrow_mut().sent += std::mem::take(&mut fresh);
+                }
+                Written::Failed(e) => {
+                    ctx.lose(ErrorKind::ConnectionLost, window.clear());
+                    return SessionEnd { close: server_close(Some(&e), true), error: Some(e.to_string()) };
+                }
+                Written::TimedOut => {
+                    let now = ctx.now();
+                    let expired = now.checked_sub(timeout).map_or(0, |d| window.expire(d, |_| {}));
+                    return write_timed_out(ctx, expired, window.clear());
+                }
+                Written::Aborted => continue,
             }
-            out.clear();
         }
         if window.len() == 0 {
             if let Some(code) = goaway {
@@ -154,8 +164,8 @@ async fn exchange(
             if state == Stop::Drain {
                 return SessionEnd::client(Close::End);
             }
-            if exhausted {
-                return SessionEnd::client(Close::Lifetime);
+            if client.ids_exhausted() {
+                return SessionEnd::client(Close::Exhausted);
             }
         }
         if let Some(p) = policy.close_now(now, window.len()) {
@@ -165,9 +175,9 @@ async fn exchange(
         if let Some(oldest) = window.oldest() {
             wake = wake.min(oldest + timeout);
         }
-        if room {
-            if let Some(next) = sched.next_due(now) {
-                wake = wake.min(next);
+        if state == Stop::Running {
+            if let Some(t) = sched.wake(now, room, timeout) {
+                wake = wake.min(t);
             }
         }
         if let Some(d) = policy.deadline().filter(|d| *d > now) {
@@ -192,7 +202,10 @@ async fn exchange(
                         while let Some(event) = client.next_event(out) {
                             match event {
                                 Event::Response { stream, status, body } => {
-                                    let Some(o) = window.remove(stream.0) else { continue };
+                                    let Some(o) = window.remove(stream.0) else {
+                                        c.unmatched += 1;
+                                        continue;
+                                    };
                                     ctx.sub_in_flight(1);
                                     policy.on_resolved(now);
                                     if status != 200 {
@@ -205,20 +218,24 @@ async fn exchange(
                                         Err(_) => c.fail(ErrorKind::Malformed, 1),
                                     }
                                 }
-                                Event::Reset { stream, .. } => {
-                                    if window.remove(stream.0).is_some() {
+                                Event::Reset { stream, code } => {
+                                    if let Some(o) = window.remove(stream.0) {
                                         ctx.sub_in_flight(1);
                                         policy.on_resolved(now);
-                                        c.fail(ErrorKind::Http2, 1);
+                                        if code == ErrorCode::REFUSED_STREAM {
+                                            // Not processed (RFC 9113 §8.7): send it again.
+                                            sched.retry([o]);
+                                        } else {
+                                            c.fail(ErrorKind::Http2, 1);
+                                        }
                                     }
                                 }
                                 Event::GoAway { last_stream, code } => {
-                                    // Streams above `last_stream` were not processed.
-                                    let lost = window.lose_above(last_stream.0);
-                                    if lost > 0 {
-                                        c.fail(ErrorKind::ConnectionLost, lost);
-                                        ctx.sub_in_flight(lost);
-                                    }
+                                    // Streams above `last_stream` were not processed: they go
+                                    // again on the next connection.
+                                    let refused = window.take_above(last_stream.0);
+                                    ctx.sub_in_flight(refused.len() as u64);
+                                    sched.retry(refused);
                                     goaway = Some(code);
                                 }
                                 Event::ConnectionError(e) => failed = Some(e),
@@ -227,10 +244,10 @@ async fn exchange(
                         failed
                     };
                     if let Some(e) = failed {
-                        // The client's GOAWAY is in `out`: send it if the socket takes it.
-                        let _ = tls.write_all(out).await;
-                        let _ = tls.flush().await;
+                        // The client's GOAWAY is in `out`: send it if the socket takes it soon.
+                        let _ = write_bounded(ctx, tls, out, &mut stop, ctx.now() + 1_000_000_000).await;
                         ctx.lose(ErrorKind::Http2, window.clear());
+                        ctx.plan.note_error(ErrorKind::Http2, &e.to_string());
                         return SessionEnd { close: Close::Error, error: Some(e.to_string()) };
                     }
                 }

@@ -9,7 +9,9 @@
 mod ctx;
 mod doh;
 mod output;
-mod stream;
+mod session;
+mod slot;
+mod tcp;
 mod timer;
 mod udp;
 mod window;
@@ -94,7 +96,7 @@ pub struct GenerateArgs {
     /// How the client closes: graceful, fin or rst.
     #[arg(long, value_parser = token::<dnscost_load::CloseMode>)]
     close: Option<dnscost_load::CloseMode>,
-    /// Queries per second (open loop), or max (closed loop).
+    /// Queries per second (open loop), max (closed loop), or once (one query per connection).
     #[arg(long, value_parser = parse_rate)]
     rate: Option<Rate>,
     /// Pacing resolution in µs (10 to 10000; default 50 up to 2000 qps per thread, else 1000).
@@ -161,10 +163,14 @@ pub struct GenerateArgs {
 }
 
 fn parse_rate(s: &str) -> Result<Rate, String> {
-    if s == "max" {
-        return Ok(Rate::Max);
+    match s {
+        "max" => return Ok(Rate::Max),
+        "once" => return Ok(Rate::Once),
+        _ => {}
     }
-    s.parse::<f64>().map(Rate::Qps).map_err(|_| format!("{s:?} is neither max nor a number of queries per second"))
+    s.parse::<f64>()
+        .map(Rate::Qps)
+        .map_err(|_| format!("{s:?} is neither max, once nor a number of queries per second"))
 }
 
 impl GenerateArgs {
@@ -205,6 +211,22 @@ impl GenerateArgs {
         c.recursion_desired &= !self.no_recursion;
         c.validate()?;
         Ok(c)
+    }
+}
+
+/// Every CPU to pin to must be one this process may run on: pinning is part of the
+/// measurement, so a run must not go on unpinned.
+pub fn check_cpus(cpus: &[u32]) -> Result<(), EngineError> {
+    if cpus.is_empty() {
+        return Ok(());
+    }
+    let allowed = dnscost_transport::socket::allowed_cpus()?;
+    match cpus.iter().find(|c| !allowed.contains(c)) {
+        Some(cpu) => Err(EngineError::Config(dnscost_load::ConfigError::Invalid {
+            field: "cpus",
+            reason: format!("CPU {cpu} does not exist or is not available to this process (available: {allowed:?})"),
+        })),
+        None => Ok(()),
     }
 }
 
@@ -307,6 +329,7 @@ fn plan(mut config: EngineConfig) -> Result<Plan, EngineError> {
         start: std::time::Instant::now(),
         timeout_ns,
         gate,
+        errors: Default::default(),
     })
 }
 
@@ -337,6 +360,7 @@ pub fn main(args: GenerateArgs) -> Result<ExitCode, EngineError> {
     let quiet = args.quiet;
     let check = args.check;
     let config = args.resolve()?;
+    check_cpus(&config.cpus)?;
     if check {
         return Ok(ExitCode::SUCCESS);
     }
@@ -373,16 +397,45 @@ pub fn main(args: GenerateArgs) -> Result<ExitCode, EngineError> {
     drop(report_tx);
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let result = runtime.block_on(output::collect(&plan, &mut out, report_rx, stop_tx, quiet));
+    if result.as_ref().is_ok_and(|o| o.abandoned) {
+        // Threads that ignored the abort are left to the process exit.
+        eprintln!("dnscost-engine: generator threads did not stop after the abort; summary written without them");
+        return Ok(ExitCode::from(EXIT_INTERRUPTED));
+    }
     for h in handles {
         let _ = h.join();
     }
-    if let Some((tx, writer)) = log_thread {
-        drop(tx);
-        let _ = writer.join();
+    let log = match log_thread {
+        Some((tx, writer)) => {
+            drop(tx);
+            writer.join().unwrap_or(Ok(()))
+        }
+        None => Ok(()),
+    };
+    let outcome = result?;
+    log?;
+    // The human summary said it already; with --quiet, stderr still says why.
+    if quiet {
+        if let Some(note) = &outcome.interrupt_note {
+            eprintln!("dnscost-engine: {note}");
+        }
+        if let Some(why) = &outcome.nothing_answered {
+            eprintln!("dnscost-engine: {why}");
+        }
     }
-    let aborted = result?;
-    Ok(if aborted { ExitCode::from(130) } else { ExitCode::SUCCESS })
+    Ok(if outcome.interrupted || outcome.aborted {
+        ExitCode::from(EXIT_INTERRUPTED)
+    } else if outcome.nothing_answered.is_some() {
+        ExitCode::from(EXIT_NOTHING_ANSWERED)
+    } else {
+        ExitCode::SUCCESS
+    })
 }
+
+/// Exit code of a run stopped by SIGINT or SIGTERM (drained or aborted): 128 + SIGINT.
+pub const EXIT_INTERRUPTED: u8 = 130;
+/// Exit code of a run that ended normally without a single answer.
+pub const EXIT_NOTHING_ANSWERED: u8 = 4;
 
 type TlsPair = (Arc<rustls::ClientConfig>, Arc<rustls::ClientConfig>);
 
@@ -429,11 +482,15 @@ fn worker(
         let total = cfg.connections as u64;
         for slot in (t as u64..total).step_by(threads as usize) {
             let mut rng = Rng::new(cfg.seed, slot);
-            let pacer = match cfg.rate {
-                Rate::Qps(q) => Some(Pacer::new(cfg.arrival, q, total, slot, 0, Rng::new(cfg.seed ^ 0x5EED, slot))),
-                Rate::Max => None,
+            let end_ns = (cfg.warmup_ms + cfg.duration_ms) * 1_000_000;
+            let sched = match cfg.rate {
+                Rate::Qps(q) => Schedule::new(
+                    Some(Pacer::new(cfg.arrival, q, total, slot, 0, Rng::new(cfg.seed ^ 0x5EED, slot))),
+                    end_ns,
+                ),
+                Rate::Max => Schedule::closed(cfg.in_flight as u64, end_ns),
+                Rate::Once => Schedule::once(end_ns),
             };
-            let sched = Schedule::new(pacer, (cfg.warmup_ms + cfg.duration_ms) * 1_000_000);
             let ctx = ctx.clone();
             slots.push(tokio::task::spawn_local(async move {
                 if ctx.plan.config.transport == Transport::Udp {
@@ -447,7 +504,7 @@ fn worker(
                         }
                     }
                 } else {
-                    stream::run_slot(ctx, sched, slot, rng).await;
+                    slot::run_slot(ctx, sched, slot, rng).await;
                 }
             }));
         }

@@ -58,31 +58,60 @@ impl Output {
     }
 }
 
-/// The connections log: where connection tasks send records, and the thread writing them.
-pub type LogWriter = (std::sync::mpsc::Sender<ConnectionRecord>, std::thread::JoinHandle<()>);
+/// The connections log: where connection tasks send records, and the thread writing them
+/// (which returns the first write error, naming the file).
+pub type LogWriter = (std::sync::mpsc::Sender<ConnectionRecord>, std::thread::JoinHandle<Result<(), EngineError>>);
 
-/// A thread that writes the connections log, flushing at least once a second.
+/// A thread that writes the connections log, flushing at least once a second. After a write
+/// error it keeps receiving (so that senders never notice) but writes nothing more, and returns
+/// the error at the end: a run whose log is incomplete fails.
 pub fn connections_log(cfg: &EngineConfig) -> Result<Option<LogWriter>, EngineError> {
     let Some(path) = &cfg.connections_log else { return Ok(None) };
     let file = std::fs::File::create(path).map_err(|e| EngineError::file(path, e))?;
     let (tx, rx) = std::sync::mpsc::channel::<ConnectionRecord>();
+    let path = path.clone();
     let handle = std::thread::Builder::new().name("connections-log".into()).spawn(move || {
         let mut w = std::io::BufWriter::new(file);
+        let mut failed: Option<std::io::Error> = None;
         loop {
-            match rx.recv_timeout(Duration::from_secs(1)) {
-                Ok(r) => {
-                    let _ = serde_json::to_writer(&mut w, &Record::Connection(r));
-                    let _ = w.write_all(b"\n");
-                }
-                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
-                    let _ = w.flush();
-                }
+            let r = match rx.recv_timeout(Duration::from_secs(1)) {
+                Ok(r) => serde_json::to_writer(&mut w, &Record::Connection(r))
+                    .map_err(std::io::Error::from)
+                    .and_then(|()| w.write_all(b"\n")),
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => w.flush(),
                 Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+            };
+            if let Err(e) = r {
+                failed.get_or_insert(e);
+            }
+            if failed.is_some() {
+                // Drop what comes; the error is reported at the end.
+                while rx.recv().is_ok() {}
+                break;
             }
         }
-        let _ = w.flush();
+        let flushed = if failed.is_none() { w.flush() } else { Ok(()) };
+        match failed.map_or(flushed, Err) {
+            Ok(()) => Ok(()),
+            Err(e) => Err(EngineError::file(&path, e)),
+        }
     })?;
     Ok(Some((tx, handle)))
+}
+
+/// How a run ended, for the exit code and the line on stderr.
+#[derive(Debug, Default)]
+pub struct Outcome {
+    /// SIGINT or SIGTERM stopped the sending early.
+    pub interrupted: bool,
+    /// A second signal (or the drain's safety net) aborted outstanding queries.
+    pub aborted: bool,
+    /// Threads did not finish even after the abort: the summary was written without them.
+    pub abandoned: bool,
+    /// Why nothing was answered, when nothing was.
+    pub nothing_answered: Option<String>,
+    /// Summary line for an interrupted run.
+    pub interrupt_note: Option<String>,
 }
 
 #[derive(Default)]
@@ -94,14 +123,14 @@ struct Pending {
     end_ms: u64,
 }
 
-/// Collects reports until every thread is done; returns whether the run was aborted.
+/// Collects reports until every thread is done, writes the summary and says how the run ended.
 pub async fn collect(
     plan: &Plan,
     out: &mut Output,
     mut reports: tokio::sync::mpsc::UnboundedReceiver<Report>,
     stop: tokio::sync::watch::Sender<Stop>,
     quiet: bool,
-) -> Result<bool, EngineError> {
+) -> Result<Outcome, EngineError> {
     let cfg = &plan.config;
     let threads = cfg.threads as usize;
     let measure_end = cfg.warmup_ms + cfg.duration_ms;
@@ -121,7 +150,12 @@ pub async fn collect(
     let mut drain_at = instant(measure_end);
     let mut abort_at = None::<tokio::time::Instant>;
     let mut last_gauges = (0u64, 0u64);
+    let mut measured_gauges = (0u64, 0u64);
     let mut closed = false;
+    // After an abort, threads get this long to report; then the summary is written without
+    // them (a thread stuck in a system call must not keep the process alive).
+    let mut give_up_at = None::<tokio::time::Instant>;
+    let mut abandoned = false;
     loop {
         // Emit every interval all live threads have reported.
         while let Some(p) = pending.get(&next_emit) {
@@ -152,6 +186,7 @@ pub async fn collect(
                 measured_cpu = (measured_cpu.0 + used.0, measured_cpu.1 + used.1);
                 measure_from.get_or_insert(start_ms);
                 measure_to = end_ms;
+                measured_gauges = (p.in_flight, p.active);
             }
             total.merge(&p.counters);
             total_cpu = (total_cpu.0 + used.0, total_cpu.1 + used.1);
@@ -163,6 +198,7 @@ pub async fn collect(
             break;
         }
         let abort_sleep = tokio::time::sleep_until(abort_at.unwrap_or_else(|| instant(u64::MAX / 4_000_000)));
+        let give_up = tokio::time::sleep_until(give_up_at.unwrap_or_else(|| instant(u64::MAX / 4_000_000)));
         tokio::select! {
             r = reports.recv() => match r {
                 Some(r) => {
@@ -186,6 +222,11 @@ pub async fn collect(
             _ = abort_sleep, if abort_at.is_some() && *stop.borrow() == Stop::Drain => {
                 // Safety net: threads that still have not drained are stopped.
                 let _ = stop.send(Stop::Abort);
+                give_up_at = Some(tokio::time::Instant::now() + Duration::from_secs(2));
+            }
+            _ = give_up, if give_up_at.is_some() => {
+                abandoned = true;
+                closed = true;
             }
             _ = signal(&mut sigint, &mut sigterm) => {
                 if *stop.borrow() == Stop::Running {
@@ -196,6 +237,7 @@ pub async fn collect(
                 } else {
                     aborted = true;
                     let _ = stop.send(Stop::Abort);
+                    give_up_at.get_or_insert(tokio::time::Instant::now() + Duration::from_secs(2));
                 }
             }
         }
@@ -205,7 +247,8 @@ pub async fn collect(
     }
     let measure_from = measure_from.unwrap_or(cfg.warmup_ms);
     let seconds = measure_to.saturating_sub(measure_from) as f64 / 1000.0;
-    let measured = Totals::new(&measured, 0, 0, measured_cpu.0, measured_cpu.1, seconds);
+    let measured =
+        Totals::new(&measured, measured_gauges.0, measured_gauges.1, measured_cpu.0, measured_cpu.1, seconds);
     let wall = emitted_end_ms as f64 / 1000.0;
     let total_t = Totals::new(&total, last_gauges.0, last_gauges.1, total_cpu.0, total_cpu.1, wall);
     let accounting = Accounting {
@@ -218,11 +261,31 @@ pub async fn collect(
     };
     let busy = (measured.engine.cpu_user_us + measured.engine.cpu_system_us) as f64
         / (seconds.max(1e-3) * 1e6 * threads as f64);
-    let kept_up = measured.queries.sent as f64 >= 0.99 * measured.queries.offered as f64 && busy < 0.95;
+    // Queries due in the measured period but found unsent only when sending stopped are
+    // counted in the drain: the whole run's counts must keep up too.
+    let kept_up = measured.queries.sent as f64 >= 0.99 * measured.queries.offered as f64
+        && total.sent as f64 >= 0.99 * total.offered as f64
+        && busy < 0.95;
     let answered_qps =
         if seconds > 0.0 { (measured.queries.answered as f64 / seconds * 10.0).round() / 10.0 } else { 0.0 };
+    let nothing_answered = (total.answered == 0 && (total.offered > 0 || total.conn_failed.iter().sum::<u64>() > 0))
+        .then(|| why_nothing_answered(plan, &total));
+    let interrupt_note = interrupted.then(|| {
+        format!(
+            "interrupted: sending stopped at {:.1} s; {} queries aborted{}",
+            plan.start.elapsed().as_secs_f64().min(emitted_end_ms as f64 / 1000.0),
+            total.aborted,
+            if aborted { " (second signal)" } else { "" }
+        )
+    });
     if !quiet {
         eprintln!("{}", human_summary(&measured, answered_qps, &accounting, kept_up, busy));
+        if let Some(note) = &interrupt_note {
+            eprintln!("{note}");
+        }
+        if let Some(why) = &nothing_answered {
+            eprintln!("{why}");
+        }
     }
     out.write(&Record::Summary(SummaryRecord {
         measure_start_ms: measure_from,
@@ -235,7 +298,39 @@ pub async fn collect(
         total: total_t,
         accounting,
     }))?;
-    Ok(aborted)
+    Ok(Outcome { interrupted, aborted, abandoned, nothing_answered, interrupt_note })
+}
+
+/// The most frequent reason queries went unanswered, with an example message: the line a user
+/// needs when a run answered nothing (e.g. a wrong CA, a closed port, a mute server).
+fn why_nothing_answered(plan: &Plan, total: &Counters) -> String {
+    use dnscost_stats::ErrorKind;
+    let mut worst: (u64, String) = (0, "no query was answered".into());
+    for (kind, &n) in ErrorKind::ALL.iter().zip(&total.conn_failed) {
+        if n > worst.0 {
+            let example = plan.error_example(kind.as_str()).map(|e| format!(": {e}")).unwrap_or_default();
+            worst = (n, format!("{n} connection attempts failed ({}){example}", kind.as_str()));
+        }
+    }
+    for (kind, &n) in ErrorKind::ALL.iter().zip(&total.failed) {
+        // Unsent queries are a consequence; the connection failures above are the cause.
+        if n > worst.0 && (*kind != ErrorKind::Unsent || worst.0 == 0) {
+            let example = plan.error_example(kind.as_str()).map(|e| format!(": {e}")).unwrap_or_default();
+            worst = (n, format!("{n} queries failed ({}){example}", kind.as_str()));
+        }
+    }
+    if total.timed_out > worst.0 {
+        let junk = if total.unmatched > 0 {
+            format!(" ({} replies matched no query)", total.unmatched)
+        } else {
+            String::new()
+        };
+        worst = (total.timed_out, format!("{} queries timed out: the target did not answer{junk}", total.timed_out));
+    }
+    if worst.0 == 0 && total.offered == 0 {
+        return "no query was answered: none was sent".into();
+    }
+    format!("no query was answered: {}", worst.1)
 }
 
 async fn signal(a: &mut tokio::signal::unix::Signal, b: &mut tokio::signal::unix::Signal) {
@@ -269,16 +364,18 @@ fn human_summary(m: &Totals, qps: f64, a: &Accounting, kept_up: bool, busy: f64)
     let q = &m.queries;
     let cpu_per_query = (m.engine.cpu_user_us + m.engine.cpu_system_us) as f64 / q.answered.max(1) as f64;
     format!(
-        "answered {} of {} sent ({:.1} qps), timed out {}, failed {} {:?}\n\
+        "answered {} of {} sent ({:.1} qps) of {} offered, timed out {}, failed {} {:?}{}\n\
          latency p50 {} p90 {} p99 {} max {}; set-up p50 {} p99 {}\n\
          connections opened {} established {}, handshakes full {} resumed {}, closed by client {:?} by server {:?}\n\
          generator {:.2} CPU-µs per answer, {:.0} % busy, kept up: {}; accounting balanced: {}",
         q.answered,
         q.sent,
         qps,
+        q.offered,
         q.timed_out,
         q.failed_total,
         q.failed,
+        if q.aborted > 0 { format!(", aborted {}", q.aborted) } else { String::new() },
         ms(m.latency.p50_us),
         ms(m.latency.p90_us),
         ms(m.latency.p99_us),

@@ -16,12 +16,12 @@ pub async fn run_slot(ctx: Rc<Ctx>, mut sched: Schedule, sock: tokio::net::UdpSo
     let mut buf = vec![0u8; 65_536];
     loop {
         let now = ctx.now();
-        let state = *stop.borrow_and_update();
+        let state = ctx.state(&mut stop);
         if state == Stop::Abort {
             let n = window.clear();
             ctx.counters.borrow_mut().aborted += n;
             ctx.sub_in_flight(n);
-            return;
+            break;
         }
         let expired = now.checked_sub(timeout).map_or(0, |deadline| window.expire(deadline));
         if expired > 0 {
@@ -29,9 +29,10 @@ pub async fn run_slot(ctx: Rc<Ctx>, mut sched: Schedule, sock: tokio::net::UdpSo
             ctx.sub_in_flight(expired);
         }
         if state == Stop::Running {
-            sched.expire_unsent(now, timeout, &mut ctx.counters.borrow_mut());
+            let free = (plan.config.in_flight as usize).saturating_sub(window.len()) as u64;
+            sched.expire_unsent(now, timeout, free, &mut ctx.counters.borrow_mut());
             while !window.is_full() && sched.due(now) {
-                let intended = sched.take(now, &mut ctx.counters.borrow_mut());
+                let (intended, _) = sched.take(now, &mut ctx.counters.borrow_mut());
                 let q = ctx.next_query();
                 let id = window.insert(intended, q).expect("window has room");
                 out.clear();
@@ -49,9 +50,15 @@ pub async fn run_slot(ctx: Rc<Ctx>, mut sched: Schedule, sock: tokio::net::UdpSo
                         c.bytes_sent += n as u64;
                         ctx.add_in_flight(1);
                     }
-                    Err(_) => {
+                    Err(e) => {
                         window.remove(id);
-                        c.fail(ErrorKind::Connect, 1);
+                        // On a connected socket, an earlier ICMP port unreachable surfaces here.
+                        let kind = match e.kind() {
+                            std::io::ErrorKind::ConnectionRefused => ErrorKind::Refused,
+                            _ => ErrorKind::Connect,
+                        };
+                        c.fail(kind, 1);
+                        ctx.plan.note_error(kind, &e.to_string());
                     }
                 }
             }
@@ -64,8 +71,14 @@ pub async fn run_slot(ctx: Rc<Ctx>, mut sched: Schedule, sock: tokio::net::UdpSo
                     c.packets_received += 1;
                     c.bytes_received += n as u64;
                     let msg = &buf[..n];
-                    let Some(id) = msg.get(..2).map(|b| u16::from_be_bytes([b[0], b[1]])) else { continue };
-                    let Some(o) = window.remove(id) else { continue };
+                    let Some(id) = msg.get(..2).map(|b| u16::from_be_bytes([b[0], b[1]])) else {
+                        c.unmatched += 1;
+                        continue;
+                    };
+                    let Some(o) = window.remove(id) else {
+                        c.unmatched += 1;
+                        continue;
+                    };
                     ctx.sub_in_flight(1);
                     match parse_response(msg, Some(plan.queries.get(o.query).question())) {
                         Ok(r) if r.truncated => c.fail(ErrorKind::Truncated, 1),
@@ -76,27 +89,29 @@ pub async fn run_slot(ctx: Rc<Ctx>, mut sched: Schedule, sock: tokio::net::UdpSo
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
                     ctx.counters.borrow_mut().conn_fail(ErrorKind::Refused);
+                    ctx.plan.note_error(ErrorKind::Refused, &e.to_string());
                 }
                 Err(_) => break,
             }
         }
         if state == Stop::Drain && window.len() == 0 {
-            return;
+            break;
         }
         let mut wake = u64::MAX;
         if let Some(oldest) = window.oldest() {
             wake = wake.min(oldest + timeout);
         }
-        if state == Stop::Running && !window.is_full() {
-            if let Some(next) = sched.next_due(now) {
-                wake = wake.min(next);
+        if state == Stop::Running {
+            if let Some(t) = sched.wake(now, !window.is_full(), timeout) {
+                wake = wake.min(t);
             }
         }
         tokio::select! {
             biased;
             r = sock.readable() => { if r.is_err() { tokio::task::yield_now().await; } }
             _ = ctx.sleep_until(wake) => {}
-            r = stop.changed() => { if r.is_err() { return; } }
+            r = stop.changed() => { if r.is_err() { break; } }
         }
     }
+    sched.close(ctx.stopped_at(), &mut ctx.counters.borrow_mut());
 }

@@ -129,6 +129,20 @@ impl Window {
         self.fifo.front().map(|&(_, _, t)| t)
     }
 
+    /// Removes every outstanding query and returns them in send order.
+    pub fn drain(&mut self) -> Vec<Outstanding> {
+        let mut gone = Vec::with_capacity(self.len);
+        for (id, generation, intended) in self.fifo.drain(..) {
+            let e = &mut self.table[id as usize & self.mask];
+            if e.live && e.generation == generation {
+                e.live = false;
+                gone.push(Outstanding { intended, query: e.query });
+            }
+        }
+        self.len = 0;
+        gone
+    }
+
     /// Forgets every outstanding query and returns how many there were.
     pub fn clear(&mut self) -> u64 {
         let n = self.len as u64;
@@ -218,17 +232,18 @@ impl StreamWindow {
         n
     }
 
-    /// Removes the queries on streams above `last` (not processed by a server going away);
-    /// returns how many.
-    pub fn lose_above(&mut self, last: u32) -> u64 {
-        let mut n = 0;
+    /// Removes the queries on streams above `last` (not processed by a server going away) and
+    /// returns them in send order.
+    pub fn take_above(&mut self, last: u32) -> Vec<Outstanding> {
+        let mut gone = Vec::new();
         while self.fifo.back().is_some_and(|e| e.stream > last) {
-            if self.fifo.pop_back().is_some_and(|e| e.live) {
+            if let Some(e) = self.fifo.pop_back().filter(|e| e.live) {
                 self.len -= 1;
-                n += 1;
+                gone.push(Outstanding { intended: e.intended, query: e.query });
             }
         }
-        n
+        gone.reverse();
+        gone
     }
 
     /// Intended time of the oldest outstanding query.
@@ -266,7 +281,8 @@ mod tests {
         assert_eq!(w.oldest(), Some(30));
         assert_eq!(w.len(), 2);
         w.insert(13, 50, 5);
-        assert_eq!(w.lose_above(9), 2);
+        let refused = w.take_above(9);
+        assert_eq!(refused, [Outstanding { intended: 40, query: 4 }, Outstanding { intended: 50, query: 5 }]);
         assert_eq!(w.len(), 1);
         assert_eq!(w.remove(9), Some(Outstanding { intended: 30, query: 3 }));
         assert_eq!((w.len(), w.oldest()), (0, None));
@@ -302,6 +318,13 @@ mod tests {
         assert_eq!(w.expire(45), 3, "0, 20 and 40 expire; 10 and 30 were answered");
         assert_eq!(w.oldest(), Some(50));
         assert_eq!(w.len(), 5);
+        w.remove(7);
+        let left: Vec<u64> = w.drain().iter().map(|o| o.query).collect();
+        assert_eq!(left, [5, 6, 8, 9], "in send order, without the answered one");
+        assert_eq!(w.len(), 0);
+        for t in 0..5 {
+            w.insert(t, t);
+        }
         assert_eq!(w.clear(), 5);
         assert_eq!(w.len(), 0);
         assert_eq!(w.oldest(), None);

@@ -1,15 +1,25 @@
 //! The life of a served connection: its record, the registry that ends every open connection
-//! at shutdown, and the log that writes one JSON line per closed connection.
+//! at shutdown, the log that writes one JSON line per closed connection, and what every carrier
+//! shares: the idle and age [`Timer`], [`guarded`] set-up, the [`Counted`] socket, how a TLS
+//! handshake failed and what it negotiated.
 
+use super::Policy;
 use dnscost_stats::{ConnectionRecord, Record};
+use dnscost_transport::socket;
 use std::collections::HashMap;
+use std::future::Future;
 use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::sync::{mpsc, Mutex};
-use std::time::{Duration, Instant};
+use std::task::{Context, Poll};
+use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::oneshot;
+use tokio::time::{Instant, Sleep};
 
 /// What one connection did, filled in as it lives.
 #[derive(Debug, Clone)]
@@ -120,7 +130,7 @@ impl ConnLog {
         let thread = std::thread::Builder::new().name("connections-log".into()).spawn(move || {
             let mut w = std::io::BufWriter::with_capacity(64 * 1024, file);
             let mut dirty = false;
-            let mut last_flush = Instant::now();
+            let mut last_flush = std::time::Instant::now();
             let mut failed = false;
             let report = |e: std::io::Error, failed: &mut bool| {
                 if !*failed {
@@ -146,9 +156,9 @@ impl ConnLog {
                         report(e, &mut failed);
                     }
                     dirty = false;
-                    last_flush = Instant::now();
+                    last_flush = std::time::Instant::now();
                 } else if !dirty {
-                    last_flush = Instant::now();
+                    last_flush = std::time::Instant::now();
                 }
             }
             if let Err(e) = w.flush() {
@@ -209,6 +219,167 @@ impl Conn {
             error,
         }
     }
+}
+
+/// How long a connection the server closes may take to close from the client's side.
+pub const LINGER: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// A failed TLS handshake: what the client did, with the error always set.
+pub fn handshake_failure(e: &std::io::Error) -> Ending {
+    match Ending::from_io(e) {
+        Ending::Client(how, None) => Ending::Client(how, Some(format!("TLS handshake: {e}"))),
+        other => other,
+    }
+}
+
+/// Deadlines of the idle and max-age policies, with one timer per connection that is only
+/// re-armed when it fires (queries just note their time).
+pub(crate) struct Timer {
+    idle: Option<Duration>,
+    max_age: Option<Duration>,
+    opened: Instant,
+    last: Instant,
+    sleep: Option<Pin<Box<Sleep>>>,
+}
+
+impl Timer {
+    pub fn new(policy: &Policy, opened: Instant) -> Self {
+        let mut t = Timer { idle: policy.idle, max_age: policy.max_age, opened, last: opened, sleep: None };
+        if let Some(at) = t.next() {
+            t.sleep = Some(Box::pin(tokio::time::sleep_until(at)));
+        }
+        t
+    }
+
+    fn next(&self) -> Option<Instant> {
+        let idle = self.idle.map(|d| self.last + d);
+        let age = self.max_age.map(|d| self.opened + d);
+        match (idle, age) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Notes activity (a query) at `now`.
+    pub fn touch(&mut self, now: Instant) {
+        self.last = now;
+    }
+
+    /// Resolves with `max_age` or `idle` when a policy says to close; never without policies.
+    pub async fn expired(&mut self) -> &'static str {
+        let Some(sleep) = self.sleep.as_mut() else {
+            return std::future::pending().await;
+        };
+        loop {
+            sleep.as_mut().await;
+            let now = Instant::now();
+            if self.max_age.is_some_and(|d| now >= self.opened + d) {
+                return "max_age";
+            }
+            if self.idle.is_some_and(|d| now >= self.last + d) {
+                return "idle";
+            }
+            let idle = self.idle.map(|d| self.last + d);
+            let age = self.max_age.map(|d| self.opened + d);
+            let next = idle.into_iter().chain(age).min().unwrap_or(now);
+            sleep.as_mut().reset(next);
+        }
+    }
+}
+
+/// Polls `fut` until it completes, the server shuts down, or a policy closes the connection.
+pub(crate) async fn guarded<F: Future>(
+    mut fut: Pin<&mut F>,
+    stop: &mut oneshot::Receiver<()>,
+    timer: &mut Timer,
+) -> Result<F::Output, Ending> {
+    tokio::select! {
+        biased;
+        _ = stop => Err(Ending::Server("end")),
+        why = timer.expired() => Err(Ending::Server(why)),
+        out = fut.as_mut() => Ok(out),
+    }
+}
+
+/// Bytes the kernel counted for a TCP connection, read just before its socket closes.
+#[derive(Debug, Default)]
+pub(crate) struct Tally {
+    sent: AtomicU64,
+    received: AtomicU64,
+}
+
+impl Tally {
+    pub fn get(&self) -> (u64, u64) {
+        (self.sent.load(Ordering::Acquire), self.received.load(Ordering::Acquire))
+    }
+}
+
+/// A TCP stream that reads TCP_INFO into its [`Tally`] when dropped, whoever drops it.
+pub(crate) struct Counted {
+    inner: tokio::net::TcpStream,
+    tally: Arc<Tally>,
+}
+
+impl Counted {
+    pub fn new(inner: tokio::net::TcpStream) -> (Self, Arc<Tally>) {
+        let tally = Arc::new(Tally::default());
+        (Counted { inner, tally: tally.clone() }, tally)
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        if let Some(c) = socket::tcp_counts(&self.inner) {
+            self.tally.sent.store(c.bytes_sent, Ordering::Release);
+            self.tally.received.store(c.bytes_received, Ordering::Release);
+        }
+    }
+}
+
+impl AsyncRead for Counted {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for Counted {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.get_mut().inner).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.get_mut().inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
+    }
+}
+
+/// The handshake kind and version of an established TLS connection.
+pub(crate) fn tls_info(session: &rustls::ServerConnection) -> (&'static str, Option<&'static str>) {
+    let kind = match session.handshake_kind() {
+        Some(rustls::HandshakeKind::Resumed) => "resumed",
+        _ => "full",
+    };
+    let version = session.protocol_version().map(|v| match v {
+        rustls::ProtocolVersion::TLSv1_3 => "1.3",
+        rustls::ProtocolVersion::TLSv1_2 => "1.2",
+        _ => "other",
+    });
+    (kind, version)
 }
 
 #[cfg(test)]

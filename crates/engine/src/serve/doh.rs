@@ -1,10 +1,9 @@
 //! DoH (RFC 8484) over HTTP/2: POST with an `application/dns-message` body and GET with
 //! `?dns=<base64url>`, many concurrent streams per connection, GOAWAY for server policies.
 
-use super::conn::{Conn, Ending};
-use super::stream::{handshake_failure, LINGER};
+use super::conn::{guarded, handshake_failure, tls_info, Conn, Counted, Ending, Timer, LINGER};
 use super::zone::Responder;
-use super::{guarded, tls_info, Counted, Shared, Timer};
+use super::Shared;
 use bytes::Bytes;
 use futures_util::stream::{FuturesUnordered, StreamExt as _};
 use http::{header, Method, Request, Response, StatusCode};
@@ -212,7 +211,7 @@ async fn answer(
         }
     };
     let mut out = Vec::with_capacity(query.len() + 64);
-    let Some(reply) = responder.respond(&query, &mut out, dnscost_wire::MAX_FRAME) else {
+    let Some(reply) = responder.respond(&query, &mut out, dnscost_wire::Carrier::Stream) else {
         status(&mut respond, StatusCode::BAD_REQUEST);
         return false;
     };

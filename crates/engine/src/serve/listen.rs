@@ -1,8 +1,14 @@
-//! `--listen` addresses: `udp://ADDR:PORT`, `tcp://…`, `dot://…`, `doh://ADDR:PORT[/path]`.
+//! `--listen` addresses (`udp://ADDR:PORT`, `tcp://…`, `dot://…`, `doh://ADDR:PORT[/path]`),
+//! and the accept loop of the stream listeners, which hands each connection to its carrier.
 
+use super::conn::{Conn, Counted, Ending};
+use super::{doh, stream, Shared};
 use std::fmt;
 use std::net::SocketAddr;
 use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::time::Instant;
 
 /// The carrier a listener serves, named by its one token.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -79,6 +85,61 @@ impl FromStr for ListenUrl {
 impl fmt::Display for ListenUrl {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}://{}{}", self.carrier.as_str(), self.addr, self.path)
+    }
+}
+
+/// Accepts connections until the task is aborted; each one gets its own task.
+pub async fn accept_loop(
+    listener: tokio::net::TcpListener,
+    carrier: Carrier,
+    tls: Option<Arc<rustls::ServerConfig>>,
+    path: Arc<str>,
+    shared: Arc<Shared>,
+) {
+    let listen_addr = listener.local_addr().unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
+    loop {
+        let (sock, peer) = match listener.accept().await {
+            Ok(x) => x,
+            Err(_) => {
+                // Out of descriptors or a connection reset before accept: try again shortly.
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                continue;
+            }
+        };
+        let opened = Instant::now();
+        let _ = sock.set_nodelay(true);
+        let (id, stop) = shared.registry.register();
+        let conn = Conn {
+            id,
+            transport: carrier.as_str(),
+            local: sock.local_addr().unwrap_or(listen_addr),
+            peer,
+            opened_us: shared.now_us(),
+            established_us: None,
+            handshake: "none",
+            tls_version: None,
+            queries: 0,
+            answers: 0,
+        };
+        let Some(stop) = stop else {
+            // Shutting down: the connection ends as it starts.
+            let (sock, tally) = Counted::new(sock);
+            drop(sock);
+            shared.closed(&conn, Ending::Server("end"), tally.get(), false);
+            continue;
+        };
+        let shared = shared.clone();
+        match (carrier, &tls) {
+            (Carrier::Dot, Some(config)) => {
+                tokio::spawn(stream::dot(shared, sock, conn, stop, opened, config.clone()));
+            }
+            (Carrier::Doh, Some(config)) => {
+                tokio::spawn(doh::serve(shared, sock, conn, stop, opened, config.clone(), path.clone()));
+            }
+            _ => {
+                tokio::spawn(stream::tcp(shared, sock, conn, stop, opened));
+            }
+        }
     }
 }
 

@@ -16,18 +16,13 @@ use crate::EngineError;
 use conn::{ConnLog, Ending, LogSender, Registry};
 use dnscost_transport::socket;
 use listen::{Carrier, ListenUrl};
-use std::future::Future;
 use std::io::Write as _;
 use std::path::PathBuf;
-use std::pin::Pin;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::Duration;
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::sync::oneshot;
-use tokio::time::{Instant, Sleep};
+use tokio::time::Instant;
 use zone::{Responder, Synthetic, Zone};
 
 /// Answer DNS over udp, tcp, dot and doh, logging every connection's life.
@@ -139,6 +134,18 @@ pub fn main(args: ServeArgs) -> Result<ExitCode, EngineError> {
         Some(path) => Some(ConnLog::create(path.clone()).map_err(|e| EngineError::file(path, e))?),
         None => None,
     };
+    if let Some(Cpus(cpus)) = &args.cpus {
+        for &cpu in cpus {
+            if cpu >= dnscost_load::CPU_SETSIZE {
+                return Err(EngineError::Config(dnscost_load::ConfigError::OutOfRange {
+                    field: "cpus",
+                    value: cpu.to_string(),
+                    range: "0..=1023",
+                }));
+            }
+        }
+        crate::generate::check_cpus(cpus)?;
+    }
     let threads = usize::from(args.threads);
     let mut builder = tokio::runtime::Builder::new_multi_thread();
     builder.worker_threads(threads).enable_all().thread_name("serve");
@@ -244,6 +251,12 @@ async fn run(
     for url in listen {
         let b = match url.carrier {
             Carrier::Udp => {
+                // Our sockets share the port (SO_REUSEPORT), so binding would also succeed next
+                // to another process's, which would then get part of the queries. A plain bind
+                // first fails with "address in use" if anyone holds the port.
+                if url.addr.port() != 0 {
+                    drop(std::net::UdpSocket::bind(url.addr).map_err(|e| cannot(url, e))?);
+                }
                 let first = socket::udp_listen(url.addr, UDP_BUFFER).map_err(|e| cannot(url, e))?;
                 let addr = first.local_addr().map_err(|e| cannot(url, e))?;
                 let mut sockets = vec![first];
@@ -291,7 +304,7 @@ async fn run(
                 let tls = tls.as_ref().map(|t| if url.carrier == Carrier::Doh { t.doh.clone() } else { t.dot.clone() });
                 let carrier = url.carrier;
                 let path: Arc<str> = url.path.as_str().into();
-                tasks.push(tokio::spawn(stream::accept_loop(l, carrier, tls, path, shared.clone())));
+                tasks.push(tokio::spawn(listen::accept_loop(l, carrier, tls, path, shared.clone())));
             }
         }
     }
@@ -315,158 +328,9 @@ async fn run(
     Ok(())
 }
 
-/// Deadlines of the idle and max-age policies, with one timer per connection that is only
-/// re-armed when it fires (queries just note their time).
-pub(crate) struct Timer {
-    idle: Option<Duration>,
-    max_age: Option<Duration>,
-    opened: Instant,
-    last: Instant,
-    sleep: Option<Pin<Box<Sleep>>>,
-}
-
-impl Timer {
-    pub fn new(policy: &Policy, opened: Instant) -> Self {
-        let mut t = Timer { idle: policy.idle, max_age: policy.max_age, opened, last: opened, sleep: None };
-        if let Some(at) = t.next() {
-            t.sleep = Some(Box::pin(tokio::time::sleep_until(at)));
-        }
-        t
-    }
-
-    fn next(&self) -> Option<Instant> {
-        let idle = self.idle.map(|d| self.last + d);
-        let age = self.max_age.map(|d| self.opened + d);
-        match (idle, age) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
-    }
-
-    /// Notes activity (a query) at `now`.
-    pub fn touch(&mut self, now: Instant) {
-        self.last = now;
-    }
-
-    /// Resolves with `max_age` or `idle` when a policy says to close; never without policies.
-    pub async fn expired(&mut self) -> &'static str {
-        let Some(sleep) = self.sleep.as_mut() else {
-            return std::future::pending().await;
-        };
-        loop {
-            sleep.as_mut().await;
-            let now = Instant::now();
-            if self.max_age.is_some_and(|d| now >= self.opened + d) {
-                return "max_age";
-            }
-            if self.idle.is_some_and(|d| now >= self.last + d) {
-                return "idle";
-            }
-            let idle = self.idle.map(|d| self.last + d);
-            let age = self.max_age.map(|d| self.opened + d);
-            let next = idle.into_iter().chain(age).min().unwrap_or(now);
-            sleep.as_mut().reset(next);
-        }
-    }
-}
-
-/// Polls `fut` until it completes, the server shuts down, or a policy closes the connection.
-pub(crate) async fn guarded<F: Future>(
-    mut fut: Pin<&mut F>,
-    stop: &mut oneshot::Receiver<()>,
-    timer: &mut Timer,
-) -> Result<F::Output, Ending> {
-    tokio::select! {
-        biased;
-        _ = stop => Err(Ending::Server("end")),
-        why = timer.expired() => Err(Ending::Server(why)),
-        out = fut.as_mut() => Ok(out),
-    }
-}
-
-/// Bytes the kernel counted for a TCP connection, read just before its socket closes.
-#[derive(Debug, Default)]
-pub(crate) struct Tally {
-    sent: AtomicU64,
-    received: AtomicU64,
-}
-
-impl Tally {
-    pub fn get(&self) -> (u64, u64) {
-        (self.sent.load(Ordering::Acquire), self.received.load(Ordering::Acquire))
-    }
-}
-
-/// A TCP stream that reads TCP_INFO into its [`Tally`] when dropped, whoever drops it.
-pub(crate) struct Counted {
-    inner: tokio::net::TcpStream,
-    tally: Arc<Tally>,
-}
-
-impl Counted {
-    pub fn new(inner: tokio::net::TcpStream) -> (Self, Arc<Tally>) {
-        let tally = Arc::new(Tally::default());
-        (Counted { inner, tally: tally.clone() }, tally)
-    }
-}
-
-impl Drop for Counted {
-    fn drop(&mut self) {
-        if let Some(c) = socket::tcp_counts(&self.inner) {
-            self.tally.sent.store(c.bytes_sent, Ordering::Release);
-            self.tally.received.store(c.bytes_received, Ordering::Release);
-        }
-    }
-}
-
-impl AsyncRead for Counted {
-    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.get_mut().inner).poll_read(cx, buf)
-    }
-}
-
-impl AsyncWrite for Counted {
-    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.get_mut().inner).poll_write(cx, buf)
-    }
-
-    fn poll_write_vectored(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[std::io::IoSlice<'_>],
-    ) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.get_mut().inner).poll_write_vectored(cx, bufs)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.inner.is_write_vectored()
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.get_mut().inner).poll_flush(cx)
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
-    }
-}
-
-/// The handshake kind and version of an established TLS connection.
-pub(crate) fn tls_info(session: &rustls::ServerConnection) -> (&'static str, Option<&'static str>) {
-    let kind = match session.handshake_kind() {
-        Some(rustls::HandshakeKind::Resumed) => "resumed",
-        _ => "full",
-    };
-    let version = session.protocol_version().map(|v| match v {
-        rustls::ProtocolVersion::TLSv1_3 => "1.3",
-        rustls::ProtocolVersion::TLSv1_2 => "1.2",
-        _ => "other",
-    });
-    (kind, version)
-}
-
 #[cfg(test)]
 mod tests {
+    use super::conn::Timer;
     use super::*;
     use clap::Parser;
 

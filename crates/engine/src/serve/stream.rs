@@ -1,80 +1,21 @@
-//! Stream carriers: the accept loop of tcp, dot and doh listeners, and the two-octet framed
-//! exchange of tcp and dot (RFC 7766, RFC 7858), pipelined: every query is answered as it
-//! arrives and all answers ready at once leave in one write.
+//! The two-octet framed exchange of tcp and dot (RFC 7766, RFC 7858), pipelined: every query
+//! is answered as it arrives and all answers ready at once leave in one write.
 
-use super::conn::{Conn, Ending};
-use super::listen::Carrier;
-use super::{doh, guarded, tls_info, Counted, Shared, Timer};
+use super::conn::{guarded, handshake_failure, tls_info, Conn, Counted, Ending, Timer, LINGER};
+use super::Shared;
 use dnscost_wire::{FrameDecoder, MAX_FRAME};
 use futures_util::FutureExt as _;
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
-/// How long a connection the server closes may take to close from the client's side.
-pub const LINGER: Duration = Duration::from_secs(1);
 /// Answers gathered before they are written even if more queries are waiting.
 const WRITE_BATCH: usize = 64 * 1024;
 
-/// Accepts connections until the task is aborted; each one gets its own task.
-pub async fn accept_loop(
-    listener: tokio::net::TcpListener,
-    carrier: Carrier,
-    tls: Option<Arc<rustls::ServerConfig>>,
-    path: Arc<str>,
-    shared: Arc<Shared>,
-) {
-    let listen_addr = listener.local_addr().unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
-    loop {
-        let (sock, peer) = match listener.accept().await {
-            Ok(x) => x,
-            Err(_) => {
-                // Out of descriptors or a connection reset before accept: try again shortly.
-                tokio::time::sleep(Duration::from_millis(10)).await;
-                continue;
-            }
-        };
-        let opened = Instant::now();
-        let _ = sock.set_nodelay(true);
-        let (id, stop) = shared.registry.register();
-        let conn = Conn {
-            id,
-            transport: carrier.as_str(),
-            local: sock.local_addr().unwrap_or(listen_addr),
-            peer,
-            opened_us: shared.now_us(),
-            established_us: None,
-            handshake: "none",
-            tls_version: None,
-            queries: 0,
-            answers: 0,
-        };
-        let Some(stop) = stop else {
-            // Shutting down: the connection ends as it starts.
-            let (sock, tally) = Counted::new(sock);
-            drop(sock);
-            shared.closed(&conn, Ending::Server("end"), tally.get(), false);
-            continue;
-        };
-        let shared = shared.clone();
-        match (carrier, &tls) {
-            (Carrier::Dot, Some(config)) => {
-                tokio::spawn(dot(shared, sock, conn, stop, opened, config.clone()));
-            }
-            (Carrier::Doh, Some(config)) => {
-                tokio::spawn(doh::serve(shared, sock, conn, stop, opened, config.clone(), path.clone()));
-            }
-            _ => {
-                tokio::spawn(tcp(shared, sock, conn, stop, opened));
-            }
-        }
-    }
-}
-
-async fn tcp(
+/// A tcp connection, until it ends.
+pub async fn tcp(
     shared: Arc<Shared>,
     sock: tokio::net::TcpStream,
     mut conn: Conn,
@@ -90,7 +31,8 @@ async fn tcp(
     shared.closed(&conn, ending, tally.get(), true);
 }
 
-async fn dot(
+/// A dot connection: TLS, then the framed exchange, until it ends.
+pub async fn dot(
     shared: Arc<Shared>,
     sock: tokio::net::TcpStream,
     mut conn: Conn,
@@ -121,14 +63,6 @@ async fn dot(
     close(&mut tls, &ending).await;
     drop(tls);
     shared.closed(&conn, ending, tally.get(), true);
-}
-
-/// A failed TLS handshake: what the client did, with the error always set.
-pub fn handshake_failure(e: &std::io::Error) -> Ending {
-    match Ending::from_io(e) {
-        Ending::Client(how, None) => Ending::Client(how, Some(format!("TLS handshake: {e}"))),
-        other => other,
-    }
 }
 
 /// Reads framed queries and writes framed answers until one side ends the connection.
@@ -172,7 +106,7 @@ async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
                 conn.queries += 1;
                 let at = out.len();
                 out.extend_from_slice(&[0, 0]);
-                match shared.responder.respond(msg, &mut out, MAX_FRAME) {
+                match shared.responder.respond(msg, &mut out, dnscost_wire::Carrier::Stream) {
                     Some(reply) if reply.len <= MAX_FRAME => {
                         out[at..at + 2].copy_from_slice(&(reply.len as u16).to_be_bytes());
                         conn.answers += 1;

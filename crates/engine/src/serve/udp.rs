@@ -22,7 +22,7 @@ pub async fn serve(socket: tokio::net::UdpSocket, shared: Arc<Shared>) {
         };
         out.clear();
         // The response is limited by the query's EDNS size (512 without EDNS).
-        if shared.responder.respond(&buf[..n], &mut out, dnscost_wire::MAX_FRAME).is_none() {
+        if shared.responder.respond(&buf[..n], &mut out, dnscost_wire::Carrier::Datagram).is_none() {
             continue;
         }
         match socket.try_send_to(&out, peer) {

@@ -2,7 +2,7 @@
 //! read from a master file. No I/O besides reading that file; answers are built into a
 //! caller's buffer without allocating.
 
-use dnscost_wire::{encode_name, parse_query, type_from_str, ResponseBuilder, CLASS_IN, HEADER_LEN};
+use dnscost_wire::{encode_name, parse_query, type_from_str, Carrier, ResponseBuilder, CLASS_IN, HEADER_LEN};
 use std::collections::HashMap;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
@@ -485,9 +485,10 @@ pub struct Responder {
 }
 
 impl Responder {
-    /// Appends the response to the query `msg` to `out`; `max_len` caps the message (UDP).
-    /// Returns `None` when nothing must be sent (a response, or fewer octets than a header).
-    pub fn respond(&self, msg: &[u8], out: &mut Vec<u8>, max_len: usize) -> Option<Reply> {
+    /// Appends the response to the query `msg` to `out`, truncated if `carrier` demands it
+    /// (UDP). Returns `None` when nothing must be sent (a response, or fewer octets than a
+    /// header).
+    pub fn respond(&self, msg: &[u8], out: &mut Vec<u8>, carrier: Carrier) -> Option<Reply> {
         if msg.len() < HEADER_LEN || msg[2] & 0x80 != 0 {
             return None;
         }
@@ -514,7 +515,7 @@ impl Responder {
                 b.answer(rtype, ttl, rdata);
                 min_ttl = Some(min_ttl.map_or(ttl, |m: u32| m.min(ttl)));
             }
-            b.finish(max_len);
+            b.finish(carrier);
             Some(Reply { len: out.len() - start, rcode, ttl: min_ttl.unwrap_or(ttl) })
         };
         if q.qclass != CLASS_IN && q.qclass != CLASS_ANY {
@@ -591,7 +592,7 @@ mod tests {
         let mut msg = Vec::new();
         t.write(0x1234, &mut msg);
         let mut out = vec![0xAA]; // answers are appended
-        let reply = r.respond(&msg, &mut out, 65535).unwrap();
+        let reply = r.respond(&msg, &mut out, Carrier::Stream).unwrap();
         assert_eq!(reply.len, out.len() - 1);
         let out = out.split_off(1);
         let view = dnscost_wire::parse_response(&out, Some(t.question())).unwrap();
@@ -658,27 +659,27 @@ mod tests {
         let t = QueryTemplate::new("q0001.test", 1, &QueryOptions::default()).unwrap();
         let mut out = Vec::new();
         // Too short or a response: silence.
-        assert_eq!(r.respond(&t.bytes()[..11], &mut out, 512), None);
+        assert_eq!(r.respond(&t.bytes()[..11], &mut out, Carrier::Datagram), None);
         let mut resp = t.bytes().to_vec();
         resp[2] |= 0x80;
-        assert_eq!(r.respond(&resp, &mut out, 512), None);
+        assert_eq!(r.respond(&resp, &mut out, Carrier::Datagram), None);
         assert!(out.is_empty());
         // Truncated question: FORMERR, echoing the ID.
         let mut bad = t.bytes().to_vec();
         bad[0] = 7;
         bad.truncate(16);
-        let reply = r.respond(&bad, &mut out, 512).unwrap();
+        let reply = r.respond(&bad, &mut out, Carrier::Datagram).unwrap();
         assert_eq!((reply.rcode, reply.len, out[0], out[2] & 0x80, out[3] & 0x0F), (FORMERR, 12, 7, 0x80, FORMERR));
         // Two questions: FORMERR.
         let mut two = t.bytes().to_vec();
         two[5] = 2;
         out.clear();
-        assert_eq!(r.respond(&two, &mut out, 512).unwrap().rcode, FORMERR);
+        assert_eq!(r.respond(&two, &mut out, Carrier::Datagram).unwrap().rcode, FORMERR);
         // NOTIFY (opcode 4): NOTIMP with the opcode echoed.
         let mut notify = t.bytes().to_vec();
         notify[2] = (notify[2] & 0x87) | (4 << 3);
         out.clear();
-        assert_eq!(r.respond(&notify, &mut out, 512).unwrap().rcode, NOTIMP);
+        assert_eq!(r.respond(&notify, &mut out, Carrier::Datagram).unwrap().rcode, NOTIMP);
         assert_eq!((out[2] >> 3) & 0x0F, 4);
     }
 
@@ -802,7 +803,7 @@ a.b.deep A 192.0.2.99
                 m[at] = (x >> 8) as u8;
             }
             out.clear();
-            let _ = r.respond(&m, &mut out, 512);
+            let _ = r.respond(&m, &mut out, Carrier::Datagram);
         }
     }
 }

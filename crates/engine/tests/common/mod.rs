@@ -139,22 +139,54 @@ impl Run {
 
 /// Runs `generate` with `args` (plus output files in `dir`).
 pub fn generate(dir: &Path, args: &[&str]) -> Run {
+    generate_with(dir, args, |_| {})
+}
+
+/// How long any one `generate` of the tests may live. A kill switch, not an assertion: every
+/// run is a few seconds, so an engine still alive after this hangs, and the test says so.
+pub const KILL_SWITCH: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Runs `generate` with `args` (plus output files in `dir`), calling `during` with its PID
+/// once started; kills it (and fails the test) if it outlives [`KILL_SWITCH`].
+pub fn generate_with(dir: &Path, args: &[&str], during: impl FnOnce(u32)) -> Run {
     let out = dir.join("out.jsonl");
     let log = dir.join("client-connections.jsonl");
+    let err = dir.join("stderr.txt");
     let _ = std::fs::remove_file(&out);
     let _ = std::fs::remove_file(&log);
-    let output = Command::new(ENGINE)
+    let mut child = Command::new(ENGINE)
         .arg("generate")
         .args(args)
         .args(["--output", out.to_str().unwrap(), "--connections-log", log.to_str().unwrap()])
-        .output()
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&err).unwrap())
+        .spawn()
         .expect("generate runs");
+    during(child.id());
+    let started = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if started.elapsed() > KILL_SWITCH {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("generate {args:?} still ran after {KILL_SWITCH:?}: killed");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
     Run {
-        status: output.status,
+        status,
         records: read_lines(&out),
         connections: read_lines(&log),
-        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+        stderr: std::fs::read_to_string(&err).unwrap_or_default(),
     }
+}
+
+/// Sends `signal` to our own child `pid`.
+pub fn signal(pid: u32, signal: i32) {
+    // SAFETY: signalling our own child by PID.
+    unsafe { libc::kill(pid as i32, signal) };
 }
 
 /// The server log's lines for one transport.

@@ -343,6 +343,24 @@ fn the_server_preface_must_be_settings() {
 }
 
 #[test]
+fn stream_ids_run_out_and_say_so() {
+    let mut c = connected(&[]);
+    let mut out = Vec::new();
+    assert!(!c.ids_exhausted());
+    c.next_id = MAX_STREAM_ID - 2;
+    assert_eq!(c.send(&post(), b"q", &mut out), Ok(StreamId(MAX_STREAM_ID - 2)));
+    assert!(c.can_send() && !c.ids_exhausted());
+    assert_eq!(c.send(&post(), b"q", &mut out), Ok(StreamId(MAX_STREAM_ID)));
+    assert!(!c.can_send(), "no identifier is left");
+    assert!(c.ids_exhausted(), "the caller can tell exhaustion from a full stream limit");
+    assert_eq!(c.send(&post(), b"q", &mut out), Err(Http2Error::StreamIdsExhausted));
+    // Answers still come on the open streams.
+    let events = feed(&mut c, &response(MAX_STREAM_ID, b"a"), &mut out);
+    assert_eq!(events, [Got::Response(MAX_STREAM_ID, 200, b"a".to_vec())]);
+    assert!(c.ids_exhausted());
+}
+
+#[test]
 fn concurrent_streams_follow_the_server_limit() {
     let mut c = Client::new(Settings { initial_max_streams: 3, ..Settings::default() });
     let mut out = Vec::new();
