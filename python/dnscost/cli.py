@@ -380,6 +380,8 @@ def cmd_run(a: argparse.Namespace) -> int:
         cpus = run.doc["spec"].get("cpus", {})
         target_cpus, generator_cpus = cpus.get("target"), cpus.get("generator")
         network = run.doc["spec"].get("network", "loopback")
+        if a.network and a.network != network:
+            raise UsageError(f"{a.resume}: the run was made with --network {network}, not {a.network}")
     else:
         if a.command == "reproduce":
             path = experiments_dir() / ("study-quick.toml" if a.quick else "study.toml")

@@ -71,10 +71,12 @@ def made_by_me(names: set[str]) -> set[str]:
 
 @pytest.fixture
 def clean() -> Iterator[None]:
-    """Fails the test if it leaves a namespace, a link or a process behind."""
+    """Fails the test if it leaves a namespace, a link or a process behind (of its own: earlier
+    tests' leftovers are theirs)."""
+    children, pids = set(_live), set(pids_of_children())
     yield
     assert not made_by_me(namespaces() | links())
-    assert not _live and not pids_of_children()
+    assert not set(_live) - children and not set(pids_of_children()) - pids
 
 
 CASES = [(n, t, tr) for n in NETWORKS for t, tr in (("builtin", "udp"), ("dnsdist", "dot"))]
@@ -245,6 +247,8 @@ def test_run_takes_the_spec_network_and_the_flag_overrides_it(root: None, clean:
         assert run["spec"]["network"] == expected and run["status"] == "done"
         (trial,) = (out / "trials").glob("*/trial.json")
         assert json.loads(trial.read_text())["network"]["kind"] == expected
+    r = dnscost("run", "--resume", str(tmp_path / "run-veth"), "--network", "loopback", "--no-report")
+    assert r.returncode == 2 and "made with --network veth, not loopback" in r.stderr, r.stderr
     out = tmp_path / "load"
     r = dnscost(
         "load", "--target", "builtin", "--transport", "udp", "--rate", "500", "--duration", "1s",
