@@ -217,6 +217,11 @@ pub async fn run_slot(ctx: Rc<Ctx>, mut sched: Schedule, slot: u64, mut rng: Rng
         match end.close {
             Close::End => break,
             Close::Error => backoff_ms = (backoff_ms * 2).clamp(50, 1000),
+            // A server that closes without answering anything (while queries wait to be sent
+            // again) is not reconnected to in a tight loop.
+            c if c.side() == dnscost_stats::Side::Server && info.answers == 0 => {
+                backoff_ms = (backoff_ms * 2).clamp(50, 1000)
+            }
             _ => {}
         }
         sched.next_connection();
