@@ -98,10 +98,7 @@ pub async fn run_slot(ctx: Rc<Ctx>, mut sched: Schedule, slot: u64, mut rng: Rng
         let mut not_before = now + backoff_ms * 1_000_000;
         if !first {
             match sched.next_start(now) {
-                Some(t) => {
-                    not_before = not_before.max(t);
-                    sched.blocked(now, true);
-                }
+                Some(t) => not_before = not_before.max(t),
                 None => break,
             }
         }
@@ -137,6 +134,9 @@ pub async fn run_slot(ctx: Rc<Ctx>, mut sched: Schedule, slot: u64, mut rng: Rng
         let (conn, handshake, tls_version) = match attempt {
             Ok(c) => c,
             Err((kind, error)) => {
+                // No connection: a closed loop is blocked from the attempt on (a routine
+                // reconnection is not, so that the end of a run does not count one as unsent).
+                sched.blocked(opened, true);
                 if first {
                     if let Some(g) = &plan.gate {
                         g.arrive();
@@ -213,6 +213,9 @@ pub async fn run_slot(ctx: Rc<Ctx>, mut sched: Schedule, slot: u64, mut rng: Rng
             if end.close == Close::Error {
                 ctx.plan.note_error(ErrorKind::ConnectionLost, error);
             }
+        }
+        if end.close == Close::Error || end.close.side() == dnscost_stats::Side::Server {
+            sched.blocked(ctx.now(), true);
         }
         match end.close {
             Close::End => break,
