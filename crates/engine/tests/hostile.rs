@@ -387,6 +387,26 @@ fn a_dead_server_under_a_closed_loop_is_not_kept_up() {
 }
 
 #[test]
+fn routine_reconnections_are_not_a_shortfall() {
+    // A closed loop of one query per connection reconnects all the time; the end of the run
+    // finds slots between connections, which is not a query that could not be sent.
+    let dir = temp_dir("reconnect");
+    let server = Server::start(&dir, &[]);
+    for transport in ["tcp", "dot"] {
+        let mut a = vec!["--transport", transport, "--target", server.addr(transport), "--quiet"];
+        if transport == "dot" {
+            a.extend(["--ca", server.ca.to_str().unwrap()]);
+        }
+        a.extend(["--connections", "4", "--in-flight", "16", "--lifetime", "1q", "--rate", "max"]);
+        a.extend(["--duration", "500ms", "--synthetic", "1000"]);
+        let run = generate(&dir, &a);
+        run.balanced();
+        assert_eq!(run.total("queries.failed_total"), 0, "{transport}: {}", run.summary());
+        assert!(kept_up(&run), "{transport}: {}", run.summary());
+    }
+}
+
+#[test]
 fn a_constant_rate_offers_exactly_its_schedule_on_every_transport() {
     let dir = temp_dir("schedule");
     let server = Server::start(&dir, &[]);

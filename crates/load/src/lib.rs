@@ -4,6 +4,8 @@
 //! [`Pacer`], [`ConnPolicy`] and [`TokenBucket`] decide when to send, when to close and when
 //! to open, from times passed in as nanoseconds since the start of the run.
 
+#![forbid(unsafe_code)]
+
 mod config;
 mod pacing;
 mod policy;

@@ -56,6 +56,25 @@ impl ErrorKind {
     }
 }
 
+/// What set-up a connection had: none (plain TCP), a full TLS handshake, or a resumed one
+/// (what happened, not what was asked). Written as `none`, `full` or `resumed`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Handshake {
+    None,
+    Full,
+    Resumed,
+}
+
+impl Handshake {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Handshake::None => "none",
+            Handshake::Full => "full",
+            Handshake::Resumed => "resumed",
+        }
+    }
+}
+
 /// Which side ended a connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Side {

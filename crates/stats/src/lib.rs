@@ -4,10 +4,12 @@
 //! second they are merged and turned into an [`IntervalRecord`]. Errors and connection ends are
 //! counted by typed kind ([`ErrorKind`], [`Close`]), never by message.
 
+#![forbid(unsafe_code)]
+
 mod counters;
 mod records;
 
-pub use counters::{Close, Counters, ErrorKind, Histogram, Side};
+pub use counters::{Close, Counters, ErrorKind, Handshake, Histogram, Side};
 pub use records::{
     Accounting, ConnectionCounts, ConnectionRecord, EngineUsage, HandshakeCounts, HistogramSummary, IntervalRecord,
     Phase, QueryCounts, Record, StartRecord, SummaryRecord, Totals, TrafficCounts,

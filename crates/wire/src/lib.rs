@@ -5,6 +5,8 @@
 //! template's question with one comparison. The responder side parses a question
 //! ([`parse_query`]) and builds an answer ([`ResponseBuilder`]).
 
+#![forbid(unsafe_code)]
+
 mod frame;
 mod message;
 mod name;

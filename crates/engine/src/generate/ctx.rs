@@ -380,13 +380,12 @@ impl Schedule {
             }
         } else if let Some(since) = self.blocked_since {
             if since + timeout_ns <= now && since < self.end_ns {
+                // With `once`, the slot's one query; it stays due, for the connection that
+                // finally opens.
                 let n = if self.once.is_some() { 1 } else { free.min(self.capacity) };
                 c.offered += n;
                 c.fail(ErrorKind::Unsent, n);
                 self.blocked_since = Some(now);
-                if let Some(pending) = &mut self.once {
-                    *pending = false;
-                }
             }
         }
         while self.retry.front().is_some_and(|o| o.intended + timeout_ns <= now) {
@@ -423,5 +422,102 @@ impl Schedule {
     pub fn abort(&mut self, c: &mut Counters) {
         c.aborted += self.retry.len() as u64;
         self.retry.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::window::Outstanding;
+    use super::*;
+    use dnscost_load::{Arrival, Rng};
+
+    const MS: u64 = 1_000_000;
+
+    fn unsent(c: &Counters) -> u64 {
+        c.failed[ErrorKind::Unsent as usize]
+    }
+
+    #[test]
+    fn an_open_loop_offers_its_whole_schedule_however_it_ends() {
+        // 100 qps for 1 s, timeout 200 ms, nothing ever sent.
+        let pacer = Pacer::new(Arrival::Constant, 100.0, 1, 0, 0, Rng::new(1, 0));
+        let mut s = Schedule::new(Some(pacer), 1000 * MS);
+        let mut c = Counters::default();
+        s.expire_unsent(500 * MS, 200 * MS, 1, &mut c);
+        assert_eq!((c.offered, unsent(&c)), (31, 31), "due at 0..=300 ms expired");
+        // Sending stops at the end: the 69 due since are offered too.
+        s.close(2000 * MS, &mut c);
+        assert_eq!((c.offered, unsent(&c)), (100, 100));
+        assert_eq!(s.next_due(0), None, "nothing is due after close");
+        // An interrupt at 450 ms: only what was due before it.
+        let pacer = Pacer::new(Arrival::Constant, 100.0, 1, 0, 0, Rng::new(1, 0));
+        let mut s = Schedule::new(Some(pacer), 1000 * MS);
+        let mut c = Counters::default();
+        s.close(450 * MS, &mut c);
+        assert_eq!(c.offered, 45);
+    }
+
+    #[test]
+    fn a_blocked_closed_loop_counts_its_free_places_once_per_timeout() {
+        let mut s = Schedule::closed(8, 1000 * MS);
+        let mut c = Counters::default();
+        s.expire_unsent(300 * MS, 200 * MS, 8, &mut c);
+        assert_eq!(c.offered, 0, "not blocked: nothing is owed");
+        s.blocked(100 * MS, true);
+        assert_eq!(s.wake(150 * MS, false, 200 * MS), Some(300 * MS));
+        s.expire_unsent(299 * MS, 200 * MS, 8, &mut c);
+        assert_eq!(c.offered, 0);
+        s.expire_unsent(300 * MS, 200 * MS, 5, &mut c);
+        assert_eq!((c.offered, unsent(&c)), (5, 5), "the free places at that moment");
+        s.expire_unsent(450 * MS, 200 * MS, 8, &mut c);
+        assert_eq!(c.offered, 5, "once per timeout");
+        // Sending again unblocks; blocked again at the end counts the window once more.
+        let (_, again) = s.take(460 * MS, &mut c);
+        assert_eq!((again, c.offered), (None, 6));
+        s.expire_unsent(900 * MS, 200 * MS, 8, &mut c);
+        assert_eq!(c.offered, 6);
+        s.blocked(950 * MS, true);
+        s.close(1000 * MS, &mut c);
+        assert_eq!((c.offered, unsent(&c)), (14, 13));
+    }
+
+    #[test]
+    fn once_is_one_query_per_connection_and_stays_owed_while_blocked() {
+        let mut s = Schedule::once(1000 * MS);
+        let mut c = Counters::default();
+        assert_eq!(s.next_due(0), Some(0), "the first connection's query is due at once");
+        s.blocked(0, true);
+        s.expire_unsent(200 * MS, 200 * MS, 16, &mut c);
+        assert_eq!((c.offered, unsent(&c)), (1, 1), "one query, not the window");
+        assert_eq!(s.next_due(200 * MS), Some(200 * MS), "still owed to the connection that opens");
+        s.take(250 * MS, &mut c);
+        assert_eq!(s.next_due(260 * MS), None, "the connection has sent its query");
+        s.blocked(260 * MS, true);
+        s.close(1000 * MS, &mut c);
+        assert_eq!(c.offered, 2, "an idle connection owes nothing");
+        // A new connection owes one again.
+        let mut s = Schedule::once(1000 * MS);
+        s.take(0, &mut c);
+        s.next_connection();
+        assert_eq!(s.next_due(10 * MS), Some(10 * MS));
+    }
+
+    #[test]
+    fn refused_queries_go_first_keep_their_time_and_expire() {
+        let mut s = Schedule::closed(4, 1000 * MS);
+        let mut c = Counters::default();
+        s.retry([Outstanding { intended: 30 * MS, query: 7 }, Outstanding { intended: 10 * MS, query: 5 }]);
+        assert_eq!(s.next_start(50 * MS), Some(50 * MS));
+        assert_eq!(s.peek_retry(), Some(5), "oldest first");
+        assert_eq!(s.take(50 * MS, &mut c), (10 * MS, Some(5)));
+        assert_eq!(c.offered, 0, "already offered once");
+        s.expire_unsent(230 * MS, 200 * MS, 4, &mut c);
+        assert_eq!(c.timed_out, 1, "query 7 timed out waiting");
+        s.retry([Outstanding { intended: 300 * MS, query: 9 }]);
+        s.abort(&mut c);
+        assert_eq!(c.aborted, 1);
+        s.retry([Outstanding { intended: 400 * MS, query: 9 }]);
+        s.close(500 * MS, &mut c);
+        assert_eq!(c.failed[ErrorKind::ConnectionLost as usize], 1, "still waiting when sending stopped");
     }
 }

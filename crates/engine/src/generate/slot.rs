@@ -6,7 +6,7 @@ use super::ctx::{Ctx, Schedule, Stop};
 use super::session::{aborted, ConnInfo, SessionEnd, TcpMeter, TlsStream};
 use super::window::Window;
 use dnscost_load::{ConnPolicy, Rng, Transport};
-use dnscost_stats::{Close, ConnectionRecord, ErrorKind};
+use dnscost_stats::{Close, ConnectionRecord, ErrorKind, Handshake};
 use dnscost_transport::socket;
 use std::net::IpAddr;
 use std::os::fd::AsRawFd;
@@ -34,19 +34,19 @@ async fn connect(
     ctx: &Ctx,
     source: Option<IpAddr>,
     resume: bool,
-) -> Result<(Conn, &'static str, Option<String>), (ErrorKind, String)> {
+) -> Result<(Conn, Handshake, Option<String>), (ErrorKind, String)> {
     let plan = &ctx.plan;
     let tcp = socket::tcp_connect(plan.target, source).await.map_err(|e| (classify(&e), e.to_string()))?;
     let Some(connectors) = &ctx.connectors else {
-        return Ok((Conn::Tcp(tcp), "none", None));
+        return Ok((Conn::Tcp(tcp), Handshake::None, None));
     };
     let connector = if resume { &connectors.resume } else { &connectors.fresh };
     let name = plan.server_name.clone().expect("TLS plans have a server name");
     let tls = connector.connect(name, tcp).await.map_err(|e| (classify(&e), e.to_string()))?;
     let conn = tls.get_ref().1;
     let kind = match conn.handshake_kind() {
-        Some(rustls::HandshakeKind::Resumed) => "resumed",
-        _ => "full",
+        Some(rustls::HandshakeKind::Resumed) => Handshake::Resumed,
+        _ => Handshake::Full,
     };
     let version = conn.protocol_version().map(|v| match v {
         rustls::ProtocolVersion::TLSv1_3 => "1.3".to_string(),
@@ -98,10 +98,7 @@ pub async fn run_slot(ctx: Rc<Ctx>, mut sched: Schedule, slot: u64, mut rng: Rng
         let mut not_before = now + backoff_ms * 1_000_000;
         if !first {
             match sched.next_start(now) {
-                Some(t) => {
-                    not_before = not_before.max(t);
-                    sched.blocked(now, true);
-                }
+                Some(t) => not_before = not_before.max(t),
                 None => break,
             }
         }
@@ -137,6 +134,9 @@ pub async fn run_slot(ctx: Rc<Ctx>, mut sched: Schedule, slot: u64, mut rng: Rng
         let (conn, handshake, tls_version) = match attempt {
             Ok(c) => c,
             Err((kind, error)) => {
+                // No connection: a closed loop is blocked from the attempt on (a routine
+                // reconnection is not, so that the end of a run does not count one as unsent).
+                sched.blocked(opened, true);
                 if first {
                     if let Some(g) = &plan.gate {
                         g.arrive();
@@ -150,7 +150,7 @@ pub async fn run_slot(ctx: Rc<Ctx>, mut sched: Schedule, slot: u64, mut rng: Rng
                     id,
                     opened,
                     None,
-                    "none",
+                    Handshake::None,
                     None,
                     &SessionEnd { close: Close::Error, error: Some(error) },
                     None,
@@ -166,9 +166,9 @@ pub async fn run_slot(ctx: Rc<Ctx>, mut sched: Schedule, slot: u64, mut rng: Rng
             c.conn_established += 1;
             c.setup.saturating_record(((established - opened) / 1000).max(1));
             match handshake {
-                "full" => c.handshakes_full += 1,
-                "resumed" => c.handshakes_resumed += 1,
-                _ => {}
+                Handshake::Full => c.handshakes_full += 1,
+                Handshake::Resumed => c.handshakes_resumed += 1,
+                Handshake::None => {}
             }
         }
         ctx.active.set(ctx.active.get() + 1);
@@ -214,9 +214,17 @@ pub async fn run_slot(ctx: Rc<Ctx>, mut sched: Schedule, slot: u64, mut rng: Rng
                 ctx.plan.note_error(ErrorKind::ConnectionLost, error);
             }
         }
+        if end.close == Close::Error || end.close.side() == dnscost_stats::Side::Server {
+            sched.blocked(ctx.now(), true);
+        }
         match end.close {
             Close::End => break,
             Close::Error => backoff_ms = (backoff_ms * 2).clamp(50, 1000),
+            // A server that closes without answering anything (while queries wait to be sent
+            // again) is not reconnected to in a tight loop.
+            c if c.side() == dnscost_stats::Side::Server && info.answers == 0 => {
+                backoff_ms = (backoff_ms * 2).clamp(50, 1000)
+            }
             _ => {}
         }
         sched.next_connection();
@@ -234,7 +242,7 @@ pub fn record(
     id: u64,
     opened: u64,
     established: Option<u64>,
-    handshake: &str,
+    handshake: Handshake,
     tls_version: Option<String>,
     end: &SessionEnd,
     info: Option<(&ConnInfo, Option<std::net::SocketAddr>)>,
@@ -249,7 +257,7 @@ pub fn record(
         opened_us: opened / 1000,
         established_us: established.map(|e| e / 1000),
         closed_us: ctx.now() / 1000,
-        handshake: handshake.into(),
+        handshake: handshake.as_str().into(),
         tls_version,
         queries: info.map_or(0, |(i, _)| i.queries),
         answers: info.map_or(0, |(i, _)| i.answers),

@@ -4,7 +4,7 @@
 //! handshake failed and what it negotiated.
 
 use super::Policy;
-use dnscost_stats::{ConnectionRecord, Record};
+use dnscost_stats::{ConnectionRecord, Handshake, Record};
 use dnscost_transport::socket;
 use std::collections::HashMap;
 use std::future::Future;
@@ -31,7 +31,7 @@ pub struct Conn {
     pub opened_us: u64,
     pub established_us: Option<u64>,
     /// `none`, `full` or `resumed`.
-    pub handshake: &'static str,
+    pub handshake: Handshake,
     pub tls_version: Option<&'static str>,
     pub queries: u64,
     pub answers: u64,
@@ -208,7 +208,7 @@ impl Conn {
             opened_us: self.opened_us,
             established_us: self.established_us,
             closed_us,
-            handshake: self.handshake.into(),
+            handshake: self.handshake.as_str().into(),
             tls_version: self.tls_version.map(Into::into),
             queries: self.queries,
             answers: self.answers,
@@ -369,10 +369,10 @@ impl AsyncWrite for Counted {
 }
 
 /// The handshake kind and version of an established TLS connection.
-pub(crate) fn tls_info(session: &rustls::ServerConnection) -> (&'static str, Option<&'static str>) {
+pub(crate) fn tls_info(session: &rustls::ServerConnection) -> (Handshake, Option<&'static str>) {
     let kind = match session.handshake_kind() {
-        Some(rustls::HandshakeKind::Resumed) => "resumed",
-        _ => "full",
+        Some(rustls::HandshakeKind::Resumed) => Handshake::Resumed,
+        _ => Handshake::Full,
     };
     let version = session.protocol_version().map(|v| match v {
         rustls::ProtocolVersion::TLSv1_3 => "1.3",
@@ -412,7 +412,7 @@ mod tests {
             peer: "127.0.0.1:40000".parse().unwrap(),
             opened_us: 10,
             established_us: Some(20),
-            handshake: "resumed",
+            handshake: Handshake::Resumed,
             tls_version: Some("1.3"),
             queries: 5,
             answers: 5,

@@ -3,6 +3,7 @@
 
 use super::conn::{Conn, Counted, Ending};
 use super::{doh, stream, Shared};
+use dnscost_load::Transport;
 use std::fmt;
 use std::net::SocketAddr;
 use std::str::FromStr;
@@ -10,34 +11,10 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
 
-/// The carrier a listener serves, named by its one token.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Carrier {
-    Udp,
-    Tcp,
-    Dot,
-    Doh,
-}
-
-impl Carrier {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Carrier::Udp => "udp",
-            Carrier::Tcp => "tcp",
-            Carrier::Dot => "dot",
-            Carrier::Doh => "doh",
-        }
-    }
-
-    pub fn uses_tls(self) -> bool {
-        matches!(self, Carrier::Dot | Carrier::Doh)
-    }
-}
-
 /// Where and how to listen.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ListenUrl {
-    pub carrier: Carrier,
+    pub transport: Transport,
     /// Port 0 picks a free port.
     pub addr: SocketAddr,
     /// The DoH path (`/dns-query` unless given); empty for the other carriers.
@@ -54,12 +31,10 @@ impl FromStr for ListenUrl {
         let (scheme, rest) = s
             .split_once("://")
             .ok_or_else(|| format!("{s:?}: expected udp://, tcp://, dot:// or doh:// followed by ADDRESS:PORT"))?;
-        let carrier = match scheme.to_ascii_lowercase().as_str() {
-            "udp" => Carrier::Udp,
-            "tcp" => Carrier::Tcp,
-            "dot" => Carrier::Dot,
-            "doh" => Carrier::Doh,
-            other => return Err(format!("{s:?}: unknown transport {other:?} (udp, tcp, dot or doh)")),
+        // The transport tokens are the generator's: one enum for both sides.
+        let scheme = scheme.to_ascii_lowercase();
+        let Some(transport) = Transport::ALL.into_iter().find(|t| t.as_str() == scheme) else {
+            return Err(format!("{s:?}: unknown transport {scheme:?} (udp, tcp, dot or doh)"));
         };
         // The authority ends at the first '/' (an IPv6 address is bracketed and has none).
         let (authority, path) = match rest.find('/') {
@@ -69,29 +44,29 @@ impl FromStr for ListenUrl {
         let addr: SocketAddr = authority
             .parse()
             .map_err(|_| format!("{s:?}: {authority:?} is not IP:PORT (examples: 127.0.0.1:853, [::1]:0)"))?;
-        let path = match carrier {
-            Carrier::Doh if path.is_empty() || path == "/" => DEFAULT_DOH_PATH.to_string(),
-            Carrier::Doh if path.contains(['?', '#']) || path.contains(char::is_whitespace) => {
+        let path = match transport {
+            Transport::Doh if path.is_empty() || path == "/" => DEFAULT_DOH_PATH.to_string(),
+            Transport::Doh if path.contains(['?', '#']) || path.contains(char::is_whitespace) => {
                 return Err(format!("{s:?}: the DoH path must not have a query, fragment or spaces"))
             }
-            Carrier::Doh => path.to_string(),
+            Transport::Doh => path.to_string(),
             _ if path.is_empty() => String::new(),
             _ => return Err(format!("{s:?}: only doh:// takes a path")),
         };
-        Ok(ListenUrl { carrier, addr, path })
+        Ok(ListenUrl { transport, addr, path })
     }
 }
 
 impl fmt::Display for ListenUrl {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}://{}{}", self.carrier.as_str(), self.addr, self.path)
+        write!(f, "{}://{}{}", self.transport.as_str(), self.addr, self.path)
     }
 }
 
 /// Accepts connections until the task is aborted; each one gets its own task.
 pub async fn accept_loop(
     listener: tokio::net::TcpListener,
-    carrier: Carrier,
+    transport: Transport,
     tls: Option<Arc<rustls::ServerConfig>>,
     path: Arc<str>,
     shared: Arc<Shared>,
@@ -111,12 +86,12 @@ pub async fn accept_loop(
         let (id, stop) = shared.registry.register();
         let conn = Conn {
             id,
-            transport: carrier.as_str(),
+            transport: transport.as_str(),
             local: sock.local_addr().unwrap_or(listen_addr),
             peer,
             opened_us: shared.now_us(),
             established_us: None,
-            handshake: "none",
+            handshake: dnscost_stats::Handshake::None,
             tls_version: None,
             queries: 0,
             answers: 0,
@@ -129,11 +104,11 @@ pub async fn accept_loop(
             continue;
         };
         let shared = shared.clone();
-        match (carrier, &tls) {
-            (Carrier::Dot, Some(config)) => {
+        match (transport, &tls) {
+            (Transport::Dot, Some(config)) => {
                 tokio::spawn(stream::dot(shared, sock, conn, stop, opened, config.clone()));
             }
-            (Carrier::Doh, Some(config)) => {
+            (Transport::Doh, Some(config)) => {
                 tokio::spawn(doh::serve(shared, sock, conn, stop, opened, config.clone(), path.clone()));
             }
             _ => {
@@ -150,11 +125,11 @@ mod tests {
     #[test]
     fn urls_parse() {
         let u: ListenUrl = "udp://127.0.0.1:5353".parse().unwrap();
-        assert_eq!((u.carrier, u.addr, u.path.as_str()), (Carrier::Udp, "127.0.0.1:5353".parse().unwrap(), ""));
+        assert_eq!((u.transport, u.addr, u.path.as_str()), (Transport::Udp, "127.0.0.1:5353".parse().unwrap(), ""));
         let u: ListenUrl = "TCP://[::1]:0".parse().unwrap();
-        assert_eq!((u.carrier, u.addr.port(), u.addr.is_ipv6()), (Carrier::Tcp, 0, true));
+        assert_eq!((u.transport, u.addr.port(), u.addr.is_ipv6()), (Transport::Tcp, 0, true));
         let u: ListenUrl = "dot://0.0.0.0:853".parse().unwrap();
-        assert!(u.carrier.uses_tls());
+        assert!(u.transport.uses_tls());
         let u: ListenUrl = "doh://127.0.0.1:443".parse().unwrap();
         assert_eq!(u.path, "/dns-query");
         assert_eq!(u.to_string(), "doh://127.0.0.1:443/dns-query");

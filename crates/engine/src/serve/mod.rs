@@ -14,8 +14,9 @@ mod zone;
 
 use crate::EngineError;
 use conn::{ConnLog, Ending, LogSender, Registry};
+use dnscost_load::Transport;
 use dnscost_transport::socket;
-use listen::{Carrier, ListenUrl};
+use listen::ListenUrl;
 use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -200,7 +201,7 @@ struct TlsConfigs {
 }
 
 fn tls_material(args: &ServeArgs) -> Result<Option<TlsConfigs>, EngineError> {
-    if !args.listen.iter().any(|l| l.carrier.uses_tls()) {
+    if !args.listen.iter().any(|l| l.transport.uses_tls()) {
         return Ok(None);
     }
     let (chain, key) = match (&args.cert, &args.key) {
@@ -249,8 +250,8 @@ async fn run(
     let cannot = |url: &ListenUrl, e: std::io::Error| EngineError::Address(format!("cannot listen on {url}: {e}"));
     let mut bound = Vec::with_capacity(listen.len());
     for url in listen {
-        let b = match url.carrier {
-            Carrier::Udp => {
+        let b = match url.transport {
+            Transport::Udp => {
                 // Our sockets share the port (SO_REUSEPORT), so binding would also succeed next
                 // to another process's, which would then get part of the queries. A plain bind
                 // first fails with "address in use" if anyone holds the port.
@@ -280,9 +281,9 @@ async fn run(
     for (url, (addr, _)) in listen.iter().zip(&bound) {
         let line = Listening {
             kind: "listening",
-            transport: url.carrier.as_str(),
+            transport: url.transport.as_str(),
             address: addr.to_string(),
-            path: (url.carrier == Carrier::Doh).then_some(url.path.as_str()),
+            path: (url.transport == Transport::Doh).then_some(url.path.as_str()),
         };
         lines.push_str(&serde_json::to_string(&line).expect("serialisable"));
         lines.push('\n');
@@ -301,10 +302,11 @@ async fn run(
                 }
             }
             Bound::Stream(l) => {
-                let tls = tls.as_ref().map(|t| if url.carrier == Carrier::Doh { t.doh.clone() } else { t.dot.clone() });
-                let carrier = url.carrier;
+                let tls =
+                    tls.as_ref().map(|t| if url.transport == Transport::Doh { t.doh.clone() } else { t.dot.clone() });
+                let transport = url.transport;
                 let path: Arc<str> = url.path.as_str().into();
-                tasks.push(tokio::spawn(listen::accept_loop(l, carrier, tls, path, shared.clone())));
+                tasks.push(tokio::spawn(listen::accept_loop(l, transport, tls, path, shared.clone())));
             }
         }
     }
