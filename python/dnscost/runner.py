@@ -173,8 +173,9 @@ def search(
 ) -> dict[str, Any]:
     """The highest offered UDP rate answered with loss below ``max_loss``: double from
     ``start_qps`` until a step fails, then bisect until the bracket is within ``precision``.
-    A step in which the generator fell behind ends the search (its result is then a lower
-    bound, flagged)."""
+    A step in which the generator fell behind fails too (the generator could not offer that
+    rate); when the lowest failed step is such a one, the result measures the generator, not
+    the target, and is flagged ``generator-bound-search``."""
     p = t.params
     lo: float | None = None
     hi: float | None = None
@@ -198,16 +199,16 @@ def search(
         v = step["summary"]["validity"]
         loss = v["loss"]
         ok = loss is not None and loss < p["max_loss"] and v["accounting_balanced"]
-        if not v["generator_kept_up"]:
-            generator_bound, ok = True, False
-        steps.append({"offered_qps": rate, "ok": ok, "loss": loss, "summary": step["summary"]})
+        behind = not v["generator_kept_up"]
+        ok = ok and not behind
+        steps.append(
+            {"offered_qps": rate, "ok": ok, "loss": loss, "generator_behind": behind, "summary": step["summary"]}
+        )
         on_step(steps[-1])
         if ok:
             lo, best = rate, step
         else:
-            hi = rate
-        if generator_bound:
-            break
+            hi, generator_bound = rate, behind
         if hi is None:
             if rate >= p["max_qps"]:
                 break
@@ -314,7 +315,7 @@ def run_plan(
 
                     def step_note(st: dict[str, Any]) -> None:
                         loss = st["loss"]
-                        verdict = "ok" if st["ok"] else "over"
+                        verdict = "ok" if st["ok"] else "generator behind" if st["generator_behind"] else "over"
                         text = f"{st['offered_qps']:,.0f} qps offered: loss {100 * (loss or 0):.2f} % ({verdict})"
                         progress.note(text)
 

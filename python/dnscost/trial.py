@@ -318,6 +318,7 @@ def measure(bed: Testbed, s: LoadSettings, trial_dir: Path, *, cache_hit_ratio: 
         generator_cpus=tuple(s.generator_cpus),
         target_keeps_counters=target.keeps_counters,
         meter_interval_s=sampler.interval_s,
+        cache_filled=s.fill,
     )
     counters = {"before": asdict(counters_before), "after": asdict(counters_after)}
     return {

@@ -96,6 +96,9 @@ class SummaryContext:
     target_keeps_counters: bool = True
     """Whether the target reports counters (missing ones then invalidate the trial)."""
     meter_interval_s: float = 0.1
+    cache_filled: bool = True
+    """Whether the target's cache was filled for this trial: a trial that did not fill it (the
+    memory trials: their one query per connection is not about answers) is not judged on it."""
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "target_cpus": list(self.target_cpus), "generator_cpus": list(self.generator_cpus)}
@@ -110,6 +113,7 @@ class SummaryContext:
             generator_cpus=tuple(d.get("generator_cpus", (1,))),
             target_keeps_counters=bool(d.get("target_keeps_counters", True)),
             meter_interval_s=float(d.get("meter_interval_s", 0.1)),
+            cache_filled=bool(d.get("cache_filled", True)),
         )
 
 
@@ -230,7 +234,7 @@ def summarize_trial(
             ("generator-bound", generator_bound),
             ("loss", loss is not None and loss >= V.MAX_LOSS),
             ("unbalanced", not summ["accounting"]["balanced"]),
-            ("cold-cache", cache_hit_ratio is not None and cache_hit_ratio < V.MIN_CACHE_HITS),
+            ("cold-cache", ctx.cache_filled and cache_hit_ratio is not None and cache_hit_ratio < V.MIN_CACHE_HITS),
             ("answer-mismatch", agreement is not None and agreement < V.MIN_ANSWER_AGREEMENT),
             ("connections-short", persistent and active < V.MIN_CONNECTIONS * config["connections"]),
             ("no-cpu-data", cpu_us is None),

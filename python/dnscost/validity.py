@@ -13,6 +13,7 @@ loss                ``loss`` (1 - answered/offered; time-outs in a closed loop) 
 unbalanced          the engine's accounting does not balance (a query neither answered,
                     timed out, failed nor aborted)
 cold-cache          the target's own counters show a cache-hit ratio < ``MIN_CACHE_HITS``
+                    (trials that fill the cache: not the memory trials)
 answer-mismatch     engine and target answer counts differ by more than
                     1 - ``MIN_ANSWER_AGREEMENT``
 connections-short   persistent connections: fewer than ``MIN_CONNECTIONS`` of those asked

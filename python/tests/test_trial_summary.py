@@ -149,6 +149,9 @@ def test_disagreeing_answer_counts_and_a_cold_cache_invalidate() -> None:
     assert "answer-mismatch" in _flags(_records(), _samples(target_busy=0.5, generator_busy=0.5), counters=mismatch)
     cold = CounterDelta(answers=(0, 20_000), queries=(0, 20_000), cache_hits=(0, 19_000))
     assert "cold-cache" in _flags(_records(), _samples(target_busy=0.5, generator_busy=0.5), counters=cold)
+    # A memory trial does not fill the cache: its one query per connection is not judged on it.
+    unfilled = SummaryContext(**{**CTX.to_dict(), "cache_filled": False})  # type: ignore[arg-type]
+    assert _flags(_records(), _samples(target_busy=0.5, generator_busy=0.5), counters=cold, ctx=unfilled) == []
 
 
 def test_every_flag_is_documented() -> None:
@@ -157,3 +160,41 @@ def test_every_flag_is_documented() -> None:
     docs = (Path(__file__).parents[2] / "docs" / "results.md").read_text()
     for flag in V.FLAGS:
         assert f"| `{flag}` |" in docs, flag
+
+
+def _search(target_qps: float, generator_qps: float, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """runner.search against a simulated target that loses queries above ``target_qps`` and a
+    generator that falls behind above ``generator_qps``."""
+    from pathlib import Path
+
+    from dnscost import runner
+    from dnscost.plan import TrialPlan
+    from dnscost.trial import LoadSettings
+
+    def measure(bed: Any, s: LoadSettings, trial_dir: Path, *, cache_hit_ratio: float | None) -> dict[str, Any]:
+        rate = s.engine["rate"]
+        validity = {"loss": 0.0 if rate <= target_qps else 0.05, "accounting_balanced": True}
+        validity["generator_kept_up"] = rate <= generator_qps
+        return {"engine_config": s.engine, "summary": {"validity": {**validity, "flags": [], "valid": True}}}
+
+    monkeypatch.setattr(runner, "measure", measure)
+    params = {
+        "connections": 16, "in_flight": 256, "duration_s": 1, "warmup_s": 0, "timeout_s": 1, "start_qps": 50_000,
+        "max_qps": 2_000_000, "max_loss": 0.01, "precision": 0.05, "max_steps": 20,
+    }  # fmt: skip
+    t = TrialPlan("b", "baseline", "search", "builtin", "udp", params, 0)
+    return runner.search(None, LoadSettings("builtin", "udp"), t, Path("/nonexistent"), None)  # type: ignore[arg-type]
+
+
+def test_the_udp_search_finds_the_target_s_limit_below_the_generator_s(monkeypatch: pytest.MonkeyPatch) -> None:
+    out = _search(150_000, 400_000, monkeypatch)
+    assert 0.95 * 150_000 <= out["search"]["max_qps"] <= 150_000
+    assert not out["search"]["generator_bound"] and out["summary"]["validity"]["flags"] == []
+
+
+def test_a_udp_search_limited_by_the_generator_is_flagged(monkeypatch: pytest.MonkeyPatch) -> None:
+    out = _search(400_000, 120_000, monkeypatch)
+    # It still bisects to the highest rate the generator could offer, and says it measured that.
+    assert 0.95 * 120_000 <= out["search"]["max_qps"] <= 120_000
+    assert out["search"]["generator_bound"]
+    assert "generator-bound-search" in out["summary"]["validity"]["flags"]
