@@ -402,7 +402,10 @@ fn routine_reconnections_are_not_a_shortfall() {
         let run = generate(&dir, &a);
         run.balanced();
         assert_eq!(run.total("queries.failed_total"), 0, "{transport}: {}", run.summary());
-        assert!(kept_up(&run), "{transport}: {}", run.summary());
+        // Every query offered was sent. (Not generator_kept_up: at one query per connection in
+        // a closed loop the generator's core may well be the one saturated, which that flag
+        // rightly reports.)
+        assert_eq!(run.total("queries.sent"), run.total("queries.offered"), "{transport}: {}", run.summary());
     }
 }
 
