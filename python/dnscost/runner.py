@@ -348,8 +348,8 @@ def run_plan(
                 if own_bed is not None:
                     own_bed.stop()
                 write_json(trial_dir / "trial.json", record)
-                run.set_trial(t.id, record["status"], record.get("error"))
                 _compress(trial_dir / "engine-connections.jsonl", keep=t.kind != "idle")
+                run.set_trial(t.id, record["status"], record.get("error"))
             spent += estimates[k - 1]
     finally:
         if bed is not None:
@@ -361,9 +361,11 @@ def _compress(path: Path, *, keep: bool) -> None:
     """The per-connection log, gzipped (one query per connection writes tens of MB), or removed."""
     if not path.exists():
         return
-    if keep:
-        with path.open("rb") as src, gzip.open(path.with_name(path.name + ".gz"), "wb", compresslevel=6) as dst:
+    if keep:  # written aside and renamed: an interrupt leaves the plain log, never a cut .gz
+        partial = path.with_name(path.name + ".gz.partial")
+        with path.open("rb") as src, gzip.open(partial, "wb", compresslevel=6) as dst:
             shutil.copyfileobj(src, dst)
+        partial.replace(path.with_name(path.name + ".gz"))
     path.unlink()
 
 

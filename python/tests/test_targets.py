@@ -10,6 +10,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -389,3 +390,32 @@ def test_nothing_leaves_loopback(name: str, tmp_path: Path, upstream: Responder)
     v6 = set(re.findall(r'inet_pton\(AF_INET6, "([^"]+)"', text))
     assert v4 <= {"127.0.0.1"} and not v6, (v4, v6)
     assert f"sin_port=htons({upstream.endpoints['udp'].port})" in text  # it did use the upstream
+
+
+def test_port_taken_after_its_choice_is_chosen_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A port another process binds between free_port() and the server's own bind (the
+    generator's outgoing connections did this in CI) costs a retry, not a failed trial."""
+    import dnscost.targets.builtin as builtin
+
+    taken = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    taken.bind(("127.0.0.1", 0))
+    port = taken.getsockname()[1]
+    real = builtin.free_port
+    offered = iter([port])
+    monkeypatch.setattr(builtin, "free_port", lambda: next(offered, None) or real())
+    target = make_target(
+        "builtin", tmp_path / "b", cpus=[_cpus()[0]], tls=make_tls(tmp_path / "tls"), upstream=None, transports=["udp"]
+    )
+    try:
+        target.start()
+        assert target.endpoints["udp"].port != port
+        assert "Address already in use" in (tmp_path / "b" / "builtin.log").read_text()
+    finally:
+        target.stop()
+        taken.close()
+
+
+def test_free_ports_are_below_the_ephemeral_range() -> None:
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    ports = {free_port() for _ in range(20)}
+    assert len(ports) > 1 and all(p < low for p in ports), (low, ports)

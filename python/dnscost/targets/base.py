@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import json
+import random
 import socket
 import subprocess
 from abc import ABC, abstractmethod
@@ -28,12 +29,31 @@ from dnscost.results import read_records
 __all__ = ["Counters", "Target", "free_port"]
 
 
+def _ephemeral_ports() -> tuple[int, int]:
+    try:
+        low, high = (int(x) for x in Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+    except (OSError, ValueError):
+        return 32768, 60999
+    return low, high
+
+
 def free_port(kind: int = socket.SOCK_STREAM) -> int:
-    """A port free on 127.0.0.1 for both TCP and UDP right now."""
+    """A port free on 127.0.0.1 for both TCP and UDP right now, taken below the kernel's
+    ephemeral range where one exists: the generator's thousands of outgoing connections
+    draw from that range and would take a port between this choice and the server's bind."""
+    low, _ = _ephemeral_ports()
     for _ in range(100):
+        if low > 11024:
+            port = random.randrange(10000, low)
+        else:
+            with socket.socket(socket.AF_INET, kind) as s:
+                s.bind(("127.0.0.1", 0))
+                port = int(s.getsockname()[1])
         with socket.socket(socket.AF_INET, kind) as s:
-            s.bind(("127.0.0.1", 0))
-            port = int(s.getsockname()[1])
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
         other = socket.SOCK_DGRAM if kind == socket.SOCK_STREAM else socket.SOCK_STREAM
         with socket.socket(socket.AF_INET, other) as s:
             try:
@@ -121,7 +141,16 @@ class Target(ABC):
 
     def start(self, health_timeout: float = 20.0) -> None:
         """Configures, starts the server pinned to ``self.cpus`` in a new cgroup, and waits
-        until it answers on every wanted transport."""
+        until it answers on every wanted transport. A port taken by another process between
+        its choice and the server's bind is chosen again (three tries)."""
+        for attempt in range(3):
+            try:
+                return self._start(health_timeout)
+            except TargetError as e:
+                if "Address already in use" not in str(e) or attempt == 2:
+                    raise
+
+    def _start(self, health_timeout: float) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
         argv = [*self.exec_prefix, *self.configure()]
         self.cgroup = Cgroup.create(f"dnscost-{self.name}-{id(self):x}")
