@@ -88,9 +88,11 @@ fn lifecycle(transport: &str) {
         &[],
         &["--connections", "1", "--idle-timeout", "50ms", "--rate", "4", "--duration", "1s"],
     );
-    assert_eq!(conns.len() as u64, run.total("queries.answered"));
-    assert!(conns.len() >= 3);
-    assert!(conns.iter().all(|c| c["queries"] == 1 && c["closed_by"] == "client"));
+    // (A connection opened for a query the end of the run then cancels carries none.)
+    let carried = conns.iter().filter(|c| c["answers"] == 1).count() as u64;
+    assert_eq!(carried, run.total("queries.answered"), "{conns:?}");
+    assert!(carried >= 3, "{conns:?}");
+    assert!(conns.iter().all(|c| c["queries"].as_u64() <= Some(1) && c["closed_by"] == "client"), "{conns:?}");
     let idle = run.summary()["total"]["connections"]["closed_by_client"]["idle"].as_u64().unwrap();
     assert!(idle + 1 >= conns.len() as u64 && idle <= conns.len() as u64, "{idle} idle closes");
 
