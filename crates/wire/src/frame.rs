@@ -45,6 +45,12 @@ impl FrameDecoder {
         debug_assert!(self.end <= self.buf.len());
     }
 
+    /// Forgets what is buffered (for a new stream), keeping the buffer.
+    pub fn clear(&mut self) {
+        self.start = 0;
+        self.end = 0;
+    }
+
     /// Octets received and not yet returned as frames.
     pub fn buffered(&self) -> usize {
         self.end - self.start

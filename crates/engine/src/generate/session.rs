@@ -51,8 +51,10 @@ pub struct TcpMeter {
 }
 
 impl TcpMeter {
+    /// A meter whose first reading is a second after `now` (a shorter connection is read at
+    /// its close only).
     pub fn new(fd: RawFd, now: u64) -> Self {
-        TcpMeter { fd, last: TcpCounts::default(), next_ns: now, total: TcpCounts::default() }
+        TcpMeter { fd, last: TcpCounts::default(), next_ns: now + 1_000_000_000, total: TcpCounts::default() }
     }
 
     #[inline]

@@ -90,6 +90,7 @@ pub async fn run_slot(ctx: Rc<Ctx>, mut sched: Schedule, slot: u64, mut rng: Rng
     let timeout = std::time::Duration::from_nanos(plan.timeout_ns);
     let mut stop = ctx.stop.clone();
     let mut window = Window::new(cfg.in_flight as usize, rng.next_u64() as u16);
+    let mut buffers = super::tcp::Buffers::default();
     let (mut backoff_ms, mut first) = (0u64, true);
     'slot: loop {
         // The first connection opens at the start (so that idle connections can be held);
@@ -192,14 +193,16 @@ pub async fn run_slot(ctx: Rc<Ctx>, mut sched: Schedule, slot: u64, mut rng: Rng
         let end = match (conn, cfg.transport) {
             (Conn::Tls(s), Transport::Doh) => super::doh::session(&ctx, &mut sched, *s, policy, &mut info).await,
             (Conn::Tcp(mut s), _) => {
-                let end = super::tcp::session(&ctx, &mut sched, &mut s, policy, &mut window, &mut info).await;
+                let end =
+                    super::tcp::session(&ctx, &mut sched, &mut s, policy, &mut window, &mut buffers, &mut info).await;
                 info.meter.sample(&mut ctx.counters.borrow_mut());
                 let fd = s.as_raw_fd();
                 super::tcp::close_tcp(&mut s, &fd, end.close, cfg.close.unwrap_or_default()).await;
                 end
             }
             (Conn::Tls(mut s), _) => {
-                let end = super::tcp::session(&ctx, &mut sched, &mut *s, policy, &mut window, &mut info).await;
+                let end =
+                    super::tcp::session(&ctx, &mut sched, &mut *s, policy, &mut window, &mut buffers, &mut info).await;
                 info.meter.sample(&mut ctx.counters.borrow_mut());
                 let fd = s.get_ref().0.as_raw_fd();
                 super::tcp::close_tcp(&mut *s, &fd, end.close, cfg.close.unwrap_or_default()).await;

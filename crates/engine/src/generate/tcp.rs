@@ -31,6 +31,19 @@ pub async fn close_tcp<S: AsyncWrite + Unpin>(s: &mut S, fd: &RawFd, close: Clos
     }
 }
 
+/// A slot's read and write buffers, kept from one connection to the next (a connection that
+/// carries one query does not pay for allocating and zeroing them).
+pub struct Buffers {
+    dec: FrameDecoder,
+    out: Vec<u8>,
+}
+
+impl Default for Buffers {
+    fn default() -> Self {
+        Buffers { dec: FrameDecoder::new(16 * 1024), out: Vec::with_capacity(4096) }
+    }
+}
+
 /// A tcp or dot session: pipelined queries (up to `in_flight`), answers matched by ID. When the
 /// server closes the connection gracefully (FIN or close_notify) with queries outstanding,
 /// they are sent again on the next connection (RFC 7766 §6.2.1 lets a server close at any
@@ -41,14 +54,16 @@ pub async fn session<S: AsyncRead + AsyncWrite + Unpin>(
     io: &mut S,
     mut policy: ConnPolicy,
     window: &mut Window,
+    buffers: &mut Buffers,
     info: &mut ConnInfo,
 ) -> SessionEnd {
     let plan = &ctx.plan;
     let tls = plan.config.transport.uses_tls();
     let timeout = plan.timeout_ns;
     let mut stop = ctx.stop.clone();
-    let mut dec = FrameDecoder::new(16 * 1024);
-    let mut out = Vec::with_capacity(4096);
+    let Buffers { dec, out } = buffers;
+    dec.clear();
+    out.clear();
     // First sends in `out`: counted `sent` once the write completes.
     let mut fresh = 0u64;
     let lose = |window: &mut Window, kind| ctx.lose(kind, window.clear());
@@ -88,7 +103,7 @@ pub async fn session<S: AsyncRead + AsyncWrite + Unpin>(
                     let (intended, again) = sched.take(now, &mut c);
                     let q = again.unwrap_or_else(|| ctx.next_query());
                     let id = window.insert(intended, q).expect("window has room");
-                    plan.queries.get(q).write_framed(id, &mut out);
+                    plan.queries.get(q).write_framed(id, out);
                     policy.on_send(now);
                     if again.is_none() {
                         fresh += 1;
@@ -100,7 +115,7 @@ pub async fn session<S: AsyncRead + AsyncWrite + Unpin>(
         }
         if !out.is_empty() {
             let deadline = window.oldest().unwrap_or(now) + timeout;
-            match write_bounded(ctx, io, &out, &mut stop, deadline).await {
+            match write_bounded(ctx, io, out, &mut stop, deadline).await {
                 Written::Done => {
                     out.clear();
                     ctx.counters.borrow_mut().sent += std::mem::take(&mut fresh);
