@@ -2,7 +2,7 @@
 //! HTTP/2 client returns events or one connection error, never panics, never returns more body
 //! octets than it was given, and writes only whole frames.
 #![no_main]
-use dnscost_transport::http2::{Client, Event, RequestTemplate, Settings, PREFACE};
+use dnscost_transport::http2::{Client, Event, Headers, RequestTemplate, Settings, PREFACE};
 use libfuzzer_sys::fuzz_target;
 
 /// Checks that `out` is a sequence of whole frames, each within the default frame size.
@@ -24,8 +24,8 @@ fuzz_target!(|data: &[u8]| {
         ..Settings::default()
     };
     let mut client = Client::new(settings);
-    let post = RequestTemplate::post("fuzz.test:443", "/dns-query");
-    let get = RequestTemplate::get("fuzz.test:443", "/dns-query?dns=AAABAAAB");
+    let post = RequestTemplate::post(Headers::Minimal, "fuzz.test:443", "/dns-query");
+    let get = RequestTemplate::get(Headers::Minimal, "fuzz.test:443", "/dns-query?dns=AAABAAAB");
     let mut out = Vec::new();
     client.preface(&mut out);
     assert!(out.starts_with(PREFACE));

@@ -78,6 +78,7 @@ ENGINE_KNOBS: list[tuple[str, str, Any, str]] = [
     ("--warmup", "warmup_ms", parse_duration_ms, "load before the measured period (default 2s)"),
     ("--timeout", "timeout_ms", parse_duration_ms, "query timeout"),
     ("--doh-method", "doh_method", str, "post or get"),
+    ("--doh-headers", "doh_headers", str, "minimal or browser"),
     ("--tls-version", "tls_version", str, "1.2 or 1.3"),
     ("--tls-group", "tls_group", str, "x25519, secp256r1, secp384r1, x25519mlkem768"),
     ("--edns-size", "edns_udp_size", int, "EDNS UDP size, 0 for none"),

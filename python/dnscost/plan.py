@@ -51,11 +51,12 @@ IRRELEVANT: dict[str, dict[str, Any]] = {
         "resumption": 0.0,
         "open_rate": None,
         "doh_method": None,
+        "doh_headers": None,
         "cert_key": None,
         "tls_group": None,
     },
-    "tcp": {"resumption": 0.0, "doh_method": None, "cert_key": None, "tls_group": None},
-    "dot": {"doh_method": None},
+    "tcp": {"resumption": 0.0, "doh_method": None, "doh_headers": None, "cert_key": None, "tls_group": None},
+    "dot": {"doh_method": None, "doh_headers": None},
     "doh": {},
 }
 """Per transport, the knobs that mean nothing for it and the value they are set to."""
@@ -84,7 +85,7 @@ def _warmup_s(kind: str, transport: str, p: dict[str, Any], settings: dict[str, 
 
 def _label(key: str, value: Any) -> str:
     short = {"connections": "c", "lifetime": "l", "resumption": "res", "rate": "q", "in_flight": "f", "open_rate": "o"}
-    if key in ("doh_method", "cert_key", "tls_group"):
+    if key in ("doh_method", "doh_headers", "cert_key", "tls_group"):
         return str(value)
     if isinstance(value, float) and value.is_integer():
         value = int(value)
@@ -172,6 +173,8 @@ def engine_knobs(t: TrialPlan) -> dict[str, Any]:
         config["resumption"] = p["resumption"]
     if p.get("doh_method"):
         config["doh_method"] = p["doh_method"]
+    if p.get("doh_headers"):
+        config["doh_headers"] = p["doh_headers"]
     if p.get("tls_group"):
         config["tls_group"] = p["tls_group"]
     return config

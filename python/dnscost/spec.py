@@ -46,6 +46,7 @@ SWEEPABLE = (
     "in_flight",
     "open_rate",
     "doh_method",
+    "doh_headers",
     "cert_key",
     "tls_group",
 )
@@ -252,6 +253,8 @@ def _knob(c: _Checker, key: str, value: Any) -> Any:
         return value
     if key == "doh_method":
         return c.choice(key, value, ("post", "get"))
+    if key == "doh_headers":
+        return c.choice(key, value, ("minimal", "browser"))
     if key == "cert_key":
         from dnscost.certs import KEY_TYPES
 

@@ -75,6 +75,18 @@ def test_targets_that_lack_a_transport_skip_it() -> None:
     assert {t.transport for t in expand(spec)} == {"udp", "tcp"}
 
 
+def test_doh_headers_are_swept_for_doh_only() -> None:
+    spec = GOOD.replace('"udp", "tcp", "dot"]', '"tcp", "doh"]\ndoh_headers = ["minimal", "browser"]')
+    plan = expand(parse_spec(spec))
+    doh = [t for t in plan if t.transport == "doh"]
+    headers = [engine_knobs(t)["doh_headers"] for t in doh]
+    assert headers.count("minimal") == headers.count("browser") == len(doh) // 2 > 0
+    assert all(("-browser-" in t.id) == (engine_knobs(t)["doh_headers"] == "browser") for t in doh)
+    assert all("doh_headers" not in engine_knobs(t) for t in plan if t.transport == "tcp")
+    with pytest.raises(UsageError, match="doh_headers: expected one of"):
+        parse_spec(spec.replace('["minimal", "browser"]', '["chrome"]'))
+
+
 @pytest.mark.parametrize(
     ("change", "message"),
     [

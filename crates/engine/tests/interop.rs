@@ -97,12 +97,16 @@ fn cases(resolver: Resolver, ports: &Ports) -> Vec<(&'static str, &'static str, 
         Resolver::Kresd => vec!["--doh-method", "post", "--in-flight", "1"],
         Resolver::Dnsdist => vec!["--doh-method", "post"],
     };
+    // Browser header fields: Huffman-coded literals and more table entries for their decoders.
+    let browser_post = [post_in_flight.as_slice(), &["--doh-headers", "browser"]].concat();
     vec![
         ("udp", "udp", vec![], ports.dns),
         ("tcp", "tcp", vec![], ports.dns),
         ("dot", "dot", vec![], ports.dot),
         ("doh-post", "doh", post_in_flight, ports.doh),
         ("doh-get", "doh", vec!["--doh-method", "get"], ports.doh),
+        ("doh-post-browser", "doh", browser_post, ports.doh),
+        ("doh-get-browser", "doh", vec!["--doh-method", "get", "--doh-headers", "browser"], ports.doh),
     ]
 }
 

@@ -244,6 +244,21 @@ fn doh_resumption() {
     resumption("doh");
 }
 
+/// Browser header fields, POST and GET: every query answered, the choice in the start record.
+#[test]
+fn doh_browser_headers() {
+    let dir = temp_dir("doh-browser");
+    let server = Server::start(&dir, &[]);
+    for method in ["post", "get"] {
+        let mut args = target_args(&server, "doh");
+        args.extend(["--doh-method", method, "--doh-headers", "browser", "--rate", "200", "--duration", "500ms"]);
+        let run = generate(&dir, &args);
+        run.balanced();
+        assert_eq!(run.records[0]["config"]["doh_headers"], "browser");
+        assert!(run.total("queries.answered") >= 95, "{method}: {}", run.summary());
+    }
+}
+
 #[test]
 fn doh_get_and_udp_answer() {
     let dir = temp_dir("doh-get");

@@ -51,6 +51,17 @@ pub enum DohMethod {
     Get,
 }
 
+/// The header fields of DoH requests and how they are encoded (docs/engine.md).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum DohHeaders {
+    /// What DoH needs, string literals raw.
+    #[default]
+    Minimal,
+    /// What Chromium sends for DoH, Huffman-coded as its encoder does.
+    Browser,
+}
+
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub enum TlsVersion {
     #[serde(rename = "1.2")]
@@ -175,6 +186,8 @@ pub struct EngineConfig {
     pub doh_method: Option<DohMethod>,
     /// DoH only: the request path (default /dns-query).
     pub doh_path: Option<String>,
+    /// DoH only: minimal (default) or browser request header fields.
+    pub doh_headers: Option<DohHeaders>,
     /// TLS only: PEM file of the CA to trust.
     pub ca_file: Option<PathBuf>,
     /// TLS only: accept any certificate.
@@ -246,6 +259,7 @@ impl Default for EngineConfig {
             target: String::new(),
             doh_method: None,
             doh_path: None,
+            doh_headers: None,
             ca_file: None,
             insecure: false,
             sni: None,
@@ -421,6 +435,9 @@ impl EngineConfig {
             if self.doh_path.is_some() {
                 return na("doh_path");
             }
+            if self.doh_headers.is_some() {
+                return na("doh_headers");
+            }
         }
         if let Some(p) = &self.doh_path {
             if !p.starts_with('/') {
@@ -582,6 +599,12 @@ mod tests {
         assert!(cfg(r#"{"transport":"dot","target":"a:1","doh_method":"get"}"#).is_err());
         assert!(cfg(r#"{"transport":"doh","target":"a:1","doh_method":"get","resumption":1}"#).is_ok());
         assert!(cfg(r#"{"transport":"doh","target":"a:1","doh_path":"dns"}"#).is_err());
+        assert!(cfg(r#"{"transport":"tcp","target":"a:1","doh_headers":"browser"}"#).is_err());
+        assert_eq!(
+            cfg(r#"{"transport":"doh","target":"a:1","doh_headers":"browser"}"#).unwrap().doh_headers,
+            Some(DohHeaders::Browser)
+        );
+        assert!(cfg(r#"{"transport":"doh","target":"a:1","doh_headers":"chrome"}"#).is_err());
     }
 
     #[test]

@@ -10,8 +10,9 @@
 //! WINDOW_UPDATE, RST_STREAM, GOAWAY) are appended to an `out` buffer that the caller writes.
 //!
 //! What it does not do, because DoH does not need it: server push (disabled in our SETTINGS),
-//! priorities (PRIORITY frames are parsed and ignored), request trailers, Huffman coding when
-//! encoding (the dynamic table is used only for the fields all requests share), and queueing
+//! priorities (PRIORITY frames are parsed and ignored), request trailers, a general HPACK
+//! encoder (requests are [`Headers::Minimal`] or [`Headers::Browser`] templates; the dynamic
+//! table is used only for the fields all requests of a template share), and queueing
 //! request bodies: a body that does not fit the server's flow-control windows is refused
 //! ([`Http2Error::FlowControlBlocked`]) and the caller tries again after a WINDOW_UPDATE. Only a
 //! server that advertises an initial stream window smaller than the bodies would never let a
@@ -283,17 +284,45 @@ pub enum Method {
     Get,
 }
 
+/// Which header fields a request carries, and how they are encoded.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Headers {
+    /// What DoH needs (RFC 8484 §4.1): `:method`, `:scheme`, `:authority`, `:path`, `accept`,
+    /// and for POST `content-type` and `content-length`; string literals raw, `:path` of a
+    /// POST shared.
+    #[default]
+    Minimal,
+    /// What Chromium sends for DoH (net/dns/dns_transaction.cc), in its order: the pseudo-
+    /// fields as `:method`, `:authority`, `:scheme`, `:path`, then `accept`, `accept-language:
+    /// *`, `user-agent: Chrome`, `accept-encoding: identity`, for POST `content-type`, and last
+    /// `content-length`. String literals are Huffman-coded when shorter, and Chromium's HPACK
+    /// encoder's indexing policy is kept: every field but the pseudo-fields other than
+    /// `:authority` enters the table, so `:path` is always a literal. One difference:
+    /// content-length is never indexed (Chromium's encoder indexes each length it sends).
+    Browser,
+}
+
+/// One header field of a template, its name a static-table entry.
+#[derive(Debug, Clone, Copy)]
+enum Field<'a> {
+    /// A field the static table holds whole (`:method`, `:scheme`).
+    Static(usize),
+    /// A literal; `shared` fields are the same in every request of the template and enter the
+    /// server's dynamic table.
+    Literal { name: usize, value: &'a [u8], shared: bool },
+}
+
 /// A request's header fields, HPACK-encoded once in three forms, so that sending one costs no
-/// encoding. `:method` and `:scheme` are static-table indices. The fields every request of the
-/// template shares (`:authority` and `accept`, and for POST `:path` and `content-type`) are
-/// literals that enter the server's dynamic table in the first request of a connection, and
-/// references to those entries in later ones: a few octets, as the requests of browsers and
-/// dnsperf (nghttp2) are, so that the server decodes what it decodes in practice. When the
-/// server's table is too small they are literals without indexing. A GET's `:path` (the query)
-/// is always a literal without indexing. Nothing is Huffman-coded.
+/// encoding but content-length's. `:method` and `:scheme` are static-table indices. The fields
+/// every request of the template shares (see [`Headers`]) are literals that enter the server's
+/// dynamic table in the first request of a connection, and references to those entries in
+/// later ones: a few octets, as the requests of browsers and dnsperf (nghttp2) are, so that the
+/// server decodes what it decodes in practice. When the server's table is too small they are
+/// literals without indexing. A GET's `:path` (the query) is always a literal without indexing.
 #[derive(Debug, Clone)]
 pub struct RequestTemplate {
     method: Method,
+    strings: hpack::Strings,
     /// Identifies the shared fields: templates with the same key may use each other's entries.
     key: u64,
     /// Octets the shared fields take in the server's dynamic table.
@@ -305,57 +334,101 @@ pub struct RequestTemplate {
 
 impl RequestTemplate {
     /// A DoH POST to `path` at `authority`; [`Client::send`] adds content-length.
-    pub fn post(authority: &str, path: &str) -> Self {
-        Self::new(Method::Post, authority, path)
+    pub fn post(headers: Headers, authority: &str, path: &str) -> Self {
+        Self::new(Method::Post, headers, authority, path)
     }
 
     /// A DoH GET of `path_and_query` (the query in `?dns=`) at `authority`.
-    pub fn get(authority: &str, path_and_query: &str) -> Self {
-        Self::new(Method::Get, authority, path_and_query)
+    pub fn get(headers: Headers, authority: &str, path_and_query: &str) -> Self {
+        Self::new(Method::Get, headers, authority, path_and_query)
     }
 
-    fn new(method: Method, authority: &str, path: &str) -> Self {
+    fn new(method: Method, headers: Headers, authority: &str, path: &str) -> Self {
         use std::hash::{Hash, Hasher};
-        let post = method == Method::Post;
-        // (static index of the name, name, value, shared by every request of the template)
-        let mut fields: Vec<(usize, &[u8], &[u8], bool)> = vec![
-            (hpack::AUTHORITY, b":authority", authority.as_bytes(), true),
-            (hpack::PATH, b":path", path.as_bytes(), post),
-            (hpack::ACCEPT, b"accept", DNS_MESSAGE, true),
-        ];
-        if post {
-            fields.push((hpack::CONTENT_TYPE, b"content-type", DNS_MESSAGE, true));
-        }
-        let capacity = 64 + authority.len() + path.len();
+        let fields = match headers {
+            Headers::Minimal => minimal_fields(method, authority.as_bytes(), path.as_bytes()),
+            Headers::Browser => browser_fields(method, authority.as_bytes(), path.as_bytes()),
+        };
+        let strings = match headers {
+            Headers::Minimal => hpack::Strings::Raw,
+            Headers::Browser => hpack::Strings::Huffman,
+        };
+        let capacity = 128 + authority.len() + path.len();
         let (mut insert, mut indexed, mut plain) =
             (Vec::with_capacity(capacity), Vec::with_capacity(capacity), Vec::with_capacity(capacity));
-        for block in [&mut insert, &mut indexed, &mut plain] {
-            hpack::put_indexed(block, if post { hpack::METHOD_POST } else { hpack::METHOD_GET });
-            hpack::put_indexed(block, hpack::SCHEME_HTTPS);
-        }
         // Entries enter in field order, so the last shared one is dynamic index 62.
-        let shared = fields.iter().filter(|f| f.3).count();
+        let shared = fields.iter().filter(|f| matches!(f, Field::Literal { shared: true, .. })).count();
         let mut hasher = std::collections::hash_map::DefaultHasher::new();
         let (mut table_size, mut entered) = (0, 0);
-        for &(index, name, value, is_shared) in &fields {
-            hpack::put_literal(&mut plain, index, value);
-            if is_shared {
-                hpack::put_literal_indexing(&mut insert, index, value);
-                hpack::put_indexed(&mut indexed, hpack::DYNAMIC_BASE + shared - 1 - entered);
-                entered += 1;
-                table_size += hpack::entry_size(name, value);
-                (name, value).hash(&mut hasher);
-            } else {
-                hpack::put_literal(&mut insert, index, value);
-                hpack::put_literal(&mut indexed, index, value);
+        for field in fields {
+            match field {
+                Field::Static(index) => {
+                    for block in [&mut insert, &mut indexed, &mut plain] {
+                        hpack::put_indexed(block, index);
+                    }
+                }
+                Field::Literal { name, value, shared: true } => {
+                    hpack::put_literal(&mut plain, name, value, strings);
+                    hpack::put_literal_indexing(&mut insert, name, value, strings);
+                    hpack::put_indexed(&mut indexed, hpack::DYNAMIC_BASE + shared - 1 - entered);
+                    entered += 1;
+                    table_size += hpack::entry_size(hpack::static_name(name), value);
+                    (name, value).hash(&mut hasher);
+                }
+                Field::Literal { name, value, shared: false } => {
+                    for block in [&mut insert, &mut indexed, &mut plain] {
+                        hpack::put_literal(block, name, value, strings);
+                    }
+                }
             }
         }
-        RequestTemplate { method, key: hasher.finish(), table_size, insert, indexed, plain }
+        RequestTemplate { method, strings, key: hasher.finish(), table_size, insert, indexed, plain }
     }
 
     pub fn method(&self) -> Method {
         self.method
     }
+}
+
+fn method_field(method: Method) -> Field<'static> {
+    Field::Static(match method {
+        Method::Post => hpack::METHOD_POST,
+        Method::Get => hpack::METHOD_GET,
+    })
+}
+
+/// [`Headers::Minimal`]'s fields.
+fn minimal_fields<'a>(method: Method, authority: &'a [u8], path: &'a [u8]) -> Vec<Field<'a>> {
+    let post = method == Method::Post;
+    let mut fields = vec![
+        method_field(method),
+        Field::Static(hpack::SCHEME_HTTPS),
+        Field::Literal { name: hpack::AUTHORITY, value: authority, shared: true },
+        Field::Literal { name: hpack::PATH, value: path, shared: post },
+        Field::Literal { name: hpack::ACCEPT, value: DNS_MESSAGE, shared: true },
+    ];
+    if post {
+        fields.push(Field::Literal { name: hpack::CONTENT_TYPE, value: DNS_MESSAGE, shared: true });
+    }
+    fields
+}
+
+/// [`Headers::Browser`]'s fields.
+fn browser_fields<'a>(method: Method, authority: &'a [u8], path: &'a [u8]) -> Vec<Field<'a>> {
+    let mut fields = vec![
+        method_field(method),
+        Field::Literal { name: hpack::AUTHORITY, value: authority, shared: true },
+        Field::Static(hpack::SCHEME_HTTPS),
+        Field::Literal { name: hpack::PATH, value: path, shared: false },
+        Field::Literal { name: hpack::ACCEPT, value: DNS_MESSAGE, shared: true },
+        Field::Literal { name: hpack::ACCEPT_LANGUAGE, value: b"*", shared: true },
+        Field::Literal { name: hpack::USER_AGENT, value: b"Chrome", shared: true },
+        Field::Literal { name: hpack::ACCEPT_ENCODING, value: b"identity", shared: true },
+    ];
+    if method == Method::Post {
+        fields.push(Field::Literal { name: hpack::CONTENT_TYPE, value: DNS_MESSAGE, shared: true });
+    }
+    fields
 }
 
 /// What our encoder knows of the server's dynamic table.
@@ -644,30 +717,26 @@ impl Client {
         } else {
             (&req.plain, false)
         };
-        let mut update = Vec::new();
-        if let Some(size) = self.encoder.update {
-            hpack::put_integer(&mut update, 0x20, 5, size);
-        }
-        let mut digits = [0u8; 20];
-        let n = if post { format_decimal(body.len(), &mut digits) } else { 0 };
-        let content_length = if post { 3 + n } else { 0 };
-        let block_len = update.len() + block.len() + content_length;
         let max = self.peer.max_frame_size as usize;
         let headers_end = if body.is_empty() { END_STREAM } else { 0 };
+        // The header block goes into `out` after a frame header whose length is set after.
+        let at = out.len();
+        put_frame_header(out, 0, HEADERS, END_HEADERS | headers_end, id);
+        if let Some(size) = self.encoder.update {
+            hpack::put_integer(out, 0x20, 5, size);
+        }
+        out.extend_from_slice(block);
+        if post {
+            let mut digits = [0u8; 20];
+            let n = format_decimal(body.len(), &mut digits);
+            hpack::put_literal(out, hpack::CONTENT_LENGTH, &digits[20 - n..], req.strings);
+        }
+        let block_len = out.len() - at - FRAME_HEADER;
         if block_len <= max {
-            put_frame_header(out, block_len, HEADERS, END_HEADERS | headers_end, id);
-            out.extend_from_slice(&update);
-            out.extend_from_slice(block);
-            if post {
-                out.extend_from_slice(&[0x0f, (hpack::CONTENT_LENGTH - 15) as u8, n as u8]);
-                out.extend_from_slice(&digits[20 - n..]);
-            }
+            out[at..at + 3].copy_from_slice(&(block_len as u32).to_be_bytes()[1..]);
         } else {
-            let mut whole = update;
-            whole.extend_from_slice(block);
-            if post {
-                hpack::put_literal(&mut whole, hpack::CONTENT_LENGTH, &digits[20 - n..]);
-            }
+            let whole = out.split_off(at + FRAME_HEADER);
+            out.truncate(at);
             let mut chunks = whole.chunks(max).peekable();
             let mut kind = HEADERS;
             let mut flags = headers_end;

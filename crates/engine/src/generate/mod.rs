@@ -54,6 +54,9 @@ pub struct GenerateArgs {
     /// DoH request path.
     #[arg(long)]
     doh_path: Option<String>,
+    /// DoH request header fields: minimal or browser.
+    #[arg(long, value_parser = token::<dnscost_load::DohHeaders>)]
+    doh_headers: Option<dnscost_load::DohHeaders>,
     /// PEM file of the CA that signed the target's certificate.
     #[arg(long)]
     ca: Option<PathBuf>,
@@ -195,7 +198,8 @@ impl GenerateArgs {
              duration_ms <- self.duration, warmup_ms <- self.warmup, timeout_ms <- self.timeout,
              tld <- self.tld, qtype <- self.qtype, edns_udp_size <- self.edns_size, threads <- self.threads,
              sources <- self.source, seed <- self.seed);
-        set_some!(doh_method <- self.doh_method, doh_path <- self.doh_path, ca_file <- self.ca,
+        set_some!(doh_method <- self.doh_method, doh_path <- self.doh_path, doh_headers <- self.doh_headers,
+                  ca_file <- self.ca,
                   sni <- self.sni, keylog_file <- self.keylog, idle_timeout_ms <- self.idle_timeout,
                   open_rate <- self.open_rate, resumption <- self.resumption, close <- self.close,
                   queries_file <- self.queries, pacing_resolution_us <- self.pacing_resolution_us, synthetic <- self.synthetic, output <- self.output,
@@ -299,16 +303,22 @@ fn plan(mut config: EngineConfig) -> Result<Plan, EngineError> {
         (None, t) => t.to_string(),
     };
     let doh = if config.transport == Transport::Doh {
-        use dnscost_transport::http2::RequestTemplate;
+        use dnscost_transport::http2::{Headers, RequestTemplate};
+        // Resolved once and recorded: the start record shows the header fields sent.
+        let choice = *config.doh_headers.get_or_insert_default();
+        let headers = match choice {
+            dnscost_load::DohHeaders::Minimal => Headers::Minimal,
+            dnscost_load::DohHeaders::Browser => Headers::Browser,
+        };
         let path = config.doh_path();
         let uri = format!("https://{authority}{path}");
         uri.parse::<http::Uri>().map_err(|e| EngineError::Address(format!("DoH URI {uri}: {e}")))?;
         match config.doh_method.unwrap_or_default() {
-            dnscost_load::DohMethod::Post => vec![RequestTemplate::post(&authority, path)],
+            dnscost_load::DohMethod::Post => vec![RequestTemplate::post(headers, &authority, path)],
             dnscost_load::DohMethod::Get => (0..queries.len() as u64)
                 .map(|i| {
                     let query = dnscost_wire::base64url(queries.get(i).bytes());
-                    RequestTemplate::get(&authority, &format!("{path}?dns={query}"))
+                    RequestTemplate::get(headers, &authority, &format!("{path}?dns={query}"))
                 })
                 .collect(),
         }

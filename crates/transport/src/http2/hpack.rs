@@ -1,6 +1,7 @@
 //! HPACK (RFC 7541) for the client: a decoder for the server's header blocks (static and
 //! dynamic tables, Huffman strings, table size updates) and the few encoder pieces request
-//! templates need (integers and raw literals; no Huffman, no dynamic table).
+//! templates need (integers, and literals raw or Huffman-coded; the dynamic table is modelled
+//! by the templates).
 
 use super::Http2Error;
 use std::collections::VecDeque;
@@ -76,9 +77,17 @@ pub const METHOD_POST: usize = 3;
 pub const SCHEME_HTTPS: usize = 7;
 pub const AUTHORITY: usize = 1;
 pub const PATH: usize = 4;
+pub const ACCEPT_ENCODING: usize = 16;
+pub const ACCEPT_LANGUAGE: usize = 17;
 pub const ACCEPT: usize = 19;
 pub const CONTENT_LENGTH: usize = 28;
 pub const CONTENT_TYPE: usize = 31;
+pub const USER_AGENT: usize = 58;
+
+/// The name of static entry `index` (1 to 61).
+pub fn static_name(index: usize) -> &'static [u8] {
+    STATIC[index - 1].0
+}
 
 /// Octets an entry costs in the dynamic table besides its name and value (RFC 7541 §4.1).
 const ENTRY_OVERHEAD: usize = 32;
@@ -287,20 +296,63 @@ pub fn put_indexed(out: &mut Vec<u8>, index: usize) {
     put_integer(out, 0x80, 7, index);
 }
 
-/// Appends a literal field with incremental indexing whose name is static entry `name`
-/// (§6.2.1), its value raw (no Huffman).
-pub fn put_literal_indexing(out: &mut Vec<u8>, name: usize, value: &[u8]) {
-    put_integer(out, 0x40, 6, name);
-    put_integer(out, 0x00, 7, value.len());
-    out.extend_from_slice(value);
+/// How an encoder sends string literals (§5.2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Strings {
+    /// As they are.
+    Raw,
+    /// Huffman-coded when that is shorter, as the encoders of browsers and nghttp2 do.
+    Huffman,
 }
 
-/// Appends a literal field without indexing whose name is static entry `name` (§6.2.2), its
-/// value raw (no Huffman).
-pub fn put_literal(out: &mut Vec<u8>, name: usize, value: &[u8]) {
+/// Appends a string literal (§5.2).
+pub fn put_string(out: &mut Vec<u8>, s: &[u8], strings: Strings) {
+    if strings == Strings::Huffman {
+        let len = huffman_len(s);
+        if len < s.len() {
+            put_integer(out, 0x80, 7, len);
+            huffman_encode(s, out);
+            return;
+        }
+    }
+    put_integer(out, 0x00, 7, s.len());
+    out.extend_from_slice(s);
+}
+
+/// Appends a literal field with incremental indexing whose name is static entry `name`
+/// (§6.2.1).
+pub fn put_literal_indexing(out: &mut Vec<u8>, name: usize, value: &[u8], strings: Strings) {
+    put_integer(out, 0x40, 6, name);
+    put_string(out, value, strings);
+}
+
+/// Appends a literal field without indexing whose name is static entry `name` (§6.2.2).
+pub fn put_literal(out: &mut Vec<u8>, name: usize, value: &[u8], strings: Strings) {
     put_integer(out, 0x00, 4, name);
-    put_integer(out, 0x00, 7, value.len());
-    out.extend_from_slice(value);
+    put_string(out, value, strings);
+}
+
+/// Octets `s` takes Huffman-coded.
+pub fn huffman_len(s: &[u8]) -> usize {
+    let bits: usize = s.iter().map(|&b| usize::from(HUFFMAN_CODES[usize::from(b)].1)).sum();
+    bits.div_ceil(8)
+}
+
+/// Appends `s` Huffman-coded, padded with the most significant bits of EOS (§5.2).
+fn huffman_encode(s: &[u8], out: &mut Vec<u8>) {
+    let (mut acc, mut bits) = (0u64, 0u32);
+    for &b in s {
+        let (code, len) = HUFFMAN_CODES[usize::from(b)];
+        acc = (acc << len) | u64::from(code);
+        bits += u32::from(len);
+        while bits >= 8 {
+            bits -= 8;
+            out.push((acc >> bits) as u8);
+        }
+    }
+    if bits > 0 {
+        out.push(((acc << (8 - bits)) as u8) | (0xff >> bits));
+    }
 }
 
 /// The Huffman code (RFC 7541 Appendix B): (code, length in bits) of every octet; EOS is
@@ -688,20 +740,10 @@ mod tests {
     }
 
     /// Encodes with the Huffman code, as a server's encoder would.
-    fn huffman_encode(s: &[u8]) -> Vec<u8> {
-        let (mut acc, mut bits, mut out) = (0u64, 0u32, Vec::new());
-        for &b in s {
-            let (code, len) = HUFFMAN_CODES[b as usize];
-            acc = (acc << len) | u64::from(code);
-            bits += u32::from(len);
-            while bits >= 8 {
-                bits -= 8;
-                out.push((acc >> bits) as u8);
-            }
-        }
-        if bits > 0 {
-            out.push(((acc << (8 - bits)) as u8) | (0xff >> bits));
-        }
+    fn huffman(s: &[u8]) -> Vec<u8> {
+        let mut out = Vec::new();
+        huffman_encode(s, &mut out);
+        assert_eq!(out.len(), huffman_len(s));
         out
     }
 
@@ -884,14 +926,27 @@ mod tests {
     }
 
     #[test]
+    fn literals_are_huffman_coded_when_shorter() {
+        // RFC 7541 C.4.1 and C.4.2: the same fields as a Huffman encoder sends them.
+        let mut out = Vec::new();
+        put_literal_indexing(&mut out, AUTHORITY, b"www.example.com", Strings::Huffman);
+        put_literal_indexing(&mut out, 24, b"no-cache", Strings::Huffman);
+        assert_eq!(out, hex("418c f1e3 c2e5 f23a 6ba0 ab90 f4ff 5886 a8eb 1064 9cbf"));
+        // Raw when Huffman is not shorter ('3' and '9' take six bits each).
+        out.clear();
+        put_literal(&mut out, CONTENT_LENGTH, b"39", Strings::Huffman);
+        assert_eq!(out, hex("0f0d 02 3339"));
+    }
+
+    #[test]
     fn huffman_decodes_every_octet() {
         let all: Vec<u8> = (0..=255u8).chain((0..=255u8).rev()).collect();
         let mut out = Vec::new();
-        huffman_decode(&huffman_encode(&all), &mut out).unwrap();
+        huffman_decode(&huffman(&all), &mut out).unwrap();
         assert_eq!(out, all);
         for s in [&b""[..], b"a", b"application/dns-message", b"max-age=300", b"\x00\xff"] {
             out.clear();
-            huffman_decode(&huffman_encode(s), &mut out).unwrap();
+            huffman_decode(&huffman(s), &mut out).unwrap();
             assert_eq!(out, s);
         }
     }

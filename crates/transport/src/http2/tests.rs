@@ -34,7 +34,7 @@ fn settings(pairs: &[(u16, u32)]) -> Vec<u8> {
 /// `:status` as a raw literal (no Huffman, no indexing), so that any status can be sent.
 fn status_block(status: &str) -> Vec<u8> {
     let mut b = Vec::new();
-    hpack::put_literal(&mut b, 8, status.as_bytes());
+    hpack::put_literal(&mut b, 8, status.as_bytes(), hpack::Strings::Raw);
     b
 }
 
@@ -111,7 +111,7 @@ fn feed(c: &mut Client, input: &[u8], out: &mut Vec<u8>) -> Vec<Got> {
 }
 
 fn post() -> RequestTemplate {
-    RequestTemplate::post("localhost:443", "/dns-query")
+    RequestTemplate::post(Headers::Minimal, "localhost:443", "/dns-query")
 }
 
 fn decode_block(block: &[u8]) -> Vec<(String, String)> {
@@ -155,7 +155,7 @@ fn post_and_get_requests_round_trip() {
     let mut out = Vec::new();
     let body = [0xab; 33];
     assert_eq!(c.send(&post(), &body, &mut out), Ok(StreamId(1)));
-    let get = RequestTemplate::get("localhost:443", "/dns-query?dns=AAABAAAB");
+    let get = RequestTemplate::get(Headers::Minimal, "localhost:443", "/dns-query?dns=AAABAAAB");
     assert_eq!(c.send(&get, &[], &mut out), Ok(StreamId(3)));
     assert_eq!(c.send(&get, b"x", &mut out), Err(Http2Error::BodyNotAllowed));
     let frames = parse(&out);
@@ -194,7 +194,7 @@ fn post_and_get_requests_round_trip() {
 fn requests_index_their_shared_fields() {
     let mut c = connected(&[]);
     let mut server = hpack::Decoder::new(4096);
-    let get = |q: &str| RequestTemplate::get("localhost:443", &format!("/dns-query?dns={q}"));
+    let get = |q: &str| RequestTemplate::get(Headers::Minimal, "localhost:443", &format!("/dns-query?dns={q}"));
     let post_fields = |len: &str| {
         fields(&[
             (":method", "POST"),
@@ -256,6 +256,52 @@ fn requests_index_their_shared_fields() {
 }
 
 #[test]
+fn browser_requests_are_chromium_s_fields_huffman_coded_and_indexed() {
+    let mut c = connected(&[]);
+    let mut server = hpack::Decoder::new(4096);
+    let post = RequestTemplate::post(Headers::Browser, "dns.example:443", "/dns-query");
+    let get = RequestTemplate::get(Headers::Browser, "dns.example:443", "/dns-query?dns=AAABAAAB");
+    let browser_fields = |method: &str, path: &str, body: Option<&str>| {
+        let mut list = fields(&[
+            (":method", method),
+            (":authority", "dns.example:443"),
+            (":scheme", "https"),
+            (":path", path),
+            ("accept", "application/dns-message"),
+            ("accept-language", "*"),
+            ("user-agent", "Chrome"),
+            ("accept-encoding", "identity"),
+        ]);
+        if let Some(len) = body {
+            list.extend(fields(&[("content-type", "application/dns-message"), ("content-length", len)]));
+        }
+        list
+    };
+    let mut send = |req: &RequestTemplate, body: &[u8]| {
+        let mut out = Vec::new();
+        c.send(req, body, &mut out).unwrap();
+        let block = parse(&out).into_iter().find(|f| f.0 == HEADERS).unwrap().3;
+        (block.clone(), decode_with(&mut server, &block))
+    };
+    let (first, list) = send(&post, &[0; 40]);
+    assert_eq!(list, browser_fields("POST", "/dns-query", Some("40")));
+    // The authority is a Huffman-coded literal entering the table (0x41, then H and a length).
+    assert_eq!(first[1], 0x41);
+    assert!(first[2] & 0x80 != 0 && usize::from(first[2] & 0x7f) < "dns.example:443".len());
+    let (second, list) = send(&post, &[0; 40]);
+    assert_eq!(list, browser_fields("POST", "/dns-query", Some("40")));
+    // :method, :scheme and six references; the path and content-length (raw: Huffman is not
+    // shorter for "40") are literals.
+    let path = 2 + hpack::huffman_len(b"/dns-query");
+    assert_eq!(second.len(), 8 + path + 5, "{second:02x?}");
+    let (_, list) = send(&get, &[]);
+    assert_eq!(list, browser_fields("GET", "/dns-query?dns=AAABAAAB", None));
+    let (again, list) = send(&get, &[]);
+    assert_eq!(list, browser_fields("GET", "/dns-query?dns=AAABAAAB", None));
+    assert_eq!(again.len(), 7 + 2 + hpack::huffman_len(b"/dns-query?dns=AAABAAAB"));
+}
+
+#[test]
 fn a_request_sent_first_carries_the_preface() {
     let mut c = Client::new(Settings::default());
     let mut out = Vec::new();
@@ -270,7 +316,7 @@ fn long_header_blocks_and_bodies_are_split() {
     let mut c = connected(&[]);
     let mut out = Vec::new();
     let path = format!("/dns-query?dns={}", "A".repeat(20_000));
-    c.send(&RequestTemplate::get("h", &path), &[], &mut out).unwrap();
+    c.send(&RequestTemplate::get(Headers::Minimal, "h", &path), &[], &mut out).unwrap();
     let frames = parse(&out);
     assert_eq!(
         frames.iter().map(|f| (f.0, f.1)).collect::<Vec<_>>(),
@@ -573,7 +619,7 @@ fn malformed_responses_reset_their_stream() {
     // No :status; a bad :status; DATA before HEADERS; content-length that lies; trailers
     // without END_STREAM.
     let mut no_status = Vec::new();
-    hpack::put_literal(&mut no_status, 31, b"application/dns-message");
+    hpack::put_literal(&mut no_status, 31, b"application/dns-message", hpack::Strings::Raw);
     let mut input = frame(HEADERS, END_HEADERS, 1, &no_status);
     input.extend(frame(HEADERS, END_HEADERS, 3, &status_block("2x0")));
     input.extend(frame(DATA, END_STREAM, 5, b"early"));
