@@ -8,7 +8,6 @@
 pub mod http2;
 pub mod socket;
 pub mod tls;
-pub mod udp;
 
 /// Why a transport could not be set up.
 #[non_exhaustive]
