@@ -5,17 +5,40 @@ use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
-/// Opens a TCP connection to `target`, from `source` when given, with Nagle off.
+/// Opens a TCP connection to `target`, from `source` when given, with Nagle off. A source
+/// address is bound without a port (IP_BIND_ADDRESS_NO_PORT): the port is chosen at connect,
+/// where a port held by a connection to another peer, or in TIME_WAIT, can be reused. (A port
+/// chosen at bind must be free of every binding, and connections in TIME_WAIT exhaust the
+/// range within seconds at one query per connection.)
 pub async fn tcp_connect(target: SocketAddr, source: Option<IpAddr>) -> io::Result<tokio::net::TcpStream> {
     let socket = match target {
         SocketAddr::V4(_) => tokio::net::TcpSocket::new_v4()?,
         SocketAddr::V6(_) => tokio::net::TcpSocket::new_v6()?,
     };
     if let Some(ip) = source {
+        bind_address_no_port(&socket)?;
         socket.bind(SocketAddr::new(ip, 0))?;
     }
     socket.set_nodelay(true)?;
     socket.connect(target).await
+}
+
+fn bind_address_no_port<S: std::os::fd::AsRawFd>(s: &S) -> io::Result<()> {
+    let one: libc::c_int = 1;
+    // SAFETY: setsockopt reads an int from a valid pointer of the size given.
+    let rc = unsafe {
+        libc::setsockopt(
+            s.as_raw_fd(),
+            libc::IPPROTO_IP,
+            libc::IP_BIND_ADDRESS_NO_PORT,
+            (&one as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 /// A UDP socket bound to `source` (or the wildcard) and connected to `target`.
@@ -172,6 +195,28 @@ mod tests {
         assert_eq!(counts.bytes_received, 10);
         assert!(counts.segments_sent >= 2 && counts.segments_received >= 2, "{counts:?}");
         assert_eq!(counts.since(&counts), TcpCounts::default());
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_source_address_leaves_the_port_to_connect() {
+        let l = tcp_listen("127.0.0.1:0".parse().unwrap(), 16).unwrap();
+        let addr = l.local_addr().unwrap();
+        let (c, s) = tokio::join!(tcp_connect(addr, Some("127.0.0.2".parse().unwrap())), l.accept());
+        let (c, (_, peer)) = (c.unwrap(), s.unwrap());
+        assert_eq!(peer.ip(), "127.0.0.2".parse::<IpAddr>().unwrap());
+        let mut v: libc::c_int = 0;
+        let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+        // SAFETY: getsockopt writes at most `len` bytes into `v`.
+        let rc = unsafe {
+            libc::getsockopt(
+                std::os::fd::AsRawFd::as_raw_fd(&c),
+                libc::IPPROTO_IP,
+                libc::IP_BIND_ADDRESS_NO_PORT,
+                (&mut v as *mut libc::c_int).cast(),
+                &mut len,
+            )
+        };
+        assert_eq!((rc, v), (0, 1));
     }
 
     #[test]
