@@ -29,19 +29,19 @@ from dnscost.results import read_records
 __all__ = ["Counters", "Target", "free_port"]
 
 
-def _ephemeral_ports() -> tuple[int, int]:
+def _ephemeral_low() -> int:
+    """The lowest port the kernel hands out for outgoing connections."""
     try:
-        low, high = (int(x) for x in Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
-    except (OSError, ValueError):
-        return 32768, 60999
-    return low, high
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
 
 
 def free_port(kind: int = socket.SOCK_STREAM) -> int:
     """A port free on 127.0.0.1 for both TCP and UDP right now, taken below the kernel's
     ephemeral range where one exists: the generator's thousands of outgoing connections
     draw from that range and would take a port between this choice and the server's bind."""
-    low, _ = _ephemeral_ports()
+    low = _ephemeral_low()
     for _ in range(100):
         if low > 11024:
             port = random.randrange(10000, low)

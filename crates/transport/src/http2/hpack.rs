@@ -339,7 +339,7 @@ pub fn huffman_len(s: &[u8]) -> usize {
 }
 
 /// Appends `s` Huffman-coded, padded with the most significant bits of EOS (§5.2).
-fn huffman_encode(s: &[u8], out: &mut Vec<u8>) {
+pub(super) fn huffman_encode(s: &[u8], out: &mut Vec<u8>) {
     let (mut acc, mut bits) = (0u64, 0u32);
     for &b in s {
         let (code, len) = HUFFMAN_CODES[usize::from(b)];

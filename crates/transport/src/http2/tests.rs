@@ -54,19 +54,8 @@ fn h2_like_block(len: usize) -> Vec<u8> {
 }
 
 fn huffman(s: &[u8]) -> Vec<u8> {
-    let (mut acc, mut bits, mut out) = (0u64, 0u32, Vec::new());
-    for &c in s {
-        let (code, len) = hpack::HUFFMAN_CODES[c as usize];
-        acc = (acc << len) | u64::from(code);
-        bits += u32::from(len);
-        while bits >= 8 {
-            bits -= 8;
-            out.push((acc >> bits) as u8);
-        }
-    }
-    if bits > 0 {
-        out.push(((acc << (8 - bits)) as u8) | (0xff >> bits));
-    }
+    let mut out = Vec::new();
+    hpack::huffman_encode(s, &mut out);
     out
 }
 
