@@ -639,6 +639,14 @@ impl Client {
             && self.next_id <= MAX_STREAM_ID
     }
 
+    /// Makes `id` (odd) the next stream identifier, as if the ones below had been used: for
+    /// callers' tests of identifier exhaustion (RFC 9113 §5.1.1).
+    #[doc(hidden)]
+    pub fn skip_stream_ids_to(&mut self, id: u32) {
+        assert!(id % 2 == 1 && id >= self.next_id, "client stream identifiers are odd and grow");
+        self.next_id = id;
+    }
+
     /// Whether every client stream identifier is used: no new stream will ever open on this
     /// connection, and the caller must open another (RFC 9113 §5.1.1).
     #[inline]

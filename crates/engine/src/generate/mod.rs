@@ -6,6 +6,7 @@
 //! hands its counts to the main thread, which merges them and writes one `interval` record;
 //! the main thread also owns the phases (warm-up, measure, drain), the signals and the summary.
 
+mod carrier;
 mod ctx;
 mod doh;
 mod output;

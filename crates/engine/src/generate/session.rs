@@ -1,26 +1,23 @@
-//! What every connection session shares, whatever its protocol: the record of what a
-//! connection did ([`ConnInfo`], [`TcpMeter`]), how it ended ([`SessionEnd`], [`server_close`]),
-//! and writes bounded by a deadline and an abort ([`write_bounded`]). A leaf: the slot
-//! lifecycle (`slot.rs`) and the sessions (`tcp.rs`, `doh.rs`) build on it.
+//! The protocol of one connection, without I/O and without a clock: a [`Session`] is handed the
+//! time and the bytes that arrived, appends what to send, and says when it is over. The slot's
+//! driver (`slot.rs`) owns everything sessions share (expiry, unsent accounting, writes bounded
+//! by a deadline, wake-ups, the abort) once, for every transport and carrier; a session is
+//! unit-tested by calling it with chosen times and bytes (virtual time). A leaf: `tcp.rs` and
+//! `doh.rs` implement it, `slot.rs` drives it.
 
-use super::ctx::{Ctx, Stop};
-use dnscost_load::PolicyClose;
-use dnscost_stats::{Close, Counters, ErrorKind};
-use dnscost_transport::socket::{self, TcpCounts};
-use std::os::fd::{BorrowedFd, RawFd};
-use tokio::io::{AsyncWrite, AsyncWriteExt};
-use tokio::net::TcpStream;
+use super::ctx::{Ctx, Schedule, Stop};
+use dnscost_load::{ConnPolicy, PolicyClose};
+use dnscost_stats::Close;
 
-pub type TlsStream = tokio_rustls::client::TlsStream<TcpStream>;
-
-/// What one connection did, for the connections log.
-pub struct ConnInfo {
+/// What one connection carried, for the connections log.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Tally {
     pub queries: u64,
     pub answers: u64,
-    pub meter: TcpMeter,
 }
 
 /// How a session ended.
+#[derive(Debug)]
 pub struct SessionEnd {
     pub close: Close,
     pub error: Option<String>,
@@ -41,47 +38,59 @@ impl From<PolicyClose> for SessionEnd {
     }
 }
 
-/// Kernel byte and segment counts of one connection, added to the thread's counters at most
-/// once a second and at close.
-pub struct TcpMeter {
-    fd: RawFd,
-    last: TcpCounts,
-    next_ns: u64,
-    pub total: TcpCounts,
+/// What the driver lends a session for one step: the thread's shared state (plan, counters,
+/// query cursor, in-flight gauge; never its clock), the slot's schedule, the connection's
+/// policy and tally, the time, and the bytes to send.
+pub struct Step<'a> {
+    pub ctx: &'a Ctx,
+    pub sched: &'a mut Schedule,
+    pub policy: &'a mut ConnPolicy,
+    pub tally: &'a mut Tally,
+    pub out: &'a mut Vec<u8>,
+    pub now: u64,
 }
 
-impl TcpMeter {
-    /// A meter whose first reading is a second after `now` (a shorter connection is read at
-    /// its close only).
-    pub fn new(fd: RawFd, now: u64) -> Self {
-        TcpMeter { fd, last: TcpCounts::default(), next_ns: now + 1_000_000_000, total: TcpCounts::default() }
-    }
-
-    #[inline]
-    pub fn tick(&mut self, now: u64, c: &mut Counters) {
-        if now >= self.next_ns {
-            self.next_ns = now + 1_000_000_000;
-            self.sample(c);
-        }
-    }
-
-    /// Reads TCP_INFO now. The descriptor must still be open.
-    pub fn sample(&mut self, c: &mut Counters) {
-        // SAFETY: the owner of the socket outlives every call (sessions sample before closing).
-        let fd = unsafe { BorrowedFd::borrow_raw(self.fd) };
-        if let Some(now) = socket::tcp_counts(&fd) {
-            let d = now.since(&self.last);
-            self.last = now;
-            self.total = now;
-            c.bytes_sent += d.bytes_sent;
-            c.bytes_received += d.bytes_received;
-            c.packets_sent += d.segments_sent;
-            c.packets_received += d.segments_received;
-        }
-    }
+/// What [`Session::send`] did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Sent {
+    /// Queries offered for the first time now (counted `sent` once `out` is written; a query
+    /// sent again after a refusal was counted the first time).
+    pub fresh: u64,
+    /// Whether the connection could take one more query now if one were due.
+    pub room: bool,
 }
 
-/// Closes seen from reading: what the server did.
+/// One transport's protocol on one connection.
+pub trait Session {
+    /// Where the next read goes.
+    fn spare(&mut self) -> &mut [u8];
+    /// Queries outstanding on the connection.
+    fn outstanding(&self) -> usize;
+    /// The intended time of the oldest outstanding query.
+    fn oldest(&self) -> Option<u64>;
+    /// Outstanding queries intended before `deadline` time out; returns how many (HTTP/2
+    /// cancels their streams into `step.out`). The driver counts them.
+    fn expire(&mut self, step: &mut Step<'_>, deadline: u64) -> u64;
+    /// Appends every query due that the connection can take now (the driver has already
+    /// counted what could not go in time).
+    fn send(&mut self, step: &mut Step<'_>) -> Sent;
+    /// `n` bytes were read into [`Session::spare`]. Returns the end of the session when the
+    /// bytes end it (a protocol error; what to say to the server is in `step.out`).
+    fn receive(&mut self, step: &mut Step<'_>, n: usize) -> Option<SessionEnd>;
+    /// The server ended the byte stream (`None`: in order) or reading or writing failed:
+    /// every outstanding query is resolved (sent again when the server refused it unprocessed,
+    /// lost otherwise).
+    fn ended(&mut self, step: &mut Step<'_>, error: Option<&std::io::Error>) -> SessionEnd;
+    /// With nothing outstanding, whether the session is over by itself (the run drains, the
+    /// server went away, identifiers ran out).
+    fn finished(&self, state: Stop) -> Option<SessionEnd>;
+    /// The run is aborted: forgets every outstanding query and returns how many.
+    fn clear(&mut self) -> u64;
+    /// What the client says before a graceful close (HTTP/2: GOAWAY).
+    fn goodbye(&mut self, out: &mut Vec<u8>);
+}
+
+/// Closes seen from reading or writing: what the server did.
 pub fn server_close(e: Option<&std::io::Error>, tls: bool) -> Close {
     use std::io::ErrorKind as K;
     match e {
@@ -95,61 +104,34 @@ pub fn server_close(e: Option<&std::io::Error>, tls: bool) -> Close {
     }
 }
 
-/// Returns once the run is aborted (a second signal, or the drain's safety net).
-pub async fn aborted(ctx: &Ctx, stop: &mut tokio::sync::watch::Receiver<Stop>) {
-    while ctx.state(stop) != Stop::Abort {
-        if stop.changed().await.is_err() {
-            return;
-        }
-    }
-}
+/// Sessions' unit tests: a thread context without a runtime's I/O, and frames to feed.
+#[cfg(test)]
+pub mod testing {
+    use super::*;
+    use dnscost_load::EngineConfig;
+    use std::sync::Arc;
 
-/// How a bounded write ended.
-pub enum Written {
-    Done,
-    Failed(std::io::Error),
-    /// The deadline passed first: the server is not reading.
-    TimedOut,
-    /// The run was aborted first.
-    Aborted,
-}
+    pub const MS: u64 = 1_000_000;
 
-/// Writes and flushes `out`, but never past run time `deadline` (the oldest outstanding
-/// query's timeout) nor past an abort: a server that stops reading must not hold the slot, and
-/// so the run, beyond its timeout.
-pub async fn write_bounded<S: AsyncWrite + Unpin>(
-    ctx: &Ctx,
-    io: &mut S,
-    out: &[u8],
-    stop: &mut tokio::sync::watch::Receiver<Stop>,
-    deadline: u64,
-) -> Written {
-    let write = async {
-        io.write_all(out).await?;
-        io.flush().await
-    };
-    tokio::pin!(write);
-    tokio::select! {
-        biased;
-        r = &mut write => match r {
-            Ok(()) => Written::Done,
-            Err(e) => Written::Failed(e),
-        },
-        _ = ctx.sleep_until(deadline) => Written::TimedOut,
-        _ = aborted(ctx, stop) => Written::Aborted,
+    /// Runs `f` with a generator thread's context for `config` (JSON), inside a runtime that
+    /// only the timer needs: the test drives the session's time itself.
+    pub fn with_ctx<R>(config: &str, f: impl FnOnce(&Ctx) -> R) -> R {
+        let config: EngineConfig = serde_json::from_str(config).expect("test config");
+        config.validate().expect("valid test config");
+        let plan = Arc::new(super::super::plan(config).expect("plan"));
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        rt.block_on(async move {
+            let timer = super::super::timer::Timer::new(plan.start, 1000).unwrap();
+            let (_tx, rx) = tokio::sync::watch::channel(Stop::Running);
+            let ctx = Ctx::new(plan, 0, 1, rx, None, None, None, timer);
+            f(&ctx)
+        })
     }
-}
 
-/// What a write that timed out means for the connection's outstanding queries: those past
-/// their timeout timed out, the others are lost with the connection.
-pub fn write_timed_out(ctx: &Ctx, timed_out: u64, lost: u64) -> SessionEnd {
-    let message = "write timed out: the server is not reading";
-    {
-        let mut c = ctx.counters.borrow_mut();
-        c.timed_out += timed_out;
+    /// The answer to a query as sent (ID and question kept, QR set, no records).
+    pub fn answer_to(query: &[u8]) -> Vec<u8> {
+        let mut a = query.to_vec();
+        a[2] |= 0x80;
+        a
     }
-    ctx.sub_in_flight(timed_out);
-    ctx.lose(ErrorKind::ConnectionLost, lost);
-    ctx.plan.note_error(ErrorKind::ConnectionLost, message);
-    SessionEnd { close: Close::Error, error: Some(message.into()) }
 }

@@ -1,60 +1,22 @@
-//! Connection slots for tcp, dot and doh: open (within the open-rate budget, resuming TLS for
-//! the configured share), run the transport's session until the lifetime policy, the server or
-//! the run ends it, close as configured, log, and open again.
+//! Connection slots for tcp, dot and doh: open a carrier (within the open-rate budget,
+//! resuming TLS for the configured share), drive the transport's session on it until the
+//! lifetime policy, the server or the run ends it, close as configured, log, and open again.
+//!
+//! [`drive`] is the one loop every session runs in: it owns the clock, expiry, unsent
+//! accounting, writes bounded by a deadline and an abort, the meter and wake-ups; the session
+//! (`tcp.rs`, `doh.rs`) only turns time and bytes into bytes.
 
+use super::carrier::{Carrier, Established, TcpMeter};
 use super::ctx::{Ctx, Schedule, Stop};
-use super::session::{aborted, ConnInfo, SessionEnd, TcpMeter, TlsStream};
+use super::doh::Doh;
+use super::session::{Session, SessionEnd, Step, Tally};
+use super::tcp::DnsStream;
 use super::window::Window;
 use dnscost_load::{ConnPolicy, Rng, Transport};
-use dnscost_stats::{Close, ConnectionRecord, ErrorKind, Handshake};
-use dnscost_transport::socket;
-use std::net::IpAddr;
-use std::os::fd::AsRawFd;
+use dnscost_stats::{Close, ConnectionRecord, ErrorKind, Handshake, Side};
+use dnscost_wire::FrameDecoder;
 use std::rc::Rc;
-use tokio::net::TcpStream;
-
-/// An established connection.
-pub enum Conn {
-    Tcp(TcpStream),
-    Tls(Box<TlsStream>),
-}
-
-fn classify(e: &std::io::Error) -> ErrorKind {
-    use std::io::ErrorKind as K;
-    match e.kind() {
-        K::ConnectionRefused => ErrorKind::Refused,
-        K::TimedOut => ErrorKind::ConnectTimeout,
-        K::InvalidData => ErrorKind::Tls,
-        _ if e.get_ref().is_some_and(|i| i.is::<rustls::Error>()) => ErrorKind::Tls,
-        _ => ErrorKind::Connect,
-    }
-}
-
-async fn connect(
-    ctx: &Ctx,
-    source: Option<IpAddr>,
-    resume: bool,
-) -> Result<(Conn, Handshake, Option<String>), (ErrorKind, String)> {
-    let plan = &ctx.plan;
-    let tcp = socket::tcp_connect(plan.target, source).await.map_err(|e| (classify(&e), e.to_string()))?;
-    let Some(connectors) = &ctx.connectors else {
-        return Ok((Conn::Tcp(tcp), Handshake::None, None));
-    };
-    let connector = if resume { &connectors.resume } else { &connectors.fresh };
-    let name = plan.server_name.clone().expect("TLS plans have a server name");
-    let tls = connector.connect(name, tcp).await.map_err(|e| (classify(&e), e.to_string()))?;
-    let conn = tls.get_ref().1;
-    let kind = match conn.handshake_kind() {
-        Some(rustls::HandshakeKind::Resumed) => Handshake::Resumed,
-        _ => Handshake::Full,
-    };
-    let version = conn.protocol_version().map(|v| match v {
-        rustls::ProtocolVersion::TLSv1_3 => "1.3".to_string(),
-        rustls::ProtocolVersion::TLSv1_2 => "1.2".to_string(),
-        other => format!("{other:?}"),
-    });
-    Ok((Conn::Tls(Box::new(tls)), kind, version))
-}
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 /// Waits until run time `t`, or until the run stops (returns false). Queries that come due
 /// meanwhile and cannot be sent within the timeout are counted as unsent.
@@ -89,8 +51,10 @@ pub async fn run_slot(ctx: Rc<Ctx>, mut sched: Schedule, slot: u64, mut rng: Rng
     let resumption = cfg.resumption.unwrap_or(0.0);
     let timeout = std::time::Duration::from_nanos(plan.timeout_ns);
     let mut stop = ctx.stop.clone();
+    // Kept from one connection to the next: DNS IDs keep running, buffers stay allocated.
     let mut window = Window::new(cfg.in_flight as usize, rng.next_u64() as u16);
-    let mut buffers = super::tcp::Buffers::default();
+    let mut dec = FrameDecoder::new(16 * 1024);
+    let mut out = Vec::with_capacity(4096);
     let (mut backoff_ms, mut first) = (0u64, true);
     'slot: loop {
         // The first connection opens at the start (so that idle connections can be held);
@@ -125,14 +89,14 @@ pub async fn run_slot(ctx: Rc<Ctx>, mut sched: Schedule, slot: u64, mut rng: Rng
         let opened = ctx.now();
         ctx.counters.borrow_mut().conn_opened += 1;
         let attempt = tokio::select! {
-            r = tokio::time::timeout(timeout, connect(&ctx, source, resume)) => match r {
+            r = tokio::time::timeout(timeout, Carrier::connect(&ctx, source, resume)) => match r {
                 Ok(r) => r,
                 Err(_) => Err((ErrorKind::ConnectTimeout, "connection set-up timed out".into())),
             },
             // Set-up may take up to the timeout (600 s at most): an abort does not wait for it.
             _ = aborted(&ctx, &mut stop) => break 'slot,
         };
-        let (conn, handshake, tls_version) = match attempt {
+        let Established { mut carrier, handshake, tls_version } = match attempt {
             Ok(c) => c,
             Err((kind, error)) => {
                 // No connection: a closed loop is blocked from the attempt on (a routine
@@ -146,16 +110,8 @@ pub async fn run_slot(ctx: Rc<Ctx>, mut sched: Schedule, slot: u64, mut rng: Rng
                 first = false;
                 ctx.counters.borrow_mut().conn_fail(kind);
                 ctx.plan.note_error(kind, &error);
-                ctx.write_log(record(
-                    &ctx,
-                    id,
-                    opened,
-                    None,
-                    Handshake::None,
-                    None,
-                    &SessionEnd { close: Close::Error, error: Some(error) },
-                    None,
-                ));
+                let end = SessionEnd { close: Close::Error, error: Some(error) };
+                ctx.write_log(record(&ctx, id, opened, None, Handshake::None, None, &end, None));
                 backoff_ms = (backoff_ms * 2).clamp(50, 1000);
                 continue;
             }
@@ -184,40 +140,36 @@ pub async fn run_slot(ctx: Rc<Ctx>, mut sched: Schedule, slot: u64, mut rng: Rng
         }
         first = false;
         // A connection held at the gate starts its life when queries may flow.
-        let policy = ConnPolicy::new(cfg.lifetime, cfg.idle_timeout_ms, ctx.now());
-        let (local, fd) = match &conn {
-            Conn::Tcp(s) => (s.local_addr().ok(), s.as_raw_fd()),
-            Conn::Tls(s) => (s.get_ref().0.local_addr().ok(), s.get_ref().0.as_raw_fd()),
+        let mut conn = Connection {
+            policy: ConnPolicy::new(cfg.lifetime, cfg.idle_timeout_ms, ctx.now()),
+            tally: Tally::default(),
+            meter: TcpMeter::new(established),
         };
-        let mut info = ConnInfo { queries: 0, answers: 0, meter: TcpMeter::new(fd, established) };
-        let end = match (conn, cfg.transport) {
-            (Conn::Tls(s), Transport::Doh) => super::doh::session(&ctx, &mut sched, *s, policy, &mut info).await,
-            (Conn::Tcp(mut s), _) => {
-                let end =
-                    super::tcp::session(&ctx, &mut sched, &mut s, policy, &mut window, &mut buffers, &mut info).await;
-                info.meter.sample(&mut ctx.counters.borrow_mut());
-                let fd = s.as_raw_fd();
-                super::tcp::close_tcp(&mut s, &fd, end.close, cfg.close.unwrap_or_default()).await;
-                end
-            }
-            (Conn::Tls(mut s), _) => {
-                let end =
-                    super::tcp::session(&ctx, &mut sched, &mut *s, policy, &mut window, &mut buffers, &mut info).await;
-                info.meter.sample(&mut ctx.counters.borrow_mut());
-                let fd = s.get_ref().0.as_raw_fd();
-                super::tcp::close_tcp(&mut *s, &fd, end.close, cfg.close.unwrap_or_default()).await;
-                end
-            }
+        let local = carrier.local_addr();
+        out.clear();
+        let (end, goodbye) = if cfg.transport == Transport::Doh {
+            let mut session = Doh::new(cfg.in_flight as usize, cfg.doh_method.unwrap_or_default(), &mut out);
+            let end = drive(&ctx, &mut sched, &mut carrier, &mut session, &mut conn, &mut out).await;
+            out.clear();
+            session.goodbye(&mut out);
+            (end, &out[..])
+        } else {
+            let mut session = DnsStream::new(&mut window, &mut dec, cfg.transport.uses_tls());
+            (drive(&ctx, &mut sched, &mut carrier, &mut session, &mut conn, &mut out).await, &[][..])
         };
+        conn.meter.sample(&carrier, &mut ctx.counters.borrow_mut());
+        if end.close.side() == Side::Client && end.close != Close::Error {
+            carrier.close(cfg.close.unwrap_or_default(), goodbye).await;
+        }
         ctx.active.set(ctx.active.get() - 1);
         ctx.counters.borrow_mut().closed(end.close);
-        ctx.write_log(record(&ctx, id, opened, Some(established), handshake, tls_version, &end, Some((&info, local))));
+        ctx.write_log(record(&ctx, id, opened, Some(established), handshake, tls_version, &end, Some((&conn, local))));
         if let Some(error) = &end.error {
             if end.close == Close::Error {
                 ctx.plan.note_error(ErrorKind::ConnectionLost, error);
             }
         }
-        if end.close == Close::Error || end.close.side() == dnscost_stats::Side::Server {
+        if end.close == Close::Error || end.close.side() == Side::Server {
             sched.blocked(ctx.now(), true);
         }
         match end.close {
@@ -225,9 +177,7 @@ pub async fn run_slot(ctx: Rc<Ctx>, mut sched: Schedule, slot: u64, mut rng: Rng
             Close::Error => backoff_ms = (backoff_ms * 2).clamp(50, 1000),
             // A server that closes without answering anything (while queries wait to be sent
             // again) is not reconnected to in a tight loop.
-            c if c.side() == dnscost_stats::Side::Server && info.answers == 0 => {
-                backoff_ms = (backoff_ms * 2).clamp(50, 1000)
-            }
+            c if c.side() == Side::Server && conn.tally.answers == 0 => backoff_ms = (backoff_ms * 2).clamp(50, 1000),
             _ => {}
         }
         sched.next_connection();
@@ -239,6 +189,180 @@ pub async fn run_slot(ctx: Rc<Ctx>, mut sched: Schedule, slot: u64, mut rng: Rng
     sched.close(ctx.stopped_at(), &mut c);
 }
 
+/// What the driver keeps of one connection besides its session.
+pub struct Connection {
+    pub policy: ConnPolicy,
+    pub tally: Tally,
+    pub meter: TcpMeter,
+}
+
+/// Runs `session` on `carrier` until the policy, the server, the session or the run ends it.
+/// Every await gives way to an abort, and writes end at the oldest outstanding query's
+/// timeout, so a server that stops reading cannot hold the slot.
+pub async fn drive<S: Session>(
+    ctx: &Ctx,
+    sched: &mut Schedule,
+    carrier: &mut Carrier,
+    session: &mut S,
+    conn: &mut Connection,
+    out: &mut Vec<u8>,
+) -> SessionEnd {
+    let plan = &ctx.plan;
+    let timeout = plan.timeout_ns;
+    let in_flight = plan.config.in_flight as usize;
+    let mut stop = ctx.stop.clone();
+    // First sends in `out`: counted `sent` once the write completes.
+    let mut fresh = 0u64;
+    macro_rules! step {
+        ($now:expr) => {
+            Step {
+                ctx,
+                sched: &mut *sched,
+                policy: &mut conn.policy,
+                tally: &mut conn.tally,
+                out: &mut *out,
+                now: $now,
+            }
+        };
+    }
+    loop {
+        let now = ctx.now();
+        let state = ctx.state(&mut stop);
+        if state == Stop::Abort {
+            let n = session.clear();
+            ctx.counters.borrow_mut().aborted += n;
+            ctx.sub_in_flight(n);
+            return SessionEnd::client(Close::End);
+        }
+        let expired = now.checked_sub(timeout).map_or(0, |deadline| session.expire(&mut step!(now), deadline));
+        if expired > 0 {
+            ctx.counters.borrow_mut().timed_out += expired;
+            ctx.sub_in_flight(expired);
+            conn.policy.on_resolved(now);
+        }
+        conn.meter.tick(now, carrier, &mut ctx.counters.borrow_mut());
+        let mut room = false;
+        if state == Stop::Running {
+            let free = in_flight.saturating_sub(session.outstanding()) as u64;
+            sched.expire_unsent(now, timeout, free, &mut ctx.counters.borrow_mut());
+            let sent = session.send(&mut step!(now));
+            fresh += sent.fresh;
+            room = sent.room;
+        }
+        if !out.is_empty() {
+            let deadline = session.oldest().unwrap_or(now) + timeout;
+            match write_bounded(ctx, carrier, out, &mut stop, deadline).await {
+                Written::Done => {
+                    out.clear();
+                    ctx.counters.borrow_mut().sent += std::mem::take(&mut fresh);
+                }
+                Written::Failed(e) => return session.ended(&mut step!(ctx.now()), Some(&e)),
+                Written::TimedOut => {
+                    let now = ctx.now();
+                    let expired = now.checked_sub(timeout).map_or(0, |d| session.expire(&mut step!(now), d));
+                    return write_timed_out(ctx, expired, session.clear());
+                }
+                Written::Aborted => continue,
+            }
+        }
+        if session.outstanding() == 0 {
+            if let Some(end) = session.finished(state) {
+                return end;
+            }
+        }
+        if let Some(p) = conn.policy.close_now(now, session.outstanding()) {
+            return p.into();
+        }
+        let mut wake = u64::MAX;
+        if let Some(oldest) = session.oldest() {
+            wake = wake.min(oldest + timeout);
+        }
+        if state == Stop::Running {
+            if let Some(t) = sched.wake(now, room, timeout) {
+                wake = wake.min(t);
+            }
+        }
+        if let Some(d) = conn.policy.deadline().filter(|d| *d > now) {
+            wake = wake.min(d);
+        }
+        tokio::select! {
+            biased;
+            r = carrier.read(session.spare()) => match r {
+                Ok(0) => return session.ended(&mut step!(ctx.now()), None),
+                Ok(n) => {
+                    if let Some(end) = session.receive(&mut step!(ctx.now()), n) {
+                        // What the session says to the server (HTTP/2: GOAWAY), if it goes soon.
+                        let _ = write_bounded(ctx, carrier, out, &mut stop, ctx.now() + 1_000_000_000).await;
+                        return end;
+                    }
+                }
+                Err(e) => return session.ended(&mut step!(ctx.now()), Some(&e)),
+            },
+            _ = ctx.sleep_until(wake) => {}
+            r = stop.changed() => { if r.is_err() { return SessionEnd::client(Close::End); } }
+        }
+    }
+}
+
+/// Returns once the run is aborted (a second signal, or the drain's safety net).
+pub async fn aborted(ctx: &Ctx, stop: &mut tokio::sync::watch::Receiver<Stop>) {
+    while ctx.state(stop) != Stop::Abort {
+        if stop.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
+/// How a bounded write ended.
+enum Written {
+    Done,
+    Failed(std::io::Error),
+    /// The deadline passed first: the server is not reading.
+    TimedOut,
+    /// The run was aborted first.
+    Aborted,
+}
+
+/// Writes and flushes `out`, but never past run time `deadline` (the oldest outstanding
+/// query's timeout) nor past an abort: a server that stops reading must not hold the slot, and
+/// so the run, beyond its timeout.
+async fn write_bounded<S: AsyncWrite + AsyncRead + Unpin>(
+    ctx: &Ctx,
+    io: &mut S,
+    out: &[u8],
+    stop: &mut tokio::sync::watch::Receiver<Stop>,
+    deadline: u64,
+) -> Written {
+    if out.is_empty() {
+        return Written::Done;
+    }
+    let write = async {
+        io.write_all(out).await?;
+        io.flush().await
+    };
+    tokio::pin!(write);
+    tokio::select! {
+        biased;
+        r = &mut write => match r {
+            Ok(()) => Written::Done,
+            Err(e) => Written::Failed(e),
+        },
+        _ = ctx.sleep_until(deadline) => Written::TimedOut,
+        _ = aborted(ctx, stop) => Written::Aborted,
+    }
+}
+
+/// What a write that timed out means for the connection's outstanding queries: those past
+/// their timeout timed out, the others are lost with the connection.
+fn write_timed_out(ctx: &Ctx, timed_out: u64, lost: u64) -> SessionEnd {
+    let message = "write timed out: the server is not reading";
+    ctx.counters.borrow_mut().timed_out += timed_out;
+    ctx.sub_in_flight(timed_out);
+    ctx.lose(ErrorKind::ConnectionLost, lost);
+    ctx.plan.note_error(ErrorKind::ConnectionLost, message);
+    SessionEnd { close: Close::Error, error: Some(message.into()) }
+}
+
 #[allow(clippy::too_many_arguments)]
 pub fn record(
     ctx: &Ctx,
@@ -246,29 +370,29 @@ pub fn record(
     opened: u64,
     established: Option<u64>,
     handshake: Handshake,
-    tls_version: Option<String>,
+    tls_version: Option<&str>,
     end: &SessionEnd,
-    info: Option<(&ConnInfo, Option<std::net::SocketAddr>)>,
+    conn: Option<(&Connection, Option<std::net::SocketAddr>)>,
 ) -> ConnectionRecord {
-    let total = info.map(|(i, _)| i.meter.total).unwrap_or_default();
+    let total = conn.map(|(c, _)| c.meter.total).unwrap_or_default();
     ConnectionRecord {
         role: "client".into(),
         transport: ctx.plan.config.transport.as_str().into(),
         id,
-        local_address: info.and_then(|(_, l)| l).map(|a| a.to_string()).unwrap_or_default(),
+        local_address: conn.and_then(|(_, l)| l).map(|a| a.to_string()).unwrap_or_default(),
         peer_address: ctx.plan.target.to_string(),
         opened_us: opened / 1000,
         established_us: established.map(|e| e / 1000),
         closed_us: ctx.now() / 1000,
         handshake: handshake.as_str().into(),
-        tls_version,
-        queries: info.map_or(0, |(i, _)| i.queries),
-        answers: info.map_or(0, |(i, _)| i.answers),
+        tls_version: tls_version.map(Into::into),
+        queries: conn.map_or(0, |(c, _)| c.tally.queries),
+        answers: conn.map_or(0, |(c, _)| c.tally.answers),
         bytes_sent: total.bytes_sent,
         bytes_received: total.bytes_received,
         closed_by: match end.close.side() {
-            dnscost_stats::Side::Client => "client".into(),
-            dnscost_stats::Side::Server => "server".into(),
+            Side::Client => "client".into(),
+            Side::Server => "server".into(),
         },
         close: end.close.as_str().into(),
         error: end.error.clone(),

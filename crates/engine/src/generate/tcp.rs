@@ -1,194 +1,298 @@
 //! The tcp and dot session (RFC 7766, RFC 7858): queries pipelined up to `in_flight` on one
-//! connection, two-octet framing, answers matched by DNS ID, and the client's close.
+//! connection, two-octet framing, answers matched by DNS ID. Sans-I/O (see `session.rs`).
 
-use super::ctx::{Ctx, Schedule, Stop};
-use super::session::{server_close, write_bounded, write_timed_out, ConnInfo, SessionEnd, Written};
+use super::ctx::Stop;
+use super::session::{server_close, Sent, Session, SessionEnd, Step};
 use super::window::Window;
-use dnscost_load::{CloseMode, ConnPolicy};
 use dnscost_stats::{Close, ErrorKind};
-use dnscost_transport::socket;
 use dnscost_wire::{parse_response, FrameDecoder};
-use std::os::fd::{BorrowedFd, RawFd};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
-/// Ends a tcp or dot connection the configured way, when the client is the one closing.
-pub async fn close_tcp<S: AsyncWrite + Unpin>(s: &mut S, fd: &RawFd, close: Close, mode: CloseMode) {
-    if close.side() != dnscost_stats::Side::Client || close == Close::Error {
-        return;
-    }
-    // SAFETY: `s` owns the descriptor and is alive for this whole function.
-    let sock = unsafe { BorrowedFd::borrow_raw(*fd) };
-    match mode {
-        CloseMode::Graceful => {
-            let _ = tokio::time::timeout(std::time::Duration::from_secs(1), s.shutdown()).await;
-        }
-        CloseMode::Fin => {
-            let _ = socket::shutdown_write(&sock);
-        }
-        CloseMode::Rst => {
-            let _ = socket::set_reset_on_close(&sock);
-        }
+/// One tcp or dot connection's session. The window and the read buffer belong to the slot and
+/// are kept from one connection to the next (IDs keep running; a connection that carries one
+/// query does not pay for allocating and zeroing a buffer).
+///
+/// When the server closes the connection in order (FIN or close_notify) with queries
+/// outstanding, they are sent again on the next connection (RFC 7766 §6.2.1 lets a server close
+/// at any time; the client retries), within their timeout.
+pub struct DnsStream<'a> {
+    window: &'a mut Window,
+    dec: &'a mut FrameDecoder,
+    tls: bool,
+}
+
+impl<'a> DnsStream<'a> {
+    pub fn new(window: &'a mut Window, dec: &'a mut FrameDecoder, tls: bool) -> Self {
+        dec.clear();
+        DnsStream { window, dec, tls }
     }
 }
 
-/// A slot's read and write buffers, kept from one connection to the next (a connection that
-/// carries one query does not pay for allocating and zeroing them).
-pub struct Buffers {
-    dec: FrameDecoder,
-    out: Vec<u8>,
-}
-
-impl Default for Buffers {
-    fn default() -> Self {
-        Buffers { dec: FrameDecoder::new(16 * 1024), out: Vec::with_capacity(4096) }
+impl Session for DnsStream<'_> {
+    fn spare(&mut self) -> &mut [u8] {
+        self.dec.spare()
     }
-}
 
-/// A tcp or dot session: pipelined queries (up to `in_flight`), answers matched by ID. When the
-/// server closes the connection gracefully (FIN or close_notify) with queries outstanding,
-/// they are sent again on the next connection (RFC 7766 §6.2.1 lets a server close at any
-/// time; the client retries), within their timeout.
-pub async fn session<S: AsyncRead + AsyncWrite + Unpin>(
-    ctx: &Ctx,
-    sched: &mut Schedule,
-    io: &mut S,
-    mut policy: ConnPolicy,
-    window: &mut Window,
-    buffers: &mut Buffers,
-    info: &mut ConnInfo,
-) -> SessionEnd {
-    let plan = &ctx.plan;
-    let tls = plan.config.transport.uses_tls();
-    let timeout = plan.timeout_ns;
-    let mut stop = ctx.stop.clone();
-    let Buffers { dec, out } = buffers;
-    dec.clear();
-    out.clear();
-    // First sends in `out`: counted `sent` once the write completes.
-    let mut fresh = 0u64;
-    let lose = |window: &mut Window, kind| ctx.lose(kind, window.clear());
-    // A graceful close leaves the outstanding queries unprocessed: they go again.
-    let closed = |window: &mut Window, sched: &mut Schedule, close: Close, error: Option<String>| {
+    fn outstanding(&self) -> usize {
+        self.window.len()
+    }
+
+    fn oldest(&self) -> Option<u64> {
+        self.window.oldest()
+    }
+
+    fn expire(&mut self, _: &mut Step<'_>, deadline: u64) -> u64 {
+        self.window.expire(deadline)
+    }
+
+    fn send(&mut self, s: &mut Step<'_>) -> Sent {
+        let ctx = s.ctx;
+        let mut fresh = 0;
+        let mut c = ctx.counters.borrow_mut();
+        while !self.window.is_full() && s.policy.may_send(s.now) && s.sched.due(s.now) {
+            let (intended, again) = s.sched.take(s.now, &mut c);
+            let q = again.unwrap_or_else(|| ctx.next_query());
+            let id = self.window.insert(intended, q).expect("window has room");
+            ctx.plan.queries.get(q).write_framed(id, s.out);
+            s.policy.on_send(s.now);
+            fresh += u64::from(again.is_none());
+            s.tally.queries += 1;
+            ctx.add_in_flight(1);
+        }
+        Sent { fresh, room: !self.window.is_full() && s.policy.may_send(s.now) }
+    }
+
+    fn receive(&mut self, s: &mut Step<'_>, n: usize) -> Option<SessionEnd> {
+        let ctx = s.ctx;
+        self.dec.advance(n);
+        let mut c = ctx.counters.borrow_mut();
+        while let Some(frame) = self.dec.next_frame() {
+            let Ok(msg) = frame else {
+                drop(c);
+                ctx.lose(ErrorKind::Malformed, self.window.clear());
+                return Some(SessionEnd { close: Close::Error, error: Some("zero-length frame".into()) });
+            };
+            let Some(id) = msg.get(..2).map(|b| u16::from_be_bytes([b[0], b[1]])) else {
+                c.unmatched += 1;
+                continue;
+            };
+            let Some(o) = self.window.remove(id) else {
+                c.unmatched += 1;
+                continue;
+            };
+            ctx.sub_in_flight(1);
+            s.policy.on_resolved(s.now);
+            s.tally.answers += 1;
+            match parse_response(msg, Some(ctx.plan.queries.get(o.query).question())) {
+                Ok(r) => c.answer(r.rcode, s.now.saturating_sub(o.intended) / 1000),
+                Err(_) => c.fail(ErrorKind::Malformed, 1),
+            }
+        }
+        None
+    }
+
+    fn ended(&mut self, s: &mut Step<'_>, error: Option<&std::io::Error>) -> SessionEnd {
+        let close = server_close(error, self.tls);
         if matches!(close, Close::Fin | Close::CloseNotify) {
-            let refused = window.drain();
-            ctx.sub_in_flight(refused.len() as u64);
-            sched.retry(refused);
+            // Closed in order: the outstanding queries were not processed and go again.
+            let refused = self.window.drain();
+            s.ctx.sub_in_flight(refused.len() as u64);
+            s.sched.retry(refused);
         } else {
-            lose(window, ErrorKind::ConnectionLost);
+            s.ctx.lose(ErrorKind::ConnectionLost, self.window.clear());
         }
-        SessionEnd { close, error }
-    };
-    loop {
-        let now = ctx.now();
-        let state = ctx.state(&mut stop);
-        if state == Stop::Abort {
-            let n = window.clear();
-            ctx.counters.borrow_mut().aborted += n;
-            ctx.sub_in_flight(n);
-            return SessionEnd::client(Close::End);
-        }
-        {
-            let mut c = ctx.counters.borrow_mut();
-            let expired = now.checked_sub(timeout).map_or(0, |deadline| window.expire(deadline));
-            if expired > 0 {
-                c.timed_out += expired;
-                ctx.sub_in_flight(expired);
-                policy.on_resolved(now);
-            }
-            info.meter.tick(now, &mut c);
-            if state == Stop::Running {
-                let free = (plan.config.in_flight as usize).saturating_sub(window.len()) as u64;
-                sched.expire_unsent(now, timeout, free, &mut c);
-                while !window.is_full() && policy.may_send(now) && sched.due(now) {
-                    let (intended, again) = sched.take(now, &mut c);
-                    let q = again.unwrap_or_else(|| ctx.next_query());
-                    let id = window.insert(intended, q).expect("window has room");
-                    plan.queries.get(q).write_framed(id, out);
-                    policy.on_send(now);
-                    if again.is_none() {
-                        fresh += 1;
-                    }
-                    info.queries += 1;
-                    ctx.add_in_flight(1);
-                }
-            }
-        }
-        if !out.is_empty() {
-            let deadline = window.oldest().unwrap_or(now) + timeout;
-            match write_bounded(ctx, io, out, &mut stop, deadline).await {
-                Written::Done => {
-                    out.clear();
-                    ctx.counters.borrow_mut().sent += std::mem::take(&mut fresh);
-                }
-                Written::Failed(e) => {
-                    let close = server_close(Some(&e), tls);
-                    return closed(window, sched, close, Some(e.to_string()));
-                }
-                Written::TimedOut => {
-                    let now = ctx.now();
-                    let expired = now.checked_sub(timeout).map_or(0, |d| window.expire(d));
-                    return write_timed_out(ctx, expired, window.clear());
-                }
-                Written::Aborted => continue,
+        SessionEnd { close, error: error.map(|e| e.to_string()) }
+    }
+
+    fn finished(&self, state: Stop) -> Option<SessionEnd> {
+        (state == Stop::Drain).then(|| SessionEnd::client(Close::End))
+    }
+
+    fn clear(&mut self) -> u64 {
+        self.window.clear()
+    }
+
+    fn goodbye(&mut self, _: &mut Vec<u8>) {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::ctx::{Ctx, Schedule};
+    use super::super::session::testing::{answer_to, with_ctx, MS};
+    use super::super::session::Tally;
+    use super::*;
+    use dnscost_load::{ConnPolicy, Lifetime, PolicyClose};
+    use dnscost_wire::FrameDecoder;
+
+    const TCP: &str = r#"{"transport":"tcp","target":"127.0.0.1:53","connections":1,"in_flight":3}"#;
+
+    /// A connection under test: its session's state and what the driver would hold.
+    struct Conn {
+        window: Window,
+        dec: FrameDecoder,
+        sched: Schedule,
+        policy: ConnPolicy,
+        tally: Tally,
+        out: Vec<u8>,
+    }
+
+    impl Conn {
+        fn new(ctx: &Ctx, sched: Schedule, lifetime: Lifetime, idle_ms: Option<u64>) -> Self {
+            Conn {
+                window: Window::new(ctx.plan.config.in_flight as usize, 100),
+                dec: FrameDecoder::new(4096),
+                sched,
+                policy: ConnPolicy::new(lifetime, idle_ms, 0),
+                tally: Tally::default(),
+                out: Vec::new(),
             }
         }
-        if state == Stop::Drain && window.len() == 0 {
-            return SessionEnd::client(Close::End);
+
+        /// Runs `f` on the session with the connection's state at time `now`.
+        fn at<R>(&mut self, ctx: &Ctx, now: u64, f: impl FnOnce(&mut DnsStream<'_>, &mut Step<'_>) -> R) -> R {
+            let mut session = DnsStream { window: &mut self.window, dec: &mut self.dec, tls: false };
+            let mut step = Step {
+                ctx,
+                sched: &mut self.sched,
+                policy: &mut self.policy,
+                tally: &mut self.tally,
+                out: &mut self.out,
+                now,
+            };
+            f(&mut session, &mut step)
         }
-        if let Some(p) = policy.close_now(now, window.len()) {
-            return p.into();
+
+        /// Delivers bytes as the server sent them.
+        fn deliver(&mut self, ctx: &Ctx, now: u64, bytes: &[u8]) -> Option<SessionEnd> {
+            self.at(ctx, now, |session, step| {
+                session.spare()[..bytes.len()].copy_from_slice(bytes);
+                session.receive(step, bytes.len())
+            })
         }
-        let mut wake = u64::MAX;
-        if let Some(oldest) = window.oldest() {
-            wake = wake.min(oldest + timeout);
+
+        /// The queries written since the last call, as (ID, message).
+        fn written(&mut self) -> Vec<Vec<u8>> {
+            let mut dec = FrameDecoder::new(4096);
+            dec.spare()[..self.out.len()].copy_from_slice(&self.out);
+            dec.advance(self.out.len());
+            self.out.clear();
+            std::iter::from_fn(|| dec.next_frame().map(|f| f.unwrap().to_vec())).collect()
         }
-        if state == Stop::Running {
-            let room = !window.is_full() && policy.may_send(now);
-            if let Some(t) = sched.wake(now, room, timeout) {
-                wake = wake.min(t);
+    }
+
+    fn framed(msg: &[u8]) -> Vec<u8> {
+        let mut v = (msg.len() as u16).to_be_bytes().to_vec();
+        v.extend_from_slice(msg);
+        v
+    }
+
+    #[test]
+    fn queries_are_pipelined_up_to_in_flight_and_matched_by_id() {
+        with_ctx(TCP, |ctx| {
+            let mut conn = Conn::new(ctx, Schedule::closed(3, 10_000 * MS), Lifetime::default(), None);
+            let sent = conn.at(ctx, 0, |s, step| s.send(step));
+            assert_eq!(sent, Sent { fresh: 3, room: false }, "three in flight, no room for a fourth");
+            let queries = conn.written();
+            assert_eq!(queries.len(), 3, "three frames in one write");
+            let ids: Vec<_> = queries.iter().map(|q| u16::from_be_bytes([q[0], q[1]])).collect();
+            assert!(ids[0] != ids[1] && ids[1] != ids[2] && ids[0] != ids[2], "{ids:?}");
+            // The second answer arrives first, split across two reads; then one for no query.
+            let mut bytes = framed(&answer_to(&queries[1]));
+            bytes.extend(framed(&answer_to(&queries[0])));
+            let (a, b) = bytes.split_at(5);
+            assert!(conn.deliver(ctx, 2 * MS, a).is_none());
+            assert_eq!(ctx.counters.borrow().answered, 0, "half a frame is not an answer");
+            assert!(conn.deliver(ctx, 3 * MS, b).is_none());
+            let mut stray = answer_to(&queries[0]);
+            stray[0] ^= 0xff;
+            assert!(conn.deliver(ctx, 3 * MS, &framed(&stray)).is_none());
+            {
+                let c = ctx.counters.borrow();
+                assert_eq!((c.answered, c.unmatched), (2, 1));
+                // HDR histograms keep three significant digits.
+                assert!((2997..=3003).contains(&c.latency.max()), "latency from the intended time, in µs");
             }
-        }
-        if let Some(d) = policy.deadline().filter(|d| *d > now) {
-            wake = wake.min(d);
-        }
-        tokio::select! {
-            biased;
-            r = io.read(dec.spare()) => match r {
-                Ok(0) => return closed(window, sched, server_close(None, tls), None),
-                Ok(n) => {
-                    dec.advance(n);
-                    let now = ctx.now();
-                    let mut c = ctx.counters.borrow_mut();
-                    while let Some(frame) = dec.next_frame() {
-                        let Ok(msg) = frame else {
-                            drop(c);
-                            lose(window, ErrorKind::Malformed);
-                            return SessionEnd { close: Close::Error, error: Some("zero-length frame".into()) };
-                        };
-                        let Some(id) = msg.get(..2).map(|b| u16::from_be_bytes([b[0], b[1]])) else {
-                            c.unmatched += 1;
-                            continue;
-                        };
-                        let Some(o) = window.remove(id) else {
-                            c.unmatched += 1;
-                            continue;
-                        };
-                        ctx.sub_in_flight(1);
-                        policy.on_resolved(now);
-                        info.answers += 1;
-                        match parse_response(msg, Some(plan.queries.get(o.query).question())) {
-                            Ok(r) => c.answer(r.rcode, now.saturating_sub(o.intended) / 1000),
-                            Err(_) => c.fail(ErrorKind::Malformed, 1),
-                        }
-                    }
-                }
-                Err(e) => {
-                    let close = server_close(Some(&e), tls);
-                    return closed(window, sched, close, Some(e.to_string()));
-                }
-            },
-            _ = ctx.sleep_until(wake) => {}
-            r = stop.changed() => { if r.is_err() { return SessionEnd::client(Close::End); } }
-        }
+            assert_eq!(ctx.in_flight.get(), 1);
+            assert_eq!(conn.tally, Tally { queries: 3, answers: 2 });
+            // Two places free again: two more go, in one write.
+            let sent = conn.at(ctx, 4 * MS, |s, step| s.send(step));
+            assert_eq!((sent.fresh, conn.written().len()), (2, 2));
+        });
+    }
+
+    #[test]
+    fn a_lifetime_in_queries_stops_sending_and_closes_once_resolved() {
+        with_ctx(TCP, |ctx| {
+            let lifetime = Lifetime { queries: Some(2), duration_ms: None };
+            let mut conn = Conn::new(ctx, Schedule::closed(3, 10_000 * MS), lifetime, None);
+            let sent = conn.at(ctx, 0, |s, step| s.send(step));
+            assert_eq!(sent, Sent { fresh: 2, room: false });
+            let queries = conn.written();
+            assert_eq!(conn.policy.close_now(MS, 2), None, "not while queries are outstanding");
+            for q in &queries {
+                conn.deliver(ctx, MS, &framed(&answer_to(q)));
+            }
+            assert_eq!(conn.policy.close_now(MS, conn.window.len()), Some(PolicyClose::Lifetime));
+        });
+    }
+
+    #[test]
+    fn an_idle_connection_closes_after_its_idle_timeout() {
+        with_ctx(TCP, |ctx| {
+            // One query per connection, then idle for 100 ms.
+            let mut conn = Conn::new(ctx, Schedule::once(10_000 * MS), Lifetime::default(), Some(100));
+            assert_eq!(conn.at(ctx, 0, |s, step| s.send(step)).fresh, 1);
+            let q = conn.written().remove(0);
+            conn.deliver(ctx, 10 * MS, &framed(&answer_to(&q)));
+            assert_eq!(conn.at(ctx, 20 * MS, |s, step| s.send(step)).fresh, 0, "once: nothing more is due");
+            assert_eq!(conn.policy.close_now(109 * MS, 0), None);
+            assert_eq!(conn.policy.close_now(110 * MS, 0), Some(PolicyClose::Idle), "idle from the answer");
+        });
+    }
+
+    #[test]
+    fn an_orderly_server_close_sends_outstanding_queries_again_and_a_reset_loses_them() {
+        with_ctx(TCP, |ctx| {
+            let mut conn = Conn::new(ctx, Schedule::closed(3, 10_000 * MS), Lifetime::default(), None);
+            conn.at(ctx, 0, |s, step| s.send(step));
+            let first = conn.written();
+            let end = conn.at(ctx, MS, |s, step| s.ended(step, None));
+            assert_eq!((end.close, end.error), (Close::Fin, None));
+            assert_eq!(ctx.in_flight.get(), 0);
+            assert_eq!(conn.sched.peek_retry(), Some(0), "the oldest query goes first again");
+            {
+                let c = ctx.counters.borrow();
+                assert_eq!((c.offered, c.failed.iter().sum::<u64>()), (3, 0), "refused, not failed");
+            }
+            // The next connection sends the same three queries, not counted offered twice.
+            let sent = conn.at(ctx, 2 * MS, |s, step| s.send(step));
+            assert_eq!(sent.fresh, 0);
+            let again = conn.written();
+            let question = |m: &Vec<u8>| m[12..].to_vec();
+            assert_eq!(again.iter().map(question).collect::<Vec<_>>(), first.iter().map(question).collect::<Vec<_>>());
+            assert_eq!(ctx.counters.borrow().offered, 3);
+            let reset = std::io::Error::from(std::io::ErrorKind::ConnectionReset);
+            let end = conn.at(ctx, 3 * MS, |s, step| s.ended(step, Some(&reset)));
+            assert_eq!(end.close, Close::Rst);
+            assert_eq!(ctx.counters.borrow().failed[ErrorKind::ConnectionLost as usize], 3);
+            assert_eq!(conn.sched.peek_retry(), None);
+        });
+    }
+
+    #[test]
+    fn outstanding_queries_expire_in_send_order_and_a_zero_length_frame_ends_the_session() {
+        with_ctx(TCP, |ctx| {
+            let mut conn = Conn::new(ctx, Schedule::closed(3, 10_000 * MS), Lifetime::default(), None);
+            conn.at(ctx, 0, |s, step| s.send(step));
+            conn.written();
+            let expired = conn.at(ctx, 500 * MS, |s, step| s.expire(step, MS));
+            assert_eq!((expired, conn.window.len()), (3, 0), "sent at 0, deadline past");
+            ctx.sub_in_flight(3);
+            conn.at(ctx, 500 * MS, |s, step| s.send(step));
+            conn.written();
+            let end = conn.deliver(ctx, 501 * MS, &[0, 0]).expect("the session ends");
+            assert_eq!(end.close, Close::Error);
+            assert_eq!(ctx.counters.borrow().failed[ErrorKind::Malformed as usize], 3);
+            assert_eq!(ctx.in_flight.get(), 0);
+        });
     }
 }
