@@ -1,5 +1,8 @@
 //! What one thread counts during one interval.
 
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
 /// Why a query or a connection failed. Mapped once from I/O, TLS and HTTP/2 errors.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ErrorKind {
@@ -58,7 +61,8 @@ impl ErrorKind {
 
 /// What set-up a connection had: none (plain TCP), a full TLS handshake, or a resumed one
 /// (what happened, not what was asked). Written as `none`, `full` or `resumed`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
 pub enum Handshake {
     None,
     Full,
@@ -75,15 +79,19 @@ impl Handshake {
     }
 }
 
-/// Which side ended a connection.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Which side ended a connection (or wrote a connections log).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
 pub enum Side {
     Client,
     Server,
 }
 
-/// How a connection ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// How a connection ended, named from the side that ended it: the client's reasons (lifetime,
+/// idle, end, error, exhausted), what a peer did (fin, rst, close_notify, tls_alert, goaway), and
+/// the responder's own policies (max_queries, max_age; idle and end too).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
 pub enum Close {
     /// The client closed: lifetime (time or queries) used up.
     Lifetime,
@@ -105,10 +113,14 @@ pub enum Close {
     TlsAlert,
     /// The server sent an HTTP/2 GOAWAY.
     Goaway,
+    /// The responder closed: its per-connection query limit was reached.
+    MaxQueries,
+    /// The responder closed: its connection age limit was reached.
+    MaxAge,
 }
 
 impl Close {
-    pub const ALL: [Close; 10] = [
+    pub const ALL: [Close; 12] = [
         Close::Lifetime,
         Close::Idle,
         Close::End,
@@ -119,9 +131,12 @@ impl Close {
         Close::CloseNotify,
         Close::TlsAlert,
         Close::Goaway,
+        Close::MaxQueries,
+        Close::MaxAge,
     ];
     pub const COUNT: usize = Self::ALL.len();
 
+    /// Who ends a connection this way, seen from the client (the generator's counters).
     pub fn side(self) -> Side {
         match self {
             Close::Lifetime | Close::Idle | Close::End | Close::Error | Close::Exhausted => Side::Client,
@@ -141,6 +156,8 @@ impl Close {
             Close::CloseNotify => "close_notify",
             Close::TlsAlert => "tls_alert",
             Close::Goaway => "goaway",
+            Close::MaxQueries => "max_queries",
+            Close::MaxAge => "max_age",
         }
     }
 }

@@ -1,7 +1,7 @@
 //! The JSON-lines output: one `start`, an `interval` per second, one `summary`, and (in the
 //! connections log) a `connection` per closed connection. Units are in the field names.
 
-use crate::{Close, Counters, ErrorKind, Histogram, Side};
+use crate::{Close, Counters, ErrorKind, Handshake, Histogram, Side};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -282,7 +282,7 @@ pub struct SummaryRecord {
 #[serde(deny_unknown_fields)]
 pub struct ConnectionRecord {
     /// `client` (generate) or `server` (serve).
-    pub role: String,
+    pub role: Side,
     pub transport: String,
     /// Sequence number, unique in the run.
     pub id: u64,
@@ -293,7 +293,7 @@ pub struct ConnectionRecord {
     pub established_us: Option<u64>,
     pub closed_us: u64,
     /// `none` (plain TCP), `full` or `resumed`.
-    pub handshake: String,
+    pub handshake: Handshake,
     pub tls_version: Option<String>,
     /// Queries sent (client) or received (server).
     pub queries: u64,
@@ -302,10 +302,10 @@ pub struct ConnectionRecord {
     pub bytes_sent: u64,
     pub bytes_received: u64,
     /// `client` or `server`: who ended the connection.
-    pub closed_by: String,
+    pub closed_by: Side,
     /// How: the client's reason (lifetime, idle, end, error, exhausted) or what the peer did (fin, rst,
     /// close_notify, tls_alert, goaway); the server's policy (idle, max_queries, max_age, end).
-    pub close: String,
+    pub close: Close,
     /// The error, when the connection failed.
     pub error: Option<String>,
 }

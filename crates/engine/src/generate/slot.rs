@@ -376,7 +376,7 @@ pub fn record(
 ) -> ConnectionRecord {
     let total = conn.map(|(c, _)| c.meter.total).unwrap_or_default();
     ConnectionRecord {
-        role: "client".into(),
+        role: Side::Client,
         transport: ctx.plan.config.transport.as_str().into(),
         id,
         local_address: conn.and_then(|(_, l)| l).map(|a| a.to_string()).unwrap_or_default(),
@@ -384,17 +384,14 @@ pub fn record(
         opened_us: opened / 1000,
         established_us: established.map(|e| e / 1000),
         closed_us: ctx.now() / 1000,
-        handshake: handshake.as_str().into(),
+        handshake,
         tls_version: tls_version.map(Into::into),
         queries: conn.map_or(0, |(c, _)| c.tally.queries),
         answers: conn.map_or(0, |(c, _)| c.tally.answers),
         bytes_sent: total.bytes_sent,
         bytes_received: total.bytes_received,
-        closed_by: match end.close.side() {
-            Side::Client => "client".into(),
-            Side::Server => "server".into(),
-        },
-        close: end.close.as_str().into(),
+        closed_by: end.close.side(),
+        close: end.close,
         error: end.error.clone(),
     }
 }

@@ -4,7 +4,7 @@
 //! handshake failed and what it negotiated.
 
 use super::Policy;
-use dnscost_stats::{ConnectionRecord, Handshake, Record};
+use dnscost_stats::{Close, ConnectionRecord, Handshake, Record, Side};
 use dnscost_transport::socket;
 use std::collections::HashMap;
 use std::future::Future;
@@ -42,9 +42,9 @@ pub struct Conn {
 pub enum Ending {
     /// The client did: `fin`, `close_notify`, `rst`, `goaway`, `tls_alert` or `error`, with
     /// the error for the last two.
-    Client(&'static str, Option<String>),
+    Client(Close, Option<String>),
     /// The server's policy: `max_queries`, `idle`, `max_age` or `end`.
-    Server(&'static str),
+    Server(Close),
 }
 
 impl Ending {
@@ -52,11 +52,11 @@ impl Ending {
     pub fn from_io(e: &std::io::Error) -> Ending {
         use std::io::ErrorKind::*;
         match e.kind() {
-            ConnectionReset | ConnectionAborted => Ending::Client("rst", None),
-            UnexpectedEof | BrokenPipe => Ending::Client("fin", None),
+            ConnectionReset | ConnectionAborted => Ending::Client(Close::Rst, None),
+            UnexpectedEof | BrokenPipe => Ending::Client(Close::Fin, None),
             // tokio-rustls reports TLS failures (alerts received or sent) as InvalidData.
-            InvalidData => Ending::Client("tls_alert", Some(e.to_string())),
-            _ => Ending::Client("error", Some(e.to_string())),
+            InvalidData => Ending::Client(Close::TlsAlert, Some(e.to_string())),
+            _ => Ending::Client(Close::Error, Some(e.to_string())),
         }
     }
 }
@@ -196,11 +196,11 @@ impl Conn {
     /// The record of this connection, closed at `closed_us` with `bytes` (sent, received).
     pub fn record(&self, ending: Ending, closed_us: u64, bytes: (u64, u64)) -> ConnectionRecord {
         let (closed_by, close, error) = match ending {
-            Ending::Client(how, error) => ("client", how, error),
-            Ending::Server(why) => ("server", why, None),
+            Ending::Client(how, error) => (Side::Client, how, error),
+            Ending::Server(why) => (Side::Server, why, None),
         };
         ConnectionRecord {
-            role: "server".into(),
+            role: Side::Server,
             transport: self.transport.into(),
             id: self.id,
             local_address: self.local.to_string(),
@@ -208,14 +208,14 @@ impl Conn {
             opened_us: self.opened_us,
             established_us: self.established_us,
             closed_us,
-            handshake: self.handshake.as_str().into(),
+            handshake: self.handshake,
             tls_version: self.tls_version.map(Into::into),
             queries: self.queries,
             answers: self.answers,
             bytes_sent: bytes.0,
             bytes_received: bytes.1,
-            closed_by: closed_by.into(),
-            close: close.into(),
+            closed_by,
+            close,
             error,
         }
     }
@@ -266,7 +266,7 @@ impl Timer {
     }
 
     /// Resolves with `max_age` or `idle` when a policy says to close; never without policies.
-    pub async fn expired(&mut self) -> &'static str {
+    pub async fn expired(&mut self) -> Close {
         let Some(sleep) = self.sleep.as_mut() else {
             return std::future::pending().await;
         };
@@ -274,10 +274,10 @@ impl Timer {
             sleep.as_mut().await;
             let now = Instant::now();
             if self.max_age.is_some_and(|d| now >= self.opened + d) {
-                return "max_age";
+                return Close::MaxAge;
             }
             if self.idle.is_some_and(|d| now >= self.last + d) {
-                return "idle";
+                return Close::Idle;
             }
             let idle = self.idle.map(|d| self.last + d);
             let age = self.max_age.map(|d| self.opened + d);
@@ -295,7 +295,7 @@ pub(crate) async fn guarded<F: Future>(
 ) -> Result<F::Output, Ending> {
     tokio::select! {
         biased;
-        _ = stop => Err(Ending::Server("end")),
+        _ = stop => Err(Ending::Server(Close::End)),
         why = timer.expired() => Err(Ending::Server(why)),
         out = fut.as_mut() => Ok(out),
     }
@@ -418,8 +418,8 @@ mod tests {
             answers: 5,
         };
         let tx = log.sender();
-        tx.write(conn.record(Ending::Client("close_notify", None), 30, (100, 200)));
-        tx.write(conn.record(Ending::Server("idle"), 40, (0, 0)));
+        tx.write(conn.record(Ending::Client(Close::CloseNotify, None), 30, (100, 200)));
+        tx.write(conn.record(Ending::Server(Close::Idle), 40, (0, 0)));
         log.finish();
         let text = std::fs::read_to_string(&path).unwrap();
         std::fs::remove_file(&path).unwrap();

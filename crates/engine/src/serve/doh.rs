@@ -5,6 +5,7 @@ use super::conn::{guarded, handshake_failure, tls_info, Conn, Counted, Ending, T
 use super::zone::Responder;
 use super::Shared;
 use bytes::Bytes;
+use dnscost_stats::Close;
 use futures_util::stream::{FuturesUnordered, StreamExt as _};
 use http::{header, Method, Request, Response, StatusCode};
 use std::pin::Pin;
@@ -71,7 +72,7 @@ pub async fn serve(
     let max_queries = shared.policy.max_queries;
     let mut pending = FuturesUnordered::new();
     // Set once the server decided to close: GOAWAY is sent and open streams are finished.
-    let mut closing: Option<&'static str> = None;
+    let mut closing: Option<Close> = None;
     let mut stopped = false;
     let grace = tokio::time::sleep(LINGER);
     tokio::pin!(grace);
@@ -81,16 +82,16 @@ pub async fn serve(
             biased;
             _ = &mut stop, if !stopped => {
                 stopped = true;
-                begin_close = Some("end");
+                begin_close = Some(Close::End);
             }
             why = timer.expired(), if closing.is_none() => {
-                if why == "idle" && !pending.is_empty() {
+                if why == Close::Idle && !pending.is_empty() {
                     timer.touch(Instant::now());
                 } else {
                     begin_close = Some(why);
                 }
             }
-            _ = &mut grace, if closing.is_some() => break Ending::Server(closing.unwrap_or("end")),
+            _ = &mut grace, if closing.is_some() => break Ending::Server(closing.unwrap_or(Close::End)),
             Some(answered) = pending.next(), if !pending.is_empty() => {
                 conn.answers += u64::from(answered);
                 timer.touch(Instant::now());
@@ -113,7 +114,7 @@ pub async fn serve(
                     timer.touch(Instant::now());
                     pending.push(answer(request, respond, responder, &path));
                     if max_queries > 0 && conn.queries >= max_queries {
-                        begin_close = Some("max_queries");
+                        begin_close = Some(Close::MaxQueries);
                     }
                 }
                 Some(Err(e)) => break closing.map(Ending::Server).unwrap_or_else(|| client_ending(&seen, Some(e))),
@@ -134,20 +135,20 @@ pub async fn serve(
 /// How the client ended the connection, from what was seen on it.
 fn client_ending(seen: &Seen, error: Option<h2::Error>) -> Ending {
     if seen.goaway.load(Ordering::Acquire) {
-        return Ending::Client("goaway", None);
+        return Ending::Client(Close::Goaway, None);
     }
     match seen.eof.load(Ordering::Acquire) {
-        EOF_CLOSE_NOTIFY => return Ending::Client("close_notify", None),
-        EOF_FIN => return Ending::Client("fin", None),
-        EOF_RST => return Ending::Client("rst", None),
+        EOF_CLOSE_NOTIFY => return Ending::Client(Close::CloseNotify, None),
+        EOF_FIN => return Ending::Client(Close::Fin, None),
+        EOF_RST => return Ending::Client(Close::Rst, None),
         _ => {}
     }
     match error {
         Some(e) => match e.get_io() {
             Some(io) => Ending::from_io(io),
-            None => Ending::Client("error", Some(e.to_string())),
+            None => Ending::Client(Close::Error, Some(e.to_string())),
         },
-        None => Ending::Client("fin", None),
+        None => Ending::Client(Close::Fin, None),
     }
 }
 
@@ -398,10 +399,10 @@ mod tests {
     #[test]
     fn endings_prefer_goaway_then_eof_kind() {
         let seen = Seen::default();
-        assert_eq!(client_ending(&seen, None), Ending::Client("fin", None));
+        assert_eq!(client_ending(&seen, None), Ending::Client(Close::Fin, None));
         seen.eof.store(EOF_CLOSE_NOTIFY, Ordering::Release);
-        assert_eq!(client_ending(&seen, None), Ending::Client("close_notify", None));
+        assert_eq!(client_ending(&seen, None), Ending::Client(Close::CloseNotify, None));
         seen.goaway.store(true, Ordering::Release);
-        assert_eq!(client_ending(&seen, None), Ending::Client("goaway", None));
+        assert_eq!(client_ending(&seen, None), Ending::Client(Close::Goaway, None));
     }
 }

@@ -4,6 +4,7 @@
 use super::conn::{Conn, Counted, Ending};
 use super::{doh, stream, Shared};
 use dnscost_load::Transport;
+use dnscost_stats::Close;
 use std::fmt;
 use std::net::SocketAddr;
 use std::str::FromStr;
@@ -100,7 +101,7 @@ pub async fn accept_loop(
             // Shutting down: the connection ends as it starts.
             let (sock, tally) = Counted::new(sock);
             drop(sock);
-            shared.closed(&conn, Ending::Server("end"), tally.get(), false);
+            shared.closed(&conn, Ending::Server(Close::End), tally.get(), false);
             continue;
         };
         let shared = shared.clone();

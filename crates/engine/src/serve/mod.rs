@@ -379,10 +379,10 @@ mod tests {
         let idle = Policy { max_queries: 0, idle: Some(ms(20)), max_age: Some(Duration::from_secs(3600)) };
         let mut t = Timer::new(&idle, Instant::now());
         t.touch(Instant::now());
-        assert_eq!(t.expired().await, "idle");
+        assert_eq!(t.expired().await, dnscost_stats::Close::Idle);
         let age = Policy { max_queries: 0, idle: Some(Duration::from_secs(3600)), max_age: Some(ms(20)) };
         let mut t = Timer::new(&age, Instant::now());
-        assert_eq!(t.expired().await, "max_age");
+        assert_eq!(t.expired().await, dnscost_stats::Close::MaxAge);
         let mut none = Timer::new(&Policy::default(), Instant::now());
         assert!(tokio::time::timeout(ms(50), none.expired()).await.is_err());
     }

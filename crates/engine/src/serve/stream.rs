@@ -3,6 +3,7 @@
 
 use super::conn::{guarded, handshake_failure, tls_info, Conn, Counted, Ending, Timer, LINGER};
 use super::Shared;
+use dnscost_stats::Close;
 use dnscost_wire::{FrameDecoder, MAX_FRAME};
 use futures_util::FutureExt as _;
 use std::sync::Arc;
@@ -80,7 +81,7 @@ async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
     loop {
         let first = tokio::select! {
             biased;
-            _ = &mut *stop => return Ending::Server("end"),
+            _ = &mut *stop => return Ending::Server(Close::End),
             why = timer.expired() => return Ending::Server(why),
             r = s.read(frames.spare()) => r,
         };
@@ -90,7 +91,7 @@ async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
         let mut read = Some(first);
         while let Some(r) = read.take() {
             match r {
-                Ok(0) => ended = Some(Ending::Client(if tls { "close_notify" } else { "fin" }, None)),
+                Ok(0) => ended = Some(Ending::Client(if tls { Close::CloseNotify } else { Close::Fin }, None)),
                 Ok(n) => frames.advance(n),
                 Err(e) => ended = Some(Ending::from_io(&e)),
             }
@@ -99,7 +100,7 @@ async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
                 let msg = match frame {
                     Ok(msg) => msg,
                     Err(e) => {
-                        ended = Some(Ending::Client("error", Some(e.to_string())));
+                        ended = Some(Ending::Client(Close::Error, Some(e.to_string())));
                         break;
                     }
                 };
@@ -130,7 +131,7 @@ async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
         if !out.is_empty() {
             let written = tokio::select! {
                 biased;
-                _ = &mut *stop => return Ending::Server("end"),
+                _ = &mut *stop => return Ending::Server(Close::End),
                 r = write_flush(s, &out) => r,
             };
             if let Err(e) = written {
@@ -138,7 +139,7 @@ async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
             }
         }
         if limit {
-            return Ending::Server("max_queries");
+            return Ending::Server(Close::MaxQueries);
         }
         if let Some(ending) = ended {
             return ending;
@@ -168,7 +169,7 @@ async fn close<S: AsyncRead + AsyncWrite + Unpin>(s: &mut S, ending: &Ending) {
             })
             .await;
         }
-        Ending::Client("close_notify", _) => {
+        Ending::Client(Close::CloseNotify, _) => {
             let _ = tokio::time::timeout(Duration::from_millis(200), s.shutdown()).await;
         }
         Ending::Client(..) => {}
