@@ -1,6 +1,10 @@
 //! `dnscost-engine`: generate DNS load, serve DNS, print the JSON Schemas of both. The binary
 //! (`main.rs`) only calls [`run`]; everything else is this library, so that tests and tools
 //! can reach the engine's parts without a process.
+//!
+//! No unsafe code but the generator's timer (a timerfd: microsecond wake-ups without a
+//! busy loop).
+#![deny(unsafe_code)]
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;

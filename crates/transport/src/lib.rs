@@ -5,7 +5,11 @@
 //! resumption on or off, key logging, certificates) and [`http2`] (the generator's sans-I/O
 //! HTTP/2 client for DoH; the responder serves HTTP/2 with the `h2` crate).
 
+#![deny(unsafe_code)]
+
 pub mod http2;
+/// The only module with unsafe code: socket options and TCP_INFO through libc.
+#[allow(unsafe_code)]
 pub mod socket;
 pub mod tls;
 

@@ -13,6 +13,7 @@ mod output;
 mod session;
 mod slot;
 mod tcp;
+#[allow(unsafe_code)]
 mod timer;
 mod udp;
 mod window;
