@@ -85,12 +85,6 @@ def _design(rows: list[Row], terms: Sequence[str]) -> tuple[list[list[float]], l
     return x, [float(r["target_cpu_us"]) for r in usable]
 
 
-def _confounded(fit: NonNegativeFit, k: int, terms: Sequence[str]) -> list[str]:
-    """The other terms that share a null vector of the design with term ``k``."""
-    null = abs(fit.null_space) > 1e-6
-    return [terms[j] for j in range(len(terms)) if j != k and any(v[k] and v[j] for v in null)]
-
-
 def identification(
     fit: NonNegativeFit | None, boot: Bootstrap | None, k: int, terms: Sequence[str]
 ) -> tuple[float | None, str]:
@@ -114,7 +108,8 @@ def identification(
     if fit is None or not fit.counted[k]:
         return None, "no valid trial counts it"
     if not fit.identified[k]:
-        return None, "confounded with " + ", ".join(_confounded(fit, k, terms)) + " (rank-deficient design)"
+        partners = [terms[j] for j in fit.confounded(k)]
+        return None, ("confounded with " + ", ".join(partners) + " (" if partners else "(") + "rank-deficient design)"
     estimate = fit.coef[k]
     assert estimate is not None
     if boot is None:

@@ -142,6 +142,12 @@ class NonNegativeFit:
     null_space: Matrix
     scale: Matrix
 
+    def confounded(self, k: int) -> list[int]:
+        """The other columns that share a null vector with column ``k``: the mixes of them and
+        ``k`` that the points cannot tell apart."""
+        null = np.abs(self.null_space) > _NULL_TOLERANCE
+        return [j for j in range(len(self.coef)) if j != k and bool((null[:, k] & null[:, j]).any())]
+
     def predict(self, row: Sequence[float]) -> float | None:
         """The fitted value for a point with these counts; None when the points do not determine
         it (the row is not a combination of the fitted points' rows)."""
