@@ -102,7 +102,8 @@ def _weighted(x: Sequence[Sequence[float]], y: Sequence[float], relative: bool) 
 def _solve(xw: Matrix, yw: Matrix) -> tuple[Matrix, Matrix, Matrix, Matrix]:
     """NNLS of ``yw`` on ``xw``: the solution (0 in unused columns), which columns the design
     identifies, the null space of the column-scaled design (one vector per row) and the column
-    scales."""
+    scales. Should NNLS not converge (it does in a few steps for a handful of columns), nothing
+    is identified."""
     p = xw.shape[1]
     scale = np.sqrt((xw**2).sum(axis=0))
     used = scale > 0
@@ -116,7 +117,10 @@ def _solve(xw: Matrix, yw: Matrix) -> tuple[Matrix, Matrix, Matrix, Matrix]:
     rank = int((s > RANK_TOLERANCE * s[0]).sum()) if len(s) else 0
     null = vt[rank:]
     identified = used & (np.abs(null) <= _NULL_TOLERANCE).all(axis=0)
-    solution = scipy.optimize.nnls(a[:, used], yw)[0]
+    try:
+        solution = scipy.optimize.nnls(a[:, used], yw, maxiter=100 * p)[0]
+    except RuntimeError:  # the iteration limit
+        return beta, np.zeros(p, dtype=bool), np.eye(p), safe
     beta[used] = solution / scale[used]
     return beta, identified, null, safe
 
