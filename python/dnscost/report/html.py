@@ -509,6 +509,13 @@ def _cost_tables(a: Analysis) -> str:
                 caption="Fit quality: R² and the leave-one-out prediction error of target CPU time",
             )
         )
+        parts.append(
+            '<p class="note">A term is not identified when no trial counts it, when the trials cannot '
+            "separate it from another term (rank-deficient design), when fewer than 90 % of the bootstrap "
+            "resamples can, or when its interval starts at 0 (docs/results.md, Cost model). The terms are "
+            "averages over the loads the trials ran at: at saturation a target batches work and spends less "
+            "per unit than at a fixed lower rate, which the hold-out error shows.</p>"
+        )
     return "".join(parts)
 
 
