@@ -52,7 +52,7 @@ def test_reproduce_quick_builtin_and_dnsdist(tmp_path: Path) -> None:
     assert run["versions"]["dnsdist"] and run["machine"]["cpus"]
     assert all(run["trials"][t["id"]]["status"] == "done" for t in run["plan"])
     groups = {t["group"] for t in run["plan"]}
-    assert groups == {"baseline", "memory", "connections", "establishment"}
+    assert groups == {"baseline", "memory", "connections", "establishment", "cost_queries", "cost_handshakes"}
 
     # Every derived table, as Parquet and CSV; the headline figures are there for both targets.
     for name in ("trials", "baseline", "memory_fit", "connections", "establishment", "energy", "cost_model"):
@@ -80,6 +80,16 @@ def test_reproduce_quick_builtin_and_dnsdist(tmp_path: Path) -> None:
     }
     # One query per connection over DoH costs more energy than persistent UDP.
     assert kwh[("doh", "1q", "0.0")] > kwh[("udp", "forever", "0.0")]
+    # The cost model: every term that applies, each identified or saying why not (never 0).
+    with (out / "tables" / "cost_model.csv").open() as f:
+        terms = [row for row in csv.DictReader(f) if row["target"] == "dnsdist"]
+    assert {(row["transport"], row["term"]) for row in terms} >= {("udp", "query"), ("dot", "resumed_handshake")}
+    for row in terms:
+        assert (row["status"], bool(row["us"]), bool(row["reason"])) in {
+            ("identified", True, False),
+            ("not identified", False, True),
+        }, row
+        assert row["us"] == "" or float(row["us"]) > 0, row
     for name in ("fig3_memory", "fig4_connections", "fig5_establishment", "energy"):
         assert (out / "figures" / f"{name}.svg").exists() and (out / "figures" / f"{name}.png").exists()
 

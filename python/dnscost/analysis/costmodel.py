@@ -1,22 +1,41 @@
 """The cost model: per target x transport, the target's CPU time in a trial's window as a
 non-negative sum of a cost per answered query, per full handshake, per resumed handshake and per
-second of an open connection, fitted over every valid load and idle trial (idle trials hold
-connections open with almost no queries, which pins the connection-second term).
+second of an open connection, fitted over every valid load and idle trial. The study's specs
+hold trials designed to separate the terms (docs/experiments.md, "The cost model's trials").
 
 The fit minimises relative residuals (each trial weighted by 1 / its CPU time): the trials' CPU
 times span orders of magnitude (an idle trial uses a thousandth of a saturated one), their
 errors are proportional to their size, and an unweighted fit would let the largest trials alone
-decide the small terms."""
+decide the small terms. Intervals are percentile bootstrap intervals over the trials (resampled
+with replacement, :data:`RESAMPLES` times, seeded), and a term is reported only when the trials
+identify it (:func:`identification`); otherwise it is "not identified", never 0."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
 
-from dnscost.analysis.stats import NonNegativeFit, fit_non_negative, leave_one_out_errors_pct, median
+from dnscost.analysis.stats import (
+    Bootstrap,
+    NonNegativeFit,
+    bootstrap_non_negative,
+    fit_non_negative,
+    leave_one_out_errors_pct,
+    median,
+)
 from dnscost.analysis.tables import Row, group_by, reference_key
 
-__all__ = ["TERMS", "cost_model_rows", "predict_cpu_us"]
+__all__ = [
+    "APPLIES",
+    "MIN_IDENTIFIED_SHARE",
+    "MIN_SPARE_TRIALS",
+    "RESAMPLES",
+    "SEED",
+    "TERMS",
+    "cost_model_rows",
+    "identification",
+    "predict_cpu_us",
+]
 
 TERMS: dict[str, str] = {
     "query": "queries_answered",
@@ -27,6 +46,30 @@ TERMS: dict[str, str] = {
 """Each term of the model and the trials-table column that counts it. For tcp, which has no
 TLS, the full-handshake term counts TCP connections established (``connections_established``)."""
 
+APPLIES: dict[str, tuple[str, ...]] = {
+    "udp": ("query",),
+    "tcp": ("query", "full_handshake", "connection_second"),
+    "dot": tuple(TERMS),
+    "doh": tuple(TERMS),
+}
+"""The terms that mean something for each transport: UDP has no connection, TCP no TLS."""
+
+RESAMPLES = 1000
+"""Bootstrap resamples per fit."""
+SEED = 2023
+"""The bootstrap's seed: the same trials give the same intervals."""
+MIN_IDENTIFIED_SHARE = 0.9
+"""A term the resampled trials identify in fewer than this share of resamples rests on too few
+trials to be reported."""
+MIN_SPARE_TRIALS = 3
+"""A fit has bootstrap intervals only with at least this many trials more than it has terms:
+resampling two or three trials cannot show how much a fresh trial would differ (with n trials
+the percentile interval is at most their spread), so a smaller fit gives estimates without
+intervals."""
+
+STATUS_IDENTIFIED = "identified"
+STATUS_NOT_IDENTIFIED = "not identified"
+
 
 def _count(r: Row, column: str) -> float:
     if column == "handshakes_full" and r["transport"] == "tcp":
@@ -34,22 +77,58 @@ def _count(r: Row, column: str) -> float:
     return float(r[column] or 0.0)
 
 
-def _design(rows: list[Row]) -> tuple[list[list[float]], list[float]]:
-    """The trials' counts (a missing count is 0: UDP has no handshakes) and CPU times, for the
-    valid load and idle trials that used CPU time."""
+def _design(rows: list[Row], terms: Sequence[str]) -> tuple[list[list[float]], list[float]]:
+    """The trials' counts of ``terms`` (a missing count is 0) and CPU times, for the valid load
+    and idle trials that used CPU time."""
     usable = [r for r in rows if r["valid"] and r["kind"] in ("load", "idle") and (r["target_cpu_us"] or 0) > 0]
-    x = [[_count(r, c) for c in TERMS.values()] for r in usable]
+    x = [[_count(r, TERMS[t]) for t in terms] for r in usable]
     return x, [float(r["target_cpu_us"]) for r in usable]
 
 
-def _fit(x: Sequence[Sequence[float]], y: Sequence[float]) -> NonNegativeFit | None:
-    return fit_non_negative(x, y, relative=True)
+def identification(
+    fit: NonNegativeFit | None, boot: Bootstrap | None, k: int, terms: Sequence[str]
+) -> tuple[float | None, str]:
+    """Term ``k``'s estimate and, when it is not identified, None and why. A term is not
+    identified when
+
+    1. no trial counts it, or the design is rank-deficient for it: a vector of the weighted,
+       column-scaled design's null space has a component on it, so another mix of terms fits
+       the trials equally well (the terms it is confounded with are named);
+    2. fewer than :data:`MIN_IDENTIFIED_SHARE` of the bootstrap resamples identify it by (1):
+       it rests on a few trials;
+    3. its bootstrap 95 % interval starts at 0 (at least 2.5 % of the resamples put it at its
+       bound), whatever its upper end: the trials cannot tell it from zero. This covers an
+       interval from 0 to far beyond the estimate (a term lost in the noise of others), from 0
+       to about the estimate (two nearly collinear terms trading their cost), and an estimate
+       of 0.
+
+    A fit too small for intervals (``boot`` None, :data:`MIN_SPARE_TRIALS`) is judged by (1)
+    alone, and an estimate of 0 is not identified.
+    """
+    if fit is None or not fit.counted[k]:
+        return None, "no valid trial counts it"
+    if not fit.identified[k]:
+        partners = [terms[j] for j in fit.confounded(k)]
+        return None, ("confounded with " + ", ".join(partners) + " (" if partners else "(") + "rank-deficient design)"
+    estimate = fit.coef[k]
+    assert estimate is not None
+    if boot is None:
+        return (estimate, "") if estimate > 0 else (None, "estimate 0 from too few trials for an interval")
+    share = boot.identified_share[k]
+    if share < MIN_IDENTIFIED_SHARE:
+        return None, f"identified in {share:.0%} of resamples only (too few trials)"
+    low, high = boot.low[k], boot.high[k]
+    if low is not None and high is not None and low <= 0.0:
+        return None, f"95 % interval from 0 to {high:.3g} µs"
+    return estimate, ""
 
 
 def cost_model_rows(rows: list[Row]) -> tuple[list[Row], list[Row]]:
-    """The ``cost_model`` rows (one per term) and ``cost_model_fit`` rows (one per target x
-    transport). A term no trial exercised has no coefficient (None)."""
-    terms: list[Row] = []
+    """The ``cost_model`` rows (one per term that applies to the transport) and
+    ``cost_model_fit`` rows (one per target x transport). A term the trials do not identify has
+    no estimate (``us`` None), status "not identified" and the reason; its bootstrap interval,
+    when there is one, is kept (its upper end bounds the term)."""
+    terms_out: list[Row] = []
     fits: list[Row] = []
     # One certificate key type: a full handshake's cost depends on it.
     candidates = [r for r in reference_key(rows) if r["kind"] in ("load", "idle")]
@@ -58,34 +137,55 @@ def cost_model_rows(rows: list[Row]) -> tuple[list[Row], list[Row]]:
     groups = group_by(candidates, lambda r: (r["target"], r["transport"]))
     # Target by target, whatever order the plan measured them in.
     for target, transport in sorted(groups, key=lambda k: (targets.index(k[0]), transports.index(k[1]))):
-        g = groups[(target, transport)]
-        x, y = _design(g)
-        fit = _fit(x, y)
-        for k, term in enumerate(TERMS):
-            terms.append(
+        terms = APPLIES.get(transport, tuple(TERMS))
+        x, y = _design(groups[(target, transport)], terms)
+        fit = fit_non_negative(x, y, relative=True)
+        enough = len(y) >= len(terms) + MIN_SPARE_TRIALS
+        boot = bootstrap_non_negative(x, y, relative=True, resamples=RESAMPLES, seed=SEED) if fit and enough else None
+        identified = 0
+        for k, term in enumerate(terms):
+            estimate, reason = identification(fit, boot, k, terms)
+            identified += estimate is not None
+            terms_out.append(
                 {
                     "target": target,
                     "transport": transport,
                     "term": term,
-                    "us": fit.coef[k] if fit else None,
-                    "ci95_low": fit.ci95_low[k] if fit else None,
-                    "ci95_high": fit.ci95_high[k] if fit else None,
+                    "us": estimate,
+                    "ci95_low": boot.low[k] if boot else None,
+                    "ci95_high": boot.high[k] if boot else None,
+                    "status": STATUS_IDENTIFIED if estimate is not None else STATUS_NOT_IDENTIFIED,
+                    "reason": reason or None,
                 }
             )
-        errors = leave_one_out_errors_pct(x, y, _fit)
+        errors = leave_one_out_errors_pct(x, y, relative=True)
         fits.append(
             {
                 "target": target,
                 "transport": transport,
                 "trials": len(y),
+                "terms": len(terms),
+                "terms_identified": identified,
                 "r2": fit.r2 if fit else None,
+                "holdout_trials": len(errors),
                 "holdout_median_abs_error_pct": median(errors),
                 "holdout_max_abs_error_pct": max(errors, default=None),
+                "resamples": boot.resamples if boot else 0,
             }
         )
-    return terms, fits
+    return terms_out, fits
 
 
-def predict_cpu_us(coefficients: dict[str, float | None], counts: dict[str, Any]) -> float:
-    """CPU time the model predicts for a trial's counts (a term without a coefficient adds 0)."""
-    return sum((coefficients.get(term) or 0.0) * float(counts.get(column) or 0.0) for term, column in TERMS.items())
+def predict_cpu_us(coefficients: dict[str, float | None], counts: dict[str, Any]) -> float | None:
+    """CPU time the model predicts for a trial's counts (``trials``-table columns); None when a
+    term the trial counts has no identified coefficient."""
+    total = 0.0
+    for term, column in TERMS.items():
+        n = float(counts.get(column) or 0.0)
+        if n == 0:
+            continue
+        c = coefficients.get(term)
+        if c is None:
+            return None
+        total += c * n
+    return total

@@ -1,25 +1,29 @@
-"""The statistics the derived tables need, with numpy only: Student's t quantile, ordinary least
-squares with a confidence interval on the slope, non-negative least squares (Lawson-Hanson) with
-intervals from the residual variance, and leave-one-out hold-out errors."""
+"""The statistics the derived tables need: Student's t quantile and ordinary least squares with a
+t interval on the slope; non-negative least squares (``scipy.optimize.nnls``) that says which
+coefficients its design identifies, bootstrap percentile intervals over resampled points, and
+leave-one-out hold-out errors."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
+import scipy.optimize  # type: ignore[import-untyped]
+import scipy.stats  # type: ignore[import-untyped]
 
 __all__ = [
+    "RANK_TOLERANCE",
+    "Bootstrap",
     "LinearFit",
     "NonNegativeFit",
+    "bootstrap_non_negative",
     "fit_line",
     "fit_non_negative",
     "leave_one_out_errors_pct",
     "median",
-    "nnls",
-    "t_cdf",
     "t_quantile",
 ]
 
@@ -31,72 +35,14 @@ def median(values: Sequence[float]) -> float | None:
     return float(np.median(values)) if len(values) else None
 
 
-def _betacf(a: float, b: float, x: float) -> float:
-    """Continued fraction of the regularized incomplete beta function (modified Lentz)."""
-    tiny = 1e-300
-    qab, qap, qam = a + b, a + 1.0, a - 1.0
-    c, d = 1.0, 1.0 - qab * x / qap
-    d = 1.0 / (d if abs(d) > tiny else tiny)
-    h = d
-    for m in range(1, 400):
-        m2 = 2 * m
-        aa = m * (b - m) * x / ((qam + m2) * (a + m2))
-        d = 1.0 + aa * d
-        d = 1.0 / (d if abs(d) > tiny else tiny)
-        c = 1.0 + aa / c
-        c = c if abs(c) > tiny else tiny
-        h *= d * c
-        aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))
-        d = 1.0 + aa * d
-        d = 1.0 / (d if abs(d) > tiny else tiny)
-        c = 1.0 + aa / c
-        c = c if abs(c) > tiny else tiny
-        delta = d * c
-        h *= delta
-        if abs(delta - 1.0) < 1e-15:
-            break
-    return h
-
-
-def _betai(a: float, b: float, x: float) -> float:
-    """Regularized incomplete beta function I_x(a, b)."""
-    if x <= 0.0:
-        return 0.0
-    if x >= 1.0:
-        return 1.0
-    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x))
-    if x < (a + 1.0) / (a + b + 2.0):
-        return front * _betacf(a, b, x) / a
-    return 1.0 - front * _betacf(b, a, 1.0 - x) / b
-
-
-def t_cdf(t: float, df: float) -> float:
-    """P(T <= t) for Student's t with ``df`` degrees of freedom."""
-    if df <= 0:
-        raise ValueError(f"degrees of freedom must be positive, got {df}")
-    tail = 0.5 * _betai(df / 2.0, 0.5, df / (df + t * t))
-    return 1.0 - tail if t > 0 else tail
-
-
 def t_quantile(p: float, df: float) -> float:
     """The ``p`` quantile of Student's t with ``df`` degrees of freedom (``t_quantile(0.975, 10)``
-    is 2.228...), by bisection on :func:`t_cdf` to about 1e-12."""
+    is 2.228...)."""
     if not 0.0 < p < 1.0:
         raise ValueError(f"p must be in (0, 1), got {p}")
-    if p < 0.5:
-        return -t_quantile(1.0 - p, df)
-    lo, hi = 0.0, 1.0
-    while t_cdf(hi, df) < p:
-        lo, hi = hi, hi * 2.0
-    for _ in range(200):
-        mid = 0.5 * (lo + hi)
-        if t_cdf(mid, df) < p:
-            lo = mid
-        else:
-            hi = mid
-        if hi - lo < 1e-12 * max(1.0, hi):
-            break
-    return 0.5 * (lo + hi)
+    if df <= 0:
+        raise ValueError(f"degrees of freedom must be positive, got {df}")
+    return float(scipy.stats.t.ppf(p, df))
 
 
 @dataclass(frozen=True)
@@ -133,111 +79,189 @@ def fit_line(x: Sequence[float], y: Sequence[float]) -> LinearFit | None:
     return LinearFit(slope, intercept, se, slope - half, slope + half, r2, n)
 
 
-def nnls(a: Matrix, b: Matrix, max_iter: int | None = None) -> Matrix:
-    """argmin ||a x - b|| subject to x >= 0 (Lawson and Hanson's active-set algorithm)."""
-    m, n = a.shape
-    x = np.zeros(n)
-    passive = np.zeros(n, dtype=bool)
-    tol = 10 * np.finfo(float).eps * max(m, n) * max(float(np.abs(a).sum(axis=0).max(initial=0.0)), 1.0)
-    w = a.T @ (b - a @ x)
-    for _ in range(max_iter or 3 * n + 10):
-        if passive.all() or float(w[~passive].max()) <= tol:
-            break
-        j = int(np.argmax(np.where(passive, -np.inf, w)))
-        passive[j] = True
-        s = np.zeros(n)
-        while passive.any():
-            s = np.zeros(n)
-            s[passive] = np.linalg.lstsq(a[:, passive], b, rcond=None)[0]
-            if float(s[passive].min()) > 0:
-                break
-            blocking = passive & (s <= 0)
-            alpha = float(np.min(x[blocking] / (x[blocking] - s[blocking])))
-            x = x + alpha * (s - x)
-            passive &= x > tol
-            x[~passive] = 0.0
-        x = s
-        w = a.T @ (b - a @ x)
-    return x
+RANK_TOLERANCE = 1e-9
+"""Singular values of a design (weighted, columns scaled to unit length) below this share of the
+largest count as zero: the design is rank-deficient along their vectors."""
+_NULL_TOLERANCE = 1e-6
+"""A column is in a null vector (so not identified) when its component in it exceeds this."""
 
 
-@dataclass(frozen=True)
+def _weighted(x: Sequence[Sequence[float]], y: Sequence[float], relative: bool) -> tuple[Matrix, Matrix, Matrix]:
+    """The design and values as arrays (points with y <= 0 dropped when ``relative``) and each
+    point's weight (1/y when ``relative``, else 1)."""
+    xs, ys = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    if xs.ndim != 2:
+        xs = np.zeros((0, 0))
+        ys = np.zeros(0)
+    if relative:
+        keep = ys > 0
+        xs, ys = xs[keep], ys[keep]
+    return xs, ys, (1.0 / ys if relative else np.ones(len(ys)))
+
+
+def _solve(xw: Matrix, yw: Matrix) -> tuple[Matrix, Matrix, Matrix, Matrix]:
+    """NNLS of ``yw`` on ``xw``: the solution (0 in unused columns), which columns the design
+    identifies, the null space of the column-scaled design (one vector per row) and the column
+    scales. Should NNLS not converge (it does in a few steps for a handful of columns), nothing
+    is identified."""
+    p = xw.shape[1]
+    scale = np.sqrt((xw**2).sum(axis=0))
+    used = scale > 0
+    beta = np.zeros(p)
+    identified = np.zeros(p, dtype=bool)
+    safe = np.where(used, scale, 1.0)
+    a = xw / safe
+    if not used.any():
+        return beta, identified, np.eye(p), safe
+    s, vt = np.linalg.svd(a, full_matrices=True)[1:]
+    rank = int((s > RANK_TOLERANCE * s[0]).sum()) if len(s) else 0
+    null = vt[rank:]
+    identified = used & (np.abs(null) <= _NULL_TOLERANCE).all(axis=0)
+    try:
+        solution = scipy.optimize.nnls(a[:, used], yw, maxiter=100 * p)[0]
+    except RuntimeError:  # the iteration limit
+        return beta, np.zeros(p, dtype=bool), np.eye(p), safe
+    beta[used] = solution / scale[used]
+    return beta, identified, null, safe
+
+
+@dataclass(frozen=True, eq=False)
 class NonNegativeFit:
-    """Non-negative coefficients per column of the design; None where a column is all zero (not
-    estimable from these trials). Intervals are ± t(0.975, n - p) x the standard error from the
-    residual variance, None when there are no spare degrees of freedom."""
+    """Non-negative coefficients per column of the design, without an intercept.
+
+    ``coef[k]`` is None where the design does not identify column ``k``: the column is zero in
+    every point (``counted[k]`` is False), or the weighted design (columns scaled to unit
+    length) is rank-deficient for it, i.e. a vector of its null space (``null_space``, one per
+    row) has a component on the column, so some other mix of columns fits the points equally
+    well. ``beta`` is the NNLS solution itself (0 where a column is all zero), which
+    :meth:`predict` uses. ``r2`` is 1 - RSS/TSS of the unweighted predictions."""
 
     coef: list[float | None]
-    ci95_low: list[float | None]
-    ci95_high: list[float | None]
+    counted: list[bool]
+    identified: list[bool]
+    rank: int
     r2: float | None
     points: int
+    beta: Matrix
+    null_space: Matrix
+    scale: Matrix
+
+    def confounded(self, k: int) -> list[int]:
+        """The other columns that share a null vector with column ``k``: the mixes of them and
+        ``k`` that the points cannot tell apart."""
+        null = np.abs(self.null_space) > _NULL_TOLERANCE
+        return [j for j in range(len(self.coef)) if j != k and bool((null[:, k] & null[:, j]).any())]
+
+    def predict(self, row: Sequence[float]) -> float | None:
+        """The fitted value for a point with these counts; None when the points do not determine
+        it (the row is not a combination of the fitted points' rows)."""
+        r = np.asarray(row, dtype=float)
+        if not np.any(r):
+            return 0.0
+        scaled = r / self.scale
+        if float(np.abs(self.null_space @ scaled).max(initial=0.0)) > _NULL_TOLERANCE * float(np.linalg.norm(scaled)):
+            return None
+        return float(r @ self.beta)
 
 
 def fit_non_negative(
     x: Sequence[Sequence[float]], y: Sequence[float], *, relative: bool = False
 ) -> NonNegativeFit | None:
-    """Non-negative least squares of ``y`` on the columns of ``x`` (no intercept); None without
-    any point or any non-zero column. ``relative`` minimises relative rather than absolute
-    residuals (each point weighted by 1/y; points with y <= 0 are dropped), for points whose
-    errors grow with their size. ``r2`` is 1 - RSS/TSS of the unweighted predictions."""
-    xs, ys = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
-    if xs.ndim != 2 or len(xs) == 0:
+    """Non-negative least squares of ``y`` on the columns of ``x`` (no intercept), by
+    ``scipy.optimize.nnls``; None without any point or any non-zero column. ``relative``
+    minimises relative rather than absolute residuals (each point weighted by 1/y; points with
+    y <= 0 are dropped), for points whose errors grow with their size."""
+    xs, ys, w = _weighted(x, y, relative)
+    if len(ys) == 0 or xs.shape[1] == 0 or not np.any(xs):
         return None
-    if relative:
-        keep = ys > 0
-        xs, ys = xs[keep], ys[keep]
-        if len(xs) == 0:
-            return None
-    w = 1.0 / ys if relative else np.ones(len(ys))
-    n, p_all = xs.shape
-    xw, yw = xs * w[:, None], ys * w
-    scale = np.sqrt((xw**2).sum(axis=0))
-    used = scale > 0
-    if not used.any():
-        return None
-    a = xw[:, used] / scale[used]
-    beta = nnls(a, yw) / scale[used]
-    rss_w = float(((yw - xw[:, used] @ beta) ** 2).sum())
-    rss = float(((ys - xs[:, used] @ beta) ** 2).sum())
+    beta, identified, null, scale = _solve(xs * w[:, None], ys * w)
+    rss = float(((ys - xs @ beta) ** 2).sum())
     tss = float(((ys - ys.mean()) ** 2).sum())
-    r2 = 1.0 - rss / tss if tss > 0 and n > 1 else None
-    p = int(used.sum())
-    se: list[float | None] = [None] * p
-    if n > p:
-        cov = rss_w / (n - p) * np.linalg.pinv(a.T @ a)
-        se = [math.sqrt(max(float(cov[i, i]), 0.0)) / float(scale[used][i]) for i in range(p)]
-    t = t_quantile(0.975, n - p) if n > p else None
-    coef: list[float | None] = [None] * p_all
-    low: list[float | None] = [None] * p_all
-    high: list[float | None] = [None] * p_all
-    for k, col in enumerate(np.flatnonzero(used)):
-        c = float(beta[k])
-        coef[col] = c
-        s = se[k]
-        if s is not None and t is not None:
-            low[col], high[col] = c - t * s, c + t * s
-    return NonNegativeFit(coef, low, high, r2, n)
+    n, p = xs.shape
+    return NonNegativeFit(
+        coef=[float(beta[k]) if identified[k] else None for k in range(p)],
+        counted=[bool(v) for v in np.any(xs != 0, axis=0)],
+        identified=[bool(v) for v in identified],
+        rank=p - len(null),
+        r2=1.0 - rss / tss if tss > 0 and n > 1 else None,
+        points=n,
+        beta=beta,
+        null_space=null,
+        scale=scale,
+    )
+
+
+@dataclass(frozen=True)
+class Bootstrap:
+    """Per column of a non-negative fit, its percentile interval over fits to resampled points
+    (as many points as there are, drawn with replacement): ``low`` and ``high`` over the
+    resamples whose design identifies the column (None when none does); ``identified_share``,
+    the share of resamples that identify it; ``zero_share``, the share of those that put it at
+    exactly 0, its bound."""
+
+    low: list[float | None]
+    high: list[float | None]
+    identified_share: list[float]
+    zero_share: list[float | None]
+    resamples: int
+
+
+def bootstrap_non_negative(
+    x: Sequence[Sequence[float]],
+    y: Sequence[float],
+    *,
+    relative: bool = False,
+    resamples: int = 1000,
+    seed: int = 0,
+    level: float = 0.95,
+) -> Bootstrap | None:
+    """Percentile bootstrap of :func:`fit_non_negative`'s coefficients: ``resamples`` sets of
+    points drawn with replacement from ``numpy.random.default_rng(seed)``, each fitted the same
+    way; the interval holds the central ``level`` of the fitted values. None without points."""
+    xs, ys, w = _weighted(x, y, relative)
+    n, p = xs.shape
+    if n == 0 or p == 0:
+        return None
+    xw, yw = xs * w[:, None], ys * w
+    rng = np.random.default_rng(seed)
+    values = np.full((resamples, p), np.nan)
+    for b in range(resamples):
+        pick = rng.integers(0, n, n)
+        beta, identified, _, _ = _solve(xw[pick], yw[pick])
+        values[b, identified] = beta[identified]
+    tail = (1.0 - level) / 2 * 100
+    low: list[float | None] = []
+    high: list[float | None] = []
+    identified_share: list[float] = []
+    zero_share: list[float | None] = []
+    for k in range(p):
+        v = values[:, k][~np.isnan(values[:, k])]
+        identified_share.append(len(v) / resamples)
+        if len(v) == 0:
+            low.append(None)
+            high.append(None)
+            zero_share.append(None)
+            continue
+        low.append(float(np.percentile(v, tail)))
+        high.append(float(np.percentile(v, 100 - tail)))
+        zero_share.append(float((v <= 0).mean()))
+    return Bootstrap(low, high, identified_share, zero_share, resamples)
 
 
 def leave_one_out_errors_pct(
-    x: Sequence[Sequence[float]],
-    y: Sequence[float],
-    fit: Callable[[Sequence[Sequence[float]], Sequence[float]], NonNegativeFit | None] = fit_non_negative,
+    x: Sequence[Sequence[float]], y: Sequence[float], *, relative: bool = False
 ) -> list[float]:
-    """For each point, fit on the others and return |predicted - measured| / measured x 100.
-    Points measured as zero, and points whose fit leaves a column it uses unestimated, are
-    skipped."""
+    """For each point, fit on the others (:func:`fit_non_negative`) and return
+    |predicted - measured| / measured x 100. Points measured as zero, and points the other
+    points cannot predict (their counts are not a combination of the others'), are skipped."""
     errors: list[float] = []
     for i in range(len(y)):
         if y[i] == 0:
             continue
         rest = [j for j in range(len(y)) if j != i]
-        f = fit([x[j] for j in rest], [y[j] for j in rest])
-        if f is None:
+        f = fit_non_negative([x[j] for j in rest], [y[j] for j in rest], relative=relative)
+        pred = f.predict(x[i]) if f is not None else None
+        if pred is None:
             continue
-        if any(c is None and v != 0 for c, v in zip(f.coef, x[i], strict=True)):
-            continue
-        pred = sum((c or 0.0) * v for c, v in zip(f.coef, x[i], strict=True))
         errors.append(abs(pred - y[i]) / abs(y[i]) * 100.0)
     return errors

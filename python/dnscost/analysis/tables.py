@@ -61,9 +61,10 @@ COLUMNS: dict[str, list[str]] = {
             cores_at_10k_qps energy_source
         """,
         "latency": "target transport group lifetime resumption connections reps p50_us p90_us p99_us p999_us",
-        "cost_model": "target transport term us ci95_low ci95_high",
+        "cost_model": "target transport term us ci95_low ci95_high status reason",
         "cost_model_fit": """
-            target transport trials r2 holdout_median_abs_error_pct holdout_max_abs_error_pct
+            target transport trials terms terms_identified r2 holdout_trials holdout_median_abs_error_pct
+            holdout_max_abs_error_pct resamples
         """,
     }.items()
 }
@@ -83,6 +84,7 @@ TEXT_COLUMNS = frozenset(
         "flags",
         "energy_source",
         "term",
+        "reason",
         "cert_key",
         "tls_group",
     ]

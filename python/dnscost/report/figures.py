@@ -423,9 +423,10 @@ def fig_energy(a: Analysis) -> Figure | None:
 
 
 def fig_cost_model(a: Analysis) -> Figure | None:
-    """The cost model's coefficients (target CPU-µs per unit of each term) with 95 % intervals."""
-    rows = [r for r in _rows(a, "cost_model") if _num(r.get("us")) is not None and r.get("term") is not None]
-    targets = _targets(rows)
+    """The cost model's coefficients (target CPU-µs per unit of each term) with 95 % intervals; a
+    term the trials do not identify has no bar, only the words "not identified"."""
+    rows = [r for r in _rows(a, "cost_model") if r.get("term") is not None]
+    targets = _targets([r for r in rows if _num(r.get("us")) is not None])
     if not targets:
         return None
     present = {str(r["term"]) for r in rows}
@@ -434,34 +435,23 @@ def fig_cost_model(a: Analysis) -> Figure | None:
     grid = fig.subplots(len(targets), len(terms), squeeze=False)
     for axes, target in zip(grid, targets, strict=True):
         mine = [r for r in rows if r.get("target") == target]
-        transports = _transports(mine)
         for ax, term in zip(axes, terms, strict=True):
-            values: list[float | None] = []
-            spans: list[tuple[float, float]] = []
-            for t in transports:
-                match = [r for r in mine if r.get("transport") == t and r.get("term") == term]
-                v = _num(match[0].get("us")) if match else None
-                values.append(v)
-                lo = _num(match[0].get("ci95_low")) if match else None
-                hi = _num(match[0].get("ci95_high")) if match else None
-                spans.append(_span(v, lo, hi))
+            # Only the transports the term applies to (udp: queries; tcp: no resumption).
+            here = [r for r in mine if r.get("term") == term]
+            transports = _transports(here)
             xs = list(range(len(transports)))
-            ax.bar(
-                xs,
-                [v or 0.0 for v in values],
-                color=[_colour(t) for t in transports],
-                edgecolor="black",
-                linewidth=0.5,
-            )
-            ax.errorbar(
-                xs,
-                [v or 0.0 for v in values],
-                yerr=[[s[0] for s in spans], [s[1] for s in spans]],
-                fmt="none",
-                ecolor="black",
-                capsize=3,
-            )
+            for x, t in zip(xs, transports, strict=True):
+                r = next(r for r in here if r.get("transport") == t)
+                v = _num(r.get("us"))
+                if v is None:
+                    ax.text(x, 0, "not\nidentified", ha="center", va="bottom", fontsize="x-small", color="#777")
+                    continue
+                lo, hi = _span(v, _num(r.get("ci95_low")), _num(r.get("ci95_high")))
+                ax.bar([x], [v], color=_colour(t), edgecolor="black", linewidth=0.5)
+                if lo or hi:
+                    ax.errorbar([x], [v], yerr=[[lo], [hi]], fmt="none", ecolor="black", capsize=3)
             ax.set_xticks(xs, [display_transport(t) for t in transports])
+            ax.set_xlim(-0.6, max(len(xs), 1) - 0.4)
             ax.set_title(f"{target}: {_TERMS.get(term, term)}", fontsize="medium")
             ax.set_ylabel("target CPU-µs")
     return fig

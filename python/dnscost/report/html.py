@@ -35,6 +35,8 @@ Row = dict[str, Any]
 
 DASH = "\u2013"
 """Shown for a missing value."""
+NOT_IDENTIFIED = "not identified"
+"""Shown for a cost-model term the trials do not identify (never 0)."""
 
 _CSS = """
 body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2em auto; max-width: 1250px;
@@ -44,6 +46,7 @@ table { border-collapse: collapse; margin: .8em 0; font-size: .88em; }
 th, td { border: 1px solid #ccc; padding: .25em .5em; text-align: right; vertical-align: top; }
 th { background: #f2f2f2; } td.text, th.text { text-align: left; }
 tr.invalid td { background: #fde2e2; }
+tr.not-identified td { color: #777; }
 figure { margin: 1em 0; } figure svg { max-width: 100%; height: auto; display: block; }
 figcaption { font-size: .9em; color: #444; margin-top: .3em; }
 .missing { color: #8a6d3b; background: #fcf8e3; padding: .4em .6em; border: 1px solid #faebcc; }
@@ -106,7 +109,7 @@ _CAPTIONS: dict[str, tuple[str, str, str]] = {
     "cost_model": (
         "Cost model",
         "Target CPU time per unit of each term (non-negative least squares over the valid trials of each "
-        "target and transport), with 95 % intervals.",
+        "target and transport), with 95 % bootstrap intervals; terms the trials do not identify are left out.",
         "cost_model",
     ),
 }
@@ -437,6 +440,15 @@ def _latency_table(a: Analysis) -> str:
     )
 
 
+def _cost_term(r: Row) -> Any:
+    """A term's estimate, or "not identified" (never 0) with the bound its interval gives."""
+    us = _num(r.get("us"))
+    if us is not None:
+        return us
+    high = _num(r.get("ci95_high"))
+    return NOT_IDENTIFIED + (f" (≤ {fmt(high)})" if high is not None else "")
+
+
 def _cost_tables(a: Analysis) -> str:
     terms = _rows(a, "cost_model")
     fits = _rows(a, "cost_model_fit")
@@ -444,40 +456,65 @@ def _cost_tables(a: Analysis) -> str:
     if terms:
         parts.append(
             _table(
-                ["target", "transport", "term", "CPU-µs", "95 % low", "95 % high"],
+                ["target", "transport", "term", "CPU-µs", "95 % low", "95 % high", "why not identified"],
                 [
                     [
                         r.get("target"),
                         display_transport(r.get("transport")),
                         r.get("term"),
-                        _num(r.get("us")),
+                        _cost_term(r),
                         _num(r.get("ci95_low")),
                         _num(r.get("ci95_high")),
+                        r.get("reason"),
                     ]
                     for r in terms
                 ],
-                text_columns=3,
-                caption="Coefficients: target CPU-µs per query, per full and resumed handshake, per connection-second",
+                text_columns={0, 1, 2, 6},
+                row_classes=["" if _num(r.get("us")) is not None else "not-identified" for r in terms],
+                caption=(
+                    "Coefficients: target CPU-µs per query, per full handshake (tcp: per connection), per resumed "
+                    "handshake, per connection-second; 95 % bootstrap intervals over trials. A term the trials "
+                    "cannot separate from the others or from zero is not identified (its interval, when it has "
+                    "one, still bounds it)"
+                ),
             )
         )
     if fits:
         parts.append(
             _table(
-                ["target", "transport", "trials", "R²", "hold-out median |error| %", "hold-out max |error| %"],
+                [
+                    "target",
+                    "transport",
+                    "trials",
+                    "terms identified",
+                    "R²",
+                    "hold-out trials",
+                    "hold-out median |error| %",
+                    "hold-out max |error| %",
+                ],
                 [
                     [
                         r.get("target"),
                         display_transport(r.get("transport")),
                         r.get("trials"),
+                        f"{fmt(r.get('terms_identified'))} of {fmt(r.get('terms'))}",
                         _num(r.get("r2")),
+                        r.get("holdout_trials"),
                         _num(r.get("holdout_median_abs_error_pct")),
                         _num(r.get("holdout_max_abs_error_pct")),
                     ]
                     for r in fits
                 ],
-                text_columns=2,
-                caption="Fit quality: leave-one-out prediction error of target CPU time",
+                text_columns={0, 1, 3},
+                caption="Fit quality: R² and the leave-one-out prediction error of target CPU time",
             )
+        )
+        parts.append(
+            '<p class="note">A term is not identified when no trial counts it, when the trials cannot '
+            "separate it from another term (rank-deficient design), when fewer than 90 % of the bootstrap "
+            "resamples can, or when its interval starts at 0 (docs/results.md, Cost model). The terms are "
+            "averages over the loads the trials ran at: at saturation a target batches work and spends less "
+            "per unit than at a fixed lower rate, which the hold-out error shows.</p>"
         )
     return "".join(parts)
 
