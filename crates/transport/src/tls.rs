@@ -387,6 +387,18 @@ impl ServerCertVerifier for AcceptAny {
     }
 }
 
+/// What an established connection's handshake was: whether it resumed a session, and the TLS
+/// version ("1.3", "1.2"), for either side.
+pub fn handshake_facts(conn: &rustls::CommonState) -> (bool, Option<&'static str>) {
+    let resumed = conn.handshake_kind() == Some(rustls::HandshakeKind::Resumed);
+    let version = conn.protocol_version().map(|v| match v {
+        rustls::ProtocolVersion::TLSv1_3 => "1.3",
+        rustls::ProtocolVersion::TLSv1_2 => "1.2",
+        _ => "other",
+    });
+    (resumed, version)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

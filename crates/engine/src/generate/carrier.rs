@@ -52,16 +52,8 @@ impl Carrier {
         let connector = if resume { &connectors.resume } else { &connectors.fresh };
         let name = plan.server_name.clone().expect("TLS plans have a server name");
         let tls = connector.connect(name, tcp).await.map_err(|e| (classify(&e), e.to_string()))?;
-        let conn = tls.get_ref().1;
-        let handshake = match conn.handshake_kind() {
-            Some(rustls::HandshakeKind::Resumed) => Handshake::Resumed,
-            _ => Handshake::Full,
-        };
-        let tls_version = conn.protocol_version().map(|v| match v {
-            rustls::ProtocolVersion::TLSv1_3 => "1.3",
-            rustls::ProtocolVersion::TLSv1_2 => "1.2",
-            _ => "other",
-        });
+        let (resumed, tls_version) = dnscost_transport::tls::handshake_facts(tls.get_ref().1);
+        let handshake = if resumed { Handshake::Resumed } else { Handshake::Full };
         Ok(Established { carrier: Carrier::Tls(Box::new(tls)), handshake, tls_version })
     }
 

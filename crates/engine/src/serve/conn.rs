@@ -368,18 +368,32 @@ impl AsyncWrite for Counted {
     }
 }
 
-/// The handshake kind and version of an established TLS connection.
-pub(crate) fn tls_info(session: &rustls::ServerConnection) -> (Handshake, Option<&'static str>) {
-    let kind = match session.handshake_kind() {
-        Some(rustls::HandshakeKind::Resumed) => Handshake::Resumed,
-        _ => Handshake::Full,
+/// The TLS handshake of an accepted connection, bounded by the server's stop and the
+/// connection's policy; on failure the connection's record is written and None returned.
+pub(crate) async fn accept_tls(
+    shared: &super::Shared,
+    conn: &mut Conn,
+    (s, tally): (Counted, &Tally),
+    config: Arc<rustls::ServerConfig>,
+    stop: &mut oneshot::Receiver<()>,
+    timer: &mut Timer,
+) -> Option<tokio_rustls::server::TlsStream<Counted>> {
+    // Boxed so that dropping it closes the socket (and reads its counts) before the record.
+    let mut accept = Box::pin(tokio_rustls::TlsAcceptor::from(config).accept(s));
+    let ending = match guarded(accept.as_mut(), stop, timer).await {
+        Ok(Ok(tls)) => {
+            conn.established_us = Some(shared.now_us());
+            let (resumed, version) = dnscost_transport::tls::handshake_facts(tls.get_ref().1);
+            conn.handshake = if resumed { Handshake::Resumed } else { Handshake::Full };
+            conn.tls_version = version;
+            return Some(tls);
+        }
+        Ok(Err(e)) => handshake_failure(&e),
+        Err(ending) => ending,
     };
-    let version = session.protocol_version().map(|v| match v {
-        rustls::ProtocolVersion::TLSv1_3 => "1.3",
-        rustls::ProtocolVersion::TLSv1_2 => "1.2",
-        _ => "other",
-    });
-    (kind, version)
+    drop(accept);
+    shared.closed(conn, ending, tally.get(), true);
+    None
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! DoH (RFC 8484) over HTTP/2: POST with an `application/dns-message` body and GET with
 //! `?dns=<base64url>`, many concurrent streams per connection, GOAWAY for server policies.
 
-use super::conn::{guarded, handshake_failure, tls_info, Conn, Counted, Ending, Timer, LINGER};
+use super::conn::{accept_tls, guarded, Conn, Counted, Ending, Timer, LINGER};
 use super::zone::Responder;
 use super::Shared;
 use bytes::Bytes;
@@ -31,23 +31,9 @@ pub async fn serve(
 ) {
     let (s, tally) = Counted::new(sock);
     let mut timer = Timer::new(&shared.policy, opened);
-    let mut accept = Box::pin(tokio_rustls::TlsAcceptor::from(config).accept(s));
-    let tls = match guarded(accept.as_mut(), &mut stop, &mut timer).await {
-        Ok(Ok(tls)) => tls,
-        Ok(Err(e)) => {
-            drop(accept);
-            shared.closed(&conn, handshake_failure(&e), tally.get(), true);
-            return;
-        }
-        Err(ending) => {
-            drop(accept);
-            shared.closed(&conn, ending, tally.get(), true);
-            return;
-        }
+    let Some(tls) = accept_tls(&shared, &mut conn, (s, &tally), config, &mut stop, &mut timer).await else {
+        return;
     };
-    drop(accept);
-    conn.established_us = Some(shared.now_us());
-    (conn.handshake, conn.tls_version) = tls_info(tls.get_ref().1);
     let seen = Arc::new(Seen::default());
     let io = Sniff::new(tls, seen.clone());
     let mut builder = h2::server::Builder::new();

@@ -1,7 +1,7 @@
 //! The two-octet framed exchange of tcp and dot (RFC 7766, RFC 7858), pipelined: every query
 //! is answered as it arrives and all answers ready at once leave in one write.
 
-use super::conn::{guarded, handshake_failure, tls_info, Conn, Counted, Ending, Timer, LINGER};
+use super::conn::{accept_tls, Conn, Counted, Ending, Timer, LINGER};
 use super::Shared;
 use dnscost_stats::Close;
 use dnscost_wire::{FrameDecoder, MAX_FRAME};
@@ -43,23 +43,9 @@ pub async fn dot(
 ) {
     let (s, tally) = Counted::new(sock);
     let mut timer = Timer::new(&shared.policy, opened);
-    // Boxed so that dropping it closes the socket (and reads its counts) before the record.
-    let mut accept = Box::pin(tokio_rustls::TlsAcceptor::from(config).accept(s));
-    let mut tls = match guarded(accept.as_mut(), &mut stop, &mut timer).await {
-        Ok(Ok(tls)) => tls,
-        Ok(Err(e)) => {
-            drop(accept);
-            shared.closed(&conn, handshake_failure(&e), tally.get(), true);
-            return;
-        }
-        Err(ending) => {
-            drop(accept);
-            shared.closed(&conn, ending, tally.get(), true);
-            return;
-        }
+    let Some(mut tls) = accept_tls(&shared, &mut conn, (s, &tally), config, &mut stop, &mut timer).await else {
+        return;
     };
-    conn.established_us = Some(shared.now_us());
-    (conn.handshake, conn.tls_version) = tls_info(tls.get_ref().1);
     let ending = exchange(&shared, &mut tls, &mut conn, &mut stop, &mut timer, true).await;
     close(&mut tls, &ending).await;
     drop(tls);
