@@ -82,6 +82,28 @@ pub enum TlsGroup {
     X25519mlkem768,
 }
 
+impl TlsVersion {
+    /// The token of configurations and records ("1.2", "1.3").
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TlsVersion::Tls12 => "1.2",
+            TlsVersion::Tls13 => "1.3",
+        }
+    }
+}
+
+impl TlsGroup {
+    /// The token of configurations and records.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TlsGroup::X25519 => "x25519",
+            TlsGroup::Secp256r1 => "secp256r1",
+            TlsGroup::Secp384r1 => "secp384r1",
+            TlsGroup::X25519mlkem768 => "x25519mlkem768",
+        }
+    }
+}
+
 /// How the client ends a connection it decides to close.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
@@ -551,6 +573,16 @@ pub fn parse_cpus(s: &str) -> Result<Vec<u32>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tls_tokens_are_the_serialised_names() {
+        for v in [TlsVersion::Tls12, TlsVersion::Tls13] {
+            assert_eq!(serde_json::to_value(v).unwrap(), v.as_str());
+        }
+        for g in [TlsGroup::X25519, TlsGroup::Secp256r1, TlsGroup::Secp384r1, TlsGroup::X25519mlkem768] {
+            assert_eq!(serde_json::to_value(g).unwrap(), g.as_str());
+        }
+    }
 
     fn cfg(json: &str) -> Result<EngineConfig, ConfigError> {
         EngineConfig::from_json(json)

@@ -15,55 +15,24 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-/// A TLS protocol version dnscost can pin.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Version {
-    Tls12,
-    Tls13,
-}
+pub use dnscost_load::{TlsGroup as Group, TlsVersion as Version};
 
-impl Version {
-    fn rustls(self) -> &'static SupportedProtocolVersion {
-        match self {
-            Version::Tls12 => &rustls::version::TLS12,
-            Version::Tls13 => &rustls::version::TLS13,
-        }
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Version::Tls12 => "1.2",
-            Version::Tls13 => "1.3",
-        }
+/// The rustls version of a pinned TLS version (the one definition is the engine
+/// configuration's, shared by generate and serve).
+fn rustls_version(v: Version) -> &'static SupportedProtocolVersion {
+    match v {
+        Version::Tls12 => &rustls::version::TLS12,
+        Version::Tls13 => &rustls::version::TLS13,
     }
 }
 
-/// A key-exchange group dnscost can pin.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Group {
-    X25519,
-    Secp256r1,
-    Secp384r1,
-    X25519Mlkem768,
-}
-
-impl Group {
-    fn rustls(self) -> &'static dyn SupportedKxGroup {
-        match self {
-            Group::X25519 => aws_lc_rs::kx_group::X25519,
-            Group::Secp256r1 => aws_lc_rs::kx_group::SECP256R1,
-            Group::Secp384r1 => aws_lc_rs::kx_group::SECP384R1,
-            Group::X25519Mlkem768 => aws_lc_rs::kx_group::X25519MLKEM768,
-        }
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Group::X25519 => "x25519",
-            Group::Secp256r1 => "secp256r1",
-            Group::Secp384r1 => "secp384r1",
-            Group::X25519Mlkem768 => "x25519mlkem768",
-        }
+/// The aws-lc-rs implementation of a pinned key-exchange group.
+fn rustls_group(g: Group) -> &'static dyn SupportedKxGroup {
+    match g {
+        Group::X25519 => aws_lc_rs::kx_group::X25519,
+        Group::Secp256r1 => aws_lc_rs::kx_group::SECP256R1,
+        Group::Secp384r1 => aws_lc_rs::kx_group::SECP384R1,
+        Group::X25519mlkem768 => aws_lc_rs::kx_group::X25519MLKEM768,
     }
 }
 
@@ -91,7 +60,7 @@ pub struct ClientOptions {
 /// browsers do) over AES-256-GCM with SHA-384, whose key schedule costs more.
 fn provider(group: Group) -> Arc<CryptoProvider> {
     let mut p = aws_lc_rs::default_provider();
-    p.kx_groups = vec![group.rustls()];
+    p.kx_groups = vec![rustls_group(group)];
     p.cipher_suites.sort_by_key(|s| s.suite() != rustls::CipherSuite::TLS13_AES_128_GCM_SHA256);
     Arc::new(p)
 }
@@ -100,7 +69,7 @@ fn provider(group: Group) -> Arc<CryptoProvider> {
 /// them) and offers them; without, every handshake is full.
 pub fn client_config(o: &ClientOptions, resume: bool, sessions: usize) -> Result<Arc<ClientConfig>, TransportError> {
     let builder =
-        ClientConfig::builder_with_provider(provider(o.group)).with_protocol_versions(&[o.version.rustls()])?;
+        ClientConfig::builder_with_provider(provider(o.group)).with_protocol_versions(&[rustls_version(o.version)])?;
     let mut config = match &o.trust {
         Trust::CaFile(path) => {
             let mut roots = RootCertStore::empty();

@@ -271,16 +271,8 @@ fn plan(mut config: EngineConfig) -> Result<Plan, EngineError> {
     let sources: Vec<IpAddr> = config.sources.iter().map(|s| s.parse().expect("validated")).collect();
     let (tls, server_name) = if config.transport.uses_tls() {
         let options = tls::ClientOptions {
-            version: match config.tls_version {
-                TlsVersion::Tls12 => tls::Version::Tls12,
-                TlsVersion::Tls13 => tls::Version::Tls13,
-            },
-            group: match config.tls_group {
-                TlsGroup::X25519 => tls::Group::X25519,
-                TlsGroup::Secp256r1 => tls::Group::Secp256r1,
-                TlsGroup::Secp384r1 => tls::Group::Secp384r1,
-                TlsGroup::X25519mlkem768 => tls::Group::X25519Mlkem768,
-            },
+            version: config.tls_version,
+            group: config.tls_group,
             trust: match &config.ca_file {
                 Some(path) => tls::Trust::CaFile(path.clone()),
                 None if config.insecure => tls::Trust::Insecure,
