@@ -38,9 +38,11 @@ from typing import Any
 
 import pytest
 from conftest import need
+from dnscost.analysis import COLUMNS, Table, analyze
 from dnscost.analysis.tables import trial_row, wire_rows
 from dnscost.engine import engine_path
 from dnscost.report import study
+from dnscost.report.html import render_report
 
 # --- the table, on synthetic trials ----------------------------------------------------------
 
@@ -80,8 +82,8 @@ def _wire(answered: int, connections: int, ps: int, pr: int, bs: int, br: int) -
     }
 
 
-def test_wire_rows_per_query_medians_and_the_slides_figures() -> None:
-    trials = [
+def synthetic_trials() -> list[dict[str, Any]]:
+    return [
         # tcp, one query per connection: 4 segments out, 3 in, 41 + 1 (SYN) octets out, 57 in.
         _trial("tcp", "1q", _wire(100, 100, 400, 300, 4200, 5700)),
         _trial("tcp", "1q", _wire(200, 200, 820, 600, 8400, 11400)),
@@ -95,6 +97,10 @@ def test_wire_rows_per_query_medians_and_the_slides_figures() -> None:
         # a trial whose engine kept no traffic: no row of its own
         _trial("doh", "1q", None),
     ]
+
+
+def test_wire_rows_per_query_medians_and_the_slides_figures() -> None:
+    trials = synthetic_trials()
     rows = wire_rows(trials, [trial_row(t, {}) for t in trials])
     by = {(r["transport"], r["lifetime"], r["resumption"]): r for r in rows}
     assert set(by) == {("tcp", "1q", 0.0), ("dot", "forever", 0.0), ("dot", "1q", 1.0), ("udp", None, 0.0)}
@@ -139,6 +145,24 @@ def test_slides_figures_come_from_the_study_record() -> None:
         12,
         6350,
     )
+
+
+def test_every_report_has_the_wire_section(fixtures: Path, tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    shutil.copytree(fixtures / "runs" / "synthetic", run, ignore=shutil.ignore_patterns("golden"))
+    a = analyze(run)
+    assert a.tables["wire"].rows == []  # its summaries carry no traffic
+    empty = render_report(a, run).read_text()
+    assert 'id="wire"' in empty and "No traffic counts in this run" in empty
+    trials = synthetic_trials()
+    rows = wire_rows(trials, [trial_row(t, {}) for t in trials])
+    a.tables["wire"] = Table("wire", COLUMNS["wire"], [{c: r.get(c) for c in COLUMNS["wire"]} for r in rows])
+    page = render_report(a, run).read_text()
+    section = page[page.index('<section id="wire">') :]
+    section = section[: section.index("</section>")]
+    assert "slides: messages" in section and "The close is not counted" in section
+    assert "<td" in section and ">790<" in section and ">41<" in section  # the slides' TCP octets; ours sent
+    assert 'href="#wire"' in page
 
 
 # --- the engine's counts against a capture ---------------------------------------------------
