@@ -43,6 +43,8 @@ from dnscost.analysis.tables import trial_row, wire_rows
 from dnscost.engine import engine_path
 from dnscost.report import study
 from dnscost.report.html import render_report
+from dnscost.trial_summary import summarize_trial
+from test_trial_summary import COUNTERS, CTX, _records, _samples
 
 # --- the table, on synthetic trials ----------------------------------------------------------
 
@@ -145,6 +147,20 @@ def test_slides_figures_come_from_the_study_record() -> None:
         12,
         6350,
     )
+
+
+def test_the_summary_keeps_the_engines_whole_run_traffic() -> None:
+    records = _records(answered=20_000)
+    samples = _samples(target_busy=0.5, generator_busy=0.4)
+    assert summarize_trial(records, samples, COUNTERS, CTX)["wire"] is None  # an engine record without traffic
+    traffic = {"packets_sent": 30_000, "packets_received": 25_000, "bytes_sent": 900_004, "bytes_received": 1_300_000}
+    records[-1]["total"] = {
+        "queries": {"answered": 25_000},  # the whole run: more than the measured window's 20 000
+        "connections": {"established": 4},
+        "traffic": traffic,
+    }
+    wire = summarize_trial(records, samples, COUNTERS, CTX)["wire"]
+    assert wire == {"queries_answered": 25_000, "connections_established": 4, **traffic}
 
 
 def test_every_report_has_the_wire_section(fixtures: Path, tmp_path: Path) -> None:
