@@ -490,8 +490,8 @@ def wire_rows(trials: list[dict[str, Any]], rows: list[Row]) -> list[Row]:
         valid = [f for r, f in group if r["valid"]]
         used = valid or [f for _, f in group]
         row: Row = dict(zip(keys, key, strict=True))
-        answered = sum(f["queries_answered"] for f in used)
-        connections = sum(f["connections_established"] for f in used)
+        answered = round(sum(f["queries_answered"] for f in used))
+        connections = round(sum(f["connections_established"] for f in used))
         figure = slides.get(str(row["transport"]))
         new_connection = row["transport"] == "udp" or (row["lifetime"] == "1q" and not row["resumption"])
         row.update(

@@ -471,7 +471,9 @@ def _wire_table(a: Analysis) -> str:
         "<strong>The close is not counted</strong>: the engine reads TCP_INFO just before it closes, so the "
         "client's GOAWAY and close_notify, the FINs, the server's close_notify and the last ACKs are in no "
         "count (on loopback 3 segments per connection over TCP, 4 to 5 over DoT, 6 to 7 over DoH, measured "
-        "against a capture in the test suite); the slides count them. “Frame octets (est.)” adds the headers "
+        "against a capture in the test suite). The slides' TCP ladder of 8 messages fits SYN, SYN-ACK, ACK, "
+        "query, answer and a close of three, with no separate ACK, so their counts likely include the close and "
+        "ours do not. “Frame octets (est.)” adds the headers "
         "of every packet on Ethernet over IPv4 (UDP 42, TCP 66 octets with timestamps), which is how a "
         "capture, and the slides, count octets. TLS octets also depend on the certificate chain: this run's "
         "server sends one certificate from a per-run CA, the study's resolvers a chain of their own. In a "
@@ -492,7 +494,9 @@ def _wire_table(a: Analysis) -> str:
         [
             r.get("target"),
             display_transport(r.get("transport")),
-            display_profile(r.get("lifetime"), _num(r.get("resumption"))),
+            "no connection"
+            if r.get("transport") == "udp"
+            else display_profile(r.get("lifetime"), _num(r.get("resumption"))),
             r.get("cert_key"),
             r.get("connections"),
             r.get("trials"),

@@ -110,7 +110,7 @@ def finding(key: str) -> Finding:
     raise KeyError(key)
 
 
-WIRE_SOURCE = "the authors' slides (their Figure 1 ladder): one query on a new connection"
+WIRE_SOURCE = "the authors' slides, their Figure 1 ladder"
 """Where :func:`wire_one_query`'s figures come from."""
 
 
