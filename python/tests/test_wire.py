@@ -334,7 +334,21 @@ def capture(ns: Netns, transport: str, close: str | None) -> tuple[dict[str, Any
     pcap, log = ns.workdir / f"{name}.pcap", ns.workdir / f"{name}-tcpdump.log"
     proto = "udp" if transport == "udp" else "tcp"
     dump = ns.start(
-        ["tcpdump", "--immediate-mode", "-U", "-n", "-s", "256", "-i", "lo", "-w", str(pcap), f"{proto} port {port}"],
+        [
+            "tcpdump",
+            "--immediate-mode",
+            "-U",
+            "-n",
+            "-Z",
+            "root",
+            "-s",
+            "256",
+            "-i",
+            "lo",
+            "-w",
+            str(pcap),
+            f"{proto} port {port}",
+        ],
         log,
     )
     try:
