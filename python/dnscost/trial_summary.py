@@ -15,7 +15,15 @@ from dnscost import validity as V
 from dnscost.meter import summary as meter_summary
 from dnscost.meter.energy import CpuPowerModel
 
-__all__ = ["SUMMARY_VERSION", "CounterDelta", "SummaryContext", "TrialSummary", "Validity", "summarize_trial"]
+__all__ = [
+    "SUMMARY_VERSION",
+    "CounterDelta",
+    "SummaryContext",
+    "TrialSummary",
+    "Validity",
+    "Wire",
+    "summarize_trial",
+]
 
 SUMMARY_VERSION = 2
 """Bumped whenever a field's definition changes, so stored summaries can be told apart."""
@@ -40,6 +48,23 @@ class Validity(TypedDict):
     meter_samples: int
     flags: list[str]
     valid: bool
+
+
+class Wire(TypedDict):
+    """What the generator put on the wire over the engine's whole run (warm-up and drain
+    included, so that every connection is counted from its SYN), and the queries answered and
+    connections established over the same run: the engine's ``total`` record. UDP: datagrams
+    and their payload octets. tcp, dot, doh: segments (SYN, pure ACKs and retransmissions
+    included) and payload octets acknowledged (``bytes_sent``, plus one for the SYN) or received,
+    from the kernel's TCP_INFO, read last just before the client closes: the segments of the
+    close are not counted (``docs/results.md``, wire)."""
+
+    queries_answered: int
+    connections_established: int
+    packets_sent: int
+    packets_received: int
+    bytes_sent: int
+    bytes_received: int
 
 
 class TrialSummary(TypedDict):
@@ -78,6 +103,7 @@ class TrialSummary(TypedDict):
     meter: dict[str, Any]
     baseline_meter: dict[str, Any]
     validity: Validity
+    wire: Wire | None
 
 
 @dataclass(frozen=True)
@@ -202,7 +228,8 @@ def summarize_trial(
     elif cpu_us is not None:
         energy_marginal = CpuPowerModel(include_idle=False).energy_j(int(cpu_us), seconds, 0)
 
-    engine_answered = summ["total"]["queries"]["answered"]
+    total = summ["total"]
+    engine_answered = total["queries"]["answered"]
     target_answers = counters.delta("answers")
     cache_hit_ratio = ctx.cache_hit_ratio
     hits, queries = counters.delta("cache_hits"), counters.delta("queries")
@@ -297,4 +324,20 @@ def summarize_trial(
             "flags": flags,
             "valid": not flags,
         },
+        "wire": _wire(total),
+    }
+
+
+def _wire(total: Mapping[str, Any]) -> Wire | None:
+    """The engine's whole-run traffic (:class:`Wire`), None when its record has none."""
+    traffic, connections = total.get("traffic"), total.get("connections")
+    if not isinstance(traffic, Mapping) or not isinstance(connections, Mapping):
+        return None
+    return {
+        "queries_answered": int(total["queries"]["answered"]),
+        "connections_established": int(connections["established"]),
+        "packets_sent": int(traffic["packets_sent"]),
+        "packets_received": int(traffic["packets_received"]),
+        "bytes_sent": int(traffic["bytes_sent"]),
+        "bytes_received": int(traffic["bytes_received"]),
     }

@@ -26,6 +26,7 @@ from dnscost.analysis.tables import (
     memory_fit_rows,
     memory_point_rows,
     trial_row,
+    wire_rows,
 )
 from dnscost.analysis.write import write_tables
 
@@ -53,6 +54,7 @@ def analyze(run_dir: Path) -> Analysis:
         "latency": latency_rows(rows),
         "cost_model": cost_terms,
         "cost_model_fit": cost_fits,
+        "wire": wire_rows(trials, rows),
     }
     tables = {
         name: Table(name, COLUMNS[name], [{c: r.get(c) for c in COLUMNS[name]} for r in built[name]])

@@ -22,6 +22,7 @@ __all__ = [
     "memory_fit_rows",
     "memory_point_rows",
     "trial_row",
+    "wire_rows",
 ]
 
 SECONDS_PER_DAY = 86_400
@@ -62,6 +63,12 @@ COLUMNS: dict[str, list[str]] = {
         """,
         "latency": "target transport group lifetime resumption connections reps p50_us p90_us p99_us p999_us",
         "cost_model": "target transport term us ci95_low ci95_high status reason",
+        "wire": """
+            target transport lifetime resumption cert_key connections trials valid queries_answered
+            connections_established queries_per_connection packets_sent_per_query packets_received_per_query
+            packets_per_query bytes_sent_per_query bytes_received_per_query bytes_per_query
+            frame_bytes_per_query_est study_messages study_bytes
+        """,
         "cost_model_fit": """
             target transport trials terms terms_identified r2 holdout_trials holdout_median_abs_error_pct
             holdout_max_abs_error_pct resamples
@@ -425,5 +432,90 @@ def latency_rows(rows: list[Row]) -> list[Row]:
         row["reps"] = sum(1 for r in g if r["valid"])
         for p in ("p50_us", "p90_us", "p99_us", "p999_us"):
             row[p] = median(_values(g, f"latency_{p}"))
+        out.append(row)
+    return out
+
+
+FRAME_HEADER_BYTES = {"udp": 14 + 20 + 8, "tcp": 14 + 20 + 20 + 12}
+"""Octets a packet carries besides its payload on Ethernet over IPv4: Ethernet 14, IPv4 20, UDP 8;
+TCP 20 with the timestamp option (12), which Linux sends on every segment (a SYN carries 8
+more, not counted). For ``frame_bytes_per_query_est``, comparable with a capture's frame lengths."""
+
+
+def _wire_figures(trial: dict[str, Any]) -> dict[str, float] | None:
+    """One trial's per-query wire figures from its summary's ``wire`` (the engine's whole run),
+    None without one or without an answer."""
+    w = _dict(_dict(trial.get("summary")).get("wire"))
+    answered, connections = _num(w.get("queries_answered")), _num(w.get("connections_established"))
+    counts = [_num(w.get(k)) for k in ("packets_sent", "packets_received", "bytes_sent", "bytes_received")]
+    if not answered or connections is None or any(c is None for c in counts):
+        return None
+    packets_sent, packets_received, bytes_sent, bytes_received = (c or 0.0 for c in counts)
+    tcp = trial.get("transport") != "udp"
+    # TCP_INFO's bytes acknowledged include the SYN's sequence number, one per connection.
+    payload_sent = bytes_sent - connections if tcp else bytes_sent
+    header = FRAME_HEADER_BYTES["tcp" if tcp else "udp"]
+    return {
+        "queries_answered": answered,
+        "connections_established": connections,
+        "packets_sent_per_query": packets_sent / answered,
+        "packets_received_per_query": packets_received / answered,
+        "packets_per_query": (packets_sent + packets_received) / answered,
+        "bytes_sent_per_query": payload_sent / answered,
+        "bytes_received_per_query": bytes_received / answered,
+        "bytes_per_query": (payload_sent + bytes_received) / answered,
+        "frame_bytes_per_query_est": (payload_sent + bytes_received + header * (packets_sent + packets_received))
+        / answered,
+    }
+
+
+def wire_rows(trials: list[dict[str, Any]], rows: list[Row]) -> list[Row]:
+    """Packets and payload octets per answered query, each direction, per target x transport x
+    lifetime x resumption x certificate key x connections, from the engine's own counts over its
+    whole run (summary ``wire``): medians over the valid load trials, or over the invalid ones
+    when none is valid (``valid`` false: what went on the wire does not depend on which side was
+    the bottleneck). Beside one query per connection (and UDP), the slides' messages and octets
+    for one query on a new connection (``study_messages``, ``study_bytes``)."""
+    from dnscost.report.study import wire_one_query  # the study's record; report imports analysis
+
+    slides = wire_one_query()
+    measured = [
+        (r, f)
+        for t, r in zip(trials, rows, strict=True)
+        if r["kind"] == "load" and r["status"] == "done" and (f := _wire_figures(t)) is not None
+    ]
+    keys = ("target", "transport", "lifetime", "resumption", "cert_key", "connections")
+    out = []
+    for key, group in group_by(measured, lambda p: tuple(p[0][k] for k in keys)).items():
+        valid = [f for r, f in group if r["valid"]]
+        used = valid or [f for _, f in group]
+        row: Row = dict(zip(keys, key, strict=True))
+        answered = round(sum(f["queries_answered"] for f in used))
+        connections = round(sum(f["connections_established"] for f in used))
+        figure = slides.get(str(row["transport"]))
+        new_connection = row["transport"] == "udp" or (row["lifetime"] == "1q" and not row["resumption"])
+        row.update(
+            {
+                "trials": len(used),
+                "valid": bool(valid),
+                "queries_answered": answered,
+                "connections_established": connections,
+                "queries_per_connection": answered / connections if connections else None,
+                **{
+                    name: median([f[name] for f in used])
+                    for name in (
+                        "packets_sent_per_query",
+                        "packets_received_per_query",
+                        "packets_per_query",
+                        "bytes_sent_per_query",
+                        "bytes_received_per_query",
+                        "bytes_per_query",
+                        "frame_bytes_per_query_est",
+                    )
+                },
+                "study_messages": figure.messages if figure and new_connection else None,
+                "study_bytes": figure.bytes if figure and new_connection else None,
+            }
+        )
         out.append(row)
     return out

@@ -440,6 +440,113 @@ def _latency_table(a: Analysis) -> str:
     )
 
 
+def _wire_table(a: Analysis) -> str:
+    """Packets and octets per answered query, each direction, per target, transport and profile,
+    beside the slides' figures for one query on a new connection, and what counts."""
+    rows = sorted(
+        _rows(a, "wire"),
+        key=lambda r: (
+            str(r.get("target")),
+            transport_key(str(r.get("transport"))),
+            lifetime_key(r.get("lifetime")),
+            _num(r.get("resumption")) or 0.0,
+            str(r.get("cert_key") or ""),
+            _num(r.get("connections")) or 0.0,
+        ),
+    )
+    slides = study.wire_one_query()
+    slides_text = "; ".join(
+        f"{display_transport(t)} {w.messages} messages" + (f", {w.bytes:,} octets" if w.bytes is not None else "")
+        for t, w in sorted(slides.items(), key=lambda kv: transport_key(kv[0]))
+    )
+    note = (
+        f'<p class="note">The slides\' figures for one query on a new connection ({esc(study.WIRE_SOURCE)}): '
+        f"{esc(slides_text)}; they stand beside our UDP rows and our one-query rows without resumption. "
+        "Ours are the generator's own counts over each trial's whole run (warm-up included) divided by the "
+        "queries it answered, medians over valid trials. <strong>What counts:</strong> for UDP, datagrams and "
+        "their DNS payload; for TCP, DoT and DoH, TCP segments as the kernel counts them for the connection "
+        "(TCP_INFO), so the SYN, SYN-ACK and handshake ACK, pure ACKs and retransmissions each count one, and "
+        "octets are TCP payload (TLS records with their headers and tags, HTTP/2 frames; acknowledged by the "
+        "server when sent). A TLS record is not a message: records sharing a segment count once. "
+        "<strong>The close is not counted</strong>: the engine reads TCP_INFO just before it closes, so the "
+        "client's GOAWAY and close_notify, the FINs, the server's close_notify and the last ACKs are in no "
+        "count (on loopback 3 segments per connection over TCP, 4 to 5 over DoT, 6 to 7 over DoH, measured "
+        "against a capture in the test suite). The slides' TCP ladder of 8 messages fits SYN, SYN-ACK, ACK, "
+        "query, answer and a close of three, with no separate ACK, so their counts likely include the close and "
+        "ours do not. “Frame octets (est.)” adds the headers "
+        "of every packet on Ethernet over IPv4 (UDP 42, TCP 66 octets with timestamps), which is how a "
+        "capture, and the slides, count octets. TLS octets also depend on the certificate chain: this run's "
+        "server sends one certificate from a per-run CA, the study's resolvers a chain of their own. In a "
+        "closed loop at saturation, answers share segments and ACKs ride on data, so persistent connections "
+        "can take less than one segment per query each way.</p>"
+    )
+    if not rows:
+        return _section(
+            "wire",
+            "Wire cost per query",
+            _missing(
+                "No traffic counts in this run's trials (summaries written before the engine's whole-run "
+                "traffic was kept, without the raw records to compute it again)."
+            ),
+            note,
+        )
+    body = [
+        [
+            r.get("target"),
+            display_transport(r.get("transport")),
+            "no connection"
+            if r.get("transport") == "udp"
+            else display_profile(r.get("lifetime"), _num(r.get("resumption"))),
+            r.get("cert_key"),
+            r.get("connections"),
+            r.get("trials"),
+            _num(r.get("packets_sent_per_query")),
+            _num(r.get("packets_received_per_query")),
+            _num(r.get("packets_per_query")),
+            r.get("study_messages"),
+            _num(r.get("bytes_sent_per_query")),
+            _num(r.get("bytes_received_per_query")),
+            _num(r.get("frame_bytes_per_query_est")),
+            r.get("study_bytes"),
+            _num(r.get("queries_per_connection")),
+        ]
+        for r in rows
+    ]
+    table = _table(
+        [
+            "target",
+            "transport",
+            "profile",
+            "certificate key",
+            "connections",
+            "trials",
+            "packets sent/query",
+            "packets received/query",
+            "packets/query",
+            "slides: messages",
+            "payload octets sent/query",
+            "payload octets received/query",
+            "frame octets/query (est.)",
+            "slides: octets",
+            "queries/connection",
+        ],
+        body,
+        text_columns=4,
+        row_classes=["" if r.get("valid") else "invalid" for r in rows],
+        caption="Packets and octets per answered query, each direction (sent: generator to target)",
+    )
+    return _section(
+        "wire",
+        "Wire cost per query",
+        table,
+        note,
+        '<p class="note">Highlighted rows come from invalid trials (no valid trial in the group): what went on '
+        "the wire does not depend on which side was the bottleneck.</p>"
+        if any(not r.get("valid") for r in rows)
+        else "",
+    )
+
+
 def _cost_term(r: Row) -> Any:
     """A term's estimate, or "not identified" (never 0) with the bound its interval gives."""
     us = _num(r.get("us"))
@@ -702,6 +809,7 @@ def render_report(a: Analysis, run_dir: Path, *, headline: list[Row] | None = No
     sections = [
         _summary(a, headline or []),
         *(html for name, html in optional.items() if name in wanted),
+        _wire_table(a),
         _comparison(a, versus_study(a)),
         _section("validity", "Validity of every trial", _validity(a)),
         _machine(a),
@@ -716,6 +824,7 @@ def render_report(a: Analysis, run_dir: Path, *, headline: list[Row] | None = No
             ("table1", "Energy"),
             ("latency", "Latency"),
             ("cost-model", "Cost model"),
+            ("wire", "Wire"),
             ("study", "Study"),
             ("validity", "Validity"),
             ("machine", "Machine"),
