@@ -23,6 +23,26 @@ no-generator-cpu    the generator's CPU time was not metered in the window
 no-counters         the target keeps counters, but they could not be read
 meter-gaps          fewer than ``MIN_SAMPLES`` of the meter's samples expected in the window
 ==================  ====================================================================
+
+Consistency flags (:data:`CONSISTENCY_FLAGS`) are raised by the analysis across trials
+(:mod:`dnscost.analysis.consistency`), on every trial of both cells that contradict each other
+beyond their intervals. They leave the trials valid, since a contradiction does not say which
+cell is wrong; the report and ``dnscost report`` name both cells:
+
+=======================  ===============================================================
+flag                     the cell contradicts another because
+=======================  ===============================================================
+inconsistent-lifetime    connections with a shorter lifetime cost less target CPU per query
+                         than with a longer one (same target, transport, resumption, key)
+inconsistent-resumption  resumed handshakes cost more target CPU per query than full ones
+                         (same target, transport, lifetime, key)
+memory-below-kernel      memory per connection (user + kernel, fitted) is below the
+                         target's own TCP socket buffers per connection (fitted)
+=======================  ===============================================================
+
+A paired comparison's interval is the 95 % t interval of the mean of its per-round ratios
+(two rounds or more), or the single ratio ± ``ONE_ROUND_SPREAD``; a memory comparison's, the
+fits' 95 % intervals.
 """
 
 from __future__ import annotations
@@ -31,6 +51,7 @@ from collections.abc import Mapping
 from typing import Any
 
 __all__ = [
+    "CONSISTENCY_FLAGS",
     "FLAGS",
     "MAX_LOSS",
     "MIN_ANSWER_AGREEMENT",
@@ -38,6 +59,7 @@ __all__ = [
     "MIN_CONNECTIONS",
     "MIN_HIT_QUERIES",
     "MIN_SAMPLES",
+    "ONE_ROUND_SPREAD",
     "SATURATED",
     "flags_from_conditions",
 ]
@@ -71,6 +93,12 @@ FLAGS = (
     "no-counters",
     "meter-gaps",
 )
+
+CONSISTENCY_FLAGS = ("inconsistent-lifetime", "inconsistent-resumption", "memory-below-kernel")
+"""Flags the analysis raises across trials; they do not invalidate (see above)."""
+ONE_ROUND_SPREAD = 0.10
+"""With a single round, a paired ratio's interval is the ratio ± this share of it (the spread
+of one repetition on the reference 2-core VM)."""
 
 
 def flags_from_conditions(validity: Mapping[str, Any]) -> list[str]:
