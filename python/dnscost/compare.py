@@ -26,11 +26,12 @@ from pathlib import Path
 from typing import Any
 
 from dnscost.analysis import Analysis, analyze
+from dnscost.analysis.load import run_network
 from dnscost.analysis.stats import median
 from dnscost.analysis.tables import JOULES_PER_KWH, REFERENCE_QPS, SECONDS_PER_DAY
 from dnscost.errors import UsageError
 
-__all__ = ["CompareRow", "Comparison", "compare", "incompatibilities", "run_network"]
+__all__ = ["CompareRow", "Comparison", "compare", "incompatibilities"]
 
 Row = dict[str, Any]
 
@@ -65,17 +66,6 @@ def incompatibilities(machine_a: Row, machine_b: Row) -> list[str]:
         if a != b:
             out.append(f"{name} {a!r} vs {b!r}")
     return out
-
-
-def run_network(run: Row) -> str | None:
-    """The run's ``--network`` (run.json ``spec.network``, ``spec.settings.network`` for
-    ``dnscost load``; runs made before the option were on loopback)."""
-    raw = run.get("spec")
-    spec: Row = raw if isinstance(raw, dict) else {}
-    raw = spec.get("settings")
-    settings: Row = raw if isinstance(raw, dict) else {}
-    network = spec.get("network") or settings.get("network")
-    return str(network) if network else "loopback"
 
 
 @dataclass(frozen=True)

@@ -10,9 +10,10 @@ Trials run target by target (each target's cache is filled once), and within a t
 takes part in its first rounds only), in an order shuffled with a seed of its own
 (:func:`round_seed`, recorded in every trial's plan entry), so that slow drift of the machine
 lines up with no parameter. Every round that loads the target holds a UDP reference trial
-(closed loop, at saturation): the ``establishment`` group's UDP cell when the spec has one,
-else one added in group ``reference``. A ratio to UDP divides values of one round, measured
-minutes apart (:mod:`dnscost.analysis.rounds`).
+(closed loop, at saturation): the spec's ``reference`` group when it has one (any UDP load
+knobs, with as many repetitions as rounds), else one added with :data:`REFERENCE_KNOBS`. A
+ratio to UDP divides values of one round, measured minutes apart
+(:mod:`dnscost.analysis.rounds`).
 """
 
 from __future__ import annotations
@@ -27,7 +28,15 @@ from typing import Any
 
 from dnscost.spec import Group, Spec, duration_s, lifetime_fields
 
-__all__ = ["REFERENCE_GROUP", "TrialPlan", "engine_knobs", "estimate_s", "expand", "is_udp_reference", "round_seed"]
+__all__ = [
+    "REFERENCE_GROUP",
+    "REFERENCE_KNOBS",
+    "TrialPlan",
+    "engine_knobs",
+    "estimate_s",
+    "expand",
+    "round_seed",
+]
 
 
 @dataclass(frozen=True)
@@ -153,18 +162,19 @@ def round_seed(seed: int, target: str, rnd: int) -> int:
     return int.from_bytes(digest[:6], "big")
 
 
-def is_udp_reference(kind: str, transport: str, params: dict[str, Any]) -> bool:
-    """A trial that can be its round's UDP reference: UDP load, closed loop (``rate = "max"``)."""
-    return kind == "load" and transport == "udp" and params.get("rate") == "max"
+REFERENCE_KNOBS = {"connections": 16, "in_flight": 64}
+"""The UDP reference a round gets when the spec has no ``reference`` group: enough queries
+outstanding that one generator core saturates the target (as the baseline search's 16 sockets),
+where one query per socket at a time leaves it waiting on round trips."""
 
 
 def _reference_trial(target: str, rnd: int, round_trials: list[TrialPlan]) -> TrialPlan | None:
-    """A UDP reference for a round that loads the target but has none: the knobs, duration and
-    warm-up of the round's first closed-loop load trial, normalised for UDP."""
+    """The UDP reference of a round that loads the target: closed loop with
+    :data:`REFERENCE_KNOBS`, timed as the round's first closed-loop load trial."""
     model = next((t for t in round_trials if t.kind == "load" and t.params.get("rate") == "max"), None)
     if model is None:
         return None
-    p = _normalise("load", "udp", dict(model.params))
+    p = _normalise("load", "udp", {**model.params, **REFERENCE_KNOBS})
     tid = f"{REFERENCE_GROUP}-{target}-udp-r{rnd}"
     return TrialPlan(tid, REFERENCE_GROUP, "load", target, "udp", p, rnd, rnd)
 
@@ -181,7 +191,7 @@ def expand(spec: Spec) -> list[TrialPlan]:
         for rnd in sorted({t.rep for t in trials}):
             members = [t for t in trials if t.rep == rnd]
             loads = any(t.kind == "load" for t in members)
-            if loads and "udp" in served and not any(is_udp_reference(t.kind, t.transport, t.params) for t in members):
+            if loads and "udp" in served and not any(t.group == REFERENCE_GROUP for t in members):
                 ref = _reference_trial(target, rnd, members)
                 if ref is not None:
                     members.append(ref)

@@ -17,7 +17,7 @@ from dnscost.meter.energy import CpuPowerModel
 
 __all__ = ["SUMMARY_VERSION", "CounterDelta", "SummaryContext", "TrialSummary", "Validity", "summarize_trial"]
 
-SUMMARY_VERSION = 2
+SUMMARY_VERSION = 3
 """Bumped whenever a field's definition changes, so stored summaries can be told apart."""
 
 
@@ -209,8 +209,12 @@ def summarize_trial(
     if hits is not None and queries is not None and queries >= V.MIN_HIT_QUERIES:
         cache_hit_ratio = hits / queries
     offered = m["queries"]["offered"]
-    # Answers to queries offered just before the window can land in it: never below zero.
-    loss = max(0.0, 1 - answered / offered) if offered else None
+    # Answers to queries offered just before the window can land in it: never below zero. In a
+    # closed loop, the queries still in flight as the window ends (at most one window per
+    # connection) are not lost: they are answered just after it, or time out and are counted
+    # then. Short windows at one query per connection would otherwise count them as loss.
+    pending = m["queries"].get("in_flight", 0) if config.get("rate") == "max" else 0
+    loss = max(0.0, 1 - (answered + pending) / offered) if offered else None
     agreement = min(engine_answered, target_answers) / max(engine_answered, target_answers) if target_answers else None
 
     capacity_us = seconds * 1e6

@@ -9,7 +9,8 @@ flag                the trial is invalid because
 generator-bound     the generator, not the target, was the bottleneck: it fell behind its
                     schedule (offered below scheduled) or its own cores were at least
                     ``SATURATED`` busy, while the target's cores were not
-loss                ``loss`` (1 - answered/offered; time-outs in a closed loop) ≥ ``MAX_LOSS``
+loss                ``loss`` (1 - answered/offered; in a closed loop, queries still in
+                    flight as the window ends are not lost) ≥ ``MAX_LOSS``
 unbalanced          the engine's accounting does not balance (a query neither answered,
                     timed out, failed nor aborted)
 cold-cache          the target's own counters show a cache-hit ratio < ``MIN_CACHE_HITS``

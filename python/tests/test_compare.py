@@ -146,3 +146,30 @@ def test_render_has_one_section_per_table() -> None:
 def test_not_a_run_is_a_usage_error(tmp_path: Path) -> None:
     with pytest.raises(UsageError):
         compare(tmp_path, SYNTHETIC)
+
+
+def test_runs_of_different_networks_are_refused_unless_forced(tmp_path: Path) -> None:
+    b = copy_run(tmp_path)
+    edit_json(b / "run.json", lambda d: d["spec"].update(network="veth"))
+    with pytest.raises(UsageError, match="network 'loopback' vs 'veth'"):
+        compare(SYNTHETIC, b)
+    forced = compare(SYNTHETIC, b, force=True)
+    assert forced.machine_differences == ["network 'loopback' vs 'veth'"]
+    assert "WARNING: compared across machines or set-ups (forced): network" in forced.render()
+    # The same set-up named explicitly on one side and implied (older runs: loopback) on the other.
+    edit_json(b / "run.json", lambda d: d["spec"].update(network="loopback"))
+    assert compare(SYNTHETIC, b).machine_differences == []
+
+
+def test_headline_ratios_are_compared_with_their_relative_difference(tmp_path: Path) -> None:
+    b = copy_run(tmp_path)
+    for rep in range(3):
+        path = b / "trials" / f"establishment-knot-tcp-c1000-lforever-res0-r{rep}" / "trial.json"
+        edit_json(
+            path, lambda d: d["summary"].update(target_cpu_us_per_query=d["summary"]["target_cpu_us_per_query"] * 1.2)
+        )
+    c = compare(SYNTHETIC, b)
+    ratio = row(c, "headline", "cpu_ratio_to_udp", "knot tcp persistent")
+    assert ratio.rel_diff == pytest.approx(0.2) and ratio.significant is True
+    assert ratio.as_dict()["rel_diff"] == ratio.rel_diff
+    assert row(c, "headline", "cpu_ratio_to_udp", "knot dot persistent").rel_diff == pytest.approx(0.0)

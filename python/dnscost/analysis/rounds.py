@@ -82,12 +82,13 @@ def _is_reference(row: Row) -> bool:
     return row.get("kind") == "load" and row.get("transport") == "udp" and row.get("rate") == "max"
 
 
-_PREFERENCE = {"establishment": 0, "reference": 1}
+_PREFERENCE = {"reference": 0, "establishment": 1}
 
 
 def udp_references(rows: Sequence[Row]) -> dict[tuple[Any, Any], Row]:
     """Per (target, round), the round's UDP reference trial: closed-loop UDP load, from the
-    ``establishment`` group when it has one, else the added ``reference`` trial, else any; a
+    ``reference`` group (:mod:`dnscost.plan` adds one to every round), else the
+    ``establishment`` group's UDP cell (runs made before the reference group), else any; a
     valid one before an invalid one. An invalid reference is returned too (its ratios are
     then None: a share of UDP never falls back on another round's or the open-loop figure)."""
     out: dict[tuple[Any, Any], Row] = {}

@@ -8,7 +8,7 @@ from collections.abc import Callable, Hashable, Iterable
 from typing import Any, TypeVar
 
 from dnscost.analysis.consistency import CONSISTENCY_COLUMNS
-from dnscost.analysis.load import is_valid, validity_flags
+from dnscost.analysis.load import is_valid, run_network, validity_flags
 from dnscost.analysis.rounds import ROUND_COLUMNS, round_of, udp_references
 from dnscost.analysis.stats import fit_line, median
 
@@ -153,15 +153,11 @@ def _softirq_us(meter: dict[str, Any], cpus: list[str] | None) -> float | None:
     return sum(v for v in values if v is not None) if any(v is not None for v in values) else None
 
 
-def _network(trial: dict[str, Any], run: dict[str, Any]) -> str | None:
+def _network(trial: dict[str, Any], run: dict[str, Any]) -> str:
     """Where the target sat: the trial's bed (``network.kind``), else the run's choice
-    (``spec.network``, ``spec.settings.network`` for ``dnscost load``)."""
+    (:func:`dnscost.analysis.load.run_network`)."""
     kind = _dict(trial.get("network")).get("kind")
-    if isinstance(kind, str):
-        return kind
-    spec = _dict(run.get("spec"))
-    chosen = spec.get("network", _dict(spec.get("settings")).get("network"))
-    return chosen if isinstance(chosen, str) else None
+    return kind if isinstance(kind, str) else run_network(run)
 
 
 def _delta(now: float | None, idle: float | None) -> float | None:
