@@ -573,6 +573,16 @@ def format_headline(rows: list[dict[str, Any]], contradictions: Sequence[dict[st
         )
         if "tcp" in hs:
             handshakes = ", ".join(x for x in (handshakes, f"tcp {_iv(hs['tcp']['full'], 0)}") if x)
+        idle_cpu = ", ".join(
+            f"{t} {v['cpu_us_per_connection_second'].median:,.2f}"
+            + (
+                f" [{v['cpu_us_per_connection_second'].low:,.2f}-{v['cpu_us_per_connection_second'].high:,.2f}]"
+                if v["cpu_us_per_connection_second"].low is not None
+                else ""
+            )
+            for t, v in sorted(r["memory_per_connection"].items())
+            if v.get("cpu_us_per_connection_second") is not None
+        )
         lines += [
             f"{r['target']} {r['target_version'] or ''}: UDP {_iv(udp['cpu_us_per_query'])} CPU-µs/query = "
             f"{_iv(udp['capacity_per_core_qps'], 0, 1e-3, 'k')} qps per core; measured "
@@ -584,6 +594,7 @@ def format_headline(rows: list[dict[str, Any]], contradictions: Sequence[dict[st
             f"  1 query/connection, qps share of persistent     {each(collapse, lambda v: _iv(v['qps_ratio'], 3))}",
             f"  CPU-µs per handshake, full / resumed       {handshakes or 'n/a'}",
             f"  memory per idle connection                 {memory or 'n/a'}",
+            f"  CPU-µs per idle connection-second          {idle_cpu or 'n/a'}",
         ]
         if udp["j_per_query"].median is not None:
             lines.append(
@@ -591,7 +602,7 @@ def format_headline(rows: list[dict[str, Any]], contradictions: Sequence[dict[st
             )
     lines.append(
         f"intervals: median [min-max] over {rounds} round{'s' if rounds != 1 else ''}, each ratio within its round; "
-        "memory: fitted slope [95 % t interval]"
+        "memory and idle CPU: fitted slope [95 % t interval]"
     )
     if marked:
         lines.append("(!) a share of UDP above 1: a connected transport answered more than UDP in its round")

@@ -240,8 +240,11 @@ def _metrics(a: Analysis) -> _Metrics:
 _FITTED = {"memory_fit", "cost_model"}
 
 
+_FITTED_HEADLINE = {"memory_bytes_per_connection", "cpu_us_per_connection_second"}
+
+
 def _spread_kind(table: str, metric: str) -> str:
-    if table in _FITTED or (table == "headline" and metric == "memory_bytes_per_connection"):
+    if table in _FITTED or (table == "headline" and metric in _FITTED_HEADLINE):
         return "ci95"
     return "range"
 

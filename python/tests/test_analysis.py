@@ -310,6 +310,9 @@ def test_headline(synthetic: Analysis) -> None:
     assert p["cpu_ratio"].median == pytest.approx(expected, rel=0.03)
     full = d["handshake_us"]["dot"]["full"]
     assert full.n == 3 and full.median == pytest.approx(dot_cost["full_handshake"], rel=0.05)
+    # Idle connections: CPU per connection-second, fitted over the memory trials.
+    idle = d["memory_per_connection"]["dot"]["cpu_us_per_connection_second"]
+    assert idle.n == 5 and idle.low <= dot_cost["connection_second"] <= idle.high
     q1 = one(synthetic, "establishment", target="dnsdist", transport="dot", lifetime="1q", resumption=0.0)
     assert d["collapse_1q"]["dot"]["ratio"] == pytest.approx(q1["qps_median"] / dot["qps_median"])
     assert d["collapse_1q"]["dot"]["ratio_resumed"] > d["collapse_1q"]["dot"]["ratio"]

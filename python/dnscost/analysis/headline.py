@@ -76,6 +76,25 @@ def _memory_total(points: list[Row], target: str, transport: str) -> Spread | No
     return Spread(fit.slope, fit.ci95_low, fit.ci95_high, len(pts))
 
 
+def _connection_second_us(trials: list[Row], target: str, transport: str) -> Spread | None:
+    """Target CPU-µs per connection-second: OLS slope of the idle trials' CPU per second on the
+    connections held open (engine side), with its 95 % t interval."""
+    pts = [
+        r
+        for r in trials
+        if r["kind"] == "idle"
+        and r["valid"]
+        and (r["target"], r["transport"]) == (target, transport)
+        and r["target_cpu_us"] is not None
+        and r["connection_seconds"] is not None
+        and r["measured_s"]
+    ]
+    fit = fit_line(
+        [r["connection_seconds"] / r["measured_s"] for r in pts], [r["target_cpu_us"] / r["measured_s"] for r in pts]
+    )
+    return Spread(fit.slope, fit.ci95_low, fit.ci95_high, len(pts)) if fit is not None else None
+
+
 def _handshake_us(trials: dict[Any, Row], cell: list[Row], persistent: dict[Any, float], kind: str) -> Spread:
     """Target CPU-µs per handshake in each round: the one-query trial's CPU less its queries at
     the round's persistent CPU per query, over its handshakes (tcp: connections)."""
@@ -113,7 +132,9 @@ def headline(a: Analysis) -> list[dict[str, Any]]:
     - ``handshake_us``: per transport, spreads ``full`` and ``resumed`` (target CPU-µs per
       handshake, see :func:`_handshake_us`);
     - ``memory_per_connection``: per transport, ``user_bytes``, ``kernel_bytes``, ``total_bytes``
-      and the total's 95 % interval ``total_low``, ``total_high`` (fits over the idle trials);
+      and the total's 95 % interval ``total_low``, ``total_high`` (fits over the idle trials),
+      and ``cpu_us_per_connection_second`` (a :class:`Spread` from the fit's estimate and 95 %
+      interval: target CPU-µs per second per idle connection held);
     - ``energy``: the energy table's rows for the target (Table I, kWh per day at 10 000 qps).
     """
     t = a.tables
@@ -191,6 +212,7 @@ def headline(a: Analysis) -> list[dict[str, Any]]:
                 "total_low": total.low if total else None,
                 "total_high": total.high if total else None,
                 "points": total.n if total else 0,
+                "cpu_us_per_connection_second": _connection_second_us(t["trials"].rows, target, r["transport"]),
             }
         saturation = udp["qps"].median
         out.append(
@@ -230,7 +252,7 @@ def headline_rows(heads: list[dict[str, Any]]) -> list[Row]:
                 "low": s.low,
                 "high": s.high,
                 "n": s.n,
-                "interval": "t95" if figure == "memory_bytes_per_connection" else "range",
+                "interval": "t95" if profile == "idle" else "range",
                 "unit": unit,
             }
         )
@@ -258,4 +280,5 @@ def headline_rows(heads: list[dict[str, Any]]) -> list[Row]:
             if m["total_bytes"] is not None:
                 s = Spread(m["total_bytes"], m["total_low"], m["total_high"], m["points"])
                 add(target, "memory_bytes_per_connection", tr, "idle", s, "bytes")
+            add(target, "cpu_us_per_connection_second", tr, "idle", m["cpu_us_per_connection_second"], "us")
     return out
