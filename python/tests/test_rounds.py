@@ -242,3 +242,16 @@ def test_contradicting_trials_are_flagged_and_stay_valid(contradicting: Analysis
     assert flagged[est("knot", "dot", "1q", 1.0, 0)]["flags"] == "inconsistent-resumption"
     lines = format_headline(headline(contradicting), contradicting.tables["consistency"].rows)
     assert any(line.startswith("inconsistent: dnsdist tcp forever against dnsdist tcp 1s") for line in lines)
+
+
+def test_the_report_names_contradictions_and_shows_intervals(contradicting: Analysis, tmp_path: Path) -> None:
+    from dnscost.report import render_report
+
+    text = render_report(contradicting, tmp_path, headline=headline(contradicting)).read_text()
+    section = text[text.index("<h3>Contradictions</h3>") :][:20_000]
+    for cell in ("dnsdist tcp forever", "dnsdist tcp 1s", "knot dot 1q resumption 1", "knot doh memory per connection"):
+        assert cell in section
+    assert "Headline figures with their intervals (up to 3 rounds" in text
+    assert "CPU per query ÷ UDP&#x27;s" in text and "min, max over rounds" in text
+    clean = render_report(analyze(SYNTHETIC), tmp_path / "clean", headline=headline(analyze(SYNTHETIC))).read_text()
+    assert "<h3>Contradictions</h3>" not in clean and "no contradiction beyond the intervals" in clean
