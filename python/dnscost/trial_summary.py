@@ -17,7 +17,7 @@ from dnscost.meter.energy import CpuPowerModel
 
 __all__ = ["SUMMARY_VERSION", "CounterDelta", "SummaryContext", "TrialSummary", "Validity", "summarize_trial"]
 
-SUMMARY_VERSION = 3
+SUMMARY_VERSION = 4
 """Bumped whenever a field's definition changes, so stored summaries can be told apart."""
 
 
@@ -30,6 +30,7 @@ class Validity(TypedDict):
     generator_saturated: bool
     both_saturated: bool
     target_busy_share: float
+    target_foreign_share: float | None
     generator_busy_share: float
     loss: float | None
     accounting_balanced: bool
@@ -219,6 +220,13 @@ def summarize_trial(
 
     capacity_us = seconds * 1e6
     target_busy_us = max(cpu_us or 0.0, _busy_us(window, ctx.target_cpus))
+    # Busy time of the target's cores not charged to it: another process shared them.
+    foreign_share = (
+        (_busy_us(window, ctx.target_cpus) - cpu_us) / (len(ctx.target_cpus) * capacity_us)
+        if cpu_us is not None
+        else None
+    )
+    loaded = config.get("rate") != "once"  # an idle trial measures memory, not CPU
     generator_busy_us = _busy_us(window, ctx.generator_cpus)
     target_saturated = target_busy_us >= V.SATURATED * len(ctx.target_cpus) * capacity_us
     generator_saturated = generator_busy_us >= V.SATURATED * len(ctx.generator_cpus) * capacity_us
@@ -245,6 +253,7 @@ def summarize_trial(
             ("no-generator-cpu", generator_cpu_us is None or not generator_seen),
             ("no-counters", counters_missing),
             ("meter-gaps", window.samples_fast < V.MIN_SAMPLES * expected_samples),
+            ("target-core-shared", loaded and foreign_share is not None and foreign_share >= V.MAX_FOREIGN),
         )
         if bad
     ]
@@ -290,6 +299,7 @@ def summarize_trial(
             "generator_saturated": generator_saturated,
             "both_saturated": target_saturated and (generator_behind or generator_saturated),
             "target_busy_share": target_busy_us / (len(ctx.target_cpus) * capacity_us),
+            "target_foreign_share": foreign_share,
             "generator_busy_share": generator_busy_us / (len(ctx.generator_cpus) * capacity_us),
             "loss": loss,
             "accounting_balanced": summ["accounting"]["balanced"],

@@ -23,6 +23,10 @@ no-cpu-data         the target's CPU time was not metered in the window (never t
 no-generator-cpu    the generator's CPU time was not metered in the window
 no-counters         the target keeps counters, but they could not be read
 meter-gaps          fewer than ``MIN_SAMPLES`` of the meter's samples expected in the window
+target-core-shared  load trials: the target's cores were busy with work not charged to the
+                    target (their busy time less its CPU time) at least ``MAX_FOREIGN`` of
+                    the window: another process ran there, so the target's CPU per query
+                    and throughput are not its own
 ==================  ====================================================================
 
 Consistency flags (:data:`CONSISTENCY_FLAGS`) are raised by the analysis across trials
@@ -54,6 +58,7 @@ from typing import Any
 __all__ = [
     "CONSISTENCY_FLAGS",
     "FLAGS",
+    "MAX_FOREIGN",
     "MAX_LOSS",
     "MIN_ANSWER_AGREEMENT",
     "MIN_CACHE_HITS",
@@ -79,6 +84,11 @@ MIN_CONNECTIONS = 0.95
 SATURATED = 0.9
 """A side (target or generator) whose cores were busy at least this share of the window is
 saturated."""
+MAX_FOREIGN = 0.10
+"""Load trials: the target's cores busy with work not charged to the target (core busy time
+less the target's CPU time) at or above this share of the window invalidates. On a machine
+nothing else runs on, the target's CPU time (softirq included) is within 0.03 of its cores'
+busy time."""
 MIN_SAMPLES = 0.5
 """Fewer meter samples in the window than this share of those expected invalidates."""
 
@@ -93,6 +103,7 @@ FLAGS = (
     "no-generator-cpu",
     "no-counters",
     "meter-gaps",
+    "target-core-shared",
 )
 
 CONSISTENCY_FLAGS = ("inconsistent-lifetime", "inconsistent-resumption", "memory-below-kernel")

@@ -53,10 +53,17 @@ def _records(
 
 
 def _samples(
-    *, target_busy: float, generator_busy: float, target_cpu: bool = True, generator: bool = True, every_ms: int = 100
+    *,
+    target_busy: float,
+    generator_busy: float,
+    target_cpu: bool = True,
+    generator: bool = True,
+    every_ms: int = 100,
+    foreign: float = 0.0,
 ) -> list[dict[str, Any]]:
     """Fast samples from 0 to 3.5 s; the target's and the generator's cores busy the given
-    shares of each interval, the target's cgroup using all of its core's busy time."""
+    shares of each interval, the target's cgroup using all of its core's busy time but
+    ``foreign`` (another process's)."""
     out = []
     for t in range(0, 3501, every_ms):
         us = t * 1000
@@ -66,7 +73,7 @@ def _samples(
         ]
         target: dict[str, Any] = {"rss_bytes": 1e6}
         if target_cpu:
-            target["cgroup_cpu_total_us"] = us * target_busy
+            target["cgroup_cpu_total_us"] = us * (target_busy - foreign)
         out.append(
             {
                 "type": "fast",
@@ -131,6 +138,18 @@ def test_loss_at_the_threshold_invalidates() -> None:
     at = int(20_000 * (1 - V.MAX_LOSS))
     assert "loss" in _flags(_records(answered=at), _samples(target_busy=0.5, generator_busy=0.5))
     assert "loss" not in _flags(_records(answered=at + 2), _samples(target_busy=0.5, generator_busy=0.5))
+
+
+def test_a_target_core_shared_with_another_process_invalidates_load_trials() -> None:
+    shared = _samples(target_busy=1.0, generator_busy=0.5, foreign=0.3)
+    s = summarize_trial(_records(), shared, COUNTERS, CTX)
+    assert s["validity"]["flags"] == ["target-core-shared"]
+    assert s["validity"]["target_foreign_share"] == pytest.approx(0.3, abs=0.01)
+    assert "target-core-shared" not in _flags(_records(), _samples(target_busy=1.0, generator_busy=0.5, foreign=0.05))
+    # An idle trial (one query per connection, then nothing) measures memory: not judged.
+    idle = _records()
+    idle[0]["config"]["rate"] = "once"
+    assert "target-core-shared" not in _flags(idle, shared)
 
 
 def test_queries_in_flight_as_a_closed_loop_window_ends_are_not_lost() -> None:
