@@ -131,7 +131,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     rp = sub.add_parser("reproduce", help="reproduce the reference study (ISCC 2023) on this machine")
     rp.add_argument("--output", type=Path, help="run directory (default results/study/<run-id>)")
-    rp.add_argument("--quick", action="store_true", help="fewer points, one repetition: under ten minutes")
+    rp.add_argument("--quick", action="store_true", help="fewer points, short trials, three rounds: under ten minutes")
     rp.add_argument("--resume", type=Path, metavar="RUN_DIR", help="finish an interrupted run")
     _run_options(rp)
 
@@ -142,7 +142,10 @@ def build_parser() -> argparse.ArgumentParser:
     cmp = sub.add_parser("compare", help="differences between two runs, with their uncertainty")
     cmp.add_argument("run_a", type=Path)
     cmp.add_argument("run_b", type=Path)
-    cmp.add_argument("--force", action="store_true", help="compare runs from different machines anyway")
+    cmp.add_argument(
+        "--force", action="store_true", help="compare runs from different machines or --network set-ups anyway"
+    )
+    cmp.add_argument("--json", action="store_true", help="one JSON document (every row, rel_diff included)")
     return p
 
 
@@ -517,33 +520,97 @@ def _report(run_dir: Path) -> Path:
     write_tables(a, run_dir / "tables")
     rows = headline(a)
     path = render_report(a, run_dir, headline=rows)
-    for line in format_headline(rows):
+    for line in format_headline(rows, a.tables["consistency"].rows):
         print(line)
     return path
 
 
-def format_headline(rows: list[dict[str, Any]]) -> list[str]:
-    """One line per target: UDP baseline, persistent shares of UDP, collapse at one query per
-    connection, memory per connection."""
+def _iv(s: Any, digits: int = 2, scale: float = 1.0, unit: str = "") -> str:
+    """A figure over rounds as ``median [min-max]`` (one value alone when min = max)."""
+    if s is None or s.median is None:
+        return "n/a"
+    mid = f"{s.median * scale:,.{digits}f}{unit}"
+    if s.low is None or s.high is None or s.n < 2:
+        return mid
+    return f"{mid} [{s.low * scale:,.{digits}f}-{s.high * scale:,.{digits}f}]"
 
-    def share(x: float | None) -> str:
-        return "n/a" if x is None else f"{x:.2f}"
 
+def _flag_share(s: Any) -> str:
+    """A share of UDP; one above 1 (a connected transport answering more than UDP in its own
+    round) is marked, since it contradicts every measurement so far."""
+    text = _iv(s)
+    return text + " (!)" if s is not None and s.median is not None and s.median > 1 else text
+
+
+def format_headline(rows: list[dict[str, Any]], contradictions: Sequence[dict[str, Any]] = ()) -> list[str]:
+    """Per target: CPU per query (the primary figure, with capacity per core), measured qps,
+    ratios to UDP and to persistent connections, handshake costs, memory per connection, each
+    with its interval; then the contradictions the consistency checks found."""
     lines = []
+    rounds = max((r["rounds"] for r in rows), default=0)
+    marked = False
     for r in rows:
-        persistent = ", ".join(f"{t} {share(v['share_of_udp'])}" for t, v in sorted(r["persistent"].items()))
-        collapse = ", ".join(f"{t} {share(v['ratio'])}" for t, v in sorted(r["collapse_1q"].items()))
+        udp = r["udp"]
+        persistent, collapse = r["persistent"], r["collapse_1q"]
+
+        def each(table: dict[str, Any], show: Any) -> str:
+            return ", ".join(f"{t} {show(v)}" for t, v in sorted(table.items())) or "n/a"
+
+        shares = each(persistent, lambda v: _flag_share(v["share"]))
+        marked = marked or "(!)" in shares
         memory = ", ".join(
             f"{t} {_fmt(v['total_bytes'] / 1024 if v['total_bytes'] is not None else None, ' KiB')}"
+            + (
+                f" [{v['total_low'] / 1024:,.1f}-{v['total_high'] / 1024:,.1f}]"
+                if v.get("total_low") is not None and v.get("total_high") is not None
+                else ""
+            )
             for t, v in sorted(r["memory_per_connection"].items())
         )
+        hs = r.get("handshake_us", {})
+        handshakes = ", ".join(
+            f"{t} {_iv(v['full'], 0)} / {_iv(v['resumed'], 0)}" for t, v in sorted(hs.items()) if t != "tcp"
+        )
+        if "tcp" in hs:
+            handshakes = ", ".join(x for x in (handshakes, f"tcp {_iv(hs['tcp']['full'], 0)}") if x)
+        idle_cpu = ", ".join(
+            f"{t} {v['cpu_us_per_connection_second'].median:,.2f}"
+            + (
+                f" [{v['cpu_us_per_connection_second'].low:,.2f}-{v['cpu_us_per_connection_second'].high:,.2f}]"
+                if v["cpu_us_per_connection_second"].low is not None
+                else ""
+            )
+            for t, v in sorted(r["memory_per_connection"].items())
+            if v.get("cpu_us_per_connection_second") is not None
+        )
         lines += [
-            f"{r['target']} {r['target_version'] or ''}: UDP {_fmt(r['udp_saturation_qps'], ' qps', 0)} at saturation, "
+            f"{r['target']} {r['target_version'] or ''}: UDP {_iv(udp['cpu_us_per_query'])} CPU-µs/query = "
+            f"{_iv(udp['capacity_per_core_qps'], 0, 1e-3, 'k')} qps per core; measured "
+            f"{_iv(udp['qps'], 0, 1e-3, 'k')} qps at saturation, "
             f"{_fmt(r['udp_max_qps'], ' qps', 0)} with loss below 1 % (open loop)",
-            f"  persistent, share of UDP      {persistent or 'n/a'}",
-            f"  1 query/connection, share of persistent  {collapse or 'n/a'}",
-            f"  memory per idle connection    {memory or 'n/a'}",
+            f"  persistent, CPU per query ÷ UDP's          {each(persistent, lambda v: _iv(v['cpu_ratio']))}",
+            f"  persistent, measured qps share of UDP      {shares}",
+            f"  1 query/connection, CPU per query ÷ persistent  {each(collapse, lambda v: _iv(v['cpu_ratio'], 1))}",
+            f"  1 query/connection, qps share of persistent     {each(collapse, lambda v: _iv(v['qps_ratio'], 3))}",
+            f"  CPU-µs per handshake, full / resumed       {handshakes or 'n/a'}",
+            f"  memory per idle connection                 {memory or 'n/a'}",
+            f"  CPU-µs per idle connection-second          {idle_cpu or 'n/a'}",
         ]
+        if udp["j_per_query"].median is not None:
+            lines.append(
+                f"  energy per query ÷ UDP's (RAPL)           {each(persistent, lambda v: _iv(v['energy_ratio']))}"
+            )
+    lines.append(
+        f"intervals: median [min-max] over {rounds} round{'s' if rounds != 1 else ''}, each ratio within its round; "
+        "memory and idle CPU: fitted slope [95 % t interval]"
+    )
+    if marked:
+        lines.append("(!) a share of UDP above 1: a connected transport answered more than UDP in its round")
+    for c in contradictions:
+        lines.append(
+            f"inconsistent: {c['cell']} against {c['against']}: {c['what']}, "
+            f"{c['value']:.2f} [{c['low']:.2f}-{c['high']:.2f}] ({c['flag']})"
+        )
     return lines
 
 
@@ -566,7 +633,17 @@ def cmd_report(a: argparse.Namespace) -> int:
 def cmd_compare(a: argparse.Namespace) -> int:
     from dnscost.compare import compare
 
-    print(compare(a.run_a, a.run_b, force=a.force).render())
+    c = compare(a.run_a, a.run_b, force=a.force)
+    if a.json:
+        doc = {
+            "run_a": str(c.run_a),
+            "run_b": str(c.run_b),
+            "machine_differences": c.machine_differences,
+            "rows": [r.as_dict() for r in c.rows],
+        }
+        print(json.dumps(doc, indent=1))
+    else:
+        print(c.render())
     return 0
 
 

@@ -2,7 +2,12 @@
 matched by their keys, with the spread of each side and whether the difference stands out of it.
 
 Runs from machines that differ in what decides the figures (CPU model, number of CPUs, kernel
-major.minor, cgroup version, energy source) are refused unless forced.
+major.minor, cgroup version, energy source), or made with a different ``--network`` (where the
+kernel's packet work lands decides what the target is charged), are refused unless forced.
+
+The ``headline`` table's figures (CPU per query, ratios to UDP and to persistent connections,
+handshake costs, memory per connection: ``dnscost.analysis.headline``) come first, each with
+its interval over rounds; ``rel_diff`` is (B - A) / A.
 
 Metrics measured by repetitions (answered qps, CPU-µs per query and kWh per day at 10 000 qps of
 the establishment and connections trials, the UDP baseline) are given as the median of the valid
@@ -21,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from dnscost.analysis import Analysis, analyze
+from dnscost.analysis.load import run_network
 from dnscost.analysis.stats import median
 from dnscost.analysis.tables import JOULES_PER_KWH, REFERENCE_QPS, SECONDS_PER_DAY
 from dnscost.errors import UsageError
@@ -82,8 +88,13 @@ class CompareRow:
     spread: str
     significant: bool | None
 
+    @property
+    def rel_diff(self) -> float | None:
+        """(B - A) / A, None when either is missing or A is 0."""
+        return self.diff / self.a if self.diff is not None and self.a else None
+
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {**asdict(self), "rel_diff": self.rel_diff}
 
 
 @dataclass
@@ -102,9 +113,11 @@ class Comparison:
         """A readable text table, one section per source table."""
         lines = [f"A: {self.run_a} ({self.id_a})", f"B: {self.run_b} ({self.id_b})"]
         if self.machine_differences:
-            lines.append("WARNING: compared across machines (forced): " + "; ".join(self.machine_differences))
+            lines.append(
+                "WARNING: compared across machines or set-ups (forced): " + "; ".join(self.machine_differences)
+            )
         lines.append(
-            "spread: min..max over valid repetitions, or the 95 % interval of a fit; "
+            "spread: min..max over valid repetitions (rounds), or the 95 % interval of a fit; "
             "significant: the difference exceeds both spreads together (fits: the intervals do not overlap)"
         )
         header = ["metric", "key", "A", "B", "B-A", "B/A", "A spread", "B spread", "significant"]
@@ -195,6 +208,9 @@ def _metrics(a: Analysis) -> _Metrics:
             values = searches.setdefault(_key([("", r["target"])]), [])
             if r["valid"] and isinstance(best, int | float):
                 values.append(float(best))
+    for r in a.tables["headline"].rows:
+        label = _key([("", r["target"]), ("", r["transport"]), ("", r["profile"])])
+        out[("headline", r["figure"], label)] = _Side(r["value"], r["low"], r["high"], r["n"])
     for label, values in searches.items():
         out[("baseline", "udp_max_qps", label)] = _repeated(values)
     for group, keys in _GROUP_KEYS.items():
@@ -224,10 +240,19 @@ def _metrics(a: Analysis) -> _Metrics:
 _FITTED = {"memory_fit", "cost_model"}
 
 
-def _significant(table: str, a: _Side, b: _Side) -> bool | None:
+_FITTED_HEADLINE = {"memory_bytes_per_connection", "cpu_us_per_connection_second"}
+
+
+def _spread_kind(table: str, metric: str) -> str:
+    if table in _FITTED or (table == "headline" and metric in _FITTED_HEADLINE):
+        return "ci95"
+    return "range"
+
+
+def _significant(table: str, metric: str, a: _Side, b: _Side) -> bool | None:
     if a.value is None or b.value is None:
         return None
-    if table in _FITTED:
+    if _spread_kind(table, metric) == "ci95":
         if None in (a.low, a.high, b.low, b.high):
             return None
         return bool(a.high < b.low or b.high < a.low)  # type: ignore[operator]
@@ -260,8 +285,8 @@ def compare_analyses(a: Analysis, b: Analysis) -> list[CompareRow]:
                 a_high=sa.high,
                 b_low=sb.low,
                 b_high=sb.high,
-                spread="ci95" if k[0] in _FITTED else "range",
-                significant=_significant(k[0], sa, sb),
+                spread=_spread_kind(k[0], k[1]),
+                significant=_significant(k[0], k[1], sa, sb),
             )
         )
     return rows
@@ -273,9 +298,12 @@ def compare(run_a: Path, run_b: Path, *, force: bool = False) -> Comparison:
     incompatible (see :func:`incompatibilities`) and ``force`` is false."""
     a, b = analyze(run_a), analyze(run_b)
     differences = incompatibilities(a.run.get("machine") or {}, b.run.get("machine") or {})
+    net_a, net_b = run_network(a.run), run_network(b.run)
+    if net_a != net_b:
+        differences.append(f"network {net_a!r} vs {net_b!r}")
     if differences and not force:
         raise UsageError(
-            f"{run_a} and {run_b} were measured on incompatible machines ({'; '.join(differences)}): "
+            f"{run_a} and {run_b} were measured on incompatible machines or set-ups ({'; '.join(differences)}): "
             "pass --force to compare them anyway"
         )
     return Comparison(

@@ -3,13 +3,23 @@
 Each group's trials are the product of its transports, its sweep axes and its repetitions,
 for every target that serves the transport. Knobs that mean nothing for a trial are
 normalised away before duplicates are dropped: udp has no lifetime, resumption or open rate;
-tcp no resumption; a connection that lives forever never resumes. Trials run target by target
-(each target's cache is filled once), in an order shuffled with the spec's seed so that slow
-drift of the machine does not line up with any parameter.
+tcp no resumption; a connection that lives forever never resumes.
+
+Trials run target by target (each target's cache is filled once), and within a target in
+*rounds*: round ``r`` holds repetition ``r`` of every cell (a group with fewer repetitions
+takes part in its first rounds only), in an order shuffled with a seed of its own
+(:func:`round_seed`, recorded in every trial's plan entry), so that slow drift of the machine
+lines up with no parameter. Every round that loads the target holds a UDP reference trial
+(closed loop, at saturation): the spec's ``reference`` group when it has one (any UDP load
+knobs, with as many repetitions as rounds), else one added with :data:`REFERENCE_KNOBS`. A
+ratio to UDP divides values of one round, measured minutes apart
+(:mod:`dnscost.analysis.rounds`).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import itertools
 import math
 import random
@@ -18,7 +28,15 @@ from typing import Any
 
 from dnscost.spec import Group, Spec, duration_s, lifetime_fields
 
-__all__ = ["TrialPlan", "engine_knobs", "estimate_s", "expand"]
+__all__ = [
+    "REFERENCE_GROUP",
+    "REFERENCE_KNOBS",
+    "TrialPlan",
+    "engine_knobs",
+    "estimate_s",
+    "expand",
+    "round_seed",
+]
 
 
 @dataclass(frozen=True)
@@ -32,6 +50,10 @@ class TrialPlan:
     transport: str
     params: dict[str, Any]
     rep: int
+    round: int = 0
+    """The round it runs in (its repetition: round ``r`` holds repetition ``r`` of every cell)."""
+    round_seed: int | None = None
+    """The seed its round's order was shuffled with (:func:`round_seed`)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -42,7 +64,13 @@ class TrialPlan:
             "transport": self.transport,
             "params": self.params,
             "rep": self.rep,
+            "round": self.round,
+            "round_seed": self.round_seed,
         }
+
+
+REFERENCE_GROUP = "reference"
+"""The group of the UDP reference trials :func:`expand` adds to rounds that have none."""
 
 
 IRRELEVANT: dict[str, dict[str, Any]] = {
@@ -79,7 +107,7 @@ def _warmup_s(kind: str, transport: str, p: dict[str, Any], settings: dict[str, 
     warmup = float(settings["warmup"])
     if transport != "udp" and p.get("open_rate"):
         opening = p["connections"] / p["open_rate"] * (1.5 if transport in ("dot", "doh") else 1.2)
-        warmup = max(warmup, float(math.ceil(opening + 1)))
+        warmup = max(warmup, math.ceil((opening + 0.5) * 10) / 10)
     return warmup
 
 
@@ -123,24 +151,57 @@ def _group_trials(spec: Spec, g: Group, target: str, served: tuple[str, ...]) ->
             labels = [_label(k, p[k]) for k in swept if p.get(k) is not None and k not in IRRELEVANT[transport]]
             for rep in range(g.repetitions):
                 tid = "-".join([g.name, target, transport, *labels, f"r{rep}"])
-                out.append(TrialPlan(tid, g.name, g.kind, target, transport, params, rep))
+                out.append(TrialPlan(tid, g.name, g.kind, target, transport, params, rep, rep))
     return out
 
 
+def round_seed(seed: int, target: str, rnd: int) -> int:
+    """The seed of one target's round ``rnd``: from the spec's seed, stable across Python
+    versions and runs (a hash, not Python's salted ``hash``)."""
+    digest = hashlib.sha256(f"{seed}:{target}:{rnd}".encode()).digest()
+    return int.from_bytes(digest[:6], "big")
+
+
+REFERENCE_KNOBS = {"connections": 16, "in_flight": 64}
+"""The UDP reference a round gets when the spec has no ``reference`` group: enough queries
+outstanding that one generator core saturates the target (as the baseline search's 16 sockets),
+where one query per socket at a time leaves it waiting on round trips."""
+
+
+def _reference_trial(target: str, rnd: int, round_trials: list[TrialPlan]) -> TrialPlan | None:
+    """The UDP reference of a round that loads the target: closed loop with
+    :data:`REFERENCE_KNOBS`, timed as the round's first closed-loop load trial."""
+    model = next((t for t in round_trials if t.kind == "load" and t.params.get("rate") == "max"), None)
+    if model is None:
+        return None
+    p = _normalise("load", "udp", {**model.params, **REFERENCE_KNOBS})
+    tid = f"{REFERENCE_GROUP}-{target}-udp-r{rnd}"
+    return TrialPlan(tid, REFERENCE_GROUP, "load", target, "udp", p, rnd, rnd)
+
+
 def expand(spec: Spec) -> list[TrialPlan]:
-    """Every trial of ``spec``, in run order."""
+    """Every trial of ``spec``, in run order: target by target, round by round, each round
+    shuffled with its own seed and holding a UDP reference when it loads the target."""
     from dnscost.targets import TARGETS
 
-    rng = random.Random(spec.seed)
     plan: list[TrialPlan] = []
     for target in spec.targets:
         served = tuple(TARGETS[target].transports)
         trials = [t for g in spec.groups for t in _group_trials(spec, g, target, served)]
-        rng.shuffle(trials)
-        # A target's certificate is set when it starts: trials of one key type run together
-        # (shuffled among themselves), so the target restarts once per key type, not per trial.
-        trials.sort(key=lambda t: str(t.params.get("cert_key") or ""))
-        plan.extend(trials)
+        for rnd in sorted({t.rep for t in trials}):
+            members = [t for t in trials if t.rep == rnd]
+            loads = any(t.kind == "load" for t in members)
+            if loads and "udp" in served and not any(t.group == REFERENCE_GROUP for t in members):
+                ref = _reference_trial(target, rnd, members)
+                if ref is not None:
+                    members.append(ref)
+            seed = round_seed(spec.seed, target, rnd)
+            members = [dataclasses.replace(t, round=rnd, round_seed=seed) for t in members]
+            random.Random(seed).shuffle(members)
+            # A target's certificate is set when it starts: trials of one key type run together
+            # (shuffled among themselves), so the target restarts once per key type and round.
+            members.sort(key=lambda t: str(t.params.get("cert_key") or ""))
+            plan.extend(members)
     ids = [t.id for t in plan]
     assert len(set(ids)) == len(ids), "trial ids repeat"
     return plan

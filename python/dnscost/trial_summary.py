@@ -25,7 +25,7 @@ __all__ = [
     "summarize_trial",
 ]
 
-SUMMARY_VERSION = 2
+SUMMARY_VERSION = 4
 """Bumped whenever a field's definition changes, so stored summaries can be told apart."""
 
 
@@ -38,6 +38,7 @@ class Validity(TypedDict):
     generator_saturated: bool
     both_saturated: bool
     target_busy_share: float
+    target_foreign_share: float | None
     generator_busy_share: float
     loss: float | None
     accounting_balanced: bool
@@ -236,12 +237,23 @@ def summarize_trial(
     if hits is not None and queries is not None and queries >= V.MIN_HIT_QUERIES:
         cache_hit_ratio = hits / queries
     offered = m["queries"]["offered"]
-    # Answers to queries offered just before the window can land in it: never below zero.
-    loss = max(0.0, 1 - answered / offered) if offered else None
+    # Answers to queries offered just before the window can land in it: never below zero. In a
+    # closed loop, the queries still in flight as the window ends (at most one window per
+    # connection) are not lost: they are answered just after it, or time out and are counted
+    # then. Short windows at one query per connection would otherwise count them as loss.
+    pending = m["queries"].get("in_flight", 0) if config.get("rate") == "max" else 0
+    loss = max(0.0, 1 - (answered + pending) / offered) if offered else None
     agreement = min(engine_answered, target_answers) / max(engine_answered, target_answers) if target_answers else None
 
     capacity_us = seconds * 1e6
     target_busy_us = max(cpu_us or 0.0, _busy_us(window, ctx.target_cpus))
+    # Busy time of the target's cores not charged to it: another process shared them.
+    foreign_share = (
+        (_busy_us(window, ctx.target_cpus) - cpu_us) / (len(ctx.target_cpus) * capacity_us)
+        if cpu_us is not None
+        else None
+    )
+    loaded = config.get("rate") != "once"  # an idle trial measures memory, not CPU
     generator_busy_us = _busy_us(window, ctx.generator_cpus)
     target_saturated = target_busy_us >= V.SATURATED * len(ctx.target_cpus) * capacity_us
     generator_saturated = generator_busy_us >= V.SATURATED * len(ctx.generator_cpus) * capacity_us
@@ -268,6 +280,7 @@ def summarize_trial(
             ("no-generator-cpu", generator_cpu_us is None or not generator_seen),
             ("no-counters", counters_missing),
             ("meter-gaps", window.samples_fast < V.MIN_SAMPLES * expected_samples),
+            ("target-core-shared", loaded and foreign_share is not None and foreign_share >= V.MAX_FOREIGN),
         )
         if bad
     ]
@@ -313,6 +326,7 @@ def summarize_trial(
             "generator_saturated": generator_saturated,
             "both_saturated": target_saturated and (generator_behind or generator_saturated),
             "target_busy_share": target_busy_us / (len(ctx.target_cpus) * capacity_us),
+            "target_foreign_share": foreign_share,
             "generator_busy_share": generator_busy_us / (len(ctx.generator_cpus) * capacity_us),
             "loss": loss,
             "accounting_balanced": summ["accounting"]["balanced"],

@@ -9,7 +9,8 @@ flag                the trial is invalid because
 generator-bound     the generator, not the target, was the bottleneck: it fell behind its
                     schedule (offered below scheduled) or its own cores were at least
                     ``SATURATED`` busy, while the target's cores were not
-loss                ``loss`` (1 - answered/offered; time-outs in a closed loop) ≥ ``MAX_LOSS``
+loss                ``loss`` (1 - answered/offered; in a closed loop, queries still in
+                    flight as the window ends are not lost) ≥ ``MAX_LOSS``
 unbalanced          the engine's accounting does not balance (a query neither answered,
                     timed out, failed nor aborted)
 cold-cache          the target's own counters show a cache-hit ratio < ``MIN_CACHE_HITS``
@@ -22,7 +23,31 @@ no-cpu-data         the target's CPU time was not metered in the window (never t
 no-generator-cpu    the generator's CPU time was not metered in the window
 no-counters         the target keeps counters, but they could not be read
 meter-gaps          fewer than ``MIN_SAMPLES`` of the meter's samples expected in the window
+target-core-shared  load trials: the target's cores were busy with work not charged to the
+                    target (their busy time less its CPU time) at least ``MAX_FOREIGN`` of
+                    the window: another process ran there, so the target's CPU per query
+                    and throughput are not its own
 ==================  ====================================================================
+
+Consistency flags (:data:`CONSISTENCY_FLAGS`) are raised by the analysis across trials
+(:mod:`dnscost.analysis.consistency`), on every trial of both cells that contradict each other
+beyond their intervals. They leave the trials valid, since a contradiction does not say which
+cell is wrong; the report and ``dnscost report`` name both cells:
+
+=======================  ===============================================================
+flag                     the cell contradicts another because
+=======================  ===============================================================
+inconsistent-lifetime    connections with a shorter lifetime cost less target CPU per query
+                         than with a longer one (same target, transport, resumption, key)
+inconsistent-resumption  resumed handshakes cost more target CPU per query than full ones
+                         (same target, transport, lifetime, key)
+memory-below-kernel      memory per connection (user + kernel, fitted) is below the
+                         target's own TCP socket buffers per connection (fitted)
+=======================  ===============================================================
+
+A paired comparison's interval is the 95 % t interval of the mean of its per-round ratios
+(two rounds or more), or the single ratio ± ``ONE_ROUND_SPREAD``; a memory comparison's, the
+fits' 95 % intervals.
 """
 
 from __future__ import annotations
@@ -31,13 +56,16 @@ from collections.abc import Mapping
 from typing import Any
 
 __all__ = [
+    "CONSISTENCY_FLAGS",
     "FLAGS",
+    "MAX_FOREIGN",
     "MAX_LOSS",
     "MIN_ANSWER_AGREEMENT",
     "MIN_CACHE_HITS",
     "MIN_CONNECTIONS",
     "MIN_HIT_QUERIES",
     "MIN_SAMPLES",
+    "ONE_ROUND_SPREAD",
     "SATURATED",
     "flags_from_conditions",
 ]
@@ -56,6 +84,11 @@ MIN_CONNECTIONS = 0.95
 SATURATED = 0.9
 """A side (target or generator) whose cores were busy at least this share of the window is
 saturated."""
+MAX_FOREIGN = 0.10
+"""Load trials: the target's cores busy with work not charged to the target (core busy time
+less the target's CPU time) at or above this share of the window invalidates. On a machine
+nothing else runs on, the target's CPU time (softirq included) is within 0.03 of its cores'
+busy time."""
 MIN_SAMPLES = 0.5
 """Fewer meter samples in the window than this share of those expected invalidates."""
 
@@ -70,7 +103,14 @@ FLAGS = (
     "no-generator-cpu",
     "no-counters",
     "meter-gaps",
+    "target-core-shared",
 )
+
+CONSISTENCY_FLAGS = ("inconsistent-lifetime", "inconsistent-resumption", "memory-below-kernel")
+"""Flags the analysis raises across trials; they do not invalidate (see above)."""
+ONE_ROUND_SPREAD = 0.10
+"""With a single round, a paired ratio's interval is the ratio ± this share of it (the spread
+of one repetition on the reference 2-core VM)."""
 
 
 def flags_from_conditions(validity: Mapping[str, Any]) -> list[str]:

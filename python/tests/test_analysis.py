@@ -196,9 +196,14 @@ def test_connections_leaves_the_invalid_repetition_out(synthetic: Analysis) -> N
     base = one(synthetic, "baseline", target="knot")
     udp = [t["answered_qps"] for t in rows(synthetic, "trials", group="establishment", target="knot",
                                            transport="udp", valid=True)]  # fmt: skip
-    # Shares of UDP divide by UDP at saturation (closed loop, like the other transports).
+    # Shares of UDP divide by UDP at saturation (closed loop, like the other transports), in
+    # each round by that round's UDP reference; the share is their median.
     assert base["udp_reference_qps"] == base["udp_saturation_qps"] == pytest.approx(float(np.median(udp)))
-    assert r["share_of_udp"] == pytest.approx(r["qps_median"] / base["udp_reference_qps"])
+    by_round = {t["round"]: t["answered_qps"] for t in rows(synthetic, "trials", group="establishment",
+                                                          target="knot", transport="udp", valid=True)}  # fmt: skip
+    shares = [t["answered_qps"] / by_round[t["round"]] for t in rows(synthetic, "trials", group="connections",
+              target="knot", transport="dot", connections=4000, valid=True)]  # fmt: skip
+    assert len(shares) == 2 and r["share_of_udp"] == pytest.approx(float(np.median(shares)))
 
 
 def test_establishment_counts_failed_and_missing_repetitions(synthetic: Analysis) -> None:
@@ -267,8 +272,18 @@ def test_headline(synthetic: Analysis) -> None:
     d = h["dnsdist"]
     assert d["udp_max_qps"] == MAKER.TARGETS["dnsdist"]["udp_max_qps"]
     dot = one(synthetic, "establishment", target="dnsdist", transport="dot", lifetime="forever")
-    assert d["persistent"]["dot"] == {"qps": dot["qps_median"], "share_of_udp": dot["share_of_udp"],
-                                      "source": "establishment"}  # fmt: skip
+    p = d["persistent"]["dot"]
+    assert (p["qps"], p["share_of_udp"], p["source"]) == (dot["qps_median"], dot["share_of_udp"], "establishment")
+    # Every figure has its interval over the three rounds; the CPU ratio recovers the costs.
+    assert p["cpu_ratio"].n == 3 and p["cpu_ratio"].low <= p["cpu_ratio"].median <= p["cpu_ratio"].high
+    dot_cost, udp_cost = MAKER.cost("dnsdist", "dot"), MAKER.cost("dnsdist", "udp")
+    expected = (dot_cost["query"] + dot_cost["connection_second"] * 1000 / p["qps"]) / udp_cost["query"]
+    assert p["cpu_ratio"].median == pytest.approx(expected, rel=0.03)
+    full = d["handshake_us"]["dot"]["full"]
+    assert full.n == 3 and full.median == pytest.approx(dot_cost["full_handshake"], rel=0.05)
+    # Idle connections: CPU per connection-second, fitted over the memory trials.
+    idle = d["memory_per_connection"]["dot"]["cpu_us_per_connection_second"]
+    assert idle.n == 5 and idle.low <= dot_cost["connection_second"] <= idle.high
     q1 = one(synthetic, "establishment", target="dnsdist", transport="dot", lifetime="1q", resumption=0.0)
     assert d["collapse_1q"]["dot"]["ratio"] == pytest.approx(q1["qps_median"] / dot["qps_median"])
     assert d["collapse_1q"]["dot"]["ratio_resumed"] > d["collapse_1q"]["dot"]["ratio"]

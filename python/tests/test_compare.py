@@ -41,7 +41,14 @@ def row(c: Comparison, table: str, metric: str, key: str) -> CompareRow:
 def test_a_run_against_itself_shows_no_significant_difference() -> None:
     c = compare(SYNTHETIC, SYNTHETIC)
     assert c.machine_differences == []
-    assert {r.table for r in c.rows} == {"baseline", "establishment", "connections", "memory_fit", "cost_model"}
+    assert {r.table for r in c.rows} == {
+        "headline",
+        "baseline",
+        "establishment",
+        "connections",
+        "memory_fit",
+        "cost_model",
+    }
     assert all(r.diff == 0 and r.ratio == 1 for r in c.rows)
     assert not any(r.significant for r in c.rows)
     qps = row(c, "establishment", "answered_qps", "knot dot lifetime=1s resumption=1")
@@ -93,7 +100,14 @@ def test_a_real_difference_is_significant(tmp_path: Path) -> None:
     assert changed.diff == pytest.approx(-0.5 * changed.a)  # type: ignore[operator]
     same = row(c, "establishment", "answered_qps", "dnsdist dot lifetime=forever resumption=0")
     assert same.significant is False
-    assert sum(1 for r in c.rows if r.significant) == 1
+    # The headline's share of UDP and its ratio to one query per connection move with it.
+    moved = {(r.table, r.metric, r.key) for r in c.rows if r.significant}
+    assert moved == {
+        ("establishment", "answered_qps", "dnsdist doh lifetime=forever resumption=0"),
+        ("headline", "qps_share_of_udp", "dnsdist doh persistent"),
+        ("headline", "qps_ratio_to_persistent", "dnsdist doh 1q"),
+        ("headline", "qps_ratio_to_persistent", "dnsdist doh 1q-resumed"),
+    }
     assert "yes" in c.render()
 
 
@@ -132,3 +146,30 @@ def test_render_has_one_section_per_table() -> None:
 def test_not_a_run_is_a_usage_error(tmp_path: Path) -> None:
     with pytest.raises(UsageError):
         compare(tmp_path, SYNTHETIC)
+
+
+def test_runs_of_different_networks_are_refused_unless_forced(tmp_path: Path) -> None:
+    b = copy_run(tmp_path)
+    edit_json(b / "run.json", lambda d: d["spec"].update(network="veth"))
+    with pytest.raises(UsageError, match="network 'loopback' vs 'veth'"):
+        compare(SYNTHETIC, b)
+    forced = compare(SYNTHETIC, b, force=True)
+    assert forced.machine_differences == ["network 'loopback' vs 'veth'"]
+    assert "WARNING: compared across machines or set-ups (forced): network" in forced.render()
+    # The same set-up named explicitly on one side and implied (older runs: loopback) on the other.
+    edit_json(b / "run.json", lambda d: d["spec"].update(network="loopback"))
+    assert compare(SYNTHETIC, b).machine_differences == []
+
+
+def test_headline_ratios_are_compared_with_their_relative_difference(tmp_path: Path) -> None:
+    b = copy_run(tmp_path)
+    for rep in range(3):
+        path = b / "trials" / f"establishment-knot-tcp-c1000-lforever-res0-r{rep}" / "trial.json"
+        edit_json(
+            path, lambda d: d["summary"].update(target_cpu_us_per_query=d["summary"]["target_cpu_us_per_query"] * 1.2)
+        )
+    c = compare(SYNTHETIC, b)
+    ratio = row(c, "headline", "cpu_ratio_to_udp", "knot tcp persistent")
+    assert ratio.rel_diff == pytest.approx(0.2) and ratio.significant is True
+    assert ratio.as_dict()["rel_diff"] == ratio.rel_diff
+    assert row(c, "headline", "cpu_ratio_to_udp", "knot dot persistent").rel_diff == pytest.approx(0.0)

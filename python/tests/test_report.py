@@ -280,6 +280,9 @@ def make_analysis(*, targets: dict[str, float] | None = None) -> Analysis:
             _table("latency", latency),
             _table("cost_model", cost_model),
             _table("cost_model_fit", cost_model_fit),
+            _table("rounds", []),
+            _table("headline", []),
+            _table("consistency", []),
         )
     }
     return Analysis(run=run, trials=trials, tables=tables)

@@ -16,11 +16,17 @@ CTX = SummaryContext(
 
 
 def _records(
-    *, answered: int = 20_000, offered: int = 20_000, kept_up: bool = True, rate: Any = "max", balanced: bool = True
+    *,
+    answered: int = 20_000,
+    offered: int = 20_000,
+    kept_up: bool = True,
+    rate: Any = "max",
+    balanced: bool = True,
+    in_flight: int = 0,
 ) -> list[dict[str, Any]]:
     percentiles = {k: 100 for k in ("p50_us", "p90_us", "p99_us", "p999_us", "max_us")}
     measured = {
-        "queries": {"answered": answered, "offered": offered},
+        "queries": {"answered": answered, "offered": offered, "in_flight": in_flight},
         "connections": {"established": 4},
         "handshakes": {"full": 0, "resumed": 0},
         "engine": {"offered_qps": offered / SECONDS, "cpu_user_us": 1_000_000, "cpu_system_us": 500_000},
@@ -47,10 +53,17 @@ def _records(
 
 
 def _samples(
-    *, target_busy: float, generator_busy: float, target_cpu: bool = True, generator: bool = True, every_ms: int = 100
+    *,
+    target_busy: float,
+    generator_busy: float,
+    target_cpu: bool = True,
+    generator: bool = True,
+    every_ms: int = 100,
+    foreign: float = 0.0,
 ) -> list[dict[str, Any]]:
     """Fast samples from 0 to 3.5 s; the target's and the generator's cores busy the given
-    shares of each interval, the target's cgroup using all of its core's busy time."""
+    shares of each interval, the target's cgroup using all of its core's busy time but
+    ``foreign`` (another process's)."""
     out = []
     for t in range(0, 3501, every_ms):
         us = t * 1000
@@ -60,7 +73,7 @@ def _samples(
         ]
         target: dict[str, Any] = {"rss_bytes": 1e6}
         if target_cpu:
-            target["cgroup_cpu_total_us"] = us * target_busy
+            target["cgroup_cpu_total_us"] = us * (target_busy - foreign)
         out.append(
             {
                 "type": "fast",
@@ -125,6 +138,28 @@ def test_loss_at_the_threshold_invalidates() -> None:
     at = int(20_000 * (1 - V.MAX_LOSS))
     assert "loss" in _flags(_records(answered=at), _samples(target_busy=0.5, generator_busy=0.5))
     assert "loss" not in _flags(_records(answered=at + 2), _samples(target_busy=0.5, generator_busy=0.5))
+
+
+def test_a_target_core_shared_with_another_process_invalidates_load_trials() -> None:
+    shared = _samples(target_busy=1.0, generator_busy=0.5, foreign=0.3)
+    s = summarize_trial(_records(), shared, COUNTERS, CTX)
+    assert s["validity"]["flags"] == ["target-core-shared"]
+    assert s["validity"]["target_foreign_share"] == pytest.approx(0.3, abs=0.01)
+    assert "target-core-shared" not in _flags(_records(), _samples(target_busy=1.0, generator_busy=0.5, foreign=0.05))
+    # An idle trial (one query per connection, then nothing) measures memory: not judged.
+    idle = _records()
+    idle[0]["config"]["rate"] = "once"
+    assert "target-core-shared" not in _flags(idle, shared)
+
+
+def test_queries_in_flight_as_a_closed_loop_window_ends_are_not_lost() -> None:
+    # 1 % short of the offered queries, but as many still in flight when the window ended (one
+    # per connection): a closed loop has not lost them; an open loop's schedule has.
+    samples = _samples(target_busy=0.5, generator_busy=0.5)
+    short = _records(answered=19_790, in_flight=210)
+    assert "loss" not in _flags(short, samples)
+    assert "loss" in _flags(_records(answered=19_790, in_flight=10), samples)
+    assert "loss" in _flags(_records(answered=19_790, in_flight=210, rate=20_000.0), samples)
 
 
 def test_missing_data_is_never_zero() -> None:

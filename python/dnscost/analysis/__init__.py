@@ -5,17 +5,20 @@
 
     analyze(run_dir) -> Analysis          every derived table, in memory
     write_tables(analysis, out_dir)       each table as <name>.parquet and <name>.csv
-    headline(analysis)                    the figures a report leads with, per target
+    headline(analysis)                    the figures a report leads with, per target, with
+                                          intervals over rounds (also the ``headline`` table)
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from dnscost.analysis.consistency import apply_flags, consistency_rows
 from dnscost.analysis.costmodel import cost_model_rows
-from dnscost.analysis.headline import headline
+from dnscost.analysis.headline import headline, headline_rows
 from dnscost.analysis.load import load_run
 from dnscost.analysis.records import Analysis, Table
+from dnscost.analysis.rounds import round_rows
 from dnscost.analysis.tables import (
     COLUMNS,
     baseline_rows,
@@ -42,6 +45,9 @@ def analyze(run_dir: Path) -> Analysis:
     rows = [trial_row(t, run) for t in trials]
     baseline = baseline_rows(trials, rows)
     points = memory_point_rows(trials, rows)
+    rounds = round_rows(rows)
+    contradictions = consistency_rows(rounds, points, rows)
+    apply_flags(rows, contradictions)
     cost_terms, cost_fits = cost_model_rows(rows)
     built = {
         "trials": rows,
@@ -55,9 +61,15 @@ def analyze(run_dir: Path) -> Analysis:
         "cost_model": cost_terms,
         "cost_model_fit": cost_fits,
         "wire": wire_rows(trials, rows),
+        "rounds": rounds,
+        "consistency": contradictions,
+        "headline": [],
     }
     tables = {
         name: Table(name, COLUMNS[name], [{c: r.get(c) for c in COLUMNS[name]} for r in built[name]])
         for name in COLUMNS
     }
-    return Analysis(run=run, trials=trials, tables=tables)
+    a = Analysis(run=run, trials=trials, tables=tables)
+    # The headline reads the other tables, so it comes last.
+    tables["headline"].rows = [{c: r.get(c) for c in COLUMNS["headline"]} for r in headline_rows(headline(a))]
+    return a

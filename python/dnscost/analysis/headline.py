@@ -1,109 +1,284 @@
-"""The figures a report leads with, per target, read from the derived tables (so from valid
-trials only)."""
+"""The figures a report leads with, per target, each with its interval over rounds, read from
+the derived tables (so from valid trials only).
+
+Figures measured in rounds (:mod:`dnscost.analysis.rounds`) are computed in each round, against
+that round's UDP reference or persistent cell, and given as the median with the min and max
+over rounds; memory per connection is a fit over idle trials, given with its 95 % t interval.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from dnscost.analysis.records import Analysis
+from dnscost.analysis.rounds import Spread, round_of, spread
+from dnscost.analysis.stats import fit_line
 from dnscost.analysis.tables import reference_key
 
-__all__ = ["headline"]
+__all__ = ["INTERVALS", "headline", "headline_rows"]
 
 PERSISTENT = "forever"
 ONE_QUERY = "1q"
+INTERVALS = {
+    "range": "median [min-max] over rounds",
+    "t95": "estimate [95 % t interval]",
+}
+"""What each figure's interval is (``interval`` column of the ``headline`` table)."""
+
+Row = dict[str, Any]
 
 
-def _pick(rows: list[dict[str, Any]], *, resumed: bool) -> dict[str, Any] | None:
-    """Among rows differing only in resumption: the lowest (full handshakes) or the highest
-    above zero (resumed) with a median, None when there is none."""
-    rows = [r for r in rows if r["qps_median"] is not None]
+def _per_round(rows: list[Row], value: Callable[[Row], float | None]) -> dict[Any, float]:
+    """Per round, the value of the first row of that round that has one."""
+    out: dict[Any, float] = {}
+    for r in rows:
+        v = value(r)
+        if v is not None and round_of(r) not in out:
+            out[round_of(r)] = v
+    return out
+
+
+def _paired(a: dict[Any, float], b: dict[Any, float], f: Callable[[float, float], float | None]) -> Spread:
+    return spread(f(a[k], b[k]) for k in a if k in b)
+
+
+def _ratio(x: float, y: float) -> float | None:
+    return x / y if y else None
+
+
+def _cell(rows: list[Row], transport: str, lifetime: str, *, resumed: bool) -> list[Row]:
+    """The establishment round rows of one transport and lifetime: without resumption, or with
+    the highest resumption above zero."""
+    rows = [r for r in rows if r["transport"] == transport and r["lifetime"] == lifetime]
     if resumed:
-        rows = [r for r in rows if (r["resumption"] or 0) > 0]
-    if not rows:
+        above = [r for r in rows if (r["resumption"] or 0) > 0]
+        top = max((r["resumption"] for r in above), default=None)
+        return [r for r in above if r["resumption"] == top]
+    return [r for r in rows if not r["resumption"]]
+
+
+def _memory_total(points: list[Row], target: str, transport: str) -> Spread | None:
+    """User + kernel bytes per connection, fitted on the total (so its interval is the fit's)."""
+    pts = [
+        p
+        for p in points
+        if p["target"] == target
+        and p["transport"] == transport
+        and p["valid"]
+        and p["rss_delta_bytes"] is not None
+        and p["kernel_delta_bytes"] is not None
+    ]
+    held = [p["connections_held"] if p["connections_held"] is not None else p["connections"] for p in pts]
+    fit = fit_line([float(h or 0) for h in held], [p["rss_delta_bytes"] + p["kernel_delta_bytes"] for p in pts])
+    if fit is None:
         return None
-    key = lambda r: r["resumption"] or 0.0  # noqa: E731
-    return max(rows, key=key) if resumed else min(rows, key=key)
+    return Spread(fit.slope, fit.ci95_low, fit.ci95_high, len(pts))
 
 
-def _ratio(a: float | None, b: float | None) -> float | None:
-    return a / b if a is not None and b else None
+def _connection_second_us(trials: list[Row], target: str, transport: str) -> Spread | None:
+    """Target CPU-µs per connection-second: OLS slope of the idle trials' CPU per second on the
+    connections held open (engine side), with its 95 % t interval."""
+    pts = [
+        r
+        for r in trials
+        if r["kind"] == "idle"
+        and r["valid"]
+        and (r["target"], r["transport"]) == (target, transport)
+        and r["target_cpu_us"] is not None
+        and r["connection_seconds"] is not None
+        and r["measured_s"]
+    ]
+    fit = fit_line(
+        [r["connection_seconds"] / r["measured_s"] for r in pts], [r["target_cpu_us"] / r["measured_s"] for r in pts]
+    )
+    return Spread(fit.slope, fit.ci95_low, fit.ci95_high, len(pts)) if fit is not None else None
+
+
+def _handshake_us(trials: dict[Any, Row], cell: list[Row], persistent: dict[Any, float], kind: str) -> Spread:
+    """Target CPU-µs per handshake in each round: the one-query trial's CPU less its queries at
+    the round's persistent CPU per query, over its handshakes (tcp: connections)."""
+    values = []
+    for r in cell:
+        t = trials.get(r["id"])
+        per_query = persistent.get(round_of(r))
+        if t is None or not t["valid"] or per_query is None:
+            continue
+        count = t["connections_established"] if t["transport"] == "tcp" else t[f"handshakes_{kind}"]
+        if not count or t["target_cpu_us"] is None or t["queries_answered"] is None:
+            continue
+        values.append((t["target_cpu_us"] - per_query * t["queries_answered"]) / count)
+    return spread(values)
 
 
 def headline(a: Analysis) -> list[dict[str, Any]]:
     """Per target, in plan order, a dict with:
 
-    - ``target``, ``target_version``, ``udp_max_qps`` (the UDP baseline: open loop, loss below
-      the limit), ``udp_saturation_qps`` (closed loop) and ``udp_reference_qps`` (what shares of
-      UDP divide by: saturation when measured, else the baseline);
-    - ``persistent``: per transport other than UDP, ``{qps, share_of_udp, source}`` with
-      persistent connections: the establishment table at lifetime ``forever`` (no resumption),
-      else the connections table at its smallest number of connections;
-    - ``collapse_1q``: per transport, ``{qps_1q, qps_persistent, ratio, qps_1q_resumed,
-      ratio_resumed}``: throughput at one query per connection over persistent throughput;
-    - ``memory_per_connection``: per transport, ``{user_bytes, kernel_bytes, total_bytes}``
-      (slopes of the memory fit);
+    - ``target``, ``target_version``, ``rounds`` (rounds with a valid UDP reference),
+      ``udp_max_qps`` (the UDP baseline: open loop, loss below the limit), ``udp_saturation_qps``
+      (closed loop, median over rounds) and ``udp_reference_qps`` (the same: shares of UDP divide
+      by the closed-loop reference of their own round, never by the open-loop figure);
+    - ``udp``: :class:`Spread` over rounds of ``cpu_us_per_query``, ``capacity_per_core_qps``,
+      ``qps`` and (RAPL only) ``j_per_query``;
+    - ``persistent``: per transport other than UDP, with persistent connections (the
+      establishment table at lifetime ``forever``, else the connections table at its smallest
+      number of connections): ``qps`` and ``share_of_udp`` (medians), and spreads ``cpu_ratio``
+      (CPU per query ÷ UDP's), ``capacity_per_core_qps``, ``share`` (answered qps ÷ UDP's),
+      ``energy_ratio`` (RAPL only), and ``source``;
+    - ``collapse_1q``: per transport, one query per connection against persistent, in each round:
+      ``ratio``/``ratio_resumed`` (answered qps, medians; spreads ``qps_ratio``,
+      ``qps_ratio_resumed``), ``cpu_ratio``/``cpu_ratio_resumed`` (CPU per query), and
+      ``qps_1q``, ``qps_1q_resumed``, ``qps_persistent``;
+    - ``handshake_us``: per transport, spreads ``full`` and ``resumed`` (target CPU-µs per
+      handshake, see :func:`_handshake_us`);
+    - ``memory_per_connection``: per transport, ``user_bytes``, ``kernel_bytes``, ``total_bytes``
+      and the total's 95 % interval ``total_low``, ``total_high`` (fits over the idle trials),
+      and ``cpu_us_per_connection_second`` (a :class:`Spread` from the fit's estimate and 95 %
+      interval: target CPU-µs per second per idle connection held);
     - ``energy``: the energy table's rows for the target (Table I, kWh per day at 10 000 qps).
     """
     t = a.tables
     baseline = {r["target"]: r for r in t["baseline"].rows}
+    trials = {r["id"]: r for r in t["trials"].rows}
+    rounds_all = t["rounds"].rows
     targets = list(dict.fromkeys(r["target"] for r in t["trials"].rows if r["target"] is not None))
     out = []
     for target in targets:
         version = next((r["target_version"] for r in t["trials"].rows if r["target"] == target), None)
-        udp = baseline.get(target, {}).get("udp_reference_qps")
-        est = [r for r in reference_key(t["establishment"].rows) if r["target"] == target]
-        conns = [r for r in t["connections"].rows if r["target"] == target and r["qps_median"] is not None]
+        mine = [r for r in rounds_all if r["target"] == target]
+        est = [r for r in reference_key(mine) if r["group"] == "establishment"]
+        refs = {r["round"]: r for r in mine if r["id"] == r["reference_id"] and r["valid"]}
+        udp = {
+            "cpu_us_per_query": spread(r["cpu_us_per_query"] for r in refs.values()),
+            "capacity_per_core_qps": spread(r["capacity_per_core_qps"] for r in refs.values()),
+            "qps": spread(r["answered_qps"] for r in refs.values()),
+            "j_per_query": spread(r["energy_j_per_query"] for r in refs.values()),
+        }
+        conns = [r for r in mine if r["group"] == "connections" and r["transport"] != "udp"]
         transports = list(dict.fromkeys(r["transport"] for r in est + conns if r["transport"] != "udp"))
         persistent: dict[str, dict[str, Any]] = {}
         collapse: dict[str, dict[str, Any]] = {}
+        handshakes: dict[str, dict[str, Spread]] = {}
         for tr in transports:
-            forever = _pick([r for r in est if r["transport"] == tr and r["lifetime"] == PERSISTENT], resumed=False)
-            qps: float | None = None
-            source: str | None = None
-            if forever is not None:
-                qps, source = forever["qps_median"], "establishment"
-            else:
-                by_n = sorted((r for r in conns if r["transport"] == tr), key=lambda r: r["connections"] or 0)
-                qps, source = (by_n[0]["qps_median"], "connections") if by_n else (None, None)
-            if qps is not None:
-                persistent[tr] = {"qps": qps, "share_of_udp": _ratio(qps, udp), "source": source}
-            one = [r for r in est if r["transport"] == tr and r["lifetime"] == ONE_QUERY]
-            full, resumed = _pick(one, resumed=False), _pick(one, resumed=True)
-            if full is not None or resumed is not None:
-                q1 = full["qps_median"] if full else None
-                q1r = resumed["qps_median"] if resumed else None
-                collapse[tr] = {
-                    "qps_1q": q1,
-                    "qps_persistent": qps,
-                    "ratio": _ratio(q1, qps),
-                    "qps_1q_resumed": q1r,
-                    "ratio_resumed": _ratio(q1r, qps),
+            cell, source = _cell(est, tr, PERSISTENT, resumed=False), "establishment"
+            if not any(r["valid"] for r in cell):
+                smallest = min((r["connections"] or 0 for r in conns if r["transport"] == tr), default=None)
+                cell = [r for r in conns if r["transport"] == tr and r["connections"] == smallest]
+                source = "connections"
+            if any(r["valid"] for r in cell):
+                share = spread(r["qps_share_of_udp"] for r in cell)
+                persistent[tr] = {
+                    "qps": spread(r["answered_qps"] for r in cell).median,
+                    "share_of_udp": share.median,
+                    "share": share,
+                    "cpu_ratio": spread(r["cpu_ratio_to_udp"] for r in cell),
+                    "capacity_per_core_qps": spread(r["capacity_per_core_qps"] for r in cell),
+                    "energy_ratio": spread(r["energy_ratio_to_udp"] for r in cell),
+                    "source": source,
                 }
-        memory = {
-            r["transport"]: {
-                "user_bytes": r["user_bytes_per_connection"],
-                "kernel_bytes": r["kernel_bytes_per_connection"],
-                "total_bytes": (
-                    r["user_bytes_per_connection"] + r["kernel_bytes_per_connection"]
-                    if r["user_bytes_per_connection"] is not None and r["kernel_bytes_per_connection"] is not None
-                    else None
-                ),
+            base_cpu = _per_round(cell, lambda r: r["cpu_us_per_query"])
+            base_qps = _per_round(cell, lambda r: r["answered_qps"])
+            full, resumed = _cell(est, tr, ONE_QUERY, resumed=False), _cell(est, tr, ONE_QUERY, resumed=True)
+            if any(r["valid"] for r in full + resumed):
+                qps_ratio = _paired(_per_round(full, lambda r: r["answered_qps"]), base_qps, _ratio)
+                qps_ratio_resumed = _paired(_per_round(resumed, lambda r: r["answered_qps"]), base_qps, _ratio)
+                collapse[tr] = {
+                    "qps_1q": spread(r["answered_qps"] for r in full).median,
+                    "qps_1q_resumed": spread(r["answered_qps"] for r in resumed).median,
+                    "qps_persistent": spread(base_qps.values()).median,
+                    "ratio": qps_ratio.median,
+                    "ratio_resumed": qps_ratio_resumed.median,
+                    "qps_ratio": qps_ratio,
+                    "qps_ratio_resumed": qps_ratio_resumed,
+                    "cpu_ratio": _paired(_per_round(full, lambda r: r["cpu_us_per_query"]), base_cpu, _ratio),
+                    "cpu_ratio_resumed": _paired(
+                        _per_round(resumed, lambda r: r["cpu_us_per_query"]), base_cpu, _ratio
+                    ),
+                }
+                handshakes[tr] = {
+                    "full": _handshake_us(trials, full, base_cpu, "full"),
+                    "resumed": _handshake_us(trials, resumed, base_cpu, "resumed"),
+                }
+        memory: dict[str, dict[str, Any]] = {}
+        for r in t["memory_fit"].rows:
+            if r["target"] != target:
+                continue
+            total = _memory_total(t["memory_points"].rows, target, r["transport"])
+            user, kernel = r["user_bytes_per_connection"], r["kernel_bytes_per_connection"]
+            memory[r["transport"]] = {
+                "user_bytes": user,
+                "kernel_bytes": kernel,
+                "total_bytes": total.median if total else None,
+                "total_low": total.low if total else None,
+                "total_high": total.high if total else None,
+                "points": total.n if total else 0,
+                "cpu_us_per_connection_second": _connection_second_us(t["trials"].rows, target, r["transport"]),
             }
-            for r in t["memory_fit"].rows
-            if r["target"] == target
-        }
+        saturation = udp["qps"].median
         out.append(
             {
                 "target": target,
                 "target_version": version,
+                "rounds": len(refs),
                 "udp_max_qps": baseline.get(target, {}).get("udp_max_qps"),
-                "udp_saturation_qps": baseline.get(target, {}).get("udp_saturation_qps"),
-                "udp_reference_qps": udp,
+                "udp_saturation_qps": saturation,
+                "udp_reference_qps": saturation,
+                "udp": udp,
                 "persistent": persistent,
                 "collapse_1q": collapse,
+                "handshake_us": handshakes,
                 "memory_per_connection": memory,
                 "energy": [dict(r) for r in reference_key(t["energy"].rows) if r["target"] == target],
             }
         )
+    return out
+
+
+def headline_rows(heads: list[dict[str, Any]]) -> list[Row]:
+    """The headline as a flat table: one row per figure, target, transport and profile, with
+    its interval (``interval``: a key of :data:`INTERVALS`). What ``dnscost compare`` matches."""
+    out: list[Row] = []
+
+    def add(target: str, figure: str, transport: str, profile: str, s: Spread | None, unit: str) -> None:
+        if s is None or s.median is None:
+            return
+        out.append(
+            {
+                "target": target,
+                "figure": figure,
+                "transport": transport,
+                "profile": profile,
+                "value": s.median,
+                "low": s.low,
+                "high": s.high,
+                "n": s.n,
+                "interval": "t95" if profile == "idle" else "range",
+                "unit": unit,
+            }
+        )
+
+    for h in heads:
+        target, udp = h["target"], h["udp"]
+        add(target, "cpu_us_per_query", "udp", "persistent", udp["cpu_us_per_query"], "us")
+        add(target, "capacity_per_core_qps", "udp", "persistent", udp["capacity_per_core_qps"], "qps")
+        add(target, "answered_qps", "udp", "persistent", udp["qps"], "qps")
+        add(target, "j_per_query", "udp", "persistent", udp["j_per_query"], "J")
+        for tr, p in sorted(h["persistent"].items()):
+            add(target, "cpu_ratio_to_udp", tr, "persistent", p["cpu_ratio"], "ratio")
+            add(target, "capacity_per_core_qps", tr, "persistent", p["capacity_per_core_qps"], "qps")
+            add(target, "qps_share_of_udp", tr, "persistent", p["share"], "ratio")
+            add(target, "energy_ratio_to_udp", tr, "persistent", p["energy_ratio"], "ratio")
+        for tr, c in sorted(h["collapse_1q"].items()):
+            add(target, "cpu_ratio_to_persistent", tr, "1q", c["cpu_ratio"], "ratio")
+            add(target, "cpu_ratio_to_persistent", tr, "1q-resumed", c["cpu_ratio_resumed"], "ratio")
+            add(target, "qps_ratio_to_persistent", tr, "1q", c["qps_ratio"], "ratio")
+            add(target, "qps_ratio_to_persistent", tr, "1q-resumed", c["qps_ratio_resumed"], "ratio")
+        for tr, hs in sorted(h["handshake_us"].items()):
+            add(target, "cpu_us_per_handshake", tr, "full", hs["full"], "us")
+            add(target, "cpu_us_per_handshake", tr, "resumed", hs["resumed"], "us")
+        for tr, m in sorted(h["memory_per_connection"].items()):
+            if m["total_bytes"] is not None:
+                s = Spread(m["total_bytes"], m["total_low"], m["total_high"], m["points"])
+                add(target, "memory_bytes_per_connection", tr, "idle", s, "bytes")
+            add(target, "cpu_us_per_connection_second", tr, "idle", m["cpu_us_per_connection_second"], "us")
     return out

@@ -13,7 +13,7 @@ from typing import Any
 from dnscost.errors import UsageError
 from dnscost.validity import flags_from_conditions
 
-__all__ = ["is_valid", "load_run", "validity_flags"]
+__all__ = ["is_valid", "load_run", "run_network", "validity_flags"]
 
 
 def load_run(run_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -68,6 +68,17 @@ def resummarize(trial_dir: Path, doc: dict[str, Any]) -> dict[str, Any] | None:
         return None
     counts = CounterDelta.from_counters(counters["before"], counters["after"])
     return dict(summarize_trial(records, samples, counts, SummaryContext.from_dict(context)))
+
+
+def run_network(run: dict[str, Any]) -> str:
+    """The run's ``--network`` set-up: run.json's ``spec.network`` (``spec.settings.network``
+    for ``dnscost load``); runs made before the option existed were on loopback."""
+    raw = run.get("spec")
+    spec: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    raw = spec.get("settings")
+    settings: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    network = spec.get("network") or settings.get("network")
+    return str(network) if network else "loopback"
 
 
 def validity_flags(validity: dict[str, Any]) -> list[str]:

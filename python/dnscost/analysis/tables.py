@@ -7,7 +7,9 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Iterable
 from typing import Any, TypeVar
 
-from dnscost.analysis.load import is_valid, validity_flags
+from dnscost.analysis.consistency import CONSISTENCY_COLUMNS
+from dnscost.analysis.load import is_valid, run_network, validity_flags
+from dnscost.analysis.rounds import ROUND_COLUMNS, round_of, udp_references
 from dnscost.analysis.stats import fit_line, median
 
 __all__ = [
@@ -35,7 +37,7 @@ COLUMNS: dict[str, list[str]] = {
     for name, columns in {
         "trials": """
             id group kind target target_version transport connections lifetime resumption rate in_flight
-            cert_key tls_group rep status valid flags measured_s offered_qps answered_qps queries_answered
+            cert_key tls_group rep round network status valid flags measured_s offered_qps answered_qps queries_answered
             connections_established
             handshakes_full handshakes_resumed connection_seconds target_cpu_us cpu_us_per_query
             cpu_us_per_new_connection target_cpu_share softirq_us engine_cpu_us rss_bytes rss_baseline_bytes
@@ -73,6 +75,9 @@ COLUMNS: dict[str, list[str]] = {
             target transport trials terms terms_identified r2 holdout_trials holdout_median_abs_error_pct
             holdout_max_abs_error_pct resamples
         """,
+        "rounds": " ".join(ROUND_COLUMNS),
+        "headline": "target figure transport profile value low high n interval unit",
+        "consistency": " ".join(CONSISTENCY_COLUMNS),
     }.items()
 }
 """Every derived table's columns, in order (docs/results.md, "Derived tables")."""
@@ -94,6 +99,18 @@ TEXT_COLUMNS = frozenset(
         "reason",
         "cert_key",
         "tls_group",
+        "network",
+        "reference_id",
+        "figure",
+        "profile",
+        "interval",
+        "unit",
+        "flag",
+        "cell",
+        "against",
+        "what",
+        "cell_trials",
+        "against_trials",
     ]
 )
 """Columns holding text; every other column is numeric or boolean (``valid``)."""
@@ -145,6 +162,13 @@ def _softirq_us(meter: dict[str, Any], cpus: list[str] | None) -> float | None:
     return sum(v for v in values if v is not None) if any(v is not None for v in values) else None
 
 
+def _network(trial: dict[str, Any], run: dict[str, Any]) -> str:
+    """Where the target sat: the trial's bed (``network.kind``), else the run's choice
+    (:func:`dnscost.analysis.load.run_network`)."""
+    kind = _dict(trial.get("network")).get("kind")
+    return kind if isinstance(kind, str) else run_network(run)
+
+
 def _delta(now: float | None, idle: float | None) -> float | None:
     return now - idle if now is not None and idle is not None else None
 
@@ -186,6 +210,8 @@ def trial_row(trial: dict[str, Any], run: dict[str, Any]) -> Row:
         "cert_key": params.get("cert_key"),
         "tls_group": params.get("tls_group"),
         "rep": trial.get("rep"),
+        "round": trial.get("round") if trial.get("round") is not None else trial.get("rep"),
+        "network": _network(trial, run),
         "status": trial.get("status"),
         "valid": is_valid(trial),
         "flags": ";".join(validity_flags(validity)) if s else "",
@@ -238,14 +264,13 @@ def _values(rows: Iterable[Row], column: str) -> list[float]:
 def baseline_rows(trials: list[dict[str, Any]], rows: list[Row]) -> list[Row]:
     """One row per target: from its UDP capacity searches (``kind`` search), medians over the
     valid repetitions of the highest answered rate with loss below ``search.max_loss``; and UDP
-    at saturation (closed loop, group ``establishment``), measured like the other transports'
-    throughput. The reference for shares of UDP is the latter when measured, else the former."""
+    at saturation (closed loop: each round's UDP reference, median over the valid ones),
+    measured like the other transports' throughput. That is the reference for shares of UDP
+    (``udp_reference_qps``); without a valid one there is none: the open-loop figure is a lower
+    bound measured another way, never a substitute."""
     searches = [(t, r) for t, r in zip(trials, rows, strict=True) if r["kind"] == "search"]
     by_target = group_by(searches, lambda p: p[1]["target"])
-    saturation = group_by(
-        [r for r in rows if r["group"] == "establishment" and r["kind"] == "load" and r["transport"] == "udp"],
-        lambda r: r["target"],
-    )
+    saturation = group_by(udp_references(rows).values(), lambda r: r["target"])
     out = []
     for target in dict.fromkeys([*by_target, *saturation]):
         pairs = by_target.get(target, [])
@@ -268,7 +293,7 @@ def baseline_rows(trials: list[dict[str, Any]], rows: list[Row]) -> list[Row]:
                 "cpu_us_per_query": median(_values([r for _, r in pairs], "cpu_us_per_query")),
                 "valid": bool(valid),
                 "udp_saturation_qps": udp_saturation,
-                "udp_reference_qps": udp_saturation if udp_saturation is not None else udp_max,
+                "udp_reference_qps": udp_saturation,
             }
         )
     return out
@@ -336,9 +361,16 @@ def _udp_max(baseline: list[Row]) -> dict[Any, float | None]:
     return {b["target"]: b["udp_reference_qps"] for b in baseline}
 
 
-def _throughput(group: list[Row], udp_max: float | None) -> Row:
+def _throughput(group: list[Row], udp_max: float | None, refs: dict[tuple[Any, Any], Row]) -> Row:
+    """Answered qps over repetitions, and the share of UDP: the median over rounds of the
+    answered qps ÷ the round's UDP reference (both valid)."""
     qps = _values(group, "answered_qps")
     mid = median(qps)
+    shares = []
+    for r in group:
+        ref = refs.get((r["target"], round_of(r)))
+        if r["valid"] and ref is not None and ref["valid"] and r["answered_qps"] is not None and ref["answered_qps"]:
+            shares.append(r["answered_qps"] / ref["answered_qps"])
     return {
         "qps_min": min(qps, default=None),
         "qps_median": mid,
@@ -346,16 +378,16 @@ def _throughput(group: list[Row], udp_max: float | None) -> Row:
         "reps": len(group),
         "valid_reps": sum(1 for r in group if r["valid"]),
         "udp_reference_qps": udp_max,
-        "share_of_udp": mid / udp_max if mid is not None and udp_max else None,
+        "share_of_udp": median(shares),
     }
 
 
 def connections_rows(rows: list[Row], baseline: list[Row]) -> list[Row]:
     """Figure 4: answered qps per target x transport x connections (group ``connections``)."""
-    udp = _udp_max(baseline)
+    udp, refs = _udp_max(baseline), udp_references(rows)
     load = [r for r in rows if r["group"] == "connections" and r["kind"] == "load"]
     return [
-        {"target": k[0], "transport": k[1], "connections": k[2], **_throughput(g, udp.get(k[0]))}
+        {"target": k[0], "transport": k[1], "connections": k[2], **_throughput(g, udp.get(k[0]), refs)}
         for k, g in group_by(load, lambda r: (r["target"], r["transport"], r["connections"])).items()
     ]
 
@@ -372,7 +404,7 @@ def _handshakes_per_s(r: Row) -> float | None:
 
 def establishment_rows(rows: list[Row], baseline: list[Row]) -> list[Row]:
     """Figure 5: answered qps per target x transport x lifetime x resumption."""
-    udp = _udp_max(baseline)
+    udp, refs = _udp_max(baseline), udp_references(rows)
     out = []
     for (target, transport, lifetime, resumption, cert_key), g in _establishment_groups(rows).items():
         rates = [h for r in g if r["valid"] and (h := _handshakes_per_s(r)) is not None]
@@ -383,7 +415,7 @@ def establishment_rows(rows: list[Row], baseline: list[Row]) -> list[Row]:
                 "lifetime": lifetime,
                 "resumption": resumption,
                 "cert_key": cert_key,
-                **_throughput(g, udp.get(target)),
+                **_throughput(g, udp.get(target), refs),
                 "cpu_us_per_query": median(_values(g, "cpu_us_per_query")),
                 "handshakes_per_s": median(rates),
             }

@@ -260,7 +260,7 @@ def _summary(a: Analysis, headline: list[Row]) -> str:
         persistent, collapse = _dict(h.get("persistent")), _dict(h.get("collapse_1q"))
         memory = _dict(h.get("memory_per_connection"))
         energy = [e for e in h.get("energy") or [] if isinstance(e, dict)]
-        target, version, udp = h.get("target"), h.get("target_version"), _num(h.get("udp_max_qps"))
+        target, version, udp = h.get("target"), h.get("target_version"), _num(h.get("udp_saturation_qps"))
         rows.append(
             [target, version, "UDP", udp, 1.0 if udp else None, None, None, None, _kwh(energy, "udp", "forever"), None]
         )
@@ -299,7 +299,75 @@ def _summary(a: Analysis, headline: list[Row]) -> str:
             text_columns=3,
         )
     )
+    parts.append(_headline_table(a))
     return _section("summary", "Summary", *parts)
+
+
+_FIGURES = {
+    "cpu_us_per_query": "target CPU-µs per query",
+    "capacity_per_core_qps": "capacity per core (1e6 ÷ µs per query), qps",
+    "answered_qps": "measured qps at saturation",
+    "j_per_query": "energy per query, J (RAPL)",
+    "cpu_ratio_to_udp": "CPU per query ÷ UDP's",
+    "qps_share_of_udp": "measured qps ÷ UDP's",
+    "energy_ratio_to_udp": "energy per query ÷ UDP's (RAPL)",
+    "cpu_ratio_to_persistent": "CPU per query ÷ persistent",
+    "qps_ratio_to_persistent": "measured qps ÷ persistent",
+    "cpu_us_per_handshake": "target CPU-µs per handshake",
+    "memory_bytes_per_connection": "bytes per idle connection (user + kernel)",
+}
+
+
+def _headline_table(a: Analysis) -> str:
+    """The ``headline`` table: every headline figure with its interval."""
+    rows = _rows(a, "headline")
+    if not rows:
+        return ""
+    body = [
+        [
+            r.get("target"),
+            _FIGURES.get(str(r.get("figure")), r.get("figure")),
+            display_transport(str(r.get("transport"))),
+            r.get("profile"),
+            _num(r.get("value")),
+            _num(r.get("low")),
+            _num(r.get("high")),
+            r.get("n"),
+            "min, max over rounds" if r.get("interval") == "range" else "95 % t interval",
+        ]
+        for r in rows
+    ]
+    rounds = max((int(r.get("n") or 0) for r in rows if r.get("interval") == "range"), default=0)
+    return _table(
+        ["target", "figure", "transport", "profile", "median / estimate", "low", "high", "n", "interval"],
+        body,
+        text_columns={0, 1, 2, 3, 8},
+        caption=f"Headline figures with their intervals (up to {rounds} rounds; each ratio divides values "
+        "measured in the same round)",
+    )
+
+
+def _consistency(a: Analysis) -> str:
+    """Cells that contradict physics beyond their intervals, both named."""
+    rows = _rows(a, "consistency")
+    if not rows:
+        return (
+            '<p class="note">Consistency checks (shorter lifetimes never cheaper per query, resumed handshakes '
+            "never dearer than full ones, memory per connection never below the kernel's socket buffers): no "
+            "contradiction beyond the intervals.</p>"
+        )
+    body = [
+        [r.get("flag"), r.get("cell"), r.get("against"), r.get("what"), _num(r.get("value")), _num(r.get("low")),
+         _num(r.get("high")), r.get("interval")]
+        for r in rows
+    ]  # fmt: skip
+    return "<h3>Contradictions</h3>" + _table(
+        ["flag", "cell", "against", "what", "value", "low", "high", "interval"],
+        body,
+        text_columns={0, 1, 2, 3, 7},
+        row_classes=["invalid"] * len(body),
+        caption="Cells that contradict physics beyond their intervals; their trials carry the flag (still valid)",
+    )
 
 
 def _memory_table(a: Analysis) -> str:
@@ -811,7 +879,7 @@ def render_report(a: Analysis, run_dir: Path, *, headline: list[Row] | None = No
         *(html for name, html in optional.items() if name in wanted),
         _wire_table(a),
         _comparison(a, versus_study(a)),
-        _section("validity", "Validity of every trial", _validity(a)),
+        _section("validity", "Validity of every trial", _consistency(a), _validity(a)),
         _machine(a),
     ]
     nav = " · ".join(

@@ -1,0 +1,257 @@
+"""Rounds (issue 10, item 1): the plan runs every cell once per round, each round shuffled with
+a recorded seed and holding a UDP reference; the analysis divides by the reference of the same
+round, never by another round's or by the open-loop figure. Consistency checks (item 2): a
+synthetic run edited to contradict itself gets its contradicting cells flagged and named."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from dnscost.analysis import Analysis, analyze, headline
+from dnscost.cli import format_headline
+from dnscost.plan import REFERENCE_GROUP, expand, round_seed
+from dnscost.spec import parse_spec
+from dnscost.validity import CONSISTENCY_FLAGS
+
+SYNTHETIC = Path(__file__).parent / "fixtures" / "runs" / "synthetic"
+
+SPEC = """
+name = "rounds"
+targets = ["builtin", "dnsdist"]
+seed = 11
+[defaults]
+duration = "1s"
+[[group]]
+name = "memory"
+kind = "idle"
+transports = ["tcp", "dot"]
+connections = [10, 20]
+[[group]]
+name = "establishment"
+transports = ["udp", "tcp", "dot"]
+repetitions = 3
+connections = 20
+lifetime = ["forever", "1q"]
+resumption = [0.0, 1.0]
+"""
+
+
+def cell(trial_id: str) -> str:
+    return trial_id.rsplit("-r", 1)[0]
+
+
+def test_every_cell_runs_once_per_round_in_contiguous_rounds() -> None:
+    plan = expand(parse_spec(SPEC))
+    for target in ("builtin", "dnsdist"):
+        mine = [t for t in plan if t.target == target]
+        # Rounds are contiguous and in order: 0, 0, ..., 1, 1, ..., 2, 2, ...
+        rounds = [t.round for t in mine]
+        assert rounds == sorted(rounds) and set(rounds) == {0, 1, 2}
+        est = {r: Counter(cell(t.id) for t in mine if t.round == r and t.group == "establishment") for r in range(3)}
+        # 1 udp + 2 tcp + 3 dot cells, each exactly once in every round, and one UDP reference
+        assert all(len(c) == 6 and set(c.values()) == {1} for c in est.values())
+        assert [t.round for t in mine if t.group == REFERENCE_GROUP] == [0, 1, 2]
+        assert est[0].keys() == est[1].keys() == est[2].keys()
+        # A group with one repetition takes part in the first round only.
+        assert {t.round for t in mine if t.group == "memory"} == {0}
+        assert all(t.rep == t.round for t in mine)
+    # Targets run one after the other.
+    targets = [t.target for t in plan]
+    assert targets == sorted(targets, key=["builtin", "dnsdist"].index)
+
+
+def test_each_round_is_shuffled_with_its_own_recorded_seed() -> None:
+    spec = parse_spec(SPEC)
+    plan = expand(spec)
+    for t in plan:
+        assert t.round_seed == round_seed(spec.seed, t.target, t.round)
+        assert t.to_dict()["round"] == t.round and t.to_dict()["round_seed"] == t.round_seed
+    seeds = {(t.target, t.round): t.round_seed for t in plan}
+    assert len(set(seeds.values())) == len(seeds) == 6
+    orders = [[cell(t.id) for t in plan if t.target == "dnsdist" and t.round == r and t.group == "establishment"]
+              for r in (1, 2)]  # fmt: skip
+    assert sorted(orders[0]) == sorted(orders[1]) and orders[0] != orders[1]
+    # The same spec gives the same plan; another seed, other orders.
+    assert [t.id for t in expand(spec)] == [t.id for t in plan]
+    other = expand(parse_spec(SPEC.replace("seed = 11", "seed = 12")))
+    assert sorted(t.id for t in other) == sorted(t.id for t in plan) and [t.id for t in other] != [t.id for t in plan]
+
+
+def test_every_round_that_loads_a_target_gets_a_udp_reference() -> None:
+    plan = expand(parse_spec(SPEC.replace('transports = ["udp", "tcp", "dot"]', 'transports = ["tcp", "dot"]')))
+    refs = [t for t in plan if t.group == REFERENCE_GROUP]
+    assert sorted((t.target, t.round) for t in refs) == [(tg, r) for tg in ("builtin", "dnsdist") for r in range(3)]
+    for t in refs:
+        assert (t.kind, t.transport, t.params["rate"], t.params["lifetime"]) == ("load", "udp", "max", "forever")
+        assert (t.params["connections"], t.params["in_flight"]) == (16, 64)
+        assert t.id == f"reference-{t.target}-udp-r{t.round}"
+    # A spec's own reference group (as many repetitions as rounds) replaces the added ones.
+    own = SPEC + '[[group]]\nname = "reference"\ntransports = ["udp"]\nrepetitions = 3\nconnections = 4\nrate = "max"\n'
+    refs = [t for t in expand(parse_spec(own)) if t.group == REFERENCE_GROUP]
+    assert len(refs) == 6 and {t.params["connections"] for t in refs} == {4}
+    # A target's plan without load trials (idle only) needs none.
+    idle = SPEC[: SPEC.index('[[group]]\nname = "establishment"')]
+    assert not any(t.group == REFERENCE_GROUP for t in expand(parse_spec(idle)))
+
+
+# --- the analysis: pairing within rounds ------------------------------------------------------
+
+
+def copy_run(tmp_path: Path) -> Path:
+    out = tmp_path / "run"
+    shutil.copytree(SYNTHETIC, out, ignore=shutil.ignore_patterns("golden"))
+    return out
+
+
+def edit_trial(run: Path, trial_id: str, change: Callable[[dict[str, Any]], None]) -> None:
+    path = run / "trials" / trial_id / "trial.json"
+    doc = json.loads(path.read_text())
+    change(doc)
+    path.write_text(json.dumps(doc))
+
+
+def scale_cpu(factor: float) -> Callable[[dict[str, Any]], None]:
+    def change(d: dict[str, Any]) -> None:
+        s = d["summary"]
+        s["target_cpu_us_per_query"] *= factor
+        s["target_cpu_us"] *= factor
+
+    return change
+
+
+def est(target: str, transport: str, lifetime: str, resumption: float, rep: int) -> str:
+    return f"establishment-{target}-{transport}-c1000-l{lifetime}-res{resumption:g}-r{rep}"
+
+
+def invalidate(d: dict[str, Any]) -> None:
+    d["summary"]["validity"].update(flags=["loss"], valid=False, loss=0.2)
+
+
+def test_ratios_divide_by_the_udp_reference_of_the_same_round(tmp_path: Path) -> None:
+    run = copy_run(tmp_path)
+    # Round 2 ran on a machine twice as slow: every trial of the round costs twice the CPU.
+    for transport, lifetime in (("udp", "forever"), ("dot", "forever")):
+        edit_trial(run, est("dnsdist", transport, lifetime, 0.0, 2), scale_cpu(2.0))
+    before, after = analyze(SYNTHETIC), analyze(run)
+    rounds = [r for r in after.tables["rounds"].rows if r["id"] == est("dnsdist", "dot", "forever", 0.0, 2)]
+    assert len(rounds) == 1 and rounds[0]["reference_id"] == est("dnsdist", "udp", "forever", 0.0, 2)
+    old = next(h for h in headline(before) if h["target"] == "dnsdist")["persistent"]["dot"]["cpu_ratio"]
+    new = next(h for h in headline(after) if h["target"] == "dnsdist")["persistent"]["dot"]["cpu_ratio"]
+    # Paired within rounds, the slow round changes no ratio; unpaired, it would have.
+    assert (new.median, new.low, new.high, new.n) == pytest.approx((old.median, old.low, old.high, 3))
+    cpu = {r["round"]: r["cpu_us_per_query"] for r in after.tables["rounds"].rows
+           if r["target"] == "dnsdist" and r["transport"] == "dot" and r["lifetime"] == "forever"}  # fmt: skip
+    assert cpu[2] / cpu[0] == pytest.approx(2.0, rel=0.05)
+
+
+def test_an_invalid_reference_leaves_its_round_out_and_never_falls_back(tmp_path: Path) -> None:
+    run = copy_run(tmp_path)
+    edit_trial(run, est("knot", "udp", "forever", 0.0, 1), invalidate)
+    a = analyze(run)
+    knot = next(h for h in headline(a) if h["target"] == "knot")
+    assert knot["rounds"] == 2 and knot["persistent"]["tcp"]["share"].n == 2
+    assert knot["persistent"]["tcp"]["cpu_ratio"].n == 2
+    # Every reference invalid: no share of UDP at all (n/a), not a share of the open-loop figure.
+    for rep in (0, 2):
+        edit_trial(run, est("knot", "udp", "forever", 0.0, rep), invalidate)
+    a = analyze(run)
+    knot = next(h for h in headline(a) if h["target"] == "knot")
+    base = next(r for r in a.tables["baseline"].rows if r["target"] == "knot")
+    assert base["udp_max_qps"] is not None and base["udp_reference_qps"] is None
+    assert knot["persistent"]["tcp"]["share_of_udp"] is None and knot["rounds"] == 0
+    assert all(r["share_of_udp"] is None for r in a.tables["establishment"].rows if r["target"] == "knot")
+    lines = format_headline(headline(a))
+    share_line = next(line for line in lines[lines.index(next(x for x in lines if x.startswith("knot"))) :]
+                      if "share of UDP" in line)  # fmt: skip
+    assert share_line.split()[-6:] == ["doh", "n/a,", "dot", "n/a,", "tcp", "n/a"]
+
+
+def test_a_share_of_udp_above_one_is_marked(tmp_path: Path) -> None:
+    run = copy_run(tmp_path)
+    for rep in range(3):
+        edit_trial(run, est("dnsdist", "tcp", "forever", 0.0, rep),
+                   lambda d: d["summary"].update(answered_qps=d["summary"]["answered_qps"] * 2))  # fmt: skip
+    lines = format_headline(headline(analyze(run)))
+    assert "tcp 1.32 [1.29-1.32] (!)" in next(line for line in lines if "share of UDP" in line)
+    assert any(line.startswith("(!) a share of UDP above 1") for line in lines)
+    assert not any("(!)" in line for line in format_headline(headline(analyze(SYNTHETIC))))
+
+
+# --- consistency ------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def contradicting(tmp_path_factory: pytest.TempPathFactory) -> Analysis:
+    """The synthetic run edited to contradict itself three ways."""
+    run = copy_run(tmp_path_factory.mktemp("contradicting"))
+    for rep in range(3):
+        # TCP connections living 1 s cost less per query than persistent ones.
+        edit_trial(run, est("dnsdist", "tcp", "1s", 0.0, rep), scale_cpu(0.8))
+        # Resumed DoT handshakes cost more than full ones.
+        edit_trial(run, est("knot", "dot", "1q", 1.0, rep), scale_cpu(4.0))
+    # knot's DoH connections hold more in socket buffers than the memory counted for them.
+    for n in (500, 1000, 2000, 4000, 8000):
+
+        def buffers(d: dict[str, Any], n: int = n) -> None:
+            s = d["summary"]
+            s["meter"]["tcp_bytes_mean"] = s["baseline_meter"]["tcp_bytes_mean"] + 100_000 * n
+
+        edit_trial(run, f"memory-knot-doh-c{n}-r0", buffers)
+    return analyze(run)
+
+
+def test_the_clean_run_has_no_contradiction() -> None:
+    a = analyze(SYNTHETIC)
+    assert a.tables["consistency"].rows == []
+    assert not any(f in str(r["flags"]) for r in a.tables["trials"].rows for f in CONSISTENCY_FLAGS)
+
+
+def test_contradictions_are_named(contradicting: Analysis) -> None:
+    found = {(r["flag"], r["cell"], r["against"]) for r in contradicting.tables["consistency"].rows}
+    assert found == {
+        ("inconsistent-lifetime", "dnsdist tcp forever", "dnsdist tcp 1s"),
+        ("inconsistent-resumption", "knot dot 1q resumption 1", "knot dot 1q"),
+        ("memory-below-kernel", "knot doh memory per connection", "knot doh TCP socket buffers per connection"),
+    }
+    for r in contradicting.tables["consistency"].rows:
+        assert r["low"] > (1.0 if r["flag"] != "memory-below-kernel" else 0)
+    lifetime = next(r for r in contradicting.tables["consistency"].rows if r["flag"] == "inconsistent-lifetime")
+    # The mean over rounds of forever ÷ 1 s, each round's 1 s trial made 20 % cheaper.
+    clean = {(r["lifetime"], r["round"]): r["cpu_us_per_query"] for r in analyze(SYNTHETIC).tables["rounds"].rows
+             if r["target"] == "dnsdist" and r["transport"] == "tcp"}  # fmt: skip
+    expected = sum(clean[("forever", k)] / (0.8 * clean[("1s", k)]) for k in range(3)) / 3
+    assert lifetime["rounds"] == 3 and lifetime["value"] == pytest.approx(expected, rel=1e-6)
+
+
+def test_contradicting_trials_are_flagged_and_stay_valid(contradicting: Analysis) -> None:
+    flagged = {r["id"]: r for r in contradicting.tables["trials"].rows if any(
+        f in str(r["flags"]).split(";") for f in CONSISTENCY_FLAGS)}  # fmt: skip
+    expected = {
+        *(est("dnsdist", "tcp", life, 0.0, rep) for life in ("1s", "forever") for rep in range(3)),
+        *(est("knot", "dot", "1q", res, rep) for res in (0.0, 1.0) for rep in range(3)),
+        *(f"memory-knot-doh-c{n}-r0" for n in (500, 1000, 2000, 4000, 8000)),
+    }
+    assert set(flagged) == expected
+    assert all(r["valid"] for r in flagged.values())
+    assert flagged[est("knot", "dot", "1q", 1.0, 0)]["flags"] == "inconsistent-resumption"
+    lines = format_headline(headline(contradicting), contradicting.tables["consistency"].rows)
+    assert any(line.startswith("inconsistent: dnsdist tcp forever against dnsdist tcp 1s") for line in lines)
+
+
+def test_the_report_names_contradictions_and_shows_intervals(contradicting: Analysis, tmp_path: Path) -> None:
+    from dnscost.report import render_report
+
+    text = render_report(contradicting, tmp_path, headline=headline(contradicting)).read_text()
+    section = text[text.index("<h3>Contradictions</h3>") :][:20_000]
+    for cell in ("dnsdist tcp forever", "dnsdist tcp 1s", "knot dot 1q resumption 1", "knot doh memory per connection"):
+        assert cell in section
+    assert "Headline figures with their intervals (up to 3 rounds" in text
+    assert "CPU per query ÷ UDP&#x27;s" in text and "min, max over rounds" in text
+    clean = render_report(analyze(SYNTHETIC), tmp_path / "clean", headline=headline(analyze(SYNTHETIC))).read_text()
+    assert "<h3>Contradictions</h3>" not in clean and "no contradiction beyond the intervals" in clean
