@@ -104,6 +104,26 @@ fn unreachable_target_counts_refused_connections() {
 }
 
 #[test]
+fn a_closed_udp_port_fails_the_refused_queries_without_counting_them_sent() {
+    // A connected UDP socket learns of an ICMP port unreachable on its next send, which then
+    // does not leave: that query is failed `refused`, the ones that left time out.
+    let dir = temp_dir("udp-refused");
+    let target = format!("127.0.0.1:{}", free_port());
+    let run = generate(
+        &dir,
+        &["--transport", "udp", "--target", &target, "--rate", "100", "--duration", "1s", "--timeout", "300ms"],
+    );
+    assert!(run.stderr.contains("refused"), "{}", run.stderr);
+    let refused = run.total("queries.failed.refused");
+    let sent = run.total("queries.sent");
+    assert!(refused > 10, "{}", run.summary());
+    assert_eq!(run.total("queries.answered"), 0);
+    assert_eq!(run.total("traffic.packets_sent"), sent, "a refused datagram is not sent: {}", run.summary());
+    assert!(run.total("queries.timed_out") + refused >= sent, "{}", run.summary());
+    run.balanced();
+}
+
+#[test]
 fn wrong_ca_is_a_counted_tls_failure() {
     let dir = temp_dir("wrong-ca");
     let a = Server::start(&dir.join("a").tap_mkdir(), &[]);

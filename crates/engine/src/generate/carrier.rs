@@ -1,7 +1,9 @@
-//! Carriers: what a session's bytes travel on. A carrier connects (TCP, then TLS with
-//! resumption for the configured share), is metered by the kernel (TCP_INFO), and closes the
-//! way the client is configured to (graceful, FIN, RST). tcp sessions ride `Tcp`; dot and doh
-//! ride `Tls`. The driver sees one byte stream either way.
+//! Carriers: what a session's bytes travel on. A connection carrier connects (TCP, then TLS
+//! with resumption for the configured share), is metered by the kernel (TCP_INFO), and closes
+//! the way the client is configured to (graceful, FIN, RST): tcp sessions ride `Tcp`, dot and
+//! doh ride `Tls`. udp rides `Udp`, a connected socket that the driver sees as a stream of
+//! two-octet-framed messages, as over TCP: a frame written is one datagram, a datagram read
+//! comes framed; it counts its datagrams itself. The driver sees one byte stream in all cases.
 
 use super::ctx::Ctx;
 use dnscost_load::CloseMode;
@@ -12,7 +14,7 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
-use tokio::net::TcpStream;
+use tokio::net::{TcpStream, UdpSocket};
 
 pub type TlsStream = tokio_rustls::client::TlsStream<TcpStream>;
 
@@ -20,6 +22,7 @@ pub type TlsStream = tokio_rustls::client::TlsStream<TcpStream>;
 pub enum Carrier {
     Tcp(TcpStream),
     Tls(Box<TlsStream>),
+    Udp(Box<Datagrams>),
 }
 
 /// A connection as set up: its carrier, the TLS handshake it took and the TLS version.
@@ -57,15 +60,19 @@ impl Carrier {
         Ok(Established { carrier: Carrier::Tls(Box::new(tls)), handshake, tls_version })
     }
 
-    fn tcp(&self) -> &TcpStream {
+    fn tcp(&self) -> Option<&TcpStream> {
         match self {
-            Carrier::Tcp(s) => s,
-            Carrier::Tls(s) => s.get_ref().0,
+            Carrier::Tcp(s) => Some(s),
+            Carrier::Tls(s) => Some(s.get_ref().0),
+            Carrier::Udp(_) => None,
         }
     }
 
     pub fn local_addr(&self) -> Option<SocketAddr> {
-        self.tcp().local_addr().ok()
+        match self {
+            Carrier::Udp(d) => d.sock.local_addr().ok(),
+            _ => self.tcp()?.local_addr().ok(),
+        }
     }
 
     /// Ends the connection the configured way; `goodbye` is what the session says first when
@@ -81,10 +88,14 @@ impl Carrier {
                 let _ = tokio::time::timeout(std::time::Duration::from_secs(1), close).await;
             }
             CloseMode::Fin => {
-                let _ = socket::shutdown_write(self.tcp());
+                if let Some(tcp) = self.tcp() {
+                    let _ = socket::shutdown_write(tcp);
+                }
             }
             CloseMode::Rst => {
-                let _ = socket::set_reset_on_close(self.tcp());
+                if let Some(tcp) = self.tcp() {
+                    let _ = socket::set_reset_on_close(tcp);
+                }
             }
         }
     }
@@ -92,13 +103,16 @@ impl Carrier {
 
 impl AsFd for Carrier {
     fn as_fd(&self) -> BorrowedFd<'_> {
-        self.tcp().as_fd()
+        match self {
+            Carrier::Udp(d) => d.sock.as_fd(),
+            _ => self.tcp().expect("a stream carrier").as_fd(),
+        }
     }
 }
 
 impl AsRawFd for Carrier {
     fn as_raw_fd(&self) -> RawFd {
-        self.tcp().as_raw_fd()
+        self.as_fd().as_raw_fd()
     }
 }
 
@@ -107,6 +121,7 @@ impl AsyncRead for Carrier {
         match self.get_mut() {
             Carrier::Tcp(s) => Pin::new(s).poll_read(cx, buf),
             Carrier::Tls(s) => Pin::new(&mut **s).poll_read(cx, buf),
+            Carrier::Udp(d) => Pin::new(&mut **d).poll_read(cx, buf),
         }
     }
 }
@@ -116,6 +131,7 @@ impl AsyncWrite for Carrier {
         match self.get_mut() {
             Carrier::Tcp(s) => Pin::new(s).poll_write(cx, buf),
             Carrier::Tls(s) => Pin::new(&mut **s).poll_write(cx, buf),
+            Carrier::Udp(d) => Pin::new(&mut **d).poll_write(cx, buf),
         }
     }
 
@@ -123,6 +139,7 @@ impl AsyncWrite for Carrier {
         match self.get_mut() {
             Carrier::Tcp(s) => Pin::new(s).poll_flush(cx),
             Carrier::Tls(s) => Pin::new(&mut **s).poll_flush(cx),
+            Carrier::Udp(d) => Pin::new(&mut **d).poll_flush(cx),
         }
     }
 
@@ -130,6 +147,7 @@ impl AsyncWrite for Carrier {
         match self.get_mut() {
             Carrier::Tcp(s) => Pin::new(s).poll_shutdown(cx),
             Carrier::Tls(s) => Pin::new(&mut **s).poll_shutdown(cx),
+            Carrier::Udp(d) => Pin::new(&mut **d).poll_shutdown(cx),
         }
     }
 }
@@ -150,15 +168,24 @@ impl TcpMeter {
     }
 
     #[inline]
-    pub fn tick(&mut self, now: u64, carrier: &Carrier, c: &mut Counters) {
+    pub fn tick(&mut self, now: u64, carrier: &mut Carrier, c: &mut Counters) {
+        if let Carrier::Udp(d) = carrier {
+            // Datagrams are counted as they go: every step takes the counts.
+            d.take_counts(c);
+            return;
+        }
         if now >= self.next_ns {
             self.next_ns = now + 1_000_000_000;
             self.sample(carrier, c);
         }
     }
 
-    /// Reads TCP_INFO now.
-    pub fn sample(&mut self, carrier: &Carrier, c: &mut Counters) {
+    /// Reads TCP_INFO now (a UDP carrier's own counts).
+    pub fn sample(&mut self, carrier: &mut Carrier, c: &mut Counters) {
+        if let Carrier::Udp(d) = carrier {
+            d.take_counts(c);
+            return;
+        }
         if let Some(now) = socket::tcp_counts(carrier) {
             let d = now.since(&self.last);
             self.last = now;
@@ -168,5 +195,147 @@ impl TcpMeter {
             c.packets_sent += d.segments_sent;
             c.packets_received += d.segments_received;
         }
+    }
+}
+
+/// A connected UDP socket as a stream of two-octet-framed messages (see the module
+/// documentation), with its own counts: datagrams and payload octets each way, datagrams too
+/// short to carry an ID, and what the network refused (an ICMP port unreachable surfaces on
+/// the next send or receive of a connected socket).
+pub struct Datagrams {
+    sock: UdpSocket,
+    /// The datagram being handed out, framed: `scratch[pending.0..pending.1]`.
+    scratch: Box<[u8]>,
+    pending: (usize, usize),
+    counts: TcpCounts,
+    short: u64,
+    /// Receives that reported a refusal, and the first refusal's message.
+    refused_reads: u64,
+    /// DNS IDs of the queries whose send was refused: they never left.
+    refused_sends: Vec<u16>,
+    refusal: Option<String>,
+}
+
+impl Datagrams {
+    pub fn new(sock: UdpSocket) -> Self {
+        Datagrams {
+            sock,
+            scratch: vec![0; 2 + 65_535].into_boxed_slice(),
+            pending: (0, 0),
+            counts: TcpCounts::default(),
+            short: 0,
+            refused_reads: 0,
+            refused_sends: Vec::new(),
+            refusal: None,
+        }
+    }
+
+    /// Adds the counts since the last call to the thread's counters.
+    fn take_counts(&mut self, c: &mut Counters) {
+        let d = std::mem::take(&mut self.counts);
+        c.bytes_sent += d.bytes_sent;
+        c.bytes_received += d.bytes_received;
+        c.packets_sent += d.segments_sent;
+        c.packets_received += d.segments_received;
+        c.unmatched += std::mem::take(&mut self.short);
+    }
+
+    /// What the network refused since the last call: receives that reported a refusal, the IDs
+    /// of queries whose send was refused, and the first refusal's message.
+    pub fn take_refused(&mut self) -> (u64, Vec<u16>, Option<String>) {
+        (std::mem::take(&mut self.refused_reads), std::mem::take(&mut self.refused_sends), self.refusal.take())
+    }
+
+    fn refused(&mut self, e: &std::io::Error) {
+        if self.refusal.is_none() {
+            self.refusal = Some(e.to_string());
+        }
+    }
+}
+
+impl AsyncRead for Datagrams {
+    /// Hands out every datagram already received, each framed, as far as `buf` has room.
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
+        let this = self.get_mut();
+        let mut got = false;
+        loop {
+            let (start, end) = this.pending;
+            if start < end {
+                let n = buf.remaining().min(end - start);
+                buf.put_slice(&this.scratch[start..start + n]);
+                this.pending.0 += n;
+                got |= n > 0;
+                if this.pending.0 < end {
+                    break;
+                }
+                continue;
+            }
+            let mut rb = ReadBuf::new(&mut this.scratch[2..]);
+            match this.sock.poll_recv(cx, &mut rb) {
+                Poll::Ready(Ok(())) => {
+                    let n = rb.filled().len();
+                    this.counts.segments_received += 1;
+                    this.counts.bytes_received += n as u64;
+                    if n < 2 {
+                        this.short += 1;
+                        continue;
+                    }
+                    this.scratch[..2].copy_from_slice(&(n as u16).to_be_bytes());
+                    this.pending = (0, n + 2);
+                }
+                Poll::Ready(Err(e)) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+                    this.refused_reads += 1;
+                    this.refused(&e);
+                }
+                Poll::Ready(Err(e)) => return if got { Poll::Ready(Ok(())) } else { Poll::Ready(Err(e)) },
+                Poll::Pending => break,
+            }
+        }
+        if got {
+            Poll::Ready(Ok(()))
+        } else {
+            Poll::Pending
+        }
+    }
+}
+
+impl AsyncWrite for Datagrams {
+    /// Sends every whole frame of `buf` as one datagram; returns the octets of the frames
+    /// sent (a refused one counts as sent: it is reported by [`Datagrams::take_refused`]).
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+        let this = self.get_mut();
+        let mut done = 0;
+        while buf.len() - done >= 2 {
+            let len = u16::from_be_bytes([buf[done], buf[done + 1]]) as usize;
+            let end = done + 2 + len;
+            if end > buf.len() {
+                break;
+            }
+            let msg = &buf[done + 2..end];
+            match this.sock.poll_send(cx, msg) {
+                Poll::Ready(Ok(n)) => {
+                    this.counts.segments_sent += 1;
+                    this.counts.bytes_sent += n as u64;
+                }
+                Poll::Ready(Err(e)) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+                    this.refused(&e);
+                    if let Some(id) = msg.get(..2) {
+                        this.refused_sends.push(u16::from_be_bytes([id[0], id[1]]));
+                    }
+                }
+                Poll::Ready(Err(e)) => return if done > 0 { Poll::Ready(Ok(done)) } else { Poll::Ready(Err(e)) },
+                Poll::Pending => return if done > 0 { Poll::Ready(Ok(done)) } else { Poll::Pending },
+            }
+            done = end;
+        }
+        Poll::Ready(Ok(done))
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Poll::Ready(Ok(()))
     }
 }

@@ -88,6 +88,11 @@ pub trait Session {
     fn clear(&mut self) -> u64;
     /// What the client says before a graceful close (HTTP/2: GOAWAY).
     fn goodbye(&mut self, out: &mut Vec<u8>);
+    /// The query with DNS ID `id` never left (the network refused its datagram): forgets it and
+    /// returns whether it was outstanding. Only datagram sessions have such queries.
+    fn never_sent(&mut self, _id: u16) -> bool {
+        false
+    }
 }
 
 /// Closes seen from reading or writing: what the server did.

@@ -157,7 +157,7 @@ pub async fn run_slot(ctx: Rc<Ctx>, mut sched: Schedule, slot: u64, mut rng: Rng
             let mut session = DnsStream::new(&mut window, &mut dec, cfg.transport.uses_tls());
             (drive(&ctx, &mut sched, &mut carrier, &mut session, &mut conn, &mut out).await, &[][..])
         };
-        conn.meter.sample(&carrier, &mut ctx.counters.borrow_mut());
+        conn.meter.sample(&mut carrier, &mut ctx.counters.borrow_mut());
         if end.close.side() == Side::Client && end.close != Close::Error {
             carrier.close(cfg.close.unwrap_or_default(), goodbye).await;
         }
@@ -240,7 +240,7 @@ pub async fn drive<S: Session>(
             ctx.sub_in_flight(expired);
             conn.policy.on_resolved(now);
         }
-        conn.meter.tick(now, carrier, &mut ctx.counters.borrow_mut());
+        conn.meter.tick(now, &mut *carrier, &mut ctx.counters.borrow_mut());
         let mut room = false;
         if state == Stop::Running {
             let free = in_flight.saturating_sub(session.outstanding()) as u64;
@@ -255,6 +255,7 @@ pub async fn drive<S: Session>(
                 Written::Done => {
                     out.clear();
                     ctx.counters.borrow_mut().sent += std::mem::take(&mut fresh);
+                    settle_refusals(ctx, carrier, session);
                 }
                 Written::Failed(e) => return session.ended(&mut step!(ctx.now()), Some(&e)),
                 Written::TimedOut => {
@@ -290,6 +291,7 @@ pub async fn drive<S: Session>(
             r = carrier.read(session.spare()) => match r {
                 Ok(0) => return session.ended(&mut step!(ctx.now()), None),
                 Ok(n) => {
+                    settle_refusals(ctx, carrier, session);
                     if let Some(end) = session.receive(&mut step!(ctx.now()), n) {
                         // What the session says to the server (HTTP/2: GOAWAY), if it goes soon.
                         let _ = write_bounded(ctx, carrier, out, &mut stop, ctx.now() + 1_000_000_000).await;
@@ -301,6 +303,32 @@ pub async fn drive<S: Session>(
             _ = ctx.sleep_until(wake) => {}
             r = stop.changed() => { if r.is_err() { return SessionEnd::client(Close::End); } }
         }
+    }
+}
+
+/// What the network refused on a UDP carrier (an ICMP port unreachable surfaces on a
+/// connected socket's next send or receive): a refused receive counts as a refused "connection"
+/// (as the kernel reports it, once per refusal); a query whose send was refused never left, so
+/// it is failed `refused` rather than sent.
+fn settle_refusals<S: Session>(ctx: &Ctx, carrier: &mut Carrier, session: &mut S) {
+    let Carrier::Udp(d) = carrier else { return };
+    let (reads, sends, message) = d.take_refused();
+    if reads == 0 && sends.is_empty() {
+        return;
+    }
+    let mut c = ctx.counters.borrow_mut();
+    for _ in 0..reads {
+        c.conn_fail(ErrorKind::Refused);
+    }
+    for id in sends {
+        if session.never_sent(id) {
+            c.sent -= 1;
+            c.fail(ErrorKind::Refused, 1);
+            ctx.sub_in_flight(1);
+        }
+    }
+    if let Some(m) = message {
+        ctx.plan.note_error(ErrorKind::Refused, &m);
     }
 }
 

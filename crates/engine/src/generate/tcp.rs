@@ -1,5 +1,6 @@
-//! The tcp and dot session (RFC 7766, RFC 7858): queries pipelined up to `in_flight` on one
-//! connection, two-octet framing, answers matched by DNS ID. Sans-I/O (see `session.rs`).
+//! The DNS session of udp, tcp and dot (RFC 1035, RFC 7766, RFC 7858): queries pipelined up to
+//! `in_flight`, two-octet framing (over udp the carrier frames each datagram), answers matched
+//! by DNS ID. Sans-I/O (see `session.rs`).
 
 use super::ctx::Stop;
 use super::session::{server_close, Sent, Session, SessionEnd, Step};
@@ -7,7 +8,7 @@ use super::window::Window;
 use dnscost_stats::{Close, ErrorKind};
 use dnscost_wire::{parse_response, FrameDecoder};
 
-/// One tcp or dot connection's session. The window and the read buffer belong to the slot and
+/// One udp socket's, or tcp or dot connection's, session. The window and the read buffer belong to the slot and
 /// are kept from one connection to the next (IDs keep running; a connection that carries one
 /// query does not pay for allocating and zeroing a buffer).
 ///
@@ -83,6 +84,8 @@ impl Session for DnsStream<'_> {
             s.policy.on_resolved(s.now);
             s.tally.answers += 1;
             match parse_response(msg, Some(ctx.plan.queries.get(o.query).question())) {
+                // Over udp the client would ask again over tcp; this one is not answered.
+                Ok(r) if r.truncated => c.fail(ErrorKind::Truncated, 1),
                 Ok(r) => c.answer(r.rcode, s.now.saturating_sub(o.intended) / 1000),
                 Err(_) => c.fail(ErrorKind::Malformed, 1),
             }
@@ -112,6 +115,10 @@ impl Session for DnsStream<'_> {
     }
 
     fn goodbye(&mut self, _: &mut Vec<u8>) {}
+
+    fn never_sent(&mut self, id: u16) -> bool {
+        self.window.remove(id).is_some()
+    }
 }
 
 #[cfg(test)]
