@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Iterable
 from typing import Any, TypeVar
 
-from dnscost.analysis.consistency import CONSISTENCY_COLUMNS
+from dnscost.analysis.consistency import CONSISTENCY_COLUMNS, lifetime_order
 from dnscost.analysis.load import is_valid, run_network, validity_flags
 from dnscost.analysis.rounds import ROUND_COLUMNS, round_of, udp_references
 from dnscost.analysis.stats import fit_line, median
@@ -465,7 +465,26 @@ def latency_rows(rows: list[Row]) -> list[Row]:
         for p in ("p50_us", "p90_us", "p99_us", "p999_us"):
             row[p] = median(_values(g, f"latency_{p}"))
         out.append(row)
-    return out
+    return sorted(out, key=_latency_order)
+
+
+TRANSPORT_ORDER = {"udp": 0, "tcp": 1, "dot": 2, "doh": 3}
+"""How tables list transports: the study's order."""
+
+
+def _latency_order(r: Row) -> tuple[Any, ...]:
+    """Target, transport (the study's order), profile (from the longest lifetime), then the
+    rest: a reader finds one target's transports and profiles together."""
+    kind, size = lifetime_order(r["lifetime"])
+    return (
+        str(r["target"]),
+        TRANSPORT_ORDER.get(str(r["transport"]), 9),
+        -kind,
+        -size,
+        str(r["group"]),
+        float(r["resumption"] or 0.0),
+        int(r["connections"] or 0),
+    )
 
 
 FRAME_HEADER_BYTES = {"udp": 14 + 20 + 8, "tcp": 14 + 20 + 20 + 12}
