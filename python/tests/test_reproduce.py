@@ -52,7 +52,15 @@ def test_reproduce_quick_builtin_and_dnsdist(tmp_path: Path) -> None:
     assert run["versions"]["dnsdist"] and run["machine"]["cpus"]
     assert all(run["trials"][t["id"]]["status"] == "done" for t in run["plan"])
     groups = {t["group"] for t in run["plan"]}
-    assert groups == {"baseline", "memory", "connections", "establishment", "cost_queries", "cost_handshakes"}
+    assert groups == {
+        "baseline",
+        "memory",
+        "connections",
+        "establishment",
+        "cost_queries",
+        "cost_handshakes",
+        "reference",
+    }
 
     # Every derived table, as Parquet and CSV; the headline figures are there for both targets.
     for name in ("trials", "baseline", "memory_fit", "connections", "establishment", "energy", "cost_model"):
