@@ -807,6 +807,29 @@ def _verdict_class(verdict: str) -> str:
     return "unmeasured"
 
 
+def _points_table(a: Analysis) -> str:
+    """Every number and statement of the study's record (``iscc2023.toml``) beside ours."""
+    from dnscost.report.points import study_points
+
+    points = study_points(a)
+    rows = [
+        [
+            esc(p.section),
+            esc(p.study),
+            esc(p.ours),
+            f'<span class="{_verdict_class(p.verdict)}">{esc(p.verdict)}</span>',
+        ]
+        for p in points
+    ]
+    return (
+        "<h3>The study point by point</h3>"
+        '<p class="note">Every number and statement of the study\'s record (iscc2023.toml: the paper and the '
+        "authors' slides), in its order, beside this run. \u201ccontext\u201d: a figure of another machine, "
+        "shown for scale; \u201cnot checked here\u201d: a statement this run cannot test.</p>"
+        + _table(["record", "study", "ours", "verdict"], rows, text_columns={0, 1, 2, 3}, raw=True)
+    )
+
+
 def _comparison(a: Analysis, comparisons: list[StudyComparison]) -> str:
     setup = study.SETUP
     parts = [
@@ -846,6 +869,7 @@ def _comparison(a: Analysis, comparisons: list[StudyComparison]) -> str:
         )
     else:
         parts.append(_missing("This run measured none of the figures the study is compared on."))
+    parts.append(_points_table(a))
     sources = sorted({str(r.get("energy_source")) for r in _rows(a, "energy") if r.get("energy_source")})
     energy_note = (
         "Our energy comes from the model (CCF coefficients): a linear function of the target's CPU time, so "
