@@ -641,3 +641,25 @@ def test_table_i_as_the_study_measured_it_shows_both_methods_the_study_and_the_v
     assert '<td class="text">not identified</td>' in text and '<td class="text">agree</td>' in text
     assert "0.3" in text and "no connection" in text and "1 s" in text
     assert "No Table I cells" in _study_table1(Analysis(run={}, trials=[], tables={}))
+
+
+def test_table_i_says_which_key_type_the_study_matches() -> None:
+    from dnscost.report.html import _study_table1
+
+    rows = [
+        {"target": "dnsdist", "transport": "udp", "kwh_study_method": 0.01, "ratio_to_udp": 1.0},
+        *(
+            {
+                "target": "dnsdist",
+                "transport": "dot",
+                "lifetime": "1q",
+                "cert_key": key,
+                "ratio_to_udp": ours,
+                "study_ratio_to_udp": 189.2,
+                "verdict": verdict,
+            }
+            for key, ours, verdict in (("ecdsa-p256", 90.0, "differ"), ("rsa-2048", 170.0, "agree"))
+        ),
+    ]
+    text = _study_table1(Analysis(run={}, trials=[], tables={"table1": _table("table1", rows)}))
+    assert "rsa-2048: 1 of 1 TLS cells agree" in text and "closer: rsa-2048" in text

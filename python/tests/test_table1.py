@@ -178,3 +178,31 @@ def test_a_missing_profile_is_listed_as_not_measured() -> None:
     assert [r["transport"] for r in missing] == ["tcp", "dot", "doh"]
     assert all(r["model_status"] == NOT_MEASURED and r["kwh_study_method"] is None for r in missing)
     assert all(r["study_kwh"] is not None and r["verdict"] is None for r in missing)
+
+
+def test_key_match_says_which_key_type_the_study_ratios_match() -> None:
+    from dnscost.analysis.table1 import key_match
+
+    def cell(key: str, transport: str, ours: float, theirs: float) -> Row:
+        verdict = "agree" if 1 / AGREE_FACTOR <= ours / theirs <= AGREE_FACTOR else "differ"
+        return {
+            "target": "dnsdist",
+            "transport": transport,
+            "cert_key": key,
+            "ratio_to_udp": ours,
+            "study_ratio_to_udp": theirs,
+            "verdict": verdict,
+        }
+
+    rows = [
+        cell("ecdsa-p256", "dot", 95.0, 189.2),
+        cell("ecdsa-p256", "doh", 4.0, 14.8),
+        cell("rsa-2048", "dot", 180.0, 189.2),
+        cell("rsa-2048", "doh", 12.0, 14.8),
+        cell("rsa-2048", "tcp", 1.0, 61.6),  # no key: left out
+    ]
+    ecdsa, rsa = key_match(rows)
+    assert (ecdsa["cert_key"], ecdsa["cells"], ecdsa["agree"]) == ("ecdsa-p256", 2, 0)
+    assert (rsa["cert_key"], rsa["cells"], rsa["agree"]) == ("rsa-2048", 2, 2)
+    assert ecdsa["ours_over_study"] == pytest.approx(((95 / 189.2) * (4 / 14.8)) ** 0.5)
+    assert abs(rsa["ours_over_study"] - 1) < abs(ecdsa["ours_over_study"] - 1)

@@ -33,7 +33,7 @@ from dnscost.analysis.tables import (
     group_by,
 )
 
-__all__ = ["AGREE_FACTOR", "CELLS", "CONNECTIONS", "NOT_MEASURED", "PROFILES", "table1_rows"]
+__all__ = ["AGREE_FACTOR", "CELLS", "CONNECTIONS", "NOT_MEASURED", "PROFILES", "key_match", "table1_rows"]
 
 CONNECTIONS = 1000
 """The study's connections in every Table I profile."""
@@ -217,3 +217,28 @@ def table1_rows(rows: list[Row], energy: list[Row], cost_terms: list[Row]) -> li
             str(r["cert_key"] or ""),
         ),
     )
+
+
+def key_match(table1: list[Row]) -> list[Row]:
+    """Which certificate key type's ratios match the study's, per target: over the TLS cells
+    (dot, doh) of each key type with both ratios to UDP, how many agree (``verdict``) and the
+    geometric mean of ours ÷ the study's (1 = the same; below 1 ours is cheaper against UDP).
+    A key type with no such cell is left out."""
+    out = []
+    tls = [
+        r
+        for r in table1
+        if r["transport"] in ("dot", "doh") and r["ratio_to_udp"] and r["study_ratio_to_udp"] and r["ratio_to_udp"] > 0
+    ]
+    for (target, cert_key), g in group_by(tls, lambda r: (r["target"], r["cert_key"])).items():
+        logs = [math.log(r["ratio_to_udp"] / r["study_ratio_to_udp"]) for r in g]
+        out.append(
+            {
+                "target": target,
+                "cert_key": cert_key,
+                "cells": len(g),
+                "agree": sum(1 for r in g if r["verdict"] == "agree"),
+                "ours_over_study": math.exp(sum(logs) / len(logs)),
+            }
+        )
+    return out

@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime
 import html
 import json
+import math
 import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -460,7 +461,28 @@ def _study_table1(a: Analysis) -> str:
         caption="Table I as the study measured it: 1 000 connections lasting 30 s (33/s), 1 s (1 000/s) or one "
         "query each, TLS resumption off; a day at 10 000 qps",
     )
-    from dnscost.analysis.table1 import AGREE_FACTOR
+    from dnscost.analysis.table1 import AGREE_FACTOR, key_match
+    from dnscost.analysis.tables import group_by
+
+    matches = key_match(rows)
+    keys = ""
+    if matches:
+        by_target = group_by(matches, lambda m: m["target"])
+        verdicts = []
+        for target, ms in by_target.items():
+            best = min(ms, key=lambda m: abs(math.log(m["ours_over_study"])))
+            detail = ", ".join(
+                f"{m['cert_key'] or 'default'}: {m['agree']} of {m['cells']} TLS cells agree, ours \u00f7 study "
+                f"{m['ours_over_study']:.2f} (geometric mean)"
+                for m in ms
+            )
+            closer = f"closer: {best['cert_key'] or 'default'}" if len(ms) > 1 else "one key type measured"
+            verdicts.append(f"{target}: {detail}; {closer}")
+        keys = (
+            "<p>Which certificate key the study's ratios match (DoT and DoH cells): "
+            + esc("; ".join(verdicts))
+            + ".</p>"
+        )
 
     note = (
         '<p class="note">Two energy methods. The study\'s method: energy per query at saturation \u00d7 10 000 '
@@ -472,7 +494,7 @@ def _study_table1(a: Analysis) -> str:
         "the study's either way, \u201cdiffer\u201d otherwise; \u201cnot measured\u201d: the run has no trial for "
         "the cell (the quick study has no 30 s lifetime).</p>"
     )
-    return table + note
+    return table + keys + note
 
 
 def _energy_table(a: Analysis) -> str:
