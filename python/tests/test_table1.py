@@ -206,3 +206,19 @@ def test_key_match_says_which_key_type_the_study_ratios_match() -> None:
     assert (rsa["cert_key"], rsa["cells"], rsa["agree"]) == ("rsa-2048", 2, 2)
     assert ecdsa["ours_over_study"] == pytest.approx(((95 / 189.2) * (4 / 14.8)) ** 0.5)
     assert abs(rsa["ours_over_study"] - 1) < abs(ecdsa["ours_over_study"] - 1)
+
+
+def test_another_key_type_has_its_own_cells_and_no_model_prediction() -> None:
+    from dnscost.analysis.table1 import NOT_FITTED
+
+    rows = [*_rows(), _trial("dot", "1s", 0.0, "rsa-2048")]
+    for r in rows:
+        if r["transport"] in ("dot", "doh") and r["cert_key"] is None:
+            r["cert_key"] = "ecdsa-p256"
+    out = table1_rows(rows, energy_rows(rows), _terms())
+    (rsa,) = [r for r in out if r["cert_key"] == "rsa-2048"]
+    (ecdsa,) = [r for r in out if r["cert_key"] == "ecdsa-p256" and r["transport"] == "dot" and r["lifetime"] == "1s"]
+    assert rsa["model_status"] == NOT_FITTED and rsa["kwh_model"] is None
+    assert ecdsa["model_status"] == "identified"
+    assert rsa["ratio_to_udp"] == pytest.approx(ecdsa["ratio_to_udp"])  # same costs in this fixture
+    assert rsa["study_kwh"] == ecdsa["study_kwh"]

@@ -70,6 +70,10 @@ CELLS: tuple[tuple[str, str | None], ...] = (
 )
 """Every cell of the study's Table I, as (transport, lifetime)."""
 
+NOT_FITTED = "not fitted"
+"""``model_status`` of a cell with a key type other than the default: the cost model is fitted on
+the default key's trials only."""
+
 NOT_MEASURED = "not measured"
 """``model_status`` of a Table I cell the run has no trial for (study-quick has no 30 s lifetime)."""
 
@@ -177,7 +181,7 @@ def table1_rows(rows: list[Row], energy: list[Row], cost_terms: list[Row]) -> li
             if cpu is not None and j is not None:
                 model_kwh, status = _kwh_per_day(cpu * j), STATUS_IDENTIFIED
         else:
-            cpu, status = None, "not fitted (the model uses the default key's trials)"
+            cpu, status = None, NOT_FITTED  # the model is fitted on the default key's trials
         out.append(
             {
                 "target": target,
