@@ -222,3 +222,15 @@ def test_another_key_type_has_its_own_cells_and_no_model_prediction() -> None:
     assert ecdsa["model_status"] == "identified"
     assert rsa["ratio_to_udp"] == pytest.approx(ecdsa["ratio_to_udp"])  # same costs in this fixture
     assert rsa["study_kwh"] == ecdsa["study_kwh"]
+
+
+def test_a_cell_without_a_valid_trial_says_so_and_udp_has_no_verdict() -> None:
+    rows = _rows()
+    for r in rows:
+        if r["transport"] == "tcp" and r["lifetime"] == "1q":
+            r["valid"] = False
+    table = {(r["transport"], r["lifetime"]): r for r in table1_rows(rows, energy_rows(rows), _terms())}
+    tcp = table[("tcp", "1q")]
+    assert (tcp["reps"], tcp["valid_reps"]) == (1, 0)
+    assert tcp["kwh_study_method"] is None and tcp["verdict"] is None
+    assert table[("udp", None)]["verdict"] is None and table[("udp", None)]["ratio_to_udp"] == 1.0

@@ -15,7 +15,9 @@ resumption off, energy for a day at 10 000 qps two ways:
 
 Beside each cell the study's kWh (``iscc2023.toml`` ``[table1_kwh.*]``), both ratios to UDP
 (ours by the study's method and the study's) and a verdict: ``agree`` when ours is within a
-factor :data:`AGREE_FACTOR` of theirs, else ``differ``; None when either is missing."""
+factor :data:`AGREE_FACTOR` of theirs, else ``differ``; None when either is missing, and for UDP
+(the reference). ``reps`` and ``valid_reps`` say why a measured cell can be empty: none of its
+trials was valid (a one-query TCP cell the generator could not drive, for instance)."""
 
 from __future__ import annotations
 
@@ -85,6 +87,8 @@ def _unmeasured(target: str, transport: str, lifetime: str | None) -> Row:
         "lifetime": lifetime,
         "cert_key": None,
         "connections_per_s_at_10k_qps": 0.0 if transport == "udp" else PROFILES[str(lifetime)][1],
+        "reps": 0,
+        "valid_reps": 0,
         "cpu_us_per_query": None,
         "kwh_study_method": None,
         "model_cpu_us_per_s": None,
@@ -189,6 +193,8 @@ def table1_rows(rows: list[Row], energy: list[Row], cost_terms: list[Row]) -> li
                 "lifetime": None if transport == "udp" else lifetime,
                 "cert_key": cert_key,
                 "connections_per_s_at_10k_qps": 0.0 if transport == "udp" else PROFILES[str(lifetime)][1],
+                "reps": len(group),
+                "valid_reps": sum(1 for r in group if r["valid"]),
                 "cpu_us_per_query": e.get("cpu_us_per_query"),
                 "kwh_study_method": kwh,
                 "model_cpu_us_per_s": cpu,
@@ -210,7 +216,7 @@ def table1_rows(rows: list[Row], energy: list[Row], cost_terms: list[Row]) -> li
         r["ratio_to_udp"] = _ratio(r["kwh_study_method"], u.get("kwh_study_method"))
         r["model_ratio_to_udp"] = _ratio(r["kwh_model"], u.get("kwh_model"))
         r["study_ratio_to_udp"] = _ratio(r["study_kwh"], u.get("study_kwh"))
-        r["verdict"] = _verdict(r["ratio_to_udp"], r["study_ratio_to_udp"])
+        r["verdict"] = None if r["transport"] == "udp" else _verdict(r["ratio_to_udp"], r["study_ratio_to_udp"])
     order = {lt: i for i, lt in enumerate(PROFILES)}
     return sorted(
         out,

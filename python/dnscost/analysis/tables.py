@@ -64,7 +64,8 @@ COLUMNS: dict[str, list[str]] = {
             cores_at_10k_qps energy_source
         """,
         "table1": """
-            target transport lifetime cert_key connections_per_s_at_10k_qps cpu_us_per_query kwh_study_method
+            target transport lifetime cert_key connections_per_s_at_10k_qps reps valid_reps cpu_us_per_query
+            kwh_study_method
             model_cpu_us_per_s kwh_model model_status energy_source study_kwh ratio_to_udp model_ratio_to_udp
             study_ratio_to_udp verdict
         """,
