@@ -614,3 +614,52 @@ def test_report_makes_only_the_analyses_the_spec_asks_for(tmp_path: Path) -> Non
     assert 'id="fig3"' in html and 'id="fig5"' not in html and 'id="table1"' not in html
     assert 'href="#fig5"' not in html and 'id="validity"' in html
     assert sorted(p.name for p in (run / "figures").iterdir()) == ["fig3_memory.png", "fig3_memory.svg"]
+
+
+def test_table_i_as_the_study_measured_it_shows_both_methods_the_study_and_the_verdict() -> None:
+    from dnscost.report.html import _study_table1
+
+    rows = [
+        {"target": "dnsdist", "transport": "udp", "kwh_study_method": 0.04, "kwh_model": 0.04},
+        {
+            "target": "dnsdist",
+            "transport": "dot",
+            "lifetime": "1s",
+            "kwh_study_method": 0.2,
+            "kwh_model": None,
+            "model_status": "not identified",
+            "study_kwh": 0.3,
+            "ratio_to_udp": 5.0,
+            "study_ratio_to_udp": 6.0,
+            "verdict": "agree",
+        },
+    ]
+    rows[0].update(model_status="identified", study_kwh=0.05, ratio_to_udp=1.0, model_ratio_to_udp=1.0)
+    a = Analysis(run={}, trials=[], tables={"table1": _table("table1", rows)})
+    text = _study_table1(a)
+    assert "study's method" in text and "cost model at 10 000 qps" in text and "study, kWh/day" in text
+    assert ">not identified</td>" in text and '<td class="text">agree</td>' in text
+    assert "0.3" in text and "no connection" in text and "1 s" in text
+    assert "No Table I cells" in _study_table1(Analysis(run={}, trials=[], tables={}))
+
+
+def test_table_i_says_which_key_type_the_study_matches() -> None:
+    from dnscost.report.html import _study_table1
+
+    rows = [
+        {"target": "dnsdist", "transport": "udp", "kwh_study_method": 0.01, "ratio_to_udp": 1.0},
+        *(
+            {
+                "target": "dnsdist",
+                "transport": "dot",
+                "lifetime": "1q",
+                "cert_key": key,
+                "ratio_to_udp": ours,
+                "study_ratio_to_udp": 189.2,
+                "verdict": verdict,
+            }
+            for key, ours, verdict in (("ecdsa-p256", 90.0, "differ"), ("rsa-2048", 170.0, "agree"))
+        ),
+    ]
+    text = _study_table1(Analysis(run={}, trials=[], tables={"table1": _table("table1", rows)}))
+    assert "rsa-2048: 1 of 1 TLS cells agree" in text and "closer: rsa-2048" in text

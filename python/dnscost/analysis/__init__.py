@@ -19,6 +19,7 @@ from dnscost.analysis.headline import headline, headline_rows
 from dnscost.analysis.load import load_run
 from dnscost.analysis.records import Analysis, Table
 from dnscost.analysis.rounds import round_rows
+from dnscost.analysis.table1 import table1_rows
 from dnscost.analysis.tables import (
     COLUMNS,
     baseline_rows,
@@ -49,6 +50,7 @@ def analyze(run_dir: Path) -> Analysis:
     contradictions = consistency_rows(rounds, points, rows)
     apply_flags(rows, contradictions)
     cost_terms, cost_fits = cost_model_rows(rows)
+    energy = energy_rows(rows)
     built = {
         "trials": rows,
         "baseline": baseline,
@@ -56,7 +58,8 @@ def analyze(run_dir: Path) -> Analysis:
         "memory_fit": memory_fit_rows(points),
         "connections": connections_rows(rows, baseline),
         "establishment": establishment_rows(rows, baseline),
-        "energy": energy_rows(rows),
+        "energy": energy,
+        "table1": table1_rows(rows, energy, cost_terms),
         "latency": latency_rows(rows),
         "cost_model": cost_terms,
         "cost_model_fit": cost_fits,

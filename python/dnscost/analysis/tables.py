@@ -63,6 +63,12 @@ COLUMNS: dict[str, list[str]] = {
             target transport lifetime resumption cert_key cpu_us_per_query energy_j_per_query kwh_per_day_at_10k_qps
             cores_at_10k_qps energy_source
         """,
+        "table1": """
+            target transport lifetime cert_key connections_per_s_at_10k_qps reps valid_reps cpu_us_per_query
+            kwh_study_method
+            model_cpu_us_per_s kwh_model model_status energy_source study_kwh ratio_to_udp model_ratio_to_udp
+            study_ratio_to_udp verdict
+        """,
         "latency": "target transport group lifetime resumption connections reps p50_us p90_us p99_us p999_us",
         "cost_model": "target transport term us ci95_low ci95_high status reason",
         "wire": """
@@ -111,6 +117,8 @@ TEXT_COLUMNS = frozenset(
         "what",
         "cell_trials",
         "against_trials",
+        "model_status",
+        "verdict",
     ]
 )
 """Columns holding text; every other column is numeric or boolean (``valid``)."""

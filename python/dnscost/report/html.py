@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime
 import html
 import json
+import math
 import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -418,6 +419,86 @@ def _memory_table(a: Analysis) -> str:
     )
 
 
+def _study_table1(a: Analysis) -> str:
+    """Table I as the study measured it (the ``table1`` table): per target and cell, our kWh for a
+    day at 10 000 qps by the study's method and by the cost model, the study's kWh, both ratios
+    to UDP and the verdict."""
+    rows = [r for r in _rows(a, "table1") if r.get("transport") is not None]
+    if not rows:
+        return _missing("No Table I cells in this run (no establishment trials).")
+    body = [
+        [
+            r.get("target"),
+            display_transport(str(r["transport"])),
+            display_profile(r.get("lifetime") or "forever", 0.0) if r["transport"] != "udp" else "no connection",
+            r.get("cert_key") or "default",
+            _num(r.get("kwh_study_method"))
+            if r.get("kwh_study_method") is not None or not r.get("reps")
+            else f"no valid trial ({r.get('valid_reps') or 0} of {r.get('reps')})",
+            _num(r.get("kwh_model")) if r.get("model_status") == "identified" else r.get("model_status"),
+            _num(r.get("study_kwh")),
+            _num(r.get("ratio_to_udp")),
+            _num(r.get("model_ratio_to_udp")),
+            _num(r.get("study_ratio_to_udp")),
+            r.get("verdict"),
+        ]
+        for r in rows
+    ]
+    table = _table(
+        [
+            "target",
+            "transport",
+            "connections",
+            "certificate key",
+            "ours, kWh/day (study's method)",
+            "ours, kWh/day (cost model at 10 000 qps)",
+            "study, kWh/day",
+            "ours ÷ UDP (study's method)",
+            "ours ÷ UDP (cost model)",
+            "study ÷ UDP",
+            "verdict",
+        ],
+        body,
+        text_columns={0, 1, 2, 3, 10},
+        caption="Table I as the study measured it: 1 000 connections lasting 30 s (33/s), 1 s (1 000/s) or one "
+        "query each, TLS resumption off; a day at 10 000 qps",
+    )
+    from dnscost.analysis.table1 import AGREE_FACTOR, key_match
+    from dnscost.analysis.tables import group_by
+
+    matches = key_match(rows)
+    keys = ""
+    if matches:
+        by_target = group_by(matches, lambda m: m["target"])
+        verdicts = []
+        for target, ms in by_target.items():
+            best = min(ms, key=lambda m: abs(math.log(m["ours_over_study"])))
+            detail = ", ".join(
+                f"{m['cert_key'] or 'default'}: {m['agree']} of {m['cells']} TLS cells agree, ours \u00f7 study "
+                f"{m['ours_over_study']:.2f} (geometric mean)"
+                for m in ms
+            )
+            closer = f"closer: {best['cert_key'] or 'default'}" if len(ms) > 1 else "one key type measured"
+            verdicts.append(f"{target}: {detail}; {closer}")
+        keys = (
+            "<p>Which certificate key the study's ratios match (DoT and DoH cells): "
+            + esc("; ".join(verdicts))
+            + ".</p>"
+        )
+
+    note = (
+        '<p class="note">Two energy methods. The study\'s method: energy per query at saturation \u00d7 10 000 '
+        "\u00d7 86 400 (the handshakes of a 30 s or 1 s profile come at a fixed rate, spread over the saturated "
+        "rate's queries). The cost model: the target CPU time the fitted model predicts for exactly 10 000 qps "
+        "with the profile's connection rate and 1 000 connections held, turned into energy with the joules per "
+        "CPU-\u00b5s the cell's own trials measured; \u201cnot identified\u201d when a term it needs is not. "
+        f"Verdict: \u201cagree\u201d when our ratio to UDP (study's method) is within a factor {AGREE_FACTOR:g} of "
+        "the study's either way, \u201cdiffer\u201d otherwise; \u201cnot measured\u201d: the run has no trial for "
+        "the cell (the quick study has no 30 s lifetime).</p>"
+    )
+    return table + keys + note
+
+
 def _energy_table(a: Analysis) -> str:
     """Table I: rows transport by profile, columns targets, kWh per day at 10 000 qps with the
     target CPU-µs per query beside it."""
@@ -750,6 +831,29 @@ def _verdict_class(verdict: str) -> str:
     return "unmeasured"
 
 
+def _points_table(a: Analysis) -> str:
+    """Every number and statement of the study's record (``iscc2023.toml``) beside ours."""
+    from dnscost.report.points import study_points
+
+    points = study_points(a)
+    rows = [
+        [
+            esc(p.section),
+            esc(p.study),
+            esc(p.ours),
+            f'<span class="{_verdict_class(p.verdict)}">{esc(p.verdict)}</span>',
+        ]
+        for p in points
+    ]
+    return (
+        "<h3>The study point by point</h3>"
+        '<p class="note">Every number and statement of the study\'s record (iscc2023.toml: the paper and the '
+        "authors' slides), in its order, beside this run. \u201ccontext\u201d: a figure of another machine, "
+        "shown for scale; \u201cnot checked here\u201d: a statement this run cannot test.</p>"
+        + _table(["record", "study", "ours", "verdict"], rows, text_columns={0, 1, 2, 3}, raw=True)
+    )
+
+
 def _comparison(a: Analysis, comparisons: list[StudyComparison]) -> str:
     setup = study.SETUP
     parts = [
@@ -789,6 +893,7 @@ def _comparison(a: Analysis, comparisons: list[StudyComparison]) -> str:
         )
     else:
         parts.append(_missing("This run measured none of the figures the study is compared on."))
+    parts.append(_points_table(a))
     sources = sorted({str(r.get("energy_source")) for r in _rows(a, "energy") if r.get("energy_source")})
     energy_note = (
         "Our energy comes from the model (CCF coefficients): a linear function of the target's CPU time, so "
@@ -868,7 +973,7 @@ def render_report(a: Analysis, run_dir: Path, *, headline: list[Row] | None = No
             _figure("fig4_connections", figures),
         ),
         "establishment": _section("fig5", _CAPTIONS["fig5_establishment"][0], _figure("fig5_establishment", figures)),
-        "energy": _section("table1", "Table I analogue: energy", _energy_table(a), _figure("energy", figures)),
+        "energy": _section("table1", "Table I: energy", _study_table1(a), _energy_table(a), _figure("energy", figures)),
         "latency": _section("latency", _CAPTIONS["latency"][0], _figure("latency", figures), _latency_table(a)),
         "cost_model": _section(
             "cost-model", _CAPTIONS["cost_model"][0], _figure("cost_model", figures), _cost_tables(a)
