@@ -542,13 +542,28 @@ def _flag_share(s: Any) -> str:
     return text + " (!)" if s is not None and s.median is not None and s.median > 1 else text
 
 
+def _flag_resumed(full: Any, resumed: Any) -> str:
+    """A resumed handshake's cost; one whose median is above the full handshake's is marked,
+    since a resumption skips the certificate and its signature: noise or a bug until shown
+    otherwise, not a result."""
+    text = _iv(resumed, 0)
+    dearer = (
+        full is not None
+        and resumed is not None
+        and full.median is not None
+        and resumed.median is not None
+        and resumed.median > full.median
+    )
+    return text + " (!)" if dearer else text
+
+
 def format_headline(rows: list[dict[str, Any]], contradictions: Sequence[dict[str, Any]] = ()) -> list[str]:
     """Per target: CPU per query (the primary figure, with capacity per core), measured qps,
     ratios to UDP and to persistent connections, handshake costs, memory per connection, each
     with its interval; then the contradictions the consistency checks found."""
     lines = []
     rounds = max((r["rounds"] for r in rows), default=0)
-    marked = False
+    marked = dearer = False
     for r in rows:
         udp = r["udp"]
         persistent, collapse = r["persistent"], r["collapse_1q"]
@@ -569,8 +584,11 @@ def format_headline(rows: list[dict[str, Any]], contradictions: Sequence[dict[st
         )
         hs = r.get("handshake_us", {})
         handshakes = ", ".join(
-            f"{t} {_iv(v['full'], 0)} / {_iv(v['resumed'], 0)}" for t, v in sorted(hs.items()) if t != "tcp"
+            f"{t} {_iv(v['full'], 0)} / {_flag_resumed(v['full'], v['resumed'])}"
+            for t, v in sorted(hs.items())
+            if t != "tcp"
         )
+        dearer = dearer or "(!)" in handshakes
         if "tcp" in hs:
             handshakes = ", ".join(x for x in (handshakes, f"tcp {_iv(hs['tcp']['full'], 0)}") if x)
         idle_cpu = ", ".join(
@@ -606,6 +624,11 @@ def format_headline(rows: list[dict[str, Any]], contradictions: Sequence[dict[st
     )
     if marked:
         lines.append("(!) a share of UDP above 1: a connected transport answered more than UDP in its round")
+    if dearer:
+        lines.append(
+            "(!) a resumed handshake measured dearer than a full one: a resumption skips the certificate and "
+            "its signature, so this is noise or a bug until shown otherwise; do not publish it"
+        )
     for c in contradictions:
         lines.append(
             f"inconsistent: {c['cell']} against {c['against']}: {c['what']}, "

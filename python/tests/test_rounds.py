@@ -183,6 +183,19 @@ def test_a_share_of_udp_above_one_is_marked(tmp_path: Path) -> None:
     assert not any("(!)" in line for line in format_headline(headline(analyze(SYNTHETIC))))
 
 
+def test_a_resumed_handshake_dearer_than_a_full_one_is_marked(tmp_path: Path) -> None:
+    run = copy_run(tmp_path)
+    for rep in range(3):
+        edit_trial(run, est("knot", "dot", "1q", 1.0, rep), scale_cpu(4.0))
+    lines = format_headline(headline(analyze(run)))
+    knot = lines[lines.index(next(x for x in lines if x.startswith("knot"))) :]
+    handshakes = next(line for line in knot if "per handshake" in line)
+    before, dot = handshakes.split("dot ", 1)
+    assert dot.split(", tcp")[0].endswith("(!)") and "(!)" not in before, handshakes
+    assert any(line.startswith("(!) a resumed handshake measured dearer") for line in lines)
+    assert not any("dearer" in line for line in format_headline(headline(analyze(SYNTHETIC))))
+
+
 # --- consistency ------------------------------------------------------------------------------
 
 
