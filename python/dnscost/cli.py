@@ -542,6 +542,16 @@ def _flag_share(s: Any) -> str:
     return text + " (!)" if s is not None and s.median is not None and s.median > 1 else text
 
 
+def _nonnegative(v: Any) -> str:
+    """A fitted cost that cannot be negative: its slope and 95 % interval, or, when the interval
+    reaches 0 or below, only its upper bound (the data cannot tell it from no cost at all)."""
+    if v.low is None or v.high is None:
+        return f"{v.median:,.2f}"
+    if v.low <= 0:
+        return f"below {max(v.high, 0):,.2f} (not distinguishable from 0)"
+    return f"{v.median:,.2f} [{v.low:,.2f}-{v.high:,.2f}]"
+
+
 def _flag_resumed(full: Any, resumed: Any) -> str:
     """A resumed handshake's cost; one whose median is above the full handshake's is marked,
     since a resumption skips the certificate and its signature: noise or a bug until shown
@@ -592,12 +602,7 @@ def format_headline(rows: list[dict[str, Any]], contradictions: Sequence[dict[st
         if "tcp" in hs:
             handshakes = ", ".join(x for x in (handshakes, f"tcp {_iv(hs['tcp']['full'], 0)}") if x)
         idle_cpu = ", ".join(
-            f"{t} {v['cpu_us_per_connection_second'].median:,.2f}"
-            + (
-                f" [{v['cpu_us_per_connection_second'].low:,.2f}-{v['cpu_us_per_connection_second'].high:,.2f}]"
-                if v["cpu_us_per_connection_second"].low is not None
-                else ""
-            )
+            f"{t} {_nonnegative(v['cpu_us_per_connection_second'])}"
             for t, v in sorted(r["memory_per_connection"].items())
             if v.get("cpu_us_per_connection_second") is not None
         )

@@ -196,6 +196,16 @@ def test_a_resumed_handshake_dearer_than_a_full_one_is_marked(tmp_path: Path) ->
     assert not any("dearer" in line for line in format_headline(headline(analyze(SYNTHETIC))))
 
 
+def test_an_idle_cost_whose_interval_reaches_zero_is_given_as_a_bound() -> None:
+    """A cost cannot be negative: an interval reaching 0 says the data cannot tell it from none."""
+    from dnscost.analysis.rounds import Spread
+    from dnscost.cli import _nonnegative
+
+    assert _nonnegative(Spread(5.28, -0.39, 10.96, 5)) == "below 10.96 (not distinguishable from 0)"
+    assert _nonnegative(Spread(5.16, 3.12, 7.20, 5)) == "5.16 [3.12-7.20]"
+    assert _nonnegative(Spread(-1.0, -3.0, -0.5, 5)) == "below 0.00 (not distinguishable from 0)"
+
+
 # --- consistency ------------------------------------------------------------------------------
 
 

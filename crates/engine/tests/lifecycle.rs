@@ -70,7 +70,7 @@ fn lifecycle(transport: &str) {
         transport,
         "1s",
         &[],
-        &["--connections", "2", "--lifetime", "1s", "--rate", "100", "--duration", "2500ms"],
+        &["--connections", "2", "--lifetime", "1s", "--rate", "100", "--duration", "3s"],
     );
     assert!(conns.len() >= 5, "{}", conns.len());
     let full: Vec<u64> = conns
@@ -80,6 +80,16 @@ fn lifecycle(transport: &str) {
         .collect();
     assert!(full.len() >= 4, "{conns:?}");
     assert!(full.iter().all(|d| *d < 1_400_000), "{full:?}");
+
+    // First lifetimes are staggered: 40 connections living 2 s, run for 1 s, renew about half
+    // of themselves (a uniform share of the first lifetime), not none.
+    let (_, conns) = scenario(
+        transport,
+        "stagger",
+        &[],
+        &["--connections", "40", "--lifetime", "2s", "--rate", "400", "--duration", "1s"],
+    );
+    assert!((48..=72).contains(&conns.len()), "{} connections for 40 slots", conns.len());
 
     // Idle timeout: a query every 250 ms, idle close after 50 ms: one connection per query.
     let (run, conns) = scenario(

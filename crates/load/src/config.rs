@@ -194,6 +194,17 @@ impl Lifetime {
     pub fn is_forever(&self) -> bool {
         self.duration_ms.is_none() && self.queries.is_none()
     }
+
+    /// The lifetime of a slot's first connection: the share `u` (in (0, 1]) of each budget,
+    /// at least 1 ms and 1 query. Connections that open together at the start of a run would
+    /// otherwise all renew together after one lifetime, and a trial shorter than a lifetime
+    /// would renew none; in steady state a connection's age is uniform over its lifetime, so
+    /// a uniform `u` per slot gives the steady-state renewal rate (connections ÷ lifetime)
+    /// from the start.
+    pub fn first(&self, u: f64) -> Lifetime {
+        let share = |budget: u64| ((budget as f64 * u.clamp(0.0, 1.0)).ceil() as u64).clamp(1, budget.max(1));
+        Lifetime { duration_ms: self.duration_ms.map(share), queries: self.queries.map(share) }
+    }
 }
 
 /// Everything `dnscost-engine generate` needs. Serialised back, resolved, into its output.
@@ -582,6 +593,17 @@ mod tests {
         for g in [TlsGroup::X25519, TlsGroup::Secp256r1, TlsGroup::Secp384r1, TlsGroup::X25519mlkem768] {
             assert_eq!(serde_json::to_value(g).unwrap(), g.as_str());
         }
+    }
+
+    #[test]
+    fn a_first_lifetime_is_a_share_of_each_budget_never_zero() {
+        let l = Lifetime { duration_ms: Some(30_000), queries: Some(100) };
+        assert_eq!(l.first(1.0), l);
+        assert_eq!(l.first(0.5), Lifetime { duration_ms: Some(15_000), queries: Some(50) });
+        assert_eq!(l.first(0.0), Lifetime { duration_ms: Some(1), queries: Some(1) });
+        let one = Lifetime { duration_ms: None, queries: Some(1) };
+        assert_eq!(one.first(0.01), one);
+        assert!(Lifetime::default().first(0.3).is_forever());
     }
 
     fn cfg(json: &str) -> Result<EngineConfig, ConfigError> {

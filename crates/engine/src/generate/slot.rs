@@ -56,6 +56,9 @@ pub async fn run_slot(ctx: Rc<Ctx>, mut sched: Schedule, slot: u64, mut rng: Rng
     let mut dec = FrameDecoder::new(16 * 1024);
     let mut out = Vec::with_capacity(4096);
     let (mut backoff_ms, mut first) = (0u64, true);
+    // The first connection lives a uniform share of the lifetime (Lifetime::first), so that
+    // renewals run at the steady-state rate from the start instead of all at once.
+    let first_lifetime = cfg.lifetime.first(1.0 - rng.next_f64());
     'slot: loop {
         // The first connection opens at the start (so that idle connections can be held);
         // every later one when the slot's next query is due, as a real client does.
@@ -138,10 +141,11 @@ pub async fn run_slot(ctx: Rc<Ctx>, mut sched: Schedule, slot: u64, mut rng: Rng
                 g.wait(&ctx, &mut stop, until * 1_000_000).await;
             }
         }
+        let lifetime = if first { first_lifetime } else { cfg.lifetime };
         first = false;
         // A connection held at the gate starts its life when queries may flow.
         let mut conn = Connection {
-            policy: ConnPolicy::new(cfg.lifetime, cfg.idle_timeout_ms, ctx.now()),
+            policy: ConnPolicy::new(lifetime, cfg.idle_timeout_ms, ctx.now()),
             tally: Tally::default(),
             meter: TcpMeter::new(established),
         };
