@@ -55,10 +55,12 @@ class Wire(TypedDict):
     """What the generator put on the wire over the engine's whole run (warm-up and drain
     included, so that every connection is counted from its SYN), and the queries answered and
     connections established over the same run: the engine's ``total`` record. UDP: datagrams
-    and their payload octets. tcp, dot, doh: segments (SYN, pure ACKs and retransmissions
-    included) and payload octets acknowledged (``bytes_sent``, plus one for the SYN) or received,
-    from the kernel's TCP_INFO, read last just before the client closes: the segments of the
-    close are not counted (``docs/results.md``, wire)."""
+    and their payload octets. tcp, dot, doh: segments (SYN, pure ACKs, retransmissions and the
+    close included) and sequence numbers acknowledged (``bytes_sent``: payload, plus one for the
+    SYN and one for the FIN) or received (``bytes_received``: payload, plus one for the server's
+    FIN), from the kernel's TCP_INFO, read last once the server has ended a connection the
+    client closed (``docs/results.md``, wire; engine runs before 2026-11-24 stopped reading just
+    before the client's close and counted none of it)."""
 
     queries_answered: int
     connections_established: int

@@ -13,7 +13,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::pin::Pin;
 use std::task::{Context, Poll};
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::{TcpStream, UdpSocket};
 
 pub type TlsStream = tokio_rustls::client::TlsStream<TcpStream>;
@@ -76,8 +76,10 @@ impl Carrier {
     }
 
     /// Ends the connection the configured way; `goodbye` is what the session says first when
-    /// the close is graceful (then close_notify over TLS, and FIN; bounded to a second).
-    pub async fn close(mut self, mode: CloseMode, goodbye: &[u8]) {
+    /// the close is graceful (then close_notify over TLS, and FIN; bounded to a second). The
+    /// socket itself closes when the carrier is dropped: after a graceful or FIN close, the
+    /// driver first waits for the server's end ([`Carrier::await_end`]) to count the close.
+    pub async fn close(&mut self, mode: CloseMode, goodbye: &[u8]) {
         match mode {
             CloseMode::Graceful => {
                 let close = async {
@@ -97,6 +99,37 @@ impl Carrier {
                     let _ = socket::set_reset_on_close(tcp);
                 }
             }
+        }
+    }
+}
+
+impl Carrier {
+    /// After our close: reads (and discards) until the server ends its side too, or `bound`
+    /// passes, so that the segments of the close are on the socket's counters.
+    pub async fn await_end(&mut self, bound: std::time::Duration) {
+        let mut scratch = [0u8; 1024];
+        let until_end = async {
+            while let Ok(n) = self.read(&mut scratch).await {
+                if n == 0 {
+                    break;
+                }
+            }
+            // TLS ends at the server's close_notify, which may come before its FIN.
+            if let Carrier::Tls(s) = self {
+                while let Ok(n) = s.get_mut().0.read(&mut scratch).await {
+                    if n == 0 {
+                        break;
+                    }
+                }
+            }
+        };
+        let _ = tokio::time::timeout(bound, until_end).await;
+    }
+
+    /// Half-closes a stream carrier (our FIN) after the server closed its side.
+    pub fn shutdown_write(&self) {
+        if let Some(tcp) = self.tcp() {
+            let _ = socket::shutdown_write(tcp);
         }
     }
 }

@@ -116,6 +116,10 @@ pub struct Ctx {
     pub timer: Rc<super::timer::Timer>,
     pub thread: u64,
     pub threads: u64,
+    /// Connections closed by the client whose close is still being counted
+    /// (`slot::count_close`), and the signal that one finished.
+    pub lingering: Cell<u64>,
+    pub lingered: tokio::sync::Notify,
     next_conn: Cell<u64>,
     cursor: Cell<u64>,
     /// Run time at which a task of this thread first saw the run stop (`u64::MAX` until then).
@@ -147,6 +151,8 @@ impl Ctx {
             timer,
             thread,
             threads,
+            lingering: Cell::new(0),
+            lingered: tokio::sync::Notify::new(),
             next_conn: Cell::new(0),
             cursor: Cell::new(thread * spread),
             stopped_ns: Cell::new(u64::MAX),

@@ -515,10 +515,14 @@ fn worker(
         let done = Rc::new(tokio::sync::Notify::new());
         let finished = Rc::new(std::cell::Cell::new(false));
         {
-            let (done, finished) = (done.clone(), finished.clone());
+            let (done, finished, ctx) = (done.clone(), finished.clone(), ctx.clone());
             tokio::task::spawn_local(async move {
                 for s in slots {
                     let _ = s.await;
+                }
+                // The last closes are counted (each bounded, and ended by an abort).
+                while ctx.lingering.get() > 0 {
+                    ctx.lingered.notified().await;
                 }
                 finished.set(true);
                 done.notify_one();

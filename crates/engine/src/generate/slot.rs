@@ -12,7 +12,7 @@ use super::doh::Doh;
 use super::session::{Session, SessionEnd, Step, Tally};
 use super::tcp::DnsStream;
 use super::window::Window;
-use dnscost_load::{ConnPolicy, Rng, Transport};
+use dnscost_load::{CloseMode, ConnPolicy, Rng, Transport};
 use dnscost_stats::{Close, ConnectionRecord, ErrorKind, Handshake, Side};
 use dnscost_wire::FrameDecoder;
 use std::rc::Rc;
@@ -162,12 +162,24 @@ pub async fn run_slot(ctx: Rc<Ctx>, mut sched: Schedule, slot: u64, mut rng: Rng
             (drive(&ctx, &mut sched, &mut carrier, &mut session, &mut conn, &mut out).await, &[][..])
         };
         conn.meter.sample(&mut carrier, &mut ctx.counters.borrow_mut());
-        if end.close.side() == Side::Client && end.close != Close::Error {
-            carrier.close(cfg.close.unwrap_or_default(), goodbye).await;
+        let mode = cfg.close.unwrap_or_default();
+        let client_closes = end.close.side() == Side::Client && end.close != Close::Error;
+        if client_closes {
+            carrier.close(mode, goodbye).await;
+        } else if end.close.side() == Side::Server {
+            carrier.shutdown_write();
         }
         ctx.active.set(ctx.active.get() - 1);
         ctx.counters.borrow_mut().closed(end.close);
-        ctx.write_log(record(&ctx, id, opened, Some(established), handshake, tls_version, &end, Some((&conn, local))));
+        let log = record(&ctx, id, opened, Some(established), handshake, tls_version, &end, Some((&conn, local)));
+        if client_closes && mode != CloseMode::Rst {
+            // The slot goes on at once; the close is counted when the server has ended too.
+            ctx.lingering.set(ctx.lingering.get() + 1);
+            tokio::task::spawn_local(count_close(ctx.clone(), carrier, conn.meter, log));
+        } else {
+            conn.meter.sample(&mut carrier, &mut ctx.counters.borrow_mut());
+            ctx.write_log(with_bytes(log, &conn.meter));
+        }
         if let Some(error) = &end.error {
             if end.close == Close::Error {
                 ctx.plan.note_error(ErrorKind::ConnectionLost, error);
@@ -191,6 +203,31 @@ pub async fn run_slot(ctx: Rc<Ctx>, mut sched: Schedule, slot: u64, mut rng: Rng
         sched.abort(&mut c);
     }
     sched.close(ctx.stopped_at(), &mut c);
+}
+
+/// Waits for the server's end of a connection we closed (its FIN, after close_notify or
+/// GOAWAY if it sends them; at most the query timeout or a second, and not past an abort), then
+/// reads TCP_INFO a last time, so that the close's segments and octets are counted, and writes
+/// the connection's record. Runs beside the slot: a client does not wait for the server's FIN
+/// before its next connection.
+async fn count_close(ctx: Rc<Ctx>, mut carrier: Carrier, mut meter: TcpMeter, log: ConnectionRecord) {
+    let mut stop = ctx.stop.clone();
+    let bound = std::time::Duration::from_nanos(ctx.plan.timeout_ns).min(std::time::Duration::from_secs(1));
+    tokio::select! {
+        _ = carrier.await_end(bound) => {}
+        _ = aborted(&ctx, &mut stop) => {}
+    }
+    meter.sample(&mut carrier, &mut ctx.counters.borrow_mut());
+    ctx.write_log(with_bytes(log, &meter));
+    ctx.lingering.set(ctx.lingering.get() - 1);
+    ctx.lingered.notify_one();
+}
+
+/// A connection's record with the octets its meter counted.
+fn with_bytes(mut log: ConnectionRecord, meter: &TcpMeter) -> ConnectionRecord {
+    log.bytes_sent = meter.total.bytes_sent;
+    log.bytes_received = meter.total.bytes_received;
+    log
 }
 
 /// What the driver keeps of one connection besides its session.
