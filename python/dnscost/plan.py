@@ -26,7 +26,7 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from dnscost.spec import Group, Spec, duration_s, lifetime_fields
+from dnscost.spec import Group, Spec, lifetime_fields, load_share
 
 __all__ = [
     "REFERENCE_GROUP",
@@ -36,6 +36,7 @@ __all__ = [
     "estimate_s",
     "expand",
     "round_seed",
+    "share_rate",
 ]
 
 
@@ -54,6 +55,9 @@ class TrialPlan:
     """The round it runs in (its repetition: round ``r`` holds repetition ``r`` of every cell)."""
     round_seed: int | None = None
     """The seed its round's order was shuffled with (:func:`round_seed`)."""
+    reference: str | None = None
+    """For a rate given as a share of capacity (``"50%"``): the id of the saturation trial of
+    the same cell and round whose answered rate it takes a share of (:func:`share_rate`)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -66,6 +70,7 @@ class TrialPlan:
             "rep": self.rep,
             "round": self.round,
             "round_seed": self.round_seed,
+            "reference": self.reference,
         }
 
 
@@ -133,10 +138,10 @@ def _group_trials(spec: Spec, g: Group, target: str, served: tuple[str, ...]) ->
             if key in seen:
                 continue
             seen.add(key)
+            # A lifetime longer than the measured period does not stretch it: the engine gives each
+            # slot's first connection a uniform share of its lifetime, so renewals run at
+            # connections ÷ lifetime from the start of the window.
             duration = g.settings["step_duration" if g.kind == "search" else "duration"]
-            if p["lifetime"] not in ("forever", None) and not p["lifetime"].endswith("q"):
-                # The measured period holds at least one whole lifetime, so reconnections happen in it.
-                duration = max(duration, duration_s(p["lifetime"]))
             params = {
                 **p,
                 "duration_s": duration,
@@ -152,6 +157,21 @@ def _group_trials(spec: Spec, g: Group, target: str, served: tuple[str, ...]) ->
             for rep in range(g.repetitions):
                 tid = "-".join([g.name, target, transport, *labels, f"r{rep}"])
                 out.append(TrialPlan(tid, g.name, g.kind, target, transport, params, rep, rep))
+    return out
+
+
+def _share_trials(spec: Spec, g: Group, target: str, served: tuple[str, ...]) -> list[TrialPlan]:
+    """The trials of a group at a share of capacity: every trial of the saturation group it
+    names (``capacity_of``) over its transports, renamed, at the share, each referencing the
+    saturation trial of its cell and round."""
+    ref = next(r for r in spec.groups if r.name == g.settings["capacity_of"])
+    out = []
+    for t in _group_trials(spec, ref, target, served):
+        narrowed = all(t.params.get(k) in v for k, v in g.axes.items() if k != "rate" and t.params.get(k) is not None)
+        if t.transport in g.transports and narrowed:
+            tid = g.name + t.id[len(ref.name) :]
+            params = {**t.params, "rate": g.axes["rate"][0]}
+            out.append(dataclasses.replace(t, id=tid, group=g.name, params=params, reference=t.id))
     return out
 
 
@@ -187,7 +207,11 @@ def expand(spec: Spec) -> list[TrialPlan]:
     plan: list[TrialPlan] = []
     for target in spec.targets:
         served = tuple(TARGETS[target].transports)
-        trials = [t for g in spec.groups for t in _group_trials(spec, g, target, served)]
+        trials = [
+            t
+            for g in spec.groups
+            for t in (_share_trials if "capacity_of" in g.settings else _group_trials)(spec, g, target, served)
+        ]
         for rnd in sorted({t.rep for t in trials}):
             members = [t for t in trials if t.rep == rnd]
             loads = any(t.kind == "load" for t in members)
@@ -200,10 +224,14 @@ def expand(spec: Spec) -> list[TrialPlan]:
             random.Random(seed).shuffle(members)
             # A target's certificate is set when it starts: trials of one key type run together
             # (shuffled among themselves), so the target restarts once per key type and round.
-            members.sort(key=lambda t: str(t.params.get("cert_key") or ""))
+            # A trial at a share of capacity runs after the saturation trials it derives its rate
+            # from (every one of its key type in the round).
+            members.sort(key=lambda t: (str(t.params.get("cert_key") or ""), t.reference is not None))
             plan.extend(members)
     ids = [t.id for t in plan]
     assert len(set(ids)) == len(ids), "trial ids repeat"
+    position = {tid: i for i, tid in enumerate(ids)}
+    assert all(position[t.reference] < position[t.id] for t in plan if t.reference), "a share before its reference"
     return plan
 
 
@@ -250,3 +278,34 @@ def estimate_s(t: TrialPlan) -> float:
     if t.kind == "idle":
         return per_run + 3
     return per_run
+
+
+def share_rate(t: TrialPlan, reference: dict[str, Any] | None) -> dict[str, Any]:
+    """The open-loop rate of trial ``t`` (whose rate is a share such as ``"50%"``) from the
+    record (``trial.json``) of its reference, the saturation trial of the same cell and round:
+    the share times the reference's answered rate. The answered rate, not CPU per query: it is
+    the capacity of this very cell as measured (the target's CPU need not have been the limit,
+    and a capacity from CPU per query assumes cost per query constant up to a full core).
+    Returns what the trial records as ``derived_rate``; ValueError with the reason when the
+    reference was not run, failed or is invalid."""
+    share = load_share(t.params.get("rate"))
+    if share is None or t.reference is None:
+        raise ValueError(f"{t.id}: its rate {t.params.get('rate')!r} is not a share of capacity")
+    if reference is None:
+        raise ValueError(f"reference {t.reference} was not run")
+    if reference.get("status") != "done":
+        raise ValueError(f"reference {t.reference} {reference.get('status') or 'did not finish'}")
+    summary = reference.get("summary") or {}
+    validity = summary.get("validity") or {}
+    if not validity.get("valid", False):
+        flags = ", ".join(validity.get("flags") or []) or "no validity"
+        raise ValueError(f"reference {t.reference} is invalid ({flags})")
+    answered = summary.get("answered_qps")
+    if not isinstance(answered, int | float) or answered <= 0:
+        raise ValueError(f"reference {t.reference} answered no queries")
+    return {
+        "reference": t.reference,
+        "share": share,
+        "reference_answered_qps": float(answered),
+        "rate_qps": round(share * float(answered), 3),
+    }

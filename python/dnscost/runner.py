@@ -14,6 +14,7 @@ trials skipped. A mistake of the user or the machine stops the run.
 from __future__ import annotations
 
 import gzip
+import json
 import os
 import shutil
 import sys
@@ -27,12 +28,16 @@ from dnscost.certs import DEFAULT_KEY_TYPE
 from dnscost.engine import check_config
 from dnscost.errors import EngineError, MachineError, TargetError
 from dnscost.network import DEFAULT_NETWORK
-from dnscost.plan import TrialPlan, engine_knobs, estimate_s
+from dnscost.plan import TrialPlan, engine_knobs, estimate_s, share_rate
 from dnscost.results import Run, write_json
 from dnscost.spec import Spec
 from dnscost.trial import LoadSettings, Testbed, describe_failure, measure, start_bed
 
 __all__ = ["Progress", "check_plan", "default_cpus", "preflight", "run_plan", "search", "settings_for"]
+
+SHARE_PLACEHOLDER_QPS = 1000.0
+"""The rate :func:`check_plan` validates a trial at a share of capacity with (its real rate is
+derived when its reference has run)."""
 
 START_ATTEMPTS = 2
 """A target that fails to start this many times in a row has its remaining trials skipped."""
@@ -98,6 +103,8 @@ def check_plan(
     knob fails in a second with the spec, the group and the field named."""
     seen: set[str] = set()
     for t in plan:
+        if t.reference is not None:  # its rate is known once its reference has run
+            t = replace(t, params={**t.params, "rate": SHARE_PLACEHOLDER_QPS})
         s = settings_for(spec, t, target_cpus, generator_cpus, network)
         s.validate()
         if t.kind == "search":
@@ -276,8 +283,6 @@ def run_plan(
                 counts["not_run"] += 1
                 continue
             progress.trial(k, t, sum(estimates[k - 1 :]), spent)
-            s = settings_for(spec, t, target_cpus, generator_cpus, network)
-            s.validate()
             trial_dir = run.trial_dir(t.id)
             trial_dir.mkdir(parents=True, exist_ok=True)
             record: dict[str, Any] = {
@@ -287,6 +292,26 @@ def run_plan(
                 "target_cpus": list(target_cpus),
                 "generator_cpus": list(generator_cpus),
             }
+            engine_plan = t
+            if t.reference is not None:
+                # Read from disk: the reference may have run in an earlier invocation (--resume).
+                try:
+                    record["derived_rate"] = share_rate(t, _read_record(run.trial_dir(t.reference)))
+                except ValueError as e:
+                    record.update(status="failed", error=f"no rate to derive: {e}")
+                    write_json(trial_dir / "trial.json", record)
+                    run.set_trial(t.id, "failed", record["error"])
+                    counts["failed"] += 1
+                    progress.note(f"failed: {record['error']}")
+                    spent += estimates[k - 1]
+                    continue
+                engine_plan = replace(t, params={**t.params, "rate": record["derived_rate"]["rate_qps"]})
+                progress.note(
+                    f"{record['derived_rate']['rate_qps']:,.0f} qps offered: {t.params['rate']} of "
+                    f"{record['derived_rate']['reference_answered_qps']:,.0f} qps answered by {t.reference}"
+                )
+            s = settings_for(spec, engine_plan, target_cpus, generator_cpus, network)
+            s.validate()
             write_json(trial_dir / "trial.json", record)
             run.set_trial(t.id, "running")
             own_bed: Testbed | None = None
@@ -355,6 +380,15 @@ def run_plan(
         if bed is not None:
             bed.stop()
     return counts
+
+
+def _read_record(trial_dir: Path) -> dict[str, Any] | None:
+    """A trial's ``trial.json``, or None when it was never written (or is unreadable)."""
+    try:
+        doc = json.loads((trial_dir / "trial.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) else None
 
 
 def _compress(path: Path, *, keep: bool) -> None:

@@ -28,6 +28,7 @@ __all__ = [
     "Spec",
     "duration_s",
     "lifetime_fields",
+    "load_share",
     "load_spec",
     "parse_spec",
 ]
@@ -64,10 +65,11 @@ _GROUP_FIELDS = {
     "max_qps",
     "precision",
     "max_steps",
+    "capacity_of",
     *SWEEPABLE,
     *_DURATION_FIELDS,
 }
-_DEFAULTS_FIELDS = _GROUP_FIELDS - {"name", "kind", "transports"}
+_DEFAULTS_FIELDS = _GROUP_FIELDS - {"name", "kind", "transports", "capacity_of"}
 _TOP_FIELDS = {
     "name",
     "description",
@@ -92,6 +94,19 @@ def duration_s(text: str) -> float:
     if not m:
         raise ValueError(f"{text!r} is not a duration (examples: 10s, 250ms, 2m)")
     return float(m.group(1)) * {"ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}[m.group(2)]
+
+
+_SHARE = re.compile(r"([0-9]*\.?[0-9]+)%")
+
+
+def load_share(rate: Any) -> float | None:
+    """The share of capacity a rate such as ``"50%"`` names (0.5), or None when ``rate`` is not
+    one (``"max"``, a number, anything else). A share runs open loop at that share of the
+    answered rate of the same group's saturation (``"max"``) trial of the same cell and round."""
+    m = _SHARE.fullmatch(rate.strip()) if isinstance(rate, str) else None
+    if m is None or not 0 < float(m.group(1)) < 100:
+        return None
+    return float(m.group(1)) / 100
 
 
 def lifetime_fields(text: str) -> dict[str, int | None]:
@@ -244,7 +259,14 @@ def _knob(c: _Checker, key: str, value: Any) -> Any:
     if key == "open_rate":
         return c.number(key, value, 0.001, 1e7)
     if key == "rate":
-        return "max" if value == "max" else c.number(key, value, 0.001, 1e8)
+        if value == "max":
+            return "max"
+        if isinstance(value, str):
+            share = load_share(value)
+            if share is None:
+                c.fail(key, f'expected "max", a rate in qps or a share of capacity such as "50%", got {value!r}')
+            return value
+        return c.number(key, value, 0.001, 1e8)
     if key == "lifetime":
         try:
             lifetime_fields(value if isinstance(value, str) else "")
@@ -351,6 +373,9 @@ def parse_spec(text: str, origin: str = "<spec>") -> Spec:
         if any(g.name == gname for g in groups):
             gc.fail("name", f"another group is already called {gname!r}")
         kind = gc.choice("kind", raw.get("kind", "load"), KINDS)
+        if "capacity_of" in raw:
+            groups.append(_share_group(gc, raw, gname, kind, groups))
+            continue
         transports = gc.strings("transports", raw.get("transports"), TRANSPORTS)
         merged = {**defaults, **_settings(gc, raw, _GROUP_FIELDS)}
         if kind == "search" and transports != ("udp",):
@@ -360,6 +385,8 @@ def parse_spec(text: str, origin: str = "<spec>") -> Spec:
         if kind == "search" and merged["start_qps"] > merged["max_qps"]:
             gc.fail("start_qps", f"above max_qps ({merged['max_qps']:g})")
         axes = {k: merged.pop(k) for k in SWEEPABLE if k in merged}
+        if any(load_share(r) is not None for r in axes.get("rate", ())):
+            gc.fail("rate", 'a share of capacity ("50%") needs capacity_of: the saturation group it is a share of')
         groups.append(Group(gname, kind, transports, merged.pop("repetitions"), axes, merged))
     return Spec(
         name=name,
@@ -376,6 +403,38 @@ def parse_spec(text: str, origin: str = "<spec>") -> Spec:
         origin=origin,
         network=network,
     )
+
+
+def _share_group(gc: _Checker, raw: dict[str, Any], name: str, kind: str, earlier: list[Group]) -> Group:
+    """A group at a share of capacity (``capacity_of = "establishment"``, ``rate = "50%"``): the
+    cells of an earlier saturation group, each run open loop at the share of the answered rate
+    its saturation trial measured in the same round. Its cells, durations and repetitions are
+    the saturation group's; it chooses the share and may narrow the cells: fewer transports,
+    fewer values of a swept knob (``cert_key = "ecdsa-p256"``)."""
+    narrowing = {"transports", *SWEEPABLE} - {"rate"}
+    extra = sorted(set(raw) - {"name", "kind", "capacity_of", "rate", *narrowing})
+    if extra:
+        gc.fail(extra[0], "a group at a share of capacity takes its cells and durations from capacity_of")
+    if kind != "load":
+        gc.fail("kind", "a group at a share of capacity is a load group")
+    ref_name = gc.string("capacity_of", raw["capacity_of"])
+    ref = next((g for g in earlier if g.name == ref_name), None)
+    if ref is None:
+        gc.fail("capacity_of", f"no earlier group is called {ref_name!r}")
+        raise AssertionError
+    if ref.kind != "load" or ref.axes.get("rate") != ("max",) or "capacity_of" in ref.settings:
+        gc.fail("capacity_of", f'group {ref_name!r} is not a saturation group (kind load, rate = "max")')
+    rate = raw.get("rate")
+    if load_share(rate) is None:
+        gc.fail("rate", f'expected a share of capacity such as "50%", got {rate!r}')
+    transports = gc.strings("transports", raw["transports"], ref.transports) if "transports" in raw else ref.transports
+    axes = {**ref.axes, "rate": (str(rate),)}
+    for key in sorted(narrowing & set(raw) - {"transports"}):
+        values = _settings(gc, {key: raw[key]}, {key})[key]
+        if key not in ref.axes or not set(values) <= set(ref.axes[key]):
+            gc.fail(key, f"narrows the cells of {ref_name!r}: expected values among {list(ref.axes.get(key, ()))}")
+        axes[key] = values
+    return Group(name, kind, transports, ref.repetitions, axes, {**ref.settings, "capacity_of": ref_name})
 
 
 def load_spec(path: Path) -> Spec:

@@ -42,7 +42,7 @@ COLUMNS: dict[str, list[str]] = {
             handshakes_full handshakes_resumed connection_seconds target_cpu_us cpu_us_per_query
             cpu_us_per_new_connection target_cpu_share softirq_us engine_cpu_us rss_bytes rss_baseline_bytes
             kernel_bytes kernel_baseline_bytes energy_j energy_marginal_j energy_source latency_p50_us
-            latency_p90_us latency_p99_us latency_p999_us setup_p50_us setup_p99_us
+            latency_p90_us latency_p99_us latency_p999_us setup_p50_us setup_p99_us reference
         """,
         "baseline": "target udp_max_qps offered_qps loss cpu_us_per_query valid udp_saturation_qps udp_reference_qps",
         "memory_points": """
@@ -69,7 +69,10 @@ COLUMNS: dict[str, list[str]] = {
             model_cpu_us_per_s kwh_model model_status energy_source study_kwh ratio_to_udp model_ratio_to_udp
             study_ratio_to_udp verdict
         """,
-        "latency": "target transport group lifetime resumption connections reps p50_us p90_us p99_us p999_us",
+        "latency": """
+            target transport group lifetime resumption connections reps p50_us p90_us p99_us p999_us
+            share share_reps share_offered_qps share_p50_us share_p90_us share_p99_us share_p999_us
+        """,
         "cost_model": "target transport term us ci95_low ci95_high status reason",
         "wire": """
             target transport lifetime resumption cert_key connections trials valid queries_answered
@@ -214,6 +217,7 @@ def trial_row(trial: dict[str, Any], run: dict[str, Any]) -> Row:
         "lifetime": params.get("lifetime"),
         "resumption": _num(params.get("resumption")),
         "rate": _rate(params.get("rate")),
+        "reference": trial.get("reference"),
         "in_flight": params.get("in_flight"),
         "cert_key": params.get("cert_key"),
         "tls_group": params.get("tls_group"),
@@ -463,15 +467,30 @@ def energy_rows(rows: list[Row]) -> list[Row]:
 
 
 def latency_rows(rows: list[Row]) -> list[Row]:
-    """Latency percentiles of every load trial, medians over the valid repetitions."""
+    """Latency percentiles of every load trial, medians over the valid repetitions. A trial at a
+    share of capacity (a group with ``capacity_of``, its ``reference`` the saturation trial)
+    is not a row of its own: its percentiles stand in the ``share_`` columns of its saturation
+    cell's row, so latency at saturation (queueing) and below it sit side by side."""
     load = [r for r in rows if r["kind"] == "load"]
+    group_of = {r["id"]: r["group"] for r in load}
     keys = ("target", "transport", "group", "lifetime", "resumption", "connections")
+    saturation = [r for r in load if not r.get("reference")]
+    shares = group_by(
+        [r for r in load if r.get("reference") in group_of],
+        lambda r: tuple(group_of[r["reference"]] if k == "group" else r[k] for k in keys),
+    )
     out = []
-    for key, g in group_by(load, lambda r: tuple(r[k] for k in keys)).items():
+    for key, g in group_by(saturation, lambda r: tuple(r[k] for k in keys)).items():
         row: Row = dict(zip(keys, key, strict=True))
         row["reps"] = sum(1 for r in g if r["valid"])
         for p in ("p50_us", "p90_us", "p99_us", "p999_us"):
             row[p] = median(_values(g, f"latency_{p}"))
+        s = shares.get(key, [])
+        row["share"] = "/".join(sorted({str(r["rate"]) for r in s})) or None
+        row["share_reps"] = sum(1 for r in s if r["valid"]) if s else None
+        row["share_offered_qps"] = median(_values(s, "offered_qps"))
+        for p in ("p50_us", "p90_us", "p99_us", "p999_us"):
+            row[f"share_{p}"] = median(_values(s, f"latency_{p}"))
         out.append(row)
     return sorted(out, key=_latency_order)
 

@@ -568,6 +568,10 @@ def _latency_table(a: Analysis) -> str:
             _num(r.get("p90_us")),
             _num(r.get("p99_us")),
             _num(r.get("p999_us")),
+            r.get("share"),
+            _num(r.get("share_offered_qps")),
+            _num(r.get("share_p50_us")),
+            _num(r.get("share_p99_us")),
         ]
         for r in rows
     ]
@@ -583,6 +587,10 @@ def _latency_table(a: Analysis) -> str:
             "p90 µs",
             "p99 µs",
             "p99.9 µs",
+            "below saturation: share",
+            "offered qps",
+            "p50 µs",
+            "p99 µs",
         ],
         body,
         text_columns=4,
