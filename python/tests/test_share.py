@@ -219,3 +219,26 @@ def test_the_runner_derives_fails_cleanly_and_resumes_from_disk(
     counts = runner.run_plan(again, spec, plan, target_cpus=[0], generator_cpus=[1], progress=quiet)
     assert offered == {tcp_id: 4500.0}  # the failed UDP share is tried again and fails again, unmeasured
     assert counts == {"done": 1, "failed": 1, "skipped": 2, "not_run": 0}
+
+
+def test_the_latency_table_puts_the_share_beside_saturation() -> None:
+    from dnscost.analysis.tables import latency_rows
+
+    def row(tid: str, group: str, p50: float, reference: str | None = None, rate: str = "max") -> dict[str, Any]:
+        lat = {f"latency_{p}": p50 * k for p, k in (("p50_us", 1), ("p90_us", 2), ("p99_us", 3), ("p999_us", 4))}
+        cell = {"target": "d", "transport": "dot", "lifetime": "1q", "resumption": 0.0, "connections": 1000}
+        return {"id": tid, "group": group, "kind": "load", "valid": True, "rate": rate, "reference": reference,
+                "offered_qps": 500.0 if reference else 1000.0, **cell, **lat}  # fmt: skip
+
+    rows = [
+        row("establishment-a-r0", "establishment", 9000.0),
+        row("establishment-a-r1", "establishment", 11000.0),
+        row("latency-a-r0", "latency", 300.0, "establishment-a-r0", "50%"),
+        row("latency-a-r1", "latency", 500.0, "establishment-a-r1", "50%"),
+    ]
+    (only,) = latency_rows(rows)
+    assert only["group"] == "establishment" and only["reps"] == 2 and only["p50_us"] == 10000.0
+    assert only["share"] == "50%" and only["share_reps"] == 2 and only["share_offered_qps"] == 500.0
+    assert (only["share_p50_us"], only["share_p99_us"]) == (400.0, 1200.0)
+    (alone,) = latency_rows(rows[:2])
+    assert alone["share"] is None and alone["share_p50_us"] is None
