@@ -9,6 +9,11 @@ starts, answers on every transport it will be loaded over), so a missing one sto
 seconds. A trial that fails (the target died, the engine failed) is recorded as failed and the
 run goes on with a fresh target; a target that fails to start twice in a row has its remaining
 trials skipped. A mistake of the user or the machine stops the run.
+
+A trial at a share of capacity (a ``capacity_of`` group) takes its rate from its reference's
+``trial.json`` on disk (so a reference run by an earlier invocation counts), records it as
+``derived_rate``, and fails at once, with the reason, when the reference failed, was not run or
+is invalid.
 """
 
 from __future__ import annotations
