@@ -459,7 +459,9 @@ def cmd_run(a: argparse.Namespace) -> int:
         raise
     counts = run.trial_counts()
     done = counts.get("done", 0)
-    run.finish("done" if done == len(plan) else "failed" if done == 0 else "incomplete")
+    # A trial not run because its reference measured no valid capacity is no failure of the run.
+    complete = done + counts.get("not-run", 0) == len(plan) and not counts.get("failed")
+    run.finish("done" if complete else "failed" if done == 0 else "incomplete")
     print(f"dnscost: {_count_line(run, plan)}", file=sys.stderr)
     if done == 0:
         raise TargetError(f"no trial finished, so no report was made; see {run.dir}/run.json for each trial's error")
@@ -468,7 +470,7 @@ def cmd_run(a: argparse.Namespace) -> int:
         print(f"report: {report}")
     else:
         print(f"results: {run.dir}")
-    return 0 if done == len(plan) else 4
+    return 0 if complete else 4
 
 
 def _count_line(run: Any, plan: Sequence[Any]) -> str:

@@ -303,11 +303,12 @@ def run_plan(
                 try:
                     record["derived_rate"] = share_rate(t, _read_record(run.trial_dir(t.reference)))
                 except ValueError as e:
-                    record.update(status="failed", error=f"no rate to derive: {e}")
+                    # Not a failure of this trial: its cell has no valid capacity to take a share of.
+                    record.update(status="not-run", error=f"no rate to derive: {e}")
                     write_json(trial_dir / "trial.json", record)
-                    run.set_trial(t.id, "failed", record["error"])
-                    counts["failed"] += 1
-                    progress.note(f"failed: {record['error']}")
+                    run.set_trial(t.id, "not-run", record["error"])
+                    counts["not_run"] += 1
+                    progress.note(f"not run: {record['error']}")
                     spent += estimates[k - 1]
                     continue
                 engine_plan = replace(t, params={**t.params, "rate": record["derived_rate"]["rate_qps"]})

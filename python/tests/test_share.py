@@ -132,16 +132,16 @@ def test_a_share_trial_offers_half_what_its_reference_answered(root: None, tmp_p
         timeout=600,
         check=False,
     )
-    # 4 (a trial failed) when a reference was invalid on a noisy machine and its share failed.
-    assert r.returncode in (0, 4) and "Traceback" not in r.stderr, r.stderr
+    # 0 also when a reference was invalid on a noisy machine: its share is then not run, no failure.
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
     trials = {p.parent.name: json.loads(p.read_text()) for p in out.glob("trials/*/trial.json")}
     shares = [t for t in trials.values() if t["group"] == "latency"]
     assert len(shares) == 3  # udp, tcp forever, tcp 1q
     ran = 0
     for t in shares:
         ref = trials[t["reference"]]
-        if not ref["summary"]["validity"]["valid"]:  # the machine's noise: then the share must fail
-            assert t["status"] == "failed" and "is invalid" in t["error"]
+        if not ref["summary"]["validity"]["valid"]:  # the machine's noise: then the share is not run
+            assert t["status"] == "not-run" and "is invalid" in t["error"]
             continue
         ran += 1
         assert t["status"] == "done", t["error"]
@@ -204,9 +204,9 @@ def test_the_runner_derives_fails_cleanly_and_resumes_from_disk(
     )
     quiet = runner.Progress(len(plan), stream=io.StringIO())
     counts = runner.run_plan(run, spec, plan, target_cpus=[0], generator_cpus=[1], progress=quiet)
-    assert counts == {"done": 3, "failed": 1, "skipped": 0, "not_run": 0}
+    assert counts == {"done": 3, "failed": 0, "skipped": 0, "not_run": 1}
     udp = json.loads((run.trial_dir("latency-builtin-udp-r0") / "trial.json").read_text())
-    assert udp["status"] == "failed" and "reference establishment-builtin-udp-r0 is invalid (loss)" in udp["error"]
+    assert udp["status"] == "not-run" and "reference establishment-builtin-udp-r0 is invalid (loss)" in udp["error"]
     assert "latency-builtin-udp-r0" not in offered
     tcp_id = "latency-builtin-tcp-lforever-r0"
     tcp = json.loads((run.trial_dir(tcp_id) / "trial.json").read_text())
@@ -219,8 +219,8 @@ def test_the_runner_derives_fails_cleanly_and_resumes_from_disk(
     offered.clear()
     again = Run(run.dir, run.doc)
     counts = runner.run_plan(again, spec, plan, target_cpus=[0], generator_cpus=[1], progress=quiet)
-    assert offered == {tcp_id: 4500.0}  # the failed UDP share is tried again and fails again, unmeasured
-    assert counts == {"done": 1, "failed": 1, "skipped": 2, "not_run": 0}
+    assert offered == {tcp_id: 4500.0}  # the UDP share is tried again and again not run, unmeasured
+    assert counts == {"done": 1, "failed": 0, "skipped": 2, "not_run": 1}
 
 
 def test_the_latency_table_puts_the_share_beside_saturation() -> None:
