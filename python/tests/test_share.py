@@ -156,7 +156,10 @@ def test_a_share_trial_offers_half_what_its_reference_answered(root: None, tmp_p
         loaded_s = t["params"]["warmup_s"] + t["params"]["duration_s"]
         target_qps = t["summary"]["validity"]["target_answered"] / loaded_s
         assert target_qps == pytest.approx(derived["rate_qps"], rel=0.1)
-        assert "generator-bound" not in t["summary"]["validity"]["flags"], t["summary"]["validity"]
+        # Half of what saturated the target does not saturate it. (The generator may still fall a
+        # little behind on a shared CI core, one-query TCP costing it as much as the target: that is
+        # flagged generator-bound, correctly, and is the machine's state, not the share's.)
+        assert not t["summary"]["validity"]["target_saturated"], t["summary"]["validity"]
     if not ran:  # a shared machine: the clean failures are checked above, the rate could not be
         flags = sorted({f for t in shares for f in trials[t["reference"]]["summary"]["validity"]["flags"]})
         pytest.skip(f"no reference was valid on this machine ({', '.join(flags)})")
