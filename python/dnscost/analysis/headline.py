@@ -95,20 +95,47 @@ def _connection_second_us(trials: list[Row], target: str, transport: str) -> Spr
     return Spread(fit.slope, fit.ci95_low, fit.ci95_high, len(pts)) if fit is not None else None
 
 
-def _handshake_us(trials: dict[Any, Row], cell: list[Row], persistent: dict[Any, float], kind: str) -> Spread:
-    """Target CPU-µs per handshake in each round: the one-query trial's CPU less its queries at
-    the round's persistent CPU per query, over its handshakes (tcp: connections)."""
-    values = []
-    for r in cell:
+def _handshake_cpu(t: Row | None, per_query: float | None) -> float | None:
+    """A one-query trial's target CPU-µs spent on anything but its queries (counted at the
+    round's persistent CPU per query): its handshakes, with their connections."""
+    if t is None or not t["valid"] or per_query is None:
+        return None
+    if t["target_cpu_us"] is None or t["queries_answered"] is None:
+        return None
+    return float(t["target_cpu_us"] - per_query * t["queries_answered"])
+
+
+def _handshake_us(
+    trials: dict[Any, Row], full: list[Row], resumed: list[Row], persistent: dict[Any, float]
+) -> tuple[Spread, Spread, Spread]:
+    """Target CPU-µs per full and per resumed handshake, in each round, and the share of the
+    resumption trial's handshakes that resumed.
+
+    Full: the one-query trial without resumption, its CPU less its queries, over its handshakes
+    (tcp: connections). Resumed: the same for the trial with resumption on, less its full
+    handshakes at that round's full cost, over its resumed handshakes. A server that issues fewer
+    tickets than connections reconnect leaves some of those connections a full handshake
+    (dnsdist 1.7 leaves about a third), and the engine counts each kind: charging them all to the
+    resumed ones would make a resumption look dearer than a full handshake."""
+    full_us: dict[Any, float] = {}
+    for r in full:
         t = trials.get(r["id"])
-        per_query = persistent.get(round_of(r))
-        if t is None or not t["valid"] or per_query is None:
+        cpu = _handshake_cpu(t, persistent.get(round_of(r)))
+        count = (t["connections_established"] if t["transport"] == "tcp" else t["handshakes_full"]) if t else None
+        if cpu is not None and count and round_of(r) not in full_us:
+            full_us[round_of(r)] = cpu / count
+    resumed_us, shares = [], []
+    for r in resumed:
+        t = trials.get(r["id"])
+        cpu = _handshake_cpu(t, persistent.get(round_of(r)))
+        if cpu is None or t is None or not t["handshakes_resumed"]:
             continue
-        count = t["connections_established"] if t["transport"] == "tcp" else t[f"handshakes_{kind}"]
-        if not count or t["target_cpu_us"] is None or t["queries_answered"] is None:
-            continue
-        values.append((t["target_cpu_us"] - per_query * t["queries_answered"]) / count)
-    return spread(values)
+        fulls = t["handshakes_full"] or 0
+        shares.append(t["handshakes_resumed"] / (t["handshakes_resumed"] + fulls))
+        if fulls and round_of(r) not in full_us:
+            continue  # its full handshakes have no cost to subtract in this round
+        resumed_us.append((cpu - fulls * full_us.get(round_of(r), 0.0)) / t["handshakes_resumed"])
+    return spread(full_us.values()), spread(resumed_us), spread(shares)
 
 
 def headline(a: Analysis) -> list[dict[str, Any]]:
@@ -130,7 +157,8 @@ def headline(a: Analysis) -> list[dict[str, Any]]:
       ``qps_ratio_resumed``), ``cpu_ratio``/``cpu_ratio_resumed`` (CPU per query), and
       ``qps_1q``, ``qps_1q_resumed``, ``qps_persistent``;
     - ``handshake_us``: per transport, spreads ``full`` and ``resumed`` (target CPU-µs per
-      handshake, see :func:`_handshake_us`);
+      handshake) and ``resumed_share`` (the share of the resumption trial's handshakes that the
+      server let resume), see :func:`_handshake_us`;
     - ``memory_per_connection``: per transport, ``user_bytes``, ``kernel_bytes``, ``total_bytes``
       and the total's 95 % interval ``total_low``, ``total_high`` (fits over the idle trials),
       and ``cpu_us_per_connection_second`` (a :class:`Spread` from the fit's estimate and 95 %
@@ -195,10 +223,8 @@ def headline(a: Analysis) -> list[dict[str, Any]]:
                         _per_round(resumed, lambda r: r["cpu_us_per_query"]), base_cpu, _ratio
                     ),
                 }
-                handshakes[tr] = {
-                    "full": _handshake_us(trials, full, base_cpu, "full"),
-                    "resumed": _handshake_us(trials, resumed, base_cpu, "resumed"),
-                }
+                full_us, resumed_us, share = _handshake_us(trials, full, resumed, base_cpu)
+                handshakes[tr] = {"full": full_us, "resumed": resumed_us, "resumed_share": share}
         memory: dict[str, dict[str, Any]] = {}
         for r in t["memory_fit"].rows:
             if r["target"] != target:
@@ -276,6 +302,7 @@ def headline_rows(heads: list[dict[str, Any]]) -> list[Row]:
         for tr, hs in sorted(h["handshake_us"].items()):
             add(target, "cpu_us_per_handshake", tr, "full", hs["full"], "us")
             add(target, "cpu_us_per_handshake", tr, "resumed", hs["resumed"], "us")
+            add(target, "resumed_share", tr, "1q-resumed", hs["resumed_share"], "ratio")
         for tr, m in sorted(h["memory_per_connection"].items()):
             if m["total_bytes"] is not None:
                 s = Spread(m["total_bytes"], m["total_low"], m["total_high"], m["points"])
