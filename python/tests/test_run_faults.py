@@ -75,6 +75,25 @@ def test_run_with_a_relative_output_from_anywhere(root: None, tmp_path: Path) ->
 
     rows = {row["id"]: row for row in csv.DictReader((run_dir / "tables" / "trials.csv").open())}
     assert float(rows["establishment-dnsdist-udp-r0"]["answered_qps"]) == pytest.approx(truth)
+    assert "answer-mismatch" not in rows["establishment-dnsdist-udp-r0"]["flags"]
+
+    # An edit of a raw record reaches the tables, the validity and the HTML: the engine's summary
+    # record now claims half the answers dnsdist's own counters saw.
+    raw = run_dir / "trials" / "establishment-dnsdist-udp-r0" / "engine.jsonl"
+    records = [json.loads(line) for line in raw.read_text().splitlines()]
+    for part in ("measured", "total"):
+        records[-1][part]["queries"]["answered"] //= 2
+    raw.write_text("".join(json.dumps(r) + "\n" for r in records))
+    r = _dnscost(tmp_path, "report", "runs/rel")
+    assert r.returncode == 0, r.stderr
+    rows = {row["id"]: row for row in csv.DictReader((run_dir / "tables" / "trials.csv").open())}
+    edited = rows["establishment-dnsdist-udp-r0"]
+    assert float(edited["answered_qps"]) == pytest.approx(truth / 2, rel=0.01)
+    assert edited["valid"] == "false" and "answer-mismatch" in edited["flags"]
+    html = (run_dir / "report.html").read_text()
+    cell = html.index('<td class="text">establishment-dnsdist-udp-r0</td>')
+    row = html[html.rindex("<tr", 0, cell) : html.index("</tr>", cell)]
+    assert '<tr class="invalid">' in row and "answer-mismatch" in row
 
 
 @pytest.mark.resolver
