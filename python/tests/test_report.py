@@ -20,8 +20,7 @@ from dnscost.analysis import COLUMNS, Analysis, Table
 from dnscost.errors import MachineError
 from dnscost.report import browser, study
 from dnscost.report.figures import FIGURES, save_figures
-from dnscost.report.html import render_report, write_report
-from dnscost.report.versus import energy_source_label, versus_study
+from dnscost.report.html import energy_source_label, render_report, write_report
 
 TARGETS = {"knot": 200_000.0, "dnsdist": 400_000.0}
 ONE_TARGET = {"knot": 200_000.0}
@@ -393,6 +392,35 @@ def test_report_is_self_contained(report: tuple[Path, str]) -> None:
         assert (path.parent / "figures" / f"{name}.png").is_file()
 
 
+def test_the_study_page_beside_the_report(tmp_path: Path) -> None:
+    """study.md holds the report's tables as Markdown (the synthetic run's): every row of a table
+    has as many cells as its header, and Table I and the point-by-point record are there."""
+    a = analysis.analyze(Path(__file__).parent / "fixtures" / "runs" / "synthetic")
+    path, _ = _report(tmp_path, a)
+    text = (path.parent / "study.md").read_text()
+    assert text.startswith("# The study beside ")
+    tables: list[list[str]] = []
+    for line in text.splitlines():
+        if line.startswith("| "):
+            if not tables or not tables[-1]:
+                tables.append([])
+            tables[-1].append(line)
+        elif tables and tables[-1]:
+            tables.append([])
+    tables = [t for t in tables if t]
+    assert len(tables) >= 9
+    for t in tables:
+        width = len(re.split(r"(?<!\\)\|", t[0]))
+        assert all(len(re.split(r"(?<!\\)\|", row)) == width for row in t), t[0]
+        assert re.fullmatch(r"\|( ---:? \|)+", t[1]), t[1]
+    headers = [t[0] for t in tables]
+    assert any("study, kWh/day" in h and "ours ÷ UDP (study's method)" in h for h in headers)
+    assert any(h.startswith("| record | study | ours | verdict |") for h in headers)
+    assert any("connections | answered qps, median [min-max]" in h for h in headers)
+    published = study.published()["table1_kwh"]["dnsdist"]["doh"]["one_query"]
+    assert f"| {published:g} |" in text
+
+
 def test_svg_ids_are_unique_across_figures(report: tuple[Path, str]) -> None:
     _, text = report
     ids = re.findall(r'\bid="([^"]+)"', text)
@@ -435,7 +463,7 @@ def test_report_sections(report: tuple[Path, str]) -> None:
     assert "1 query, resumed" in table_i
     assert "model (CCF coefficients)" in text
     # The study's figures, with their source.
-    assert study.SOURCE in html.unescape(text) and "flamethrower" in text and "twenty client machines" in text
+    assert study.SOURCE in html.unescape(text) and "flamethrower" in text and "20 client machines" in text
     # Versions and machine.
     assert "dnsdist" in text and "1.7.3" in text and "knot-resolver" in text
 
@@ -502,33 +530,6 @@ def test_write_report_uses_the_analysis(tmp_path: Path, monkeypatch: pytest.Monk
 
 
 # Comparison with the study
-
-
-def test_every_study_figure_names_its_source() -> None:
-    for f in study.FINDINGS:
-        assert "project brief" in f.source
-    assert study.finding("doh_1q_over_udp_energy").value == 200.0
-    with pytest.raises(KeyError):
-        study.finding("nothing")
-
-
-def test_comparison_ratios() -> None:
-    by_key = {(c.target, c.finding.key): c for c in versus_study(make_analysis())}
-    share = by_key[("knot", "doh_persistent_share_of_udp")]
-    assert share.ours == pytest.approx(0.5) and share.verdict == "agrees"
-    collapse = by_key[("knot", "one_query_collapse")]
-    assert collapse.ours == pytest.approx(0.5 * 0.03) and collapse.verdict == "agrees"
-    ratio = by_key[("dnsdist", "doh_1q_over_udp_energy")]
-    udp = by_key[("dnsdist", "udp_kwh_per_day_at_10k_qps")].ours
-    doh = by_key[("dnsdist", "doh_1q_kwh_per_day_at_10k_qps")].ours
-    assert udp and doh and ratio.ours == pytest.approx(doh / udp)
-    assert ratio.verdict == "differs (lower)"
-
-
-def test_comparison_without_measurements() -> None:
-    assert versus_study(empty_analysis()) == []
-    only = versus_study(_tables_only(make_analysis(), "baseline"))
-    assert only and all(c.verdict == "not measured" for c in only)
 
 
 def test_energy_source_labels() -> None:

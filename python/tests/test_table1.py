@@ -55,6 +55,7 @@ def _trial(transport: str, lifetime: str | None, resumption: float | None = 0.0,
         "resumption": resumption,
         "cert_key": key,
         "valid": True,
+        "flags": "",
         "measured_s": SECONDS,
         "queries_answered": qps * SECONDS,
         "connections_established": rate * SECONDS,
@@ -234,3 +235,30 @@ def test_a_cell_without_a_valid_trial_says_so_and_udp_has_no_verdict() -> None:
     assert (tcp["reps"], tcp["valid_reps"]) == (1, 0)
     assert tcp["kwh_study_method"] is None and tcp["verdict"] is None
     assert table[("udp", None)]["verdict"] is None and table[("udp", None)]["ratio_to_udp"] == 1.0
+
+
+def test_a_generator_bound_cell_is_measured_below_saturation_as_an_upper_bound() -> None:
+    """One generator core cannot open TCP connections one query each as fast as dnsdist accepts
+    them: the cell's trials, flagged generator-bound and nothing else, still give the target's
+    energy per query (at the rate reached), marked below saturation. Any other flag besides, and
+    the cell has no value."""
+    rows = _rows()
+    tcp = next(r for r in rows if r["transport"] == "tcp" and r["lifetime"] == "1q")
+    tcp["valid"], tcp["flags"] = False, "generator-bound;inconsistent-lifetime"
+    # The generator reached 60 % of the target's capacity: the target batched less, so each
+    # query cost it a tenth more than at saturation.
+    tcp["queries_answered"] *= 0.6
+    tcp["target_cpu_us"] *= 0.6 * 1.1
+    tcp["energy_marginal_j"] *= 0.6 * 1.1
+    tcp["cpu_us_per_query"] *= 1.1
+    table = {(r["transport"], r["lifetime"]): r for r in table1_rows(rows, energy_rows(rows), _terms())}
+    cell = table[("tcp", "1q")]
+    assert cell["below_saturation"] is True and (cell["reps"], cell["valid_reps"]) == (1, 0)
+    assert cell["kwh_study_method"] == pytest.approx(_study_method("tcp", "1q") * 1.1)
+    assert cell["kwh_study_method"] > _study_method("tcp", "1q")  # an upper bound
+    assert cell["ratio_to_udp"] is not None and cell["verdict"] in ("agree", "differ")
+    assert not any(r["below_saturation"] for k, r in table.items() if k != ("tcp", "1q"))
+
+    tcp["flags"] = "generator-bound;loss"
+    table = {(r["transport"], r["lifetime"]): r for r in table1_rows(rows, energy_rows(rows), _terms())}
+    assert table[("tcp", "1q")]["kwh_study_method"] is None and table[("tcp", "1q")]["below_saturation"] is False

@@ -17,7 +17,10 @@ Beside each cell the study's kWh (``iscc2023.toml`` ``[table1_kwh.*]``), both ra
 (ours by the study's method and the study's) and a verdict: ``agree`` when ours is within a
 factor :data:`AGREE_FACTOR` of theirs, else ``differ``; None when either is missing, and for UDP
 (the reference). ``reps`` and ``valid_reps`` say why a measured cell can be empty: none of its
-trials was valid (a one-query TCP cell the generator could not drive, for instance)."""
+trials was valid. A cell whose trials were all generator-bound and nothing else (one generator
+core cannot open TCP connections one query each as fast as dnsdist accepts them) is measured
+below saturation (``below_saturation``, :func:`dnscost.analysis.tables.per_unit_trials`): its
+CPU and energy per query are an upper bound of those at saturation."""
 
 from __future__ import annotations
 
@@ -33,6 +36,7 @@ from dnscost.analysis.tables import (
     TRANSPORT_ORDER,
     Row,
     group_by,
+    per_unit_trials,
 )
 
 __all__ = ["AGREE_FACTOR", "CELLS", "CONNECTIONS", "NOT_MEASURED", "PROFILES", "key_match", "table1_rows"]
@@ -96,6 +100,7 @@ def _unmeasured(target: str, transport: str, lifetime: str | None) -> Row:
         "model_status": NOT_MEASURED,
         "energy_source": None,
         "study_kwh": _study_kwh(target, transport, lifetime),
+        "below_saturation": False,
     }
 
 
@@ -118,8 +123,8 @@ def _counts_per_second(transport: str, lifetime: str | None, group: list[Row]) -
     if lifetime == "1q":
         durations = [
             r["connection_seconds"] / r["connections_established"]
-            for r in group
-            if r["valid"] and r["connection_seconds"] is not None and r["connections_established"]
+            for r in per_unit_trials(group)[0]
+            if r["connection_seconds"] is not None and r["connections_established"]
         ]
         mean = median(durations)
         if mean is None:
@@ -134,8 +139,8 @@ def _j_per_cpu_us(group: list[Row]) -> float | None:
     return median(
         [
             r["energy_marginal_j"] / r["target_cpu_us"]
-            for r in group
-            if r["valid"] and r["energy_marginal_j"] is not None and r["target_cpu_us"]
+            for r in per_unit_trials(group)[0]
+            if r["energy_marginal_j"] is not None and r["target_cpu_us"]
         ]
     )
 
@@ -202,6 +207,7 @@ def table1_rows(rows: list[Row], energy: list[Row], cost_terms: list[Row]) -> li
                 "model_status": status,
                 "energy_source": e.get("energy_source"),
                 "study_kwh": _study_kwh(str(target), str(transport), lifetime),
+                "below_saturation": bool(e.get("below_saturation")),
             }
         )
     for target in dict.fromkeys(r["target"] for r in out):

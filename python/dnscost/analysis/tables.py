@@ -11,6 +11,7 @@ from dnscost.analysis.consistency import CONSISTENCY_COLUMNS, lifetime_order
 from dnscost.analysis.load import is_valid, run_network, validity_flags
 from dnscost.analysis.rounds import ROUND_COLUMNS, round_of, udp_references
 from dnscost.analysis.stats import fit_line, median
+from dnscost.validity import CONSISTENCY_FLAGS
 
 __all__ = [
     "COLUMNS",
@@ -23,6 +24,7 @@ __all__ = [
     "latency_rows",
     "memory_fit_rows",
     "memory_point_rows",
+    "per_unit_trials",
     "trial_row",
     "wire_rows",
 ]
@@ -61,13 +63,13 @@ COLUMNS: dict[str, list[str]] = {
         """,
         "energy": """
             target transport lifetime resumption cert_key cpu_us_per_query energy_j_per_query kwh_per_day_at_10k_qps
-            cores_at_10k_qps energy_source
+            cores_at_10k_qps energy_source below_saturation
         """,
         "table1": """
             target transport lifetime cert_key connections_per_s_at_10k_qps reps valid_reps cpu_us_per_query
             kwh_study_method
             model_cpu_us_per_s kwh_model model_status energy_source study_kwh ratio_to_udp model_ratio_to_udp
-            study_ratio_to_udp verdict
+            study_ratio_to_udp verdict below_saturation
         """,
         "latency": """
             target transport group lifetime resumption connections reps p50_us p90_us p99_us p999_us
@@ -440,13 +442,29 @@ def _energy_per_query(r: Row) -> float | None:
     return e / q if e is not None and q else None
 
 
+def per_unit_trials(g: list[Row]) -> tuple[list[Row], bool]:
+    """The trials of a cell whose cost per unit of work counts, and whether they ran below
+    saturation: its valid trials; without any, those whose only flag is ``generator-bound``.
+    Such a trial's target CPU (and energy) per query is measured, only not at the target's
+    capacity: the target, less busy, batched less, so at saturation a query costs at most that
+    much (an upper bound). One generator core cannot open TCP connections as fast as dnsdist
+    accepts them, so the one-query TCP cell of Table I is only ever measured this way here."""
+    valid = [r for r in g if r["valid"]]
+    if valid:
+        return valid, False
+    bound = [r for r in g if set(str(r["flags"] or "").split(";")) - set(CONSISTENCY_FLAGS) == {"generator-bound"}]
+    return bound, bool(bound)
+
+
 def energy_rows(rows: list[Row]) -> list[Row]:
-    """Table I, from the establishment trials: energy and cores for a day at 10 000 qps."""
+    """Table I, from the establishment trials: energy and cores for a day at 10 000 qps, over
+    the cell's :func:`per_unit_trials` (``below_saturation`` when they were generator-bound)."""
     out = []
     for (target, transport, lifetime, resumption, cert_key), g in _establishment_groups(rows).items():
-        cpu = median(_values(g, "cpu_us_per_query"))
-        energy = median([e for r in g if r["valid"] and (e := _energy_per_query(r)) is not None])
-        sources = sorted({str(r["energy_source"]) for r in g if r["valid"] and r["energy_source"] is not None})
+        counted, below = per_unit_trials(g)
+        cpu = median([r["cpu_us_per_query"] for r in counted if r["cpu_us_per_query"] is not None])
+        energy = median([e for r in counted if (e := _energy_per_query(r)) is not None])
+        sources = sorted({str(r["energy_source"]) for r in counted if r["energy_source"] is not None})
         out.append(
             {
                 "target": target,
@@ -461,6 +479,7 @@ def energy_rows(rows: list[Row]) -> list[Row]:
                 ),
                 "cores_at_10k_qps": cpu * REFERENCE_QPS / 1e6 if cpu is not None else None,
                 "energy_source": "+".join(sources) if sources else None,
+                "below_saturation": below,
             }
         )
     return out

@@ -25,7 +25,7 @@ from markupsafe import Markup, escape
 
 from dnscost import analysis
 from dnscost.analysis import Analysis
-from dnscost.report import study
+from dnscost.report import points, study
 from dnscost.report.figures import (
     display_profile,
     display_transport,
@@ -34,7 +34,6 @@ from dnscost.report.figures import (
     transport_key,
     wanted_analyses,
 )
-from dnscost.report.versus import StudyComparison, energy_source_label, versus_study
 
 __all__ = ["render_report", "write_report"]
 
@@ -217,6 +216,16 @@ def _when(ms: Any) -> str:
     return datetime.datetime.fromtimestamp(value / 1000, tz=datetime.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
+_ENERGY_SOURCES = {"rapl": "RAPL", "model": "model (CCF coefficients)"}
+
+
+def energy_source_label(source: str | None) -> str:
+    """``rapl`` → ``RAPL``, ``model`` → ``model (CCF coefficients)``; ``model+rapl`` → both."""
+    if not source:
+        return "unknown"
+    return " + ".join(_ENERGY_SOURCES.get(part, part) for part in source.split("+"))
+
+
 def _kwh(energy: list[Row], transport: str, lifetime: str) -> float | None:
     """kWh per day at 10 000 qps of one transport and lifetime without resumption."""
     for e in energy:
@@ -396,6 +405,15 @@ def _memory_table(a: Analysis) -> Table | None:
     )
 
 
+def _study_method_kwh(r: Row) -> str:
+    """A Table I cell's kWh by the study's method, or why it has none; a cell measured below
+    saturation (its trials generator-bound) says so: the figure is an upper bound."""
+    kwh = _num(r.get("kwh_study_method"))
+    if kwh is None:
+        return f"no valid trial ({r.get('valid_reps') or 0} of {r.get('reps')})" if r.get("reps") else DASH
+    return f"≤ {fmt(kwh)} (below saturation: generator-bound)" if r.get("below_saturation") else fmt(kwh)
+
+
 def _study_table1_context(a: Analysis) -> dict[str, Any]:
     from dnscost.analysis.table1 import AGREE_FACTOR, key_match
     from dnscost.analysis.tables import group_by
@@ -409,9 +427,7 @@ def _study_table1_context(a: Analysis) -> dict[str, Any]:
             display_transport(str(r["transport"])),
             display_profile(r.get("lifetime") or "forever", 0.0) if r["transport"] != "udp" else "no connection",
             r.get("cert_key") or "default",
-            _num(r.get("kwh_study_method"))
-            if r.get("kwh_study_method") is not None or not r.get("reps")
-            else f"no valid trial ({r.get('valid_reps') or 0} of {r.get('reps')})",
+            _study_method_kwh(r),
             _num(r.get("kwh_model")) if r.get("model_status") == "identified" else r.get("model_status"),
             _num(r.get("study_kwh")),
             _num(r.get("ratio_to_udp")),
@@ -496,6 +512,75 @@ def _energy_context(a: Analysis) -> dict[str, Any] | None:
         f"{t}: {', '.join(energy_source_label(s) for s in sources[t]) or 'unknown'}" for t in targets
     )
     return {"targets": targets, "rows": body, "sources": source_text}
+
+
+def _range(r: Row, name: str) -> str:
+    """``median [min-max]`` of a ``name_median``, ``name_min``, ``name_max`` triple."""
+    median, low, high = (_num(r.get(f"{name}_{k}")) for k in ("median", "min", "max"))
+    if median is None:
+        return DASH
+    return f"{fmt(median)} [{fmt(low)}-{fmt(high)}]"
+
+
+def _connections_table(a: Analysis) -> Table | None:
+    """Figure 4's points: answered qps at saturation over persistent connections."""
+    rows = _rows(a, "connections")
+    if not rows:
+        return None
+    body = [
+        [
+            r.get("target"),
+            display_transport(r.get("transport")),
+            r.get("connections"),
+            _range(r, "qps"),
+            f"{r.get('valid_reps')} of {r.get('reps')}",
+            _num(r.get("share_of_udp")),
+        ]
+        for r in rows
+    ]
+    return _table(
+        ["target", "transport", "connections", "answered qps, median [min-max]", "valid", "share of UDP"],
+        body,
+        text_columns={0, 1, 3, 4},
+        caption="Answered qps at saturation against the number of persistent connections (closed loop)",
+    )
+
+
+def _establishment_table(a: Analysis) -> Table | None:
+    """Figure 5's points: answered qps and CPU per query per transport, lifetime and resumption."""
+    rows = _rows(a, "establishment")
+    if not rows:
+        return None
+    body = [
+        [
+            r.get("target"),
+            display_transport(r.get("transport")),
+            display_profile(r.get("lifetime"), _num(r.get("resumption"))),
+            r.get("cert_key") or DASH,
+            _range(r, "qps"),
+            f"{r.get('valid_reps')} of {r.get('reps')}",
+            _num(r.get("share_of_udp")),
+            _num(r.get("cpu_us_per_query")),
+            _num(r.get("handshakes_per_s")),
+        ]
+        for r in rows
+    ]
+    return _table(
+        [
+            "target",
+            "transport",
+            "profile",
+            "key",
+            "answered qps, median [min-max]",
+            "valid",
+            "share of UDP",
+            "CPU-µs/query",
+            "handshakes/s",
+        ],
+        body,
+        text_columns={0, 1, 2, 3, 4, 5},
+        caption="1 000 connections living the whole run, 30 s, 1 s or one query, at saturation (closed loop)",
+    )
 
 
 def _latency_table(a: Analysis) -> Table | None:
@@ -737,49 +822,20 @@ def _verdict_class(verdict: str) -> str:
 
 def _points_table(a: Analysis) -> Table:
     """Every number and statement of the study's record (``iscc2023.toml``) beside ours."""
-    from dnscost.report.points import study_points
-
-    rows = [[p.section, p.study, p.ours, Span(p.verdict, _verdict_class(p.verdict))] for p in study_points(a)]
+    rows = [[p.section, p.study, p.ours, Span(p.verdict, _verdict_class(p.verdict))] for p in points.study_points(a)]
     return _table(["record", "study", "ours", "verdict"], rows, text_columns={0, 1, 2, 3})
 
 
-def _comparison(a: Analysis, comparisons: list[StudyComparison]) -> dict[str, Any]:
-    table = None
-    counts = None
-    if comparisons:
-        rows = [
-            [
-                c.target,
-                c.finding.claim,
-                fmt(c.finding.value) if c.finding.value is not None else "(given in words only)",
-                fmt(c.ours),
-                c.finding.unit,
-                Span(c.verdict, _verdict_class(c.verdict)),
-                c.how,
-            ]
-            for c in comparisons
-        ]
-        table = _table(
-            ["target", "study's finding", "study", "ours", "unit", "verdict", "how ours is computed"],
-            rows,
-            text_columns={0, 1, 4, 5, 6},
-        )
-        verdicts = [c.verdict for c in comparisons]
-        counts = {
-            "all": len(verdicts),
-            "agree": sum(v == "agrees" for v in verdicts),
-            "differ": sum(v.startswith("differs") for v in verdicts),
-            "unmeasured": sum(v == "not measured" for v in verdicts),
-        }
+def _comparison(a: Analysis) -> dict[str, Any]:
     sources = sorted({str(r.get("energy_source")) for r in _rows(a, "energy") if r.get("energy_source")})
     versions = _dict(a.run.get("versions"))
     return {
         "citation": study.CITATION,
-        "setup": study.SETUP,
+        "setup": study.published()["setup"],
         "source": study.SOURCE,
-        "table": table,
-        "counts": counts,
         "points": _points_table(a),
+        "factor": points.FACTOR,
+        "same": points.SAME,
         "model_energy": any("model" in s for s in sources),
         "versions": ", ".join(f"{k} {v}" for k, v in sorted(versions.items())),
     }
@@ -829,6 +885,19 @@ _ENV = jinja2.Environment(
 )
 _ENV.tests["span"] = lambda value: isinstance(value, Span)
 
+_MARKDOWN = jinja2.Environment(
+    loader=jinja2.PackageLoader("dnscost.report", "templates"),
+    autoescape=False,
+    undefined=jinja2.StrictUndefined,
+    trim_blocks=True,
+    lstrip_blocks=True,
+    keep_trailing_newline=True,
+)
+"""The study page (``study.md``): the report's tables as Markdown, for a paper or a README."""
+_MARKDOWN.filters["cell"] = lambda value: (
+    str(value.text if isinstance(value, Span) else value).replace("|", "\\|").replace("\n", " ")
+)
+
 
 def _macro(name: str) -> Any:
     """A macro of ``templates/macros.html.j2``, callable from Python."""
@@ -850,6 +919,7 @@ def render_report(a: Analysis, run_dir: Path, *, headline: list[Row] | None = No
     ]
     context = {
         "title": f"dnscost report: {run.get('experiment', 'run')} {run.get('run_id', run_dir.name)}",
+        "run_name": f"{run.get('experiment', 'run')} {run.get('run_id', run_dir.name)}",
         "status": run.get("status", "unknown"),
         "started": _when(run.get("created_unix_ms")),
         "finished": _when(run.get("finished_unix_ms")),
@@ -861,19 +931,22 @@ def render_report(a: Analysis, run_dir: Path, *, headline: list[Row] | None = No
         "summary": _summary(a, headline or []),
         "figures": {name: _figure(name, figures) for name in _CAPTIONS},
         "memory": _memory_table(a),
+        "connections": _connections_table(a),
+        "establishment": _establishment_table(a),
         "udp_lines": "; ".join(udp_lines),
         "table1": _study_table1_context(a),
         "energy": _energy_context(a),
         "latency": _latency_table(a),
         "cost": _cost_context(a),
         "wire": _wire_context(a),
-        "study": _comparison(a, versus_study(a)),
+        "study": _comparison(a),
         "consistency": _consistency(a),
         "validity": _validity(a),
         "machine": _machine(a),
     }
     path = run_dir / "report.html"
     path.write_text(_ENV.get_template("report.html.j2").render(context), encoding="utf-8")
+    (run_dir / "study.md").write_text(_MARKDOWN.get_template("study.md.j2").render(context), encoding="utf-8")
     return path
 
 

@@ -308,8 +308,10 @@ def _table1_kwh(a: Analysis, section: dict[str, Any]) -> list[StudyPoint]:
             for lifetime, kwh in profiles.items():
                 r = cells.get((target, transport, lifetime), {})
                 label = f"{target} {transport}" + (f" {lifetime}" if lifetime else "")
+                bound = "≤ " if r.get("below_saturation") else ""
                 ours = (
-                    f"{_g(_num(r.get('kwh_study_method')))} kWh (study's method), "
+                    f"{bound}{_g(_num(r.get('kwh_study_method')))} kWh (study's method"
+                    f"{', below saturation: generator-bound' if bound else ''}), "
                     f"{_g(_num(r.get('kwh_model')))} kWh (cost model); ÷ UDP {_g(_num(r.get('ratio_to_udp')))} "
                     f"against the study's {_g(_num(r.get('study_ratio_to_udp')))}"
                 )

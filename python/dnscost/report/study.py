@@ -1,9 +1,5 @@
-"""What the study we reproduce published, as data with its source, for the report's comparison.
-
-The study is Le Louët et al., "Effects of secured DNS transport on resolver performance",
-ISCC 2023. Its figures and tables are not retrievable from here: every value below comes from
-the project brief's summary of the paper, and says so in ``source``. Nothing here is read off
-the paper's plots; a figure the summary gives only in words has ``value=None``.
+"""What the study we reproduce published, for the report's comparison (Le Louët et al.,
+"Effects of secured DNS transport on resolver performance", ISCC 2023).
 
 ``iscc2023.toml`` beside this module is a verbatim copy of the project's record of the paper's
 and the slides' published numbers (``shared/study/iscc2023.toml``); :func:`published` reads it,
@@ -18,96 +14,14 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-__all__ = [
-    "CITATION",
-    "FINDINGS",
-    "SETUP",
-    "SOURCE",
-    "WIRE_SOURCE",
-    "Finding",
-    "Setup",
-    "WireFigure",
-    "finding",
-    "published",
-    "wire_one_query",
-]
+__all__ = ["CITATION", "SOURCE", "WIRE_SOURCE", "WireFigure", "published", "wire_one_query"]
 
 CITATION = (
-    "Le Louët et al., \u201cEffects of secured DNS transport on resolver performance\u201d, "
+    "Le Lou\u00ebt et al., \u201cEffects of secured DNS transport on resolver performance\u201d, "
     "IEEE Symposium on Computers and Communications (ISCC), 2023"
 )
-SOURCE = "project brief summarising the study (the paper's figures were not retrievable here)"
-
-
-@dataclass(frozen=True)
-class Finding:
-    """One published result: the claim in words, its value where the summary gives one."""
-
-    key: str
-    claim: str
-    value: float | None
-    unit: str
-    source: str = SOURCE
-
-
-@dataclass(frozen=True)
-class Setup:
-    """How the study measured."""
-
-    resolvers: tuple[str, ...]
-    generator: str
-    clients: str
-    source: str = SOURCE
-
-
-FINDINGS: tuple[Finding, ...] = (
-    Finding(
-        key="doh_persistent_share_of_udp",
-        claim="Persistent DoH roughly halves throughput relative to UDP",
-        value=0.5,
-        unit="share of UDP throughput",
-    ),
-    Finding(
-        key="one_query_collapse",
-        claim="One query per connection collapses throughput",
-        value=None,
-        unit="share of UDP throughput",
-    ),
-    Finding(
-        key="udp_kwh_per_day_at_10k_qps",
-        claim="10 000 qps for a day costs 0.05 kWh over UDP",
-        value=0.05,
-        unit="kWh per day",
-    ),
-    Finding(
-        key="doh_1q_kwh_per_day_at_10k_qps",
-        claim="10 000 qps for a day costs almost 10 kWh over DoH with one query per connection",
-        value=10.0,
-        unit="kWh per day",
-    ),
-    Finding(
-        key="doh_1q_over_udp_energy",
-        claim="DoH with one query per connection costs about 200\u00d7 the energy of UDP (10 / 0.05)",
-        value=200.0,
-        unit="ratio",
-    ),
-)
-"""The study's results we compare with, in report order."""
-
-SETUP = Setup(
-    resolvers=("knot-resolver", "dnsdist"),
-    generator="a patched flamethrower",
-    clients="twenty client machines",
-)
-"""The study's measurement setup."""
-
-
-def finding(key: str) -> Finding:
-    """The study's finding named ``key`` (KeyError if there is none)."""
-    for f in FINDINGS:
-        if f.key == key:
-            return f
-    raise KeyError(key)
+SOURCE = "iscc2023.toml: every number of the paper's text and Table I and of the authors' slides"
+"""Where every figure of the study that dnscost shows comes from."""
 
 
 WIRE_SOURCE = "the authors' slides, their Figure 1 ladder"
