@@ -151,15 +151,30 @@ def test_a_share_trial_offers_half_what_its_reference_answered(root: None, tmp_p
         assert derived["rate_qps"] == pytest.approx(0.5 * ref["summary"]["answered_qps"], rel=1e-6)
         assert t["engine_config"]["rate"] == derived["rate_qps"]
         # The engine's own count of what it offered, and the target's count of what it answered.
-        assert t["summary"]["offered_qps"] == pytest.approx(derived["rate_qps"], rel=0.05)
+        # On a shared CI core the generator can fall behind an open-loop rate of 150 k qps: then
+        # it must say so (not kept up, the trial flagged generator-bound), and the target answers
+        # what was offered.
+        validity = t["summary"]["validity"]
+        offered = t["summary"]["offered_qps"]
+        if "generator-bound" in validity["flags"]:
+            assert validity["generator_kept_up"] is False and offered < derived["rate_qps"]
+        else:
+            assert offered == pytest.approx(derived["rate_qps"], rel=0.05)
         # The target counts answers over the warm-up and the window (as the engine's own total).
         loaded_s = t["params"]["warmup_s"] + t["params"]["duration_s"]
-        target_qps = t["summary"]["validity"]["target_answered"] / loaded_s
-        assert target_qps == pytest.approx(derived["rate_qps"], rel=0.1)
-        # Half of what saturated the target does not saturate it. (The generator may still fall a
-        # little behind on a shared CI core, one-query TCP costing it as much as the target: that is
-        # flagged generator-bound, correctly, and is the machine's state, not the share's.)
-        assert not t["summary"]["validity"]["target_saturated"], t["summary"]["validity"]
+        target_qps = validity["target_answered"] / loaded_s
+        assert target_qps == pytest.approx(min(offered, derived["rate_qps"]), rel=0.1)
+        # Half of what saturated the target does not saturate it, unless its core was also busy
+        # with work not charged to it: open-loop TCP on loopback sends one segment per query, and
+        # part of the kernel's receive work then runs on the target's core outside the target
+        # (the trial is flagged target-core-shared: the tool says the figures are not the
+        # target's own). (The generator may also fall a little behind on a shared CI core: that
+        # is flagged generator-bound, correctly, and is the machine's state, not the share's.)
+        assert not validity["target_saturated"] or "target-core-shared" in validity["flags"], (
+            t["id"],
+            validity["target_busy_share"],
+            validity["flags"],
+        )
     if not ran:  # a shared machine: the clean failures are checked above, the rate could not be
         flags = sorted({f for t in shares for f in trials[t["reference"]]["summary"]["validity"]["flags"]})
         pytest.skip(f"no reference was valid on this machine ({', '.join(flags)})")
