@@ -354,7 +354,15 @@ def run_plan(
                     if "summary" not in record:
                         raise TargetError(f"{t.target}: no offered rate was answered with loss below the limit")
                 else:
-                    record.update(measure(current, s, trial_dir, cache_hit_ratio=info.get("cache_hit_ratio")))
+                    record.update(
+                        measure(
+                            current,
+                            s,
+                            trial_dir,
+                            cache_hit_ratio=info.get("cache_hit_ratio"),
+                            backlog=info.get("listen_backlog"),
+                        )
+                    )
                 record["status"] = "done"
                 counts["done"] += 1
                 progress.note(_one_line(record))
@@ -413,6 +421,9 @@ def _one_line(record: dict[str, Any]) -> str:
     s = record["summary"]
     v = s["validity"]
     parts = [f"{s['answered_qps']:,.0f} qps answered"]
+    slots, asked = record.get("engine_config", {}).get("connections"), record.get("params", {}).get("connections")
+    if slots and asked and slots < asked:
+        parts.append(f"{slots} of {asked} slots (the target's accept queue)")
     if s.get("target_cpu_us_per_query") and record["kind"] != "idle":
         parts.append(f"{s['target_cpu_us_per_query']:.1f} CPU-µs/query")
     if record["kind"] == "idle":

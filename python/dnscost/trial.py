@@ -19,7 +19,14 @@ from typing import Any
 from dnscost.certs import DEFAULT_KEY_TYPE, TlsFiles, make_tls
 from dnscost.engine import Endpoint, Responder, generate
 from dnscost.errors import TargetError, UsageError
-from dnscost.network import DEFAULT_NETWORK, Network, check_network, read_softnet, softnet_delta
+from dnscost.network import (
+    DEFAULT_NETWORK,
+    Network,
+    check_network,
+    read_listen_counters,
+    read_softnet,
+    softnet_delta,
+)
 from dnscost.results import write_json
 from dnscost.targets import make_target
 from dnscost.targets.base import Target
@@ -33,6 +40,7 @@ __all__ = [
     "engine_config",
     "fill_cache",
     "measure",
+    "one_query_slots",
     "run_trial",
     "start_bed",
     "upstream_listeners",
@@ -238,6 +246,7 @@ def start_bed(s: LoadSettings, workdir: Path, *, fill: bool | None = None) -> tu
             "target_version": target.version(),
             "endpoints": {t: e.url() for t, e in target.endpoints.items()},
             "network": network.info.to_dict(),
+            "listen_backlog": listen_backlog(target, network),
         }
         if (s.fill if fill is None else fill) and s.target != "builtin":
             info["cache_hit_ratio"] = warm_cache(target, workdir / "fill", s.generator_cpus, s.names)
@@ -247,8 +256,38 @@ def start_bed(s: LoadSettings, workdir: Path, *, fill: bool | None = None) -> tu
     return bed, info
 
 
-def engine_config(s: LoadSettings, target: Target, trial_dir: Path) -> dict[str, Any]:
-    """The engine configuration of one trial of ``s`` against ``target``."""
+def listen_backlog(target: Target, network: Network) -> dict[str, int]:
+    """Per connection-oriented transport, the accept-queue length of the target's listener as
+    the kernel holds it (transports whose listener ``ss`` does not show are left out)."""
+    from dnscost.meter.sockets import listen_backlogs
+
+    eps = {t: e for t, e in target.endpoints.items() if t != "udp"}
+    if not eps:
+        return {}
+    backlogs = listen_backlogs([e.port for e in eps.values()], command_prefix=network.exec_prefix)
+    return {t: backlogs[e.port] for t, e in eps.items() if e.port in backlogs}
+
+
+def one_query_slots(config: dict[str, Any], backlog: int | None) -> int:
+    """The connection slots a trial runs with: those asked for, except in a closed loop of
+    one-query connections, where every slot reconnects as soon as it is answered, so up to
+    that many connection attempts wait on the target's listener at once: there, no more than
+    its accept queue (``backlog``). Beyond it the kernel drops attempts (``ListenOverflows``)
+    and a dropped SYN waits a second for its retransmission: the trial would measure the
+    listen queue, not the target. Still enough to saturate one core: a queue of 128 TLS
+    handshakes is 40 ms of work at 300 µs each."""
+    asked = int(config["connections"])
+    life = config.get("lifetime") or {}
+    if config.get("rate") == "max" and life.get("queries") == 1 and backlog:
+        return min(asked, backlog)
+    return asked
+
+
+def engine_config(
+    s: LoadSettings, target: Target, trial_dir: Path, backlog: dict[str, int] | None = None
+) -> dict[str, Any]:
+    """The engine configuration of one trial of ``s`` against ``target`` whose listeners'
+    accept queues are ``backlog`` (per transport; see :func:`one_query_slots`)."""
     ep = target.endpoints[s.transport]
     config = {
         **s.engine,
@@ -259,13 +298,22 @@ def engine_config(s: LoadSettings, target: Target, trial_dir: Path) -> dict[str,
         **_tls_options(s.transport, target, ep),
     }
     config.setdefault("connections_log", str(trial_dir / "engine-connections.jsonl"))
+    if "connections" in config:
+        config["connections"] = one_query_slots(config, (backlog or {}).get(s.transport))
     return config
 
 
-def measure(bed: Testbed, s: LoadSettings, trial_dir: Path, *, cache_hit_ratio: float | None) -> dict[str, Any]:
+def measure(
+    bed: Testbed,
+    s: LoadSettings,
+    trial_dir: Path,
+    *,
+    cache_hit_ratio: float | None,
+    backlog: dict[str, int] | None = None,
+) -> dict[str, Any]:
     """One measured engine run against the started ``bed``: idle baseline, load, summary.
     Raw data goes to ``trial_dir`` as it is produced; returns the engine configuration, the
-    summary and the target's counters."""
+    summary, the target's counters and the kernel's listen counters of its namespace."""
     from dnscost import meter
 
     target = bed.target
@@ -294,7 +342,9 @@ def measure(bed: Testbed, s: LoadSettings, trial_dir: Path, *, cache_hit_ratio: 
     try:
         time.sleep(s.baseline_s)  # idle baseline of the target, before any load
         counters_before = target.counters()
-        config = engine_config(s, target, trial_dir)
+        config = engine_config(s, target, trial_dir, backlog)
+        proc_net = bed.network.proc_net(target.child.pid if target.child else None)
+        kernel_before = read_listen_counters(proc_net)
         softnet_before = read_softnet()
         records = generate(
             config,
@@ -305,6 +355,7 @@ def measure(bed: Testbed, s: LoadSettings, trial_dir: Path, *, cache_hit_ratio: 
             started=engine_started,
         )
         softnet = softnet_delta(softnet_before, read_softnet())
+        kernel_after = read_listen_counters(proc_net)
         target.check_alive()
         counters_after = target.counters()
     finally:
@@ -321,13 +372,15 @@ def measure(bed: Testbed, s: LoadSettings, trial_dir: Path, *, cache_hit_ratio: 
         cache_filled=s.fill,
     )
     counters = {"before": asdict(counters_before), "after": asdict(counters_after)}
+    kernel = {"before": kernel_before, "after": kernel_after}
     return {
         "engine_config": config,
         "summary": summarize_trial(
-            records, samples, CounterDelta.from_counters(counters["before"], counters["after"]), context
+            records, samples, CounterDelta.from_counters(counters["before"], counters["after"], kernel), context
         ),
         "summary_context": context.to_dict(),
         "counters": counters,
+        "kernel_counters": kernel,
         "softnet": softnet,
     }
 
@@ -349,7 +402,11 @@ def run_trial(settings: LoadSettings, trial_dir: Path) -> dict[str, Any]:
         bed, info = start_bed(s, trial_dir)
         record.update(info)
         write()
-        record.update(measure(bed, s, trial_dir, cache_hit_ratio=record.get("cache_hit_ratio")))
+        record.update(
+            measure(
+                bed, s, trial_dir, cache_hit_ratio=record.get("cache_hit_ratio"), backlog=record.get("listen_backlog")
+            )
+        )
         record["status"] = "done"
         return record
     except BaseException as e:

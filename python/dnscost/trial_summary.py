@@ -25,7 +25,7 @@ __all__ = [
     "summarize_trial",
 ]
 
-SUMMARY_VERSION = 4
+SUMMARY_VERSION = 5
 """Bumped whenever a field's definition changes, so stored summaries can be told apart."""
 
 
@@ -46,6 +46,8 @@ class Validity(TypedDict):
     engine_answered: int
     target_answered: int | None
     answer_count_agreement: float | None
+    listen_overflows: int | None
+    listen_overflow_share: float | None
     meter_samples: int
     flags: list[str]
     valid: bool
@@ -148,18 +150,32 @@ class SummaryContext:
 
 @dataclass(frozen=True)
 class CounterDelta:
-    """The target's counters before and after the load (None where it has none)."""
+    """The target's counters before and after the load (None where it has none), and the
+    kernel's count of connection attempts dropped because a listener's accept queue was full,
+    in the target's network namespace (``ListenOverflows``: an observer outside the target
+    and the engine)."""
 
     answers: tuple[int | None, int | None] = (None, None)
     queries: tuple[int | None, int | None] = (None, None)
     cache_hits: tuple[int | None, int | None] = (None, None)
+    listen_overflows: tuple[int | None, int | None] = (None, None)
 
     @classmethod
-    def from_counters(cls, before: Mapping[str, Any], after: Mapping[str, Any]) -> CounterDelta:
+    def from_counters(
+        cls, before: Mapping[str, Any], after: Mapping[str, Any], kernel: Mapping[str, Any] | None = None
+    ) -> CounterDelta:
+        """From ``trial.json``'s ``counters`` and ``kernel_counters`` (``before``, ``after``)."""
+
         def pair(key: str) -> tuple[int | None, int | None]:
             return before.get(key), after.get(key)
 
-        return cls(answers=pair("answers"), queries=pair("queries"), cache_hits=pair("cache_hits"))
+        k_before, k_after = (kernel or {}).get("before") or {}, (kernel or {}).get("after") or {}
+        return cls(
+            answers=pair("answers"),
+            queries=pair("queries"),
+            cache_hits=pair("cache_hits"),
+            listen_overflows=(k_before.get("listen_overflows"), k_after.get("listen_overflows")),
+        )
 
     def delta(self, which: str) -> int | None:
         a, b = getattr(self, which)
@@ -246,6 +262,15 @@ def summarize_trial(
     pending = m["queries"].get("in_flight", 0) if config.get("rate") == "max" else 0
     loss = max(0.0, 1 - (answered + pending) / offered) if offered else None
     agreement = min(engine_answered, target_answers) / max(engine_answered, target_answers) if target_answers else None
+    # Over the whole engine run (warm-up included: an attempt dropped then still waits into
+    # the window), against the connections the engine opened in it.
+    overflows = counters.delta("listen_overflows")
+    opened = (total.get("connections") or {}).get("opened")
+    overflow_share = (
+        overflows / max(opened, 1)
+        if overflows is not None and opened is not None and config["transport"] != "udp"
+        else None
+    )
 
     capacity_us = seconds * 1e6
     target_busy_us = max(cpu_us or 0.0, _busy_us(window, ctx.target_cpus))
@@ -274,6 +299,7 @@ def summarize_trial(
         for flag, bad in (
             ("generator-bound", generator_bound),
             ("loss", loss is not None and loss >= V.MAX_LOSS),
+            ("listen-overflow", overflow_share is not None and overflow_share >= V.MAX_LOSS),
             ("unbalanced", not summ["accounting"]["balanced"]),
             ("cold-cache", ctx.cache_filled and cache_hit_ratio is not None and cache_hit_ratio < V.MIN_CACHE_HITS),
             ("answer-mismatch", agreement is not None and agreement < V.MIN_ANSWER_AGREEMENT),
@@ -336,6 +362,8 @@ def summarize_trial(
             "engine_answered": engine_answered,
             "target_answered": target_answers,
             "answer_count_agreement": agreement,
+            "listen_overflows": overflows,
+            "listen_overflow_share": overflow_share,
             "meter_samples": window.samples_fast,
             "flags": flags,
             "valid": not flags,

@@ -11,6 +11,11 @@ generator-bound     the generator, not the target, was the bottleneck: it fell b
                     ``SATURATED`` busy, while the target's cores were not
 loss                ``loss`` (1 - answered/offered; in a closed loop, queries still in
                     flight as the window ends are not lost) ≥ ``MAX_LOSS``
+listen-overflow     the kernel dropped connection attempts to the target because its
+                    listener's accept queue was full (``ListenOverflows`` in its network
+                    namespace, over the engine run) on at least ``MAX_LOSS`` of the
+                    connections the engine opened: a dropped SYN waits a second for its
+                    retransmission, so the trial measured the listen queue
 unbalanced          the engine's accounting does not balance (a query neither answered,
                     timed out, failed nor aborted)
 cold-cache          the target's own counters show a cache-hit ratio < ``MIN_CACHE_HITS``
@@ -95,6 +100,7 @@ MIN_SAMPLES = 0.5
 FLAGS = (
     "generator-bound",
     "loss",
+    "listen-overflow",
     "unbalanced",
     "cold-cache",
     "answer-mismatch",

@@ -69,6 +69,41 @@ def test_trial(root: None, tmp_path: Path, target: str, transport: str) -> None:
     assert not _live and not pids_of_children()
 
 
+def _listen_overflows() -> int:
+    """The kernel's ListenOverflows of this namespace, as nstat reads it."""
+    out = subprocess.run(["nstat", "-asz", "TcpExtListenOverflows"], capture_output=True, text=True, check=True)
+    return int(out.stdout.split("TcpExtListenOverflows")[1].split()[0])
+
+
+@pytest.mark.resolver
+def test_a_one_query_closed_loop_fits_the_target_s_accept_queue(root: None, tmp_path: Path) -> None:
+    """kresd 5.6 listens with a backlog of 128 (fixed at build time): 1000 slots reconnecting
+    at once would overflow it. The trial reads the queue from the kernel, runs that many slots,
+    and the kernel (nstat, read by the test) drops no connection attempt."""
+    need(installed("knot-resolver"), "knot-resolver is not installed")
+    settings = LoadSettings(
+        "knot-resolver",
+        "dot",
+        {"rate": "max", "duration_ms": 2000, "warmup_ms": 500, "timeout_ms": 2000, "connections": 1000,
+         "lifetime": {"duration_ms": None, "queries": 1}},
+        target_cpus=[0],
+        generator_cpus=[1],
+        names=2000,
+        baseline_s=0.5,
+    )  # fmt: skip
+    before = _listen_overflows()
+    record = run_trial(settings, tmp_path)
+    dropped = _listen_overflows() - before
+    somaxconn = int(Path("/proc/sys/net/core/somaxconn").read_text())
+    assert record["listen_backlog"]["dot"] == min(128, somaxconn)
+    assert record["engine_config"]["connections"] == record["listen_backlog"]["dot"]
+    v = record["summary"]["validity"]
+    opened = record["summary"]["wire"]["connections_established"]
+    assert opened > 1000 and dropped <= 0.01 * opened, (dropped, opened)
+    assert v["listen_overflows"] is not None and v["listen_overflows"] <= dropped
+    assert "listen-overflow" not in v["flags"] and "loss" not in v["flags"], v
+
+
 def test_load_command_writes_a_run(root: None, tmp_path: Path) -> None:
     out = tmp_path / "run"
     r = subprocess.run(

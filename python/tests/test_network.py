@@ -258,3 +258,47 @@ def test_run_takes_the_spec_network_and_the_flag_overrides_it(root: None, clean:
     assert json.loads((out / "run.json").read_text())["spec"]["settings"]["network"] == "veth"
     r = dnscost("load", "--target", "builtin", "--transport", "udp", "--network", "wifi", "--output", str(out))
     assert r.returncode == 2 and "invalid choice: 'wifi'" in r.stderr
+
+
+LISTEN_PROBE = """
+import json, socket, subprocess, sys, time
+from pathlib import Path
+from dnscost.meter.sockets import listen_backlogs
+from dnscost.network import read_listen_counters
+
+subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
+before = read_listen_counters()
+listener = socket.socket()
+listener.bind(("127.0.0.1", 0))
+listener.listen(1)  # never accepted: the queue holds two, the kernel drops the rest
+port = listener.getsockname()[1]
+clients = []
+for _ in range(20):
+    c = socket.socket()
+    c.setblocking(False)
+    c.connect_ex(("127.0.0.1", port))
+    clients.append(c)
+time.sleep(0.3)
+after = read_listen_counters()
+nstat = subprocess.run(["nstat", "-asz", "TcpExtListenOverflows"], capture_output=True, text=True, check=True)
+print(json.dumps({"before": before, "after": after, "nstat": nstat.stdout,
+                  "backlogs": {str(k): v for k, v in listen_backlogs([port]).items()}, "port": port}))
+"""
+
+
+def test_the_kernel_s_listen_counters_and_accept_queue_are_read(root: None) -> None:
+    """In a namespace of its own (counters from 0): a listener with a backlog of 1 that never
+    accepts, 20 connection attempts; the drops read as nstat reads them, the backlog as set."""
+    need(subprocess.run(["which", "nstat"], capture_output=True).returncode == 0, "nstat (iproute2) is missing")
+    out = subprocess.run(
+        ["unshare", "--net", sys.executable, "-c", LISTEN_PROBE], capture_output=True, text=True, timeout=30
+    )
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout)
+    assert got["before"] == {"listen_overflows": 0, "listen_drops": 0}
+    overflows = got["after"]["listen_overflows"]
+    assert overflows >= 10 and got["after"]["listen_drops"] >= overflows
+    nstat = {line.split()[0]: int(line.split()[1]) for line in got["nstat"].splitlines() if line[:1] != "#"}
+    assert nstat["TcpExtListenOverflows"] >= overflows  # read after: the same count, or SYNs retried since
+    assert nstat["TcpExtListenOverflows"] - overflows <= 20
+    assert got["backlogs"] == {str(got["port"]): 1}

@@ -189,6 +189,24 @@ def test_disagreeing_answer_counts_and_a_cold_cache_invalidate() -> None:
     assert _flags(_records(), _samples(target_busy=0.5, generator_busy=0.5), counters=cold, ctx=unfilled) == []
 
 
+def test_connection_attempts_the_kernel_dropped_at_a_full_accept_queue_invalidate() -> None:
+    records = _records()
+    records[-1]["total"]["connections"] = {"opened": 1000}
+    busy = _samples(target_busy=1.0, generator_busy=0.5)
+
+    def kernel(dropped: int) -> CounterDelta:
+        return CounterDelta.from_counters(
+            {"answers": 0, "queries": 0, "cache_hits": 0},
+            {"answers": 20_000, "queries": 20_000, "cache_hits": 20_000},
+            {"before": {"listen_overflows": 500}, "after": {"listen_overflows": 500 + dropped}},
+        )
+
+    assert _flags(records, busy, counters=kernel(9)) == []
+    assert _flags(records, busy, counters=kernel(10)) == ["listen-overflow"]
+    # Not read (an older record, a kernel without the counter): no judgement, never 0.
+    assert _flags(records, busy, counters=COUNTERS) == []
+
+
 def test_every_flag_is_documented() -> None:
     from pathlib import Path
 

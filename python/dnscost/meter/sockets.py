@@ -54,7 +54,15 @@ from dataclasses import dataclass, field
 
 from dnscost.errors import MachineError
 
-__all__ = ["SocketMemory", "SsRun", "parse_ss", "ss_filter", "ss_sockets"]
+__all__ = [
+    "SocketMemory",
+    "SsRun",
+    "listen_backlogs",
+    "parse_listeners",
+    "parse_ss",
+    "ss_filter",
+    "ss_sockets",
+]
 
 _PROTOCOLS = frozenset(("tcp", "udp", "raw", "u_str", "u_dgr", "u_seq", "p_raw", "p_dgr", "nl", "mptcp", "sctp"))
 _SKMEM = re.compile(r"skmem:\(([^)]*)\)")
@@ -107,6 +115,34 @@ def ss_filter(ports: Sequence[int]) -> str:
     if not ports:
         raise ValueError("no ports to filter on")
     return "( " + " or ".join(f"sport = :{p}" for p in sorted(set(ports))) + " )"
+
+
+def listen_backlogs(ports: Sequence[int], *, command_prefix: Sequence[str] = ()) -> dict[int, int]:
+    """The accept-queue length (the ``listen()`` backlog, as the kernel holds it: ``ss``'s
+    Send-Q of a listening socket) of each TCP port in ``ports`` that has a listener; the
+    smallest when several sockets listen on one port."""
+    argv = [*command_prefix, "ss", "-Hltn", ss_filter(ports)]
+    try:
+        r = subprocess.run(argv, capture_output=True, text=True, timeout=10, check=False)
+    except FileNotFoundError as e:
+        raise MachineError(f"{argv[0]} not found (ss is in iproute2)") from e
+    except subprocess.TimeoutExpired as e:
+        raise MachineError("ss -lt did not finish") from e
+    if r.returncode != 0:
+        raise MachineError(f"ss failed ({r.returncode}): {r.stderr.strip()}")
+    return parse_listeners(r.stdout)
+
+
+def parse_listeners(text: str) -> dict[int, int]:
+    """Port → backlog from ``ss -Hltn`` lines (``LISTEN 0 128 127.0.0.1:853 0.0.0.0:*``)."""
+    out: dict[int, int] = {}
+    for line in text.splitlines():
+        f = line.split()
+        if len(f) < 4 or f[0] != "LISTEN" or not f[2].isdigit():
+            continue
+        port = int(f[3].rsplit(":", 1)[1])
+        out[port] = min(out.get(port, int(f[2])), int(f[2]))
+    return out
 
 
 def parse_ss(text: str, protocol: str = "?") -> SocketMemory:
