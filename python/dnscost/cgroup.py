@@ -24,7 +24,9 @@ __all__ = [
     "find_mounts",
     "parse_flat_keyed",
     "parse_mountinfo",
+    "parse_percpu",
     "parse_proc_cgroup",
+    "tasks_percpu_file",
 ]
 
 V1_CONTROLLERS = ("cpuacct", "memory")
@@ -114,6 +116,23 @@ def parse_flat_keyed(text: str) -> dict[str, int]:
 
 def find_mounts() -> Mounts:
     return parse_mountinfo(Path("/proc/self/mountinfo").read_text())
+
+
+def tasks_percpu_file(mounts: Mounts | None = None) -> Path | None:
+    """``cpuacct.usage_percpu`` at the root of the v1 ``cpuacct`` hierarchy: the run time of
+    every task on each CPU, in ns, from the scheduler's own clock (exact, where ``/proc/stat``'s
+    per-core times are sampled at the tick, and with ``NO_HZ`` idle badly skewed on a CPU that
+    is busy part of the time). None where only cgroup v2 is mounted (its root ``cpu.stat`` has
+    no per-CPU split)."""
+    m = mounts or find_mounts()
+    root = m.v1.get("cpuacct") if m.version == 1 else None
+    path = root / "cpuacct.usage_percpu" if root is not None else None
+    return path if path is not None and path.exists() else None
+
+
+def parse_percpu(text: str) -> dict[int, int]:
+    """``cpuacct.usage_percpu`` (ns per CPU, by position) as µs by CPU number."""
+    return {n: int(v) // 1000 for n, v in enumerate(text.split())}
 
 
 def _read_int(path: Path) -> int | None:

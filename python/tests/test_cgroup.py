@@ -4,7 +4,15 @@ import os
 import time
 from pathlib import Path
 
-from dnscost.cgroup import Cgroup, parse_flat_keyed, parse_mountinfo, parse_proc_cgroup
+from conftest import need
+from dnscost.cgroup import (
+    Cgroup,
+    parse_flat_keyed,
+    parse_mountinfo,
+    parse_percpu,
+    parse_proc_cgroup,
+    tasks_percpu_file,
+)
 from dnscost.proc import Child
 
 
@@ -66,6 +74,46 @@ def test_live_cgroup_holds_a_pinned_child_and_meters_it(root: None, tmp_path: Pa
         cg.remove()
     assert not child.alive()
     assert all(not d.exists() for d in cg.dirs.values())
+
+
+def test_the_run_time_of_every_task_on_a_core_covers_a_part_time_target(root: None, tmp_path: Path) -> None:
+    """A process busy half the time on CPU 0 (10 ms on, 10 ms off): the run time of all tasks on
+    CPU 0 (``tasks_percpu_file``, what the summary judges a core's busy time by) holds all of
+    its cgroup's exact CPU time, and not much more on a machine where the test runs alone."""
+    tasks_file = tasks_percpu_file()
+    need(tasks_file is not None, "no v1 cpuacct hierarchy mounted")
+    assert tasks_file is not None
+    cg = Cgroup.create(f"dnscost-test-{os.getpid()}")
+    duty = (
+        "import time\nend=time.time()+1.5\n"
+        "while time.time()<end:\n t=time.time()\n while time.time()-t<0.01: pass\n time.sleep(0.01)\n"
+        "time.sleep(30)"
+    )
+    child = Child("duty", ["python3", "-c", duty], log=tmp_path / "duty.log", cpus=[0], cgroup_procs=cg.procs_files())
+    try:
+        time.sleep(0.2)
+        wall0, tasks0, cg0 = (
+            time.monotonic(),
+            parse_percpu(tasks_file.read_text()),
+            int((cg.dirs["cpuacct"] / "cpuacct.usage").read_text()) // 1000,
+        )
+        time.sleep(1.0)
+        wall1, tasks1, cg1 = (
+            time.monotonic(),
+            parse_percpu(tasks_file.read_text()),
+            int((cg.dirs["cpuacct"] / "cpuacct.usage").read_text()) // 1000,
+        )
+    finally:
+        child.stop()
+        cg.remove()
+    wall_us = (wall1 - wall0) * 1e6
+    on_core, burned = tasks1[0] - tasks0[0], cg1 - cg0
+    assert 0.3 * wall_us < burned < 0.8 * wall_us, (burned, wall_us)
+    assert burned * 0.99 <= on_core <= burned + 0.2 * wall_us, (on_core, burned, wall_us)
+
+
+def test_parse_percpu() -> None:
+    assert parse_percpu("1000 2500000 \n") == {0: 1, 1: 2500}
 
 
 def test_stop_kills_a_child_that_ignores_sigterm(tmp_path: Path) -> None:

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 from conftest import need
-from dnscost.cgroup import Cgroup
+from dnscost.cgroup import Cgroup, tasks_percpu_file
 from dnscost.errors import MachineError
 from dnscost.meter import (
     CpuPowerModel,
@@ -456,6 +456,9 @@ def test_sampler_live_on_this_process(tmp_path: Path) -> None:
     assert grown > 0
     assert fast[-1]["energy_model_j"] > 0 and fast[-1]["energy_source"] == "model"
     assert len(fast[0]["cores"]) == os.cpu_count()
+    if tasks_percpu_file() is not None:  # v1 cpuacct: every core's tasks' run time, growing
+        assert all("tasks_us" in c for c in fast[0]["cores"])
+        assert sum(c["tasks_us"] for c in fast[-1]["cores"]) > sum(c["tasks_us"] for c in fast[0]["cores"])
     assert slow[-1]["target"]["rss_bytes"] > 0 and slow[-1]["target"]["uss_bytes"] > 0
     assert slow[-1]["sockets"]["states"] == {"LISTEN": 1}
 

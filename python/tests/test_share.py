@@ -205,7 +205,9 @@ def test_the_runner_derives_fails_cleanly_and_resumes_from_disk(
     plan = [t for t in expand(spec) if t.group != "reference" and t.params["lifetime"] == "forever"]
     offered: dict[str, Any] = {}
 
-    def measure(bed: object, s: Any, trial_dir: Path, cache_hit_ratio: float | None = None) -> dict[str, Any]:
+    def measure(
+        bed: object, s: Any, trial_dir: Path, cache_hit_ratio: float | None = None, backlog: Any = None
+    ) -> dict[str, Any]:
         rate = s.engine["rate"]
         offered[trial_dir.name] = rate
         valid = not (s.transport == "udp" and rate == "max")

@@ -60,6 +60,7 @@ def _samples(
     generator: bool = True,
     every_ms: int = 100,
     foreign: float = 0.0,
+    tasks: tuple[float, float] | None = None,
 ) -> list[dict[str, Any]]:
     """Fast samples from 0 to 3.5 s; the target's and the generator's cores busy the given
     shares of each interval, the target's cgroup using all of its core's busy time but
@@ -71,6 +72,9 @@ def _samples(
             {"cpu": 0, "user_us": us * target_busy, "idle_us": us * (1 - target_busy)},
             {"cpu": 1, "user_us": us * generator_busy, "idle_us": us * (1 - generator_busy)},
         ]
+        if tasks is not None:  # the run time of every task on each core, as cpuacct gives it
+            for core, share in zip(cores, tasks, strict=True):
+                core["tasks_us"] = us * share
         target: dict[str, Any] = {"rss_bytes": 1e6}
         if target_cpu:
             target["cgroup_cpu_total_us"] = us * (target_busy - foreign)
@@ -150,6 +154,24 @@ def test_a_target_core_shared_with_another_process_invalidates_load_trials() -> 
     idle = _records()
     idle[0]["config"]["rate"] = "once"
     assert "target-core-shared" not in _flags(idle, shared)
+
+
+def test_a_core_s_busy_time_is_its_tasks_run_time_where_the_kernel_gives_it() -> None:
+    # /proc/stat says the target's core was 90 % busy, the target's cgroup used 50 % of it: the
+    # tasks on that core ran 52 % of the time, so nothing else shared it and it was not saturated.
+    part_time = _samples(target_busy=0.9, generator_busy=0.3, foreign=0.4, tasks=(0.52, 0.3))
+    v = summarize_trial(_records(), part_time, COUNTERS, CTX)["validity"]
+    assert v["flags"] == [] and v["core_time_source"] == "tasks"
+    assert v["target_foreign_share"] == pytest.approx(0.02, abs=0.005)
+    assert v["target_busy_share"] == pytest.approx(0.52, abs=0.01) and not v["target_saturated"]
+    # Without it, /proc/stat is all there is.
+    v = summarize_trial(_records(), _samples(target_busy=0.9, generator_busy=0.3, foreign=0.4), COUNTERS, CTX)[
+        "validity"
+    ]
+    assert v["flags"] == ["target-core-shared"] and v["core_time_source"] == "proc-stat"
+    # Another process on the target's core still shows, in the tasks' run time.
+    shared = _samples(target_busy=0.9, generator_busy=0.3, foreign=0.4, tasks=(0.9, 0.3))
+    assert _flags(_records(), shared) == ["target-core-shared"]
 
 
 def test_queries_in_flight_as_a_closed_loop_window_ends_are_not_lost() -> None:

@@ -6,7 +6,9 @@ Two kinds of sample, on two threads so that a slow ``ss`` never delays the fast 
 ``fast`` (every ``interval_s``, default 0.1 s)
     target CPU from its cgroup (the exact total, and the user/system split) and from
     ``/proc/PID/stat`` summed over its processes; cgroup
-    memory (usage, anon, kernel, tcp, slab); thread count; per-core CPU of every core; the
+    memory (usage, anon, kernel, tcp, slab); thread count; per-core CPU of every core
+    (``/proc/stat``, and ``tasks_us``, the exact run time of every task on the core, where
+    the v1 ``cpuacct`` hierarchy gives it: :func:`dnscost.cgroup.tasks_percpu_file`); the
     generator's CPU; UDP, TCP and TcpExt counters; system slab; ``/proc/net/sockstat``; energy.
 ``slow`` (every ``socket_interval_s``, default 1 s)
     RSS, PSS, USS and swap summed over the target's processes (``smaps_rollup`` walks every
@@ -46,7 +48,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from dnscost.cgroup import Cgroup, parse_flat_keyed
+from dnscost.cgroup import Cgroup, parse_flat_keyed, parse_percpu, tasks_percpu_file
 from dnscost.errors import MachineError
 from dnscost.meter import procfs
 from dnscost.meter.energy import CpuPowerModel, RaplReader
@@ -117,6 +119,8 @@ class Sampler:
         self.socket_interval_s = socket_interval_s
         self.net = net
         self.ss_prefix = list(ss_prefix)
+        tasks = tasks_percpu_file()
+        self._tasks_file = str(tasks) if tasks is not None else None
         if energy is None:
             rapl = RaplReader()
             self.rapl: RaplReader | None = rapl if rapl.available() else None
@@ -306,8 +310,14 @@ class Sampler:
                 gprocesses += 1
         guser = sum(u for u, _ in self._generator_seen.values())
         gsystem = sum(sy for _, sy in self._generator_seen.values())
+        tasks_text = self._files.read(self._tasks_file) if self._tasks_file else None
+        tasks = parse_percpu(tasks_text) if tasks_text else {}
         cores = [
-            {"cpu": n, **{k: getattr(c, k) for k in c.__dataclass_fields__}}
+            {
+                "cpu": n,
+                **{k: getattr(c, k) for k in c.__dataclass_fields__},
+                **({"tasks_us": tasks[n]} if n in tasks else {}),
+            }
             for n, c in sorted(procfs.parse_proc_stat(self._must_read("/proc/stat")).items())
         ]
         protos = ("Udp", "Tcp", "TcpExt")
@@ -358,7 +368,8 @@ class Sampler:
 
     @property
     def _fixed_files(self) -> tuple[str, ...]:
-        return ("/proc/stat", "/proc/meminfo", f"{self.net}/snmp", f"{self.net}/netstat", f"{self.net}/sockstat")
+        fixed = ("/proc/stat", "/proc/meminfo", f"{self.net}/snmp", f"{self.net}/netstat", f"{self.net}/sockstat")
+        return (*fixed, self._tasks_file) if self._tasks_file else fixed
 
     def _must_read(self, path: str) -> str:
         text = self._files.read(path)

@@ -204,7 +204,7 @@ def summarize(records: Sequence[dict[str, Any]], t0_ms: float, t1_ms: float) -> 
             for r in fast
             if any(c["cpu"] == cpu for c in r.get("cores", []))
         ]
-        values = {k: delta(per, k) for k in _CORE_FIELDS}
+        values = {k: delta(per, k) for k in (*_CORE_FIELDS, "tasks_us")}
         cores[cpu] = {k: v for k, v in values.items() if v is not None}
         cores[cpu]["busy_us"] = sum(
             cores[cpu].get(k, 0.0) for k in ("user_us", "nice_us", "system_us", "irq_us", "softirq_us")
