@@ -49,7 +49,6 @@ __all__ = [
     "Softnet",
     "check_network",
     "cpu_mask",
-    "read_listen_counters",
     "read_softnet",
     "remove_all",
     "remove_leftovers",
@@ -128,26 +127,6 @@ def read_softnet(path: Path = Path("/proc/net/softnet_stat")) -> dict[int, Softn
         f = [int(x, 16) for x in line.split()]
         out[f[12] if len(f) > 12 else i] = Softnet(f[0], f[9] if len(f) > 9 else 0)
     return out
-
-
-LISTEN_COUNTERS = {"ListenOverflows": "listen_overflows", "ListenDrops": "listen_drops"}
-"""The kernel's counts of connection attempts dropped at a listening socket (``TcpExt`` in
-``/proc/net/netstat``): ``ListenOverflows`` when its accept queue was full, ``ListenDrops``
-for every drop (overflows included). Per network namespace, since it was made."""
-
-
-def read_listen_counters(proc_net: Path = Path("/proc/net")) -> dict[str, int]:
-    """:data:`LISTEN_COUNTERS` of the namespace whose ``/proc/.../net`` is ``proc_net``
-    (empty when the kernel does not report them)."""
-    try:
-        lines = (proc_net / "netstat").read_text().splitlines()
-    except OSError:
-        return {}
-    for names, values in zip(lines[::2], lines[1::2], strict=False):
-        if names.startswith("TcpExt:") and values.startswith("TcpExt:"):
-            row = dict(zip(names.split()[1:], values.split()[1:], strict=False))
-            return {ours: int(row[k]) for k, ours in LISTEN_COUNTERS.items() if k in row}
-    return {}
 
 
 def softnet_delta(before: dict[int, Softnet], after: dict[int, Softnet]) -> dict[str, dict[str, int]]:

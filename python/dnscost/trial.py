@@ -23,7 +23,6 @@ from dnscost.network import (
     DEFAULT_NETWORK,
     Network,
     check_network,
-    read_listen_counters,
     read_softnet,
     softnet_delta,
 )
@@ -313,7 +312,7 @@ def measure(
 ) -> dict[str, Any]:
     """One measured engine run against the started ``bed``: idle baseline, load, summary.
     Raw data goes to ``trial_dir`` as it is produced; returns the engine configuration, the
-    summary, the target's counters and the kernel's listen counters of its namespace."""
+    summary and the target's counters."""
     from dnscost import meter
 
     target = bed.target
@@ -343,8 +342,6 @@ def measure(
         time.sleep(s.baseline_s)  # idle baseline of the target, before any load
         counters_before = target.counters()
         config = engine_config(s, target, trial_dir, backlog)
-        proc_net = bed.network.proc_net(target.child.pid if target.child else None)
-        kernel_before = read_listen_counters(proc_net)
         softnet_before = read_softnet()
         records = generate(
             config,
@@ -355,7 +352,6 @@ def measure(
             started=engine_started,
         )
         softnet = softnet_delta(softnet_before, read_softnet())
-        kernel_after = read_listen_counters(proc_net)
         target.check_alive()
         counters_after = target.counters()
     finally:
@@ -372,15 +368,13 @@ def measure(
         cache_filled=s.fill,
     )
     counters = {"before": asdict(counters_before), "after": asdict(counters_after)}
-    kernel = {"before": kernel_before, "after": kernel_after}
     return {
         "engine_config": config,
         "summary": summarize_trial(
-            records, samples, CounterDelta.from_counters(counters["before"], counters["after"], kernel), context
+            records, samples, CounterDelta.from_counters(counters["before"], counters["after"]), context
         ),
         "summary_context": context.to_dict(),
         "counters": counters,
-        "kernel_counters": kernel,
         "softnet": softnet,
     }
 

@@ -151,32 +151,18 @@ class SummaryContext:
 
 @dataclass(frozen=True)
 class CounterDelta:
-    """The target's counters before and after the load (None where it has none), and the
-    kernel's count of connection attempts dropped because a listener's accept queue was full,
-    in the target's network namespace (``ListenOverflows``: an observer outside the target
-    and the engine)."""
+    """The target's counters before and after the load (None where it has none)."""
 
     answers: tuple[int | None, int | None] = (None, None)
     queries: tuple[int | None, int | None] = (None, None)
     cache_hits: tuple[int | None, int | None] = (None, None)
-    listen_overflows: tuple[int | None, int | None] = (None, None)
 
     @classmethod
-    def from_counters(
-        cls, before: Mapping[str, Any], after: Mapping[str, Any], kernel: Mapping[str, Any] | None = None
-    ) -> CounterDelta:
-        """From ``trial.json``'s ``counters`` and ``kernel_counters`` (``before``, ``after``)."""
-
+    def from_counters(cls, before: Mapping[str, Any], after: Mapping[str, Any]) -> CounterDelta:
         def pair(key: str) -> tuple[int | None, int | None]:
             return before.get(key), after.get(key)
 
-        k_before, k_after = (kernel or {}).get("before") or {}, (kernel or {}).get("after") or {}
-        return cls(
-            answers=pair("answers"),
-            queries=pair("queries"),
-            cache_hits=pair("cache_hits"),
-            listen_overflows=(k_before.get("listen_overflows"), k_after.get("listen_overflows")),
-        )
+        return cls(answers=pair("answers"), queries=pair("queries"), cache_hits=pair("cache_hits"))
 
     def delta(self, which: str) -> int | None:
         a, b = getattr(self, which)
@@ -273,10 +259,11 @@ def summarize_trial(
     pending = m["queries"].get("in_flight", 0) if config.get("rate") == "max" else 0
     loss = max(0.0, 1 - (answered + pending) / offered) if offered else None
     agreement = min(engine_answered, target_answers) / max(engine_answered, target_answers) if target_answers else None
-    # Over the whole engine run (warm-up included: an attempt dropped then still waits into
-    # the window), against the connections the engine opened in it.
-    overflows = counters.delta("listen_overflows")
-    opened = (total.get("connections") or {}).get("opened")
+    # Connection attempts the kernel dropped at the target's full accept queue in the window
+    # (its namespace's ListenOverflows, sampled by the meter), against those the engine opened.
+    dropped = window.counters.get("tcpext_listen_overflows")
+    overflows = round(dropped) if dropped is not None else None
+    opened = m["connections"].get("opened")
     overflow_share = (
         overflows / max(opened, 1)
         if overflows is not None and opened is not None and config["transport"] != "udp"
@@ -310,7 +297,10 @@ def summarize_trial(
         for flag, bad in (
             ("generator-bound", generator_bound),
             ("loss", loss is not None and loss >= V.MAX_LOSS),
-            ("listen-overflow", overflow_share is not None and overflow_share >= V.MAX_LOSS),
+            (
+                "listen-overflow",
+                overflow_share is not None and overflow_share >= V.MAX_LOSS and not target_saturated,
+            ),
             ("unbalanced", not summ["accounting"]["balanced"]),
             ("cold-cache", ctx.cache_filled and cache_hit_ratio is not None and cache_hit_ratio < V.MIN_CACHE_HITS),
             ("answer-mismatch", agreement is not None and agreement < V.MIN_ANSWER_AGREEMENT),

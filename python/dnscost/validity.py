@@ -13,9 +13,11 @@ loss                ``loss`` (1 - answered/offered; in a closed loop, queries st
                     flight as the window ends are not lost) ≥ ``MAX_LOSS``
 listen-overflow     the kernel dropped connection attempts to the target because its
                     listener's accept queue was full (``ListenOverflows`` in its network
-                    namespace, over the engine run) on at least ``MAX_LOSS`` of the
-                    connections the engine opened: a dropped SYN waits a second for its
-                    retransmission, so the trial measured the listen queue
+                    namespace, in the window) on at least ``MAX_LOSS`` of the connections
+                    the engine opened, and the target was not saturated: a dropped SYN
+                    waits a second for its retransmission, so the listen queue, not the
+                    target, set the pace (a saturated target that cannot accept every
+                    connection offered is a result, and the trial stands)
 unbalanced          the engine's accounting does not balance (a query neither answered,
                     timed out, failed nor aborted)
 cold-cache          the target's own counters show a cache-hit ratio < ``MIN_CACHE_HITS``

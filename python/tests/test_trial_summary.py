@@ -61,6 +61,7 @@ def _samples(
     every_ms: int = 100,
     foreign: float = 0.0,
     tasks: tuple[float, float] | None = None,
+    overflows_per_s: float | None = None,
 ) -> list[dict[str, Any]]:
     """Fast samples from 0 to 3.5 s; the target's and the generator's cores busy the given
     shares of each interval, the target's cgroup using all of its core's busy time but
@@ -76,6 +77,9 @@ def _samples(
             for core, share in zip(cores, tasks, strict=True):
                 core["tasks_us"] = us * share
         target: dict[str, Any] = {"rss_bytes": 1e6}
+        extra: dict[str, Any] = {}
+        if overflows_per_s is not None:  # the kernel's ListenOverflows in the target's namespace
+            extra["tcpext"] = {"ListenOverflows": 7_000 + round(overflows_per_s * t / 1000)}
         if target_cpu:
             target["cgroup_cpu_total_us"] = us * (target_busy - foreign)
         out.append(
@@ -84,6 +88,7 @@ def _samples(
                 "t_ms": t,
                 "target": target,
                 "cores": cores,
+                **extra,
                 "generator": {
                     "cpu_user_us": us * generator_busy if generator else 0,
                     "cpu_system_us": 0,
@@ -211,22 +216,20 @@ def test_disagreeing_answer_counts_and_a_cold_cache_invalidate() -> None:
     assert _flags(_records(), _samples(target_busy=0.5, generator_busy=0.5), counters=cold, ctx=unfilled) == []
 
 
-def test_connection_attempts_the_kernel_dropped_at_a_full_accept_queue_invalidate() -> None:
+def test_connection_attempts_dropped_at_a_full_accept_queue_invalidate_an_unsaturated_trial() -> None:
     records = _records()
-    records[-1]["total"]["connections"] = {"opened": 1000}
-    busy = _samples(target_busy=1.0, generator_busy=0.5)
+    records[-1]["measured"]["connections"]["opened"] = 1000  # in the 2 s window
 
-    def kernel(dropped: int) -> CounterDelta:
-        return CounterDelta.from_counters(
-            {"answers": 0, "queries": 0, "cache_hits": 0},
-            {"answers": 20_000, "queries": 20_000, "cache_hits": 20_000},
-            {"before": {"listen_overflows": 500}, "after": {"listen_overflows": 500 + dropped}},
-        )
+    def flags(per_s: float, target_busy: float) -> list[str]:
+        return _flags(records, _samples(target_busy=target_busy, generator_busy=0.5, overflows_per_s=per_s))
 
-    assert _flags(records, busy, counters=kernel(9)) == []
-    assert _flags(records, busy, counters=kernel(10)) == ["listen-overflow"]
-    # Not read (an older record, a kernel without the counter): no judgement, never 0.
-    assert _flags(records, busy, counters=COUNTERS) == []
+    assert flags(4, 0.5) == []  # 8 of 1000
+    assert flags(5, 0.5) == ["listen-overflow"]  # 10 of 1000: the queue set the pace
+    assert flags(200, 1.0) == []  # the target saturated: it could not accept more; a result
+    v = summarize_trial(records, _samples(target_busy=1.0, generator_busy=0.5, overflows_per_s=200), COUNTERS, CTX)
+    assert v["validity"]["listen_overflows"] == 400 and v["validity"]["listen_overflow_share"] == 0.4
+    # Not sampled (an older record, a kernel without the counter): no judgement, never 0.
+    assert _flags(records, _samples(target_busy=0.5, generator_busy=0.5)) == []
 
 
 def test_every_flag_is_documented() -> None:

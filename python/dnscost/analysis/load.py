@@ -66,7 +66,7 @@ def resummarize(trial_dir: Path, doc: dict[str, Any]) -> dict[str, Any] | None:
     samples = read_records(trial_dir / "meter.jsonl")
     if not records or records[-1].get("type") != "summary" or not samples:
         return None
-    counts = CounterDelta.from_counters(counters["before"], counters["after"], doc.get("kernel_counters"))
+    counts = CounterDelta.from_counters(counters["before"], counters["after"])
     return dict(summarize_trial(records, samples, counts, SummaryContext.from_dict(context)))
 
 
