@@ -397,12 +397,19 @@ def run_plan(
 
 
 def _read_record(trial_dir: Path) -> dict[str, Any] | None:
-    """A trial's ``trial.json``, or None when it was never written (or is unreadable)."""
+    """A trial's ``trial.json``, or None when it was never written (or is unreadable), with
+    its summary computed again from its raw records, as ``dnscost report`` does: a rate derived
+    from it follows the validity of today's analysis, not that of the code that measured it."""
+    from dnscost.analysis.load import resummarize
+
     try:
         doc = json.loads((trial_dir / "trial.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    return doc if isinstance(doc, dict) else None
+    if not isinstance(doc, dict):
+        return None
+    summary = resummarize(trial_dir, doc)
+    return {**doc, "summary": summary} if summary is not None else doc
 
 
 def _compress(path: Path, *, keep: bool) -> None:

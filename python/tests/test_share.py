@@ -242,6 +242,21 @@ def test_the_runner_derives_fails_cleanly_and_resumes_from_disk(
     assert offered == {tcp_id: 4500.0}  # the UDP share is tried again and again not run, unmeasured
     assert counts == {"done": 1, "failed": 0, "skipped": 2, "not_run": 1}
 
+    # Today's analysis, recomputing the UDP reference from its raw records, finds it valid (as
+    # a fixed flag would): the resumed run derives the UDP share from that, not the stored one.
+    from dnscost.analysis import load
+
+    def recomputed(trial_dir: Path, doc: dict[str, Any]) -> dict[str, Any] | None:
+        if trial_dir.name != "establishment-builtin-udp-r0":
+            return None
+        return {"answered_qps": 9000.0, "validity": {"valid": True, "flags": []}}
+
+    monkeypatch.setattr(load, "resummarize", recomputed)
+    offered.clear()
+    counts = runner.run_plan(Run(run.dir, run.doc), spec, plan, target_cpus=[0], generator_cpus=[1], progress=quiet)
+    assert offered == {"latency-builtin-udp-r0": 4500.0}
+    assert counts == {"done": 1, "failed": 0, "skipped": 3, "not_run": 0}
+
 
 def test_the_latency_table_puts_the_share_beside_saturation() -> None:
     from dnscost.analysis.tables import latency_rows
