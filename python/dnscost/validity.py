@@ -7,7 +7,9 @@ A trial is valid when it has no flag. Each flag names one condition:
 flag                the trial is invalid because
 ==================  ====================================================================
 generator-bound     the generator, not the target, was the bottleneck: it fell behind its
-                    schedule (offered below scheduled) or its own cores were at least
+                    schedule (offered more than ``MAX_LOSS`` off scheduled, below, or above
+                    when a backlog from before the window was sent in it) or its own cores
+                    were at least
                     ``SATURATED`` busy, while the target's cores were not
 loss                ``loss`` (1 - answered/offered; in a closed loop, queries still in
                     flight as the window ends are not lost) ≥ ``MAX_LOSS``

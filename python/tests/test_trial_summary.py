@@ -141,6 +141,10 @@ def test_an_open_loop_shortfall_is_seen_whatever_the_engine_says() -> None:
     flags = _flags(_records(rate=100_000.0, kept_up=True), _samples(target_busy=0.3, generator_busy=0.3))
     assert "generator-bound" in flags
     assert _flags(_records(rate=10_000.0), _samples(target_busy=0.3, generator_busy=0.3)) == []
+    # 8 000 qps asked, 10 000 offered: a backlog from before the window was sent in it.
+    flags = _flags(_records(rate=8_000.0, kept_up=True), _samples(target_busy=0.3, generator_busy=0.3))
+    assert "generator-bound" in flags
+    assert _flags(_records(rate=9_950.0), _samples(target_busy=0.3, generator_busy=0.3)) == []
 
 
 def test_loss_at_the_threshold_invalidates() -> None:
