@@ -474,8 +474,11 @@ def cmd_run(a: argparse.Namespace) -> int:
 
 
 def _count_line(run: Any, plan: Sequence[Any]) -> str:
-    """``60 of 60 trials done, 0 failed; 2 invalid (generator-bound 2)``."""
+    """``60 of 60 trials done, 0 failed; 2 invalid (generator-bound 2)``, validity as today's
+    analysis judges the raw records (as ``dnscost report``), not as stored when measured."""
     from collections import Counter
+
+    from dnscost.runner import read_record
 
     counts = run.trial_counts()
     text = f"{counts.get('done', 0)} of {len(plan)} trials done, {counts.get('failed', 0)} failed"
@@ -486,9 +489,8 @@ def _count_line(run: Any, plan: Sequence[Any]) -> str:
     for t in plan:
         if not run.done(t.id):
             continue
-        try:
-            doc = json.loads((run.trial_dir(t.id) / "trial.json").read_text())
-        except (OSError, json.JSONDecodeError):
+        doc = read_record(run.trial_dir(t.id))
+        if doc is None:
             continue
         v = (doc.get("summary") or {}).get("validity") or {}
         if v.get("valid") is False:

@@ -162,15 +162,19 @@ def _group_trials(spec: Spec, g: Group, target: str, served: tuple[str, ...]) ->
 
 def _share_trials(spec: Spec, g: Group, target: str, served: tuple[str, ...]) -> list[TrialPlan]:
     """The trials of a group at a share of capacity: every trial of the saturation group it
-    names (``capacity_of``) over its transports, renamed, at the share, each referencing the
-    saturation trial of its cell and round."""
+    names (``capacity_of``) over its transports, renamed, at the share (and the group's
+    in-flight ceiling), each referencing the saturation trial of its cell and round."""
     ref = next(r for r in spec.groups if r.name == g.settings["capacity_of"])
     out = []
     for t in _group_trials(spec, ref, target, served):
         narrowed = all(t.params.get(k) in v for k, v in g.axes.items() if k != "rate" and t.params.get(k) is not None)
         if t.transport in g.transports and narrowed:
             tid = g.name + t.id[len(ref.name) :]
-            params = {**t.params, "rate": g.axes["rate"][0]}
+            params = {
+                **t.params,
+                "rate": g.axes["rate"][0],
+                "in_flight": g.settings.get("in_flight", t.params["in_flight"]),
+            }
             out.append(dataclasses.replace(t, id=tid, group=g.name, params=params, reference=t.id))
     return out
 

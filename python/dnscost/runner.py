@@ -301,7 +301,7 @@ def run_plan(
             if t.reference is not None:
                 # Read from disk: the reference may have run in an earlier invocation (--resume).
                 try:
-                    record["derived_rate"] = share_rate(t, _read_record(run.trial_dir(t.reference)))
+                    record["derived_rate"] = share_rate(t, read_record(run.trial_dir(t.reference)))
                 except ValueError as e:
                     # Not a failure of this trial: its cell has no valid capacity to take a share of.
                     record.update(status="not-run", error=f"no rate to derive: {e}")
@@ -396,7 +396,7 @@ def run_plan(
     return counts
 
 
-def _read_record(trial_dir: Path) -> dict[str, Any] | None:
+def read_record(trial_dir: Path) -> dict[str, Any] | None:
     """A trial's ``trial.json``, or None when it was never written (or is unreadable), with
     its summary computed again from its raw records, as ``dnscost report`` does: a rate derived
     from it follows the validity of today's analysis, not that of the code that measured it."""

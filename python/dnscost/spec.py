@@ -410,9 +410,12 @@ def _share_group(gc: _Checker, raw: dict[str, Any], name: str, kind: str, earlie
     cells of an earlier saturation group, each run open loop at the share of the answered rate
     its saturation trial measured in the same round. Its cells, durations and repetitions are
     the saturation group's; it chooses the share and may narrow the cells: fewer transports,
-    fewer values of a swept knob (``cert_key = "ecdsa-p256"``)."""
-    narrowing = {"transports", *SWEEPABLE} - {"rate"}
-    extra = sorted(set(raw) - {"name", "kind", "capacity_of", "rate", *narrowing})
+    fewer values of a swept knob (``cert_key = "ecdsa-p256"``). ``in_flight`` is the open
+    loop's ceiling on outstanding queries per connection (default: the saturation cell's, whose
+    closed loop it defined): a ceiling the schedule runs into holds queries back and sends them
+    late, so the latency measured would be the generator's queue."""
+    narrowing = {"transports", *SWEEPABLE} - {"rate", "in_flight"}
+    extra = sorted(set(raw) - {"name", "kind", "capacity_of", "rate", "in_flight", *narrowing})
     if extra:
         gc.fail(extra[0], "a group at a share of capacity takes its cells and durations from capacity_of")
     if kind != "load":
@@ -434,7 +437,12 @@ def _share_group(gc: _Checker, raw: dict[str, Any], name: str, kind: str, earlie
         if key not in ref.axes or not set(values) <= set(ref.axes[key]):
             gc.fail(key, f"narrows the cells of {ref_name!r}: expected values among {list(ref.axes.get(key, ()))}")
         axes[key] = values
-    return Group(name, kind, transports, ref.repetitions, axes, {**ref.settings, "capacity_of": ref_name})
+    settings = {**ref.settings, "capacity_of": ref_name}
+    if "in_flight" in raw:
+        if isinstance(raw["in_flight"], list):
+            gc.fail("in_flight", "one value: the open loop's ceiling for every cell")
+        settings["in_flight"] = _knob(gc, "in_flight", raw["in_flight"])
+    return Group(name, kind, transports, ref.repetitions, axes, settings)
 
 
 def load_spec(path: Path) -> Spec:

@@ -85,6 +85,13 @@ def test_each_share_trial_follows_its_reference_in_the_same_round() -> None:
         assert {**ref.params, "rate": "50%"} == t.params
         assert order.index(ref.id) < order.index(t.id)
         assert t.to_dict()["reference"] == ref.id
+    # in_flight: not a cell of the share group but its open loop's ceiling, for every cell.
+    plan = expand(parse_spec(SPEC + "in_flight = 16\n", "s.toml"))
+    by_id = {t.id: t for t in plan}
+    shares = [t for t in plan if t.group == "latency"]
+    assert len(shares) == 2 * 6 and all(t.params["in_flight"] == 16 for t in shares)
+    assert all(by_id[t.reference].params["in_flight"] == 1 for t in shares)
+    assert "one value" in _spec_error(SPEC + "in_flight = [4, 16]\n")
 
 
 def _ref(status: str = "done", valid: bool = True, qps: float | None = 12_000.0) -> dict[str, Any]:
@@ -245,6 +252,9 @@ def test_the_runner_derives_fails_cleanly_and_resumes_from_disk(
     # Today's analysis, recomputing the UDP reference from its raw records, finds it valid (as
     # a fixed flag would): the resumed run derives the UDP share from that, not the stored one.
     from dnscost.analysis import load
+    from dnscost.cli import _count_line
+
+    assert _count_line(again, plan).endswith("; 1 invalid (loss 1)")
 
     def recomputed(trial_dir: Path, doc: dict[str, Any]) -> dict[str, Any] | None:
         if trial_dir.name != "establishment-builtin-udp-r0":
@@ -253,9 +263,12 @@ def test_the_runner_derives_fails_cleanly_and_resumes_from_disk(
 
     monkeypatch.setattr(load, "resummarize", recomputed)
     offered.clear()
-    counts = runner.run_plan(Run(run.dir, run.doc), spec, plan, target_cpus=[0], generator_cpus=[1], progress=quiet)
+    last = Run(run.dir, run.doc)
+    counts = runner.run_plan(last, spec, plan, target_cpus=[0], generator_cpus=[1], progress=quiet)
     assert offered == {"latency-builtin-udp-r0": 4500.0}
     assert counts == {"done": 1, "failed": 0, "skipped": 3, "not_run": 0}
+    # The run's last line counts the validity recomputed, too.
+    assert _count_line(last, plan) == "4 of 4 trials done, 0 failed"
 
 
 def test_the_latency_table_puts_the_share_beside_saturation() -> None:

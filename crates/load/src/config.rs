@@ -239,7 +239,8 @@ pub struct EngineConfig {
     /// Ceiling on new connections per second, over all threads.
     pub open_rate: Option<f64>,
     /// Open every slot's first connection before any query is sent: queries wait until all
-    /// first connections are established or have failed, or until the warm-up ends. For
+    /// first connections are established or have failed, or until the warm-up ends, and an
+    /// open loop's schedule starts then (nothing is due while connections open). For
     /// measurements over N open connections, whose set-up would otherwise compete with load.
     pub open_first: bool,
     /// Share of reconnections that try to resume the TLS session (0 to 1).

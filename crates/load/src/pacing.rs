@@ -8,6 +8,8 @@ use crate::{Arrival, Nanos, Rng};
 #[derive(Debug, Clone)]
 pub struct Pacer {
     arrival: Arrival,
+    /// The first intended time's offset from the start (the slot's phase).
+    phase_ns: f64,
     first_ns: f64,
     gap_ns: f64,
     sent: u64,
@@ -20,13 +22,20 @@ impl Pacer {
     pub fn new(arrival: Arrival, rate_qps: f64, slots: u64, slot: u64, start: Nanos, rng: Rng) -> Self {
         let slots = slots.max(1) as f64;
         let gap_ns = 1e9 * slots / rate_qps;
-        let mut p = Pacer { arrival, first_ns: start as f64, gap_ns, sent: 0, next: 0, rng };
-        p.first_ns += match arrival {
+        let mut p = Pacer { arrival, phase_ns: 0.0, first_ns: 0.0, gap_ns, sent: 0, next: 0, rng };
+        p.phase_ns = match arrival {
             Arrival::Constant => 1e9 * slot as f64 / rate_qps,
             Arrival::Poisson => p.exp_gap(),
         };
-        p.next = p.first_ns as Nanos;
+        p.restart(start);
         p
+    }
+
+    /// The schedule starts again at `start` (same phase): times before it were never intended.
+    pub fn restart(&mut self, start: Nanos) {
+        self.first_ns = start as f64 + self.phase_ns;
+        self.sent = 0;
+        self.next = self.first_ns as Nanos;
     }
 
     fn exp_gap(&mut self) -> f64 {
@@ -102,6 +111,15 @@ mod tests {
         for (k, t) in times.iter().enumerate() {
             assert!((*t as i64 - k as i64 * 1_000_000).abs() <= 1, "query {k} at {t}");
         }
+    }
+
+    #[test]
+    fn a_restart_moves_the_schedule_keeping_the_phase() {
+        let mut p = Pacer::new(Arrival::Constant, 1000.0, 4, 3, 0, Rng::new(0, 3));
+        assert_eq!(p.take(), 3_000_000);
+        p.take();
+        p.restart(S);
+        assert_eq!((p.take(), p.take()), (S + 3_000_000, S + 7_000_000));
     }
 
     #[test]

@@ -262,11 +262,20 @@ pub struct Schedule {
     blocked_since: Option<u64>,
     /// Refused queries to send again, in intended-time order.
     retry: std::collections::VecDeque<super::window::Outstanding>,
+    /// Open loop with `open_first`: the schedule has not started (connections still open).
+    held: bool,
 }
 
 impl Schedule {
     pub fn new(pacer: Option<Pacer>, end_ns: u64) -> Self {
-        Schedule { pacer, end_ns, capacity: 1, once: None, blocked_since: None, retry: Default::default() }
+        Schedule { pacer, end_ns, capacity: 1, once: None, blocked_since: None, retry: Default::default(), held: false }
+    }
+
+    /// An open loop's schedule waits for [`Schedule::start_at`] (`open_first`): nothing is due,
+    /// or expires unsent, until then.
+    pub fn hold(mut self) -> Self {
+        self.held = self.pacer.is_some();
+        self
     }
 
     /// A closed loop keeping `in_flight` queries outstanding.
@@ -278,6 +287,15 @@ impl Schedule {
     /// ([`Schedule::next_connection`]).
     pub fn once(end_ns: u64) -> Self {
         Schedule { once: Some(true), ..Schedule::new(None, end_ns) }
+    }
+
+    /// The load starts at run time `at` (every first connection open, with `open_first`): an
+    /// open loop's schedule begins there, so nothing was due while connections opened.
+    pub fn start_at(&mut self, at: u64) {
+        if let (Some(p), true) = (&mut self.pacer, self.held) {
+            p.restart(at);
+        }
+        self.held = false;
     }
 
     /// The connection ended while the run goes on: with `once`, the next one sends a query.
@@ -378,7 +396,7 @@ impl Schedule {
     /// `free` is how many more the slot could have outstanding. Queries waiting to be sent
     /// again whose timeout passed are timed out.
     pub fn expire_unsent(&mut self, now: u64, timeout_ns: u64, free: u64, c: &mut Counters) {
-        if let Some(p) = &mut self.pacer {
+        if let (false, Some(p)) = (self.held, &mut self.pacer) {
             while p.next() + timeout_ns <= now && p.next() < self.end_ns {
                 p.take();
                 c.offered += 1;
@@ -406,7 +424,7 @@ impl Schedule {
     /// due afterwards.
     pub fn close(&mut self, at: u64, c: &mut Counters) {
         let at = at.min(self.end_ns);
-        if let Some(p) = &mut self.pacer {
+        if let (false, Some(p)) = (self.held, &mut self.pacer) {
             while p.next() < at {
                 p.take();
                 c.offered += 1;

@@ -495,6 +495,7 @@ fn worker(
                 Rate::Max => Schedule::closed(cfg.in_flight as u64, end_ns),
                 Rate::Once => Schedule::once(end_ns),
             };
+            let sched = if ctx.plan.gate.is_some() { sched.hold() } else { sched };
             let ctx = ctx.clone();
             slots.push(tokio::task::spawn_local(async move {
                 if ctx.plan.config.transport == Transport::Udp {

@@ -43,6 +43,19 @@ pub async fn wait_until(
     }
 }
 
+/// With `open_first`, after the slot's first connection attempt: waits until every slot's
+/// first attempt is settled (until the warm-up ends; without one, until the end of sending at
+/// most), then starts the slot's schedule.
+async fn pass_gate(ctx: &Ctx, stop: &mut tokio::sync::watch::Receiver<Stop>, sched: &mut Schedule) {
+    if let Some(g) = &ctx.plan.gate {
+        g.arrive();
+        let cfg = &ctx.plan.config;
+        let until = if cfg.warmup_ms > 0 { cfg.warmup_ms } else { cfg.warmup_ms + cfg.duration_ms };
+        g.wait(ctx, stop, until * 1_000_000).await;
+        sched.start_at(ctx.now());
+    }
+}
+
 /// Runs one connection slot until the run stops.
 pub async fn run_slot(ctx: Rc<Ctx>, mut sched: Schedule, slot: u64, mut rng: Rng) {
     let plan = ctx.plan.clone();
@@ -106,9 +119,7 @@ pub async fn run_slot(ctx: Rc<Ctx>, mut sched: Schedule, slot: u64, mut rng: Rng
                 // reconnection is not, so that the end of a run does not count one as unsent).
                 sched.blocked(opened, true);
                 if first {
-                    if let Some(g) = &plan.gate {
-                        g.arrive();
-                    }
+                    pass_gate(&ctx, &mut stop, &mut sched).await;
                 }
                 first = false;
                 ctx.counters.borrow_mut().conn_fail(kind);
@@ -133,13 +144,7 @@ pub async fn run_slot(ctx: Rc<Ctx>, mut sched: Schedule, slot: u64, mut rng: Rng
         }
         ctx.active.set(ctx.active.get() + 1);
         if first {
-            if let Some(g) = &plan.gate {
-                g.arrive();
-                // Until the warm-up ends; without one, until the end of sending at most (due
-                // queries held meanwhile expire as unsent, as any that cannot go).
-                let until = if cfg.warmup_ms > 0 { cfg.warmup_ms } else { cfg.warmup_ms + cfg.duration_ms };
-                g.wait(&ctx, &mut stop, until * 1_000_000).await;
-            }
+            pass_gate(&ctx, &mut stop, &mut sched).await;
         }
         let lifetime = if first { first_lifetime } else { cfg.lifetime };
         first = false;
