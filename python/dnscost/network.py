@@ -7,20 +7,33 @@ core for delivering answers to the generator. On a real network each receiver pa
 packets. Three set-ups (``--network``):
 
 ``loopback``
-    Target and generator on 127.0.0.1 in the root namespace (dnscost's original set-up).
+    Target and generator in the root namespace: the target on 127.0.0.1, the generator's
+    connections from 127.0.1.1 to 127.0.32.1 (loopback routes all of 127.0.0.0/8; nothing
+    is assigned).
 ``veth``
     The target (and only the target) in a network namespace made for the bed, joined to the
-    root namespace by a veth pair: ``198.18.N.1/30`` on the target's side, ``198.18.N.2/30``
-    on the generator's (RFC 2544 benchmarking addresses, the only ones dnscost ever assigns).
-    The engine, the authoritative upstream (listening on the generator's address) and
-    dnscost itself stay in the root namespace. Receive still runs on the sender's core.
+    root namespace by a veth pair, in a /26 of RFC 2544's benchmarking range (the only
+    addresses dnscost ever assigns): ``.1/30`` on the target's side, ``.2/30`` on the
+    generator's, and the generator's connections from ``.32`` to ``.63`` (``/32`` each on the
+    generator's device, routed there from the namespace). The engine, the authoritative
+    upstream (listening on ``.2``) and dnscost itself stay in the root namespace. Receive
+    still runs on the sender's core.
 ``veth-rps``
     The same, with Receive Packet Steering on each veth's receive queue
     (``queues/rx-0/rps_cpus``) set to that side's cores: a query is received on the target's
     cores, an answer on the generator's, as on a real network, at the price of an
     inter-processor interrupt per batch of packets.
 
-Everything made here (namespace, links) is removed by :meth:`Network.remove`, at exit, and,
+Why many source addresses: a connection's ``connect()`` searches the ephemeral ports of its
+(source, destination) pair for one whose 4-tuple is free, through every connection of that pair
+still in TIME_WAIT. At one query per connection and 14 000 connections per second from one
+address, that search was half of the generator's core (``__inet_hash_connect``,
+``__inet_check_established``) and the generator, not the target, set the rate; spread over 32
+addresses it opened 2.2 to 2.3 times as many (``bench/engine-vs-peers``, part 2). Every
+transport uses them (the engine takes ``sources[slot % 32]``), so UDP and TCP trials differ in
+nothing but the transport.
+
+Everything made here (namespace, links, addresses) is removed by :meth:`Network.remove`, at exit, and,
 for a dnscost process that was killed, by the next :meth:`Network.create` (names carry the PID
 of the process that made them).
 """
@@ -60,7 +73,10 @@ DEFAULT_NETWORK = "loopback"
 """See ``docs/metering.md`` ("Where the kernel's work lands") for the measurements behind it."""
 
 BENCH_NET = ipaddress.IPv4Network("198.18.0.0/15")
-"""RFC 2544's benchmarking range: the only addresses dnscost assigns."""
+"""RFC 2544's benchmarking range: the only addresses dnscost assigns, a /26 per bed."""
+BED_PREFIX = 26
+LOOPBACK_SOURCES = tuple(f"127.0.{i}.1" for i in range(1, 33))
+"""The generator's source addresses on loopback (see the module's documentation)."""
 
 _LOCK = Path("/run/lock/dnscost-network.lock")
 _NAME = re.compile(r"dnscost-(\d+)-(\d+)$")
@@ -97,7 +113,9 @@ class NetworkInfo:
     target_address: str
     """Where the target listens, and the engine sends to."""
     generator_address: str
-    """The generator's side: the engine's source address and where the upstream listens."""
+    """The generator's side of the link, where the upstream listens."""
+    sources: tuple[str, ...] = ()
+    """The addresses the engine's connections come from, slot by slot in turn (its ``source``)."""
     netns: str | None = None
     """The target's network namespace (None on loopback)."""
     target_device: str | None = None
@@ -189,7 +207,7 @@ def _used_subnets() -> set[ipaddress.IPv4Network]:
         if m:
             iface = ipaddress.IPv4Interface(m.group(1))
             if iface.ip in BENCH_NET:
-                used.add(ipaddress.IPv4Network(f"{iface.ip}/30", strict=False))
+                used.add(ipaddress.IPv4Network(f"{iface.ip}/{BED_PREFIX}", strict=False))
     return used
 
 
@@ -219,7 +237,7 @@ class Network:
 
     @classmethod
     def loopback(cls) -> Network:
-        return cls(NetworkInfo("loopback", "127.0.0.1", "127.0.0.1"))
+        return cls(NetworkInfo("loopback", "127.0.0.1", "127.0.0.1", LOOPBACK_SOURCES))
 
     @classmethod
     def create(cls, kind: str, *, target_cpus: Sequence[int], generator_cpus: Sequence[int]) -> Network:
@@ -236,11 +254,13 @@ class Network:
         with _LOCK.open("w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)  # two dnscost processes never pick one subnet
             used = _used_subnets()
-            subnet = next((s for s in BENCH_NET.subnets(new_prefix=30) if s not in used), None)
+            subnet = next((s for s in BENCH_NET.subnets(new_prefix=BED_PREFIX) if s not in used), None)
             if subnet is None:
-                raise MachineError("no free /30 left in 198.18.0.0/15")
+                raise MachineError(f"no free /{BED_PREFIX} left in {BENCH_NET}")
             taddr, gaddr = str(subnet[1]), str(subnet[2])
-            net = cls(NetworkInfo(kind, taddr, gaddr, netns, tdev, gdev))
+            source_net = list(subnet.subnets(prefixlen_diff=1))[1]  # the upper half: 32 addresses
+            sources = tuple(str(a) for a in source_net)
+            net = cls(NetworkInfo(kind, taddr, gaddr, sources, netns, tdev, gdev))
             _live.add(net)
             try:
                 _ip("netns", "add", netns)
@@ -256,10 +276,13 @@ class Network:
                     _ip("link", "set", dev, "addrgenmode", "none")
                 _ip("link", "set", tdev, "netns", netns)
                 _ip("addr", "add", f"{gaddr}/30", "dev", gdev)
+                for a in sources:
+                    _ip("addr", "add", f"{a}/32", "dev", gdev)
                 _ip("link", "set", gdev, "up")
                 _ip("-n", netns, "link", "set", "lo", "up")
                 _ip("-n", netns, "addr", "add", f"{taddr}/30", "dev", tdev)
                 _ip("-n", netns, "link", "set", tdev, "up")
+                _ip("-n", netns, "route", "add", str(source_net), "via", gaddr)
                 rps[gdev] = Path(f"/sys/class/net/{gdev}/queues/rx-0/rps_cpus").read_text().strip()
                 rps[tdev] = _ip("netns", "exec", netns, "cat", f"/sys/class/net/{tdev}/queues/rx-0/rps_cpus").strip()
                 for dev, mask in masks.items():
@@ -268,7 +291,7 @@ class Network:
             except BaseException:
                 net.remove()
                 raise
-        net.info = NetworkInfo(kind, taddr, gaddr, netns, tdev, gdev, rps)
+        net.info = NetworkInfo(kind, taddr, gaddr, sources, netns, tdev, gdev, rps)
         return net
 
     def remove(self) -> None:

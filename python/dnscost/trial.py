@@ -283,12 +283,19 @@ def one_query_slots(config: dict[str, Any], backlog: int | None) -> int:
 
 
 def engine_config(
-    s: LoadSettings, target: Target, trial_dir: Path, backlog: dict[str, int] | None = None
+    s: LoadSettings,
+    target: Target,
+    trial_dir: Path,
+    backlog: dict[str, int] | None = None,
+    sources: Sequence[str] = (),
 ) -> dict[str, Any]:
     """The engine configuration of one trial of ``s`` against ``target`` whose listeners'
-    accept queues are ``backlog`` (per transport; see :func:`one_query_slots`)."""
+    accept queues are ``backlog`` (per transport; see :func:`one_query_slots`), its
+    connections spread over the source addresses ``sources`` (the network's; see
+    :mod:`dnscost.network`) unless the settings' engine configuration names its own (``sources``)."""
     ep = target.endpoints[s.transport]
     config = {
+        **({"sources": list(sources)} if sources else {}),
         **s.engine,
         "transport": s.transport,
         "target": ep.address,
@@ -341,7 +348,7 @@ def measure(
     try:
         time.sleep(s.baseline_s)  # idle baseline of the target, before any load
         counters_before = target.counters()
-        config = engine_config(s, target, trial_dir, backlog)
+        config = engine_config(s, target, trial_dir, backlog, bed.network.info.sources)
         softnet_before = read_softnet()
         records = generate(
             config,

@@ -79,7 +79,7 @@ def clean() -> Iterator[None]:
     assert not set(_live) - children and not set(pids_of_children()) - pids
 
 
-CASES = [(n, t, tr) for n in NETWORKS for t, tr in (("builtin", "udp"), ("dnsdist", "dot"))]
+CASES = [(n, t, tr) for n in NETWORKS for t, tr in (("builtin", "udp"), ("builtin", "tcp"), ("dnsdist", "dot"))]
 
 
 @pytest.mark.resolver
@@ -89,10 +89,12 @@ def test_trial_on_each_network(
 ) -> None:
     need(installed(target), f"{target} is not installed")
     need(len(os.sched_getaffinity(0)) >= 2, "needs two CPUs")
+    # Over TCP, one query per connection from 64 slots: every source address is used twice.
+    engine = {"connections": 64, "lifetime": {"queries": 1}} if transport == "tcp" else {"connections": 2}
     settings = LoadSettings(
         target,
         transport,
-        {"rate": 1000, "duration_ms": 1000, "warmup_ms": 300, "connections": 2},
+        {"rate": 1000, "duration_ms": 1000, "warmup_ms": 300, **engine},
         target_cpus=TARGET_CPUS,
         generator_cpus=GENERATOR_CPUS,
         names=500,
@@ -110,6 +112,14 @@ def test_trial_on_each_network(
     assert all(f"://{address}:" in url for url in record["endpoints"].values()), record["endpoints"]
     if network != "loopback":
         assert net["netns"] and net["target_address"].startswith("198.1")
+    # The connections come from the set-up's 32 source addresses, as the target saw them.
+    assert len(set(net["sources"])) == 32 and record["engine_config"]["sources"] == list(net["sources"])
+    if transport == "tcp":
+        served = [json.loads(line) for line in (tmp_path / "target" / "connections.jsonl").read_text().splitlines()]
+        peers = collections.Counter(r["peer_address"].rsplit(":", 1)[0] for r in served if "peer_address" in r)
+        engine = sum(peers[a] for a in net["sources"])
+        assert engine >= 1000 and min(peers[a] for a in net["sources"]) >= engine // 40, peers  # evenly
+        assert sum(peers.values()) - engine <= 5, peers  # besides: the readiness checks
     # The sampler ran ss where the target is: it saw the target's sockets.
     slow = [r for r in map(json.loads, (tmp_path / "meter.jsonl").read_text().splitlines()) if r["type"] == "slow"]
     assert any(r["sockets"]["sockets"] > 0 for r in slow), slow
