@@ -290,8 +290,11 @@ def share_rate(t: TrialPlan, reference: dict[str, Any] | None) -> dict[str, Any]
     the share times the reference's answered rate. The answered rate, not CPU per query: it is
     the capacity of this very cell as measured (the target's CPU need not have been the limit,
     and a capacity from CPU per query assumes cost per query constant up to a full core).
-    Returns what the trial records as ``derived_rate``; ValueError with the reason when the
-    reference was not run, failed or is invalid."""
+    A reference whose one flag is ``generator-bound`` answered less than the cell's capacity:
+    its answered rate is a lower bound of it, and the trial runs at most at the share
+    (``capacity_lower_bound`` true; the latency table writes its share ``≤50%``). Returns what
+    the trial records as ``derived_rate``; ValueError with the reason when the reference was
+    not run, failed or is invalid for any other reason."""
     share = load_share(t.params.get("rate"))
     if share is None or t.reference is None:
         raise ValueError(f"{t.id}: its rate {t.params.get('rate')!r} is not a share of capacity")
@@ -301,7 +304,8 @@ def share_rate(t: TrialPlan, reference: dict[str, Any] | None) -> dict[str, Any]
         raise ValueError(f"reference {t.reference} {reference.get('status') or 'did not finish'}")
     summary = reference.get("summary") or {}
     validity = summary.get("validity") or {}
-    if not validity.get("valid", False):
+    bound = list(validity.get("flags") or []) == ["generator-bound"]
+    if not validity.get("valid", False) and not bound:
         flags = ", ".join(validity.get("flags") or []) or "no validity"
         raise ValueError(f"reference {t.reference} is invalid ({flags})")
     answered = summary.get("answered_qps")
@@ -312,4 +316,5 @@ def share_rate(t: TrialPlan, reference: dict[str, Any] | None) -> dict[str, Any]
         "share": share,
         "reference_answered_qps": float(answered),
         "rate_qps": round(share * float(answered), 3),
+        "capacity_lower_bound": bound,
     }

@@ -94,9 +94,11 @@ def test_each_share_trial_follows_its_reference_in_the_same_round() -> None:
     assert "one value" in _spec_error(SPEC + "in_flight = [4, 16]\n")
 
 
-def _ref(status: str = "done", valid: bool = True, qps: float | None = 12_000.0) -> dict[str, Any]:
-    flags = [] if valid else ["loss"]
-    return {"status": status, "summary": {"answered_qps": qps, "validity": {"valid": valid, "flags": flags}}}
+def _ref(
+    status: str = "done", valid: bool = True, qps: float | None = 12_000.0, flags: tuple[str, ...] = ("loss",)
+) -> dict[str, Any]:
+    validity = {"valid": valid, "flags": [] if valid else list(flags)}
+    return {"status": status, "summary": {"answered_qps": qps, "validity": validity}}
 
 
 def test_the_rate_is_the_share_of_the_references_answered_rate() -> None:
@@ -108,11 +110,16 @@ def test_the_rate_is_the_share_of_the_references_answered_rate() -> None:
         "share": 0.5,
         "reference_answered_qps": 12_000.0,
         "rate_qps": 6_000.0,
+        "capacity_lower_bound": False,
     }
+    # A generator-bound reference answered a lower bound of the capacity: at most half of it.
+    bound = share_rate(t, _ref(valid=False, flags=("generator-bound",)))
+    assert bound["rate_qps"] == 6_000.0 and bound["capacity_lower_bound"] is True
     for record, reason in (
         (None, "was not run"),
         (_ref(status="failed"), "failed"),
         (_ref(valid=False), r"invalid \(loss\)"),
+        (_ref(valid=False, flags=("generator-bound", "loss")), r"invalid \(generator-bound, loss\)"),
         (_ref(qps=0.0), "answered no queries"),
     ):
         with pytest.raises(ValueError, match=reason):
@@ -147,13 +154,15 @@ def test_a_share_trial_offers_half_what_its_reference_answered(root: None, tmp_p
     ran = 0
     for t in shares:
         ref = trials[t["reference"]]
-        if not ref["summary"]["validity"]["valid"]:  # the machine's noise: then the share is not run
+        validity = ref["summary"]["validity"]
+        bound = validity["flags"] == ["generator-bound"]
+        if not validity["valid"] and not bound:  # the machine's noise: then the share is not run
             assert t["status"] == "not-run" and "is invalid" in t["error"]
             continue
         ran += 1
         assert t["status"] == "done", t["error"]
         derived = t["derived_rate"]
-        assert derived["reference"] == ref["id"]
+        assert derived["reference"] == ref["id"] and derived["capacity_lower_bound"] is bound
         assert derived["reference_answered_qps"] == ref["summary"]["answered_qps"]
         assert derived["rate_qps"] == pytest.approx(0.5 * ref["summary"]["answered_qps"], rel=1e-6)
         assert t["engine_config"]["rate"] == derived["rate_qps"]
@@ -292,3 +301,6 @@ def test_the_latency_table_puts_the_share_beside_saturation() -> None:
     assert (only["share_p50_us"], only["share_p99_us"]) == (400.0, 1200.0)
     (alone,) = latency_rows(rows[:2])
     assert alone["share"] is None and alone["share_p50_us"] is None
+    # A generator-bound saturation trial: half of what it answered is at most half of capacity.
+    (bound,) = latency_rows([*rows[:2], {**rows[2], "capacity_lower_bound": True}, rows[3]])
+    assert bound["share"] == "50%/≤50%"

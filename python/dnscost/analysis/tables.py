@@ -44,7 +44,7 @@ COLUMNS: dict[str, list[str]] = {
             handshakes_full handshakes_resumed connection_seconds target_cpu_us cpu_us_per_query
             cpu_us_per_new_connection target_cpu_share softirq_us engine_cpu_us rss_bytes rss_baseline_bytes
             kernel_bytes kernel_baseline_bytes energy_j energy_marginal_j energy_source latency_p50_us
-            latency_p90_us latency_p99_us latency_p999_us setup_p50_us setup_p99_us reference
+            latency_p90_us latency_p99_us latency_p999_us setup_p50_us setup_p99_us reference capacity_lower_bound
         """,
         "baseline": "target udp_max_qps offered_qps loss cpu_us_per_query valid udp_saturation_qps udp_reference_qps",
         "memory_points": """
@@ -220,6 +220,9 @@ def trial_row(trial: dict[str, Any], run: dict[str, Any]) -> Row:
         "resumption": _num(params.get("resumption")),
         "rate": _rate(params.get("rate")),
         "reference": trial.get("reference"),
+        "capacity_lower_bound": _dict(trial.get("derived_rate")).get("capacity_lower_bound")
+        if trial.get("reference")
+        else None,
         "in_flight": params.get("in_flight"),
         "cert_key": params.get("cert_key"),
         "tls_group": params.get("tls_group"),
@@ -505,7 +508,9 @@ def latency_rows(rows: list[Row]) -> list[Row]:
         for p in ("p50_us", "p90_us", "p99_us", "p999_us"):
             row[p] = median(_values(g, f"latency_{p}"))
         s = shares.get(key, [])
-        row["share"] = "/".join(sorted({str(r["rate"]) for r in s})) or None
+        row["share"] = (
+            "/".join(sorted({("≤" if r.get("capacity_lower_bound") else "") + str(r["rate"]) for r in s})) or None
+        )
         row["share_reps"] = sum(1 for r in s if r["valid"]) if s else None
         row["share_offered_qps"] = median(_values(s, "offered_qps"))
         for p in ("p50_us", "p90_us", "p99_us", "p999_us"):
