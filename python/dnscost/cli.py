@@ -19,6 +19,7 @@ from typing import Any
 
 from dnscost import __version__
 from dnscost.certs import DEFAULT_KEY_TYPE, KEY_TYPES
+from dnscost.engine import TRANSPORTS
 from dnscost.errors import DnscostError, TargetError, UsageError
 from dnscost.network import DEFAULT_NETWORK, NETWORKS, check_network
 
@@ -70,6 +71,7 @@ ENGINE_KNOBS: list[tuple[str, str, Any, str]] = [
     ("--idle-timeout", "idle_timeout_ms", parse_duration_ms, "client closes idle connections after this"),
     ("--open-rate", "open_rate", float, "ceiling on new connections per second"),
     ("--resumption", "resumption", float, "share of reconnections resuming TLS (0..1)"),
+    ("--early-data", "early_data", float, "doq: share of resumed connections sending 0-RTT data (0..1)"),
     ("--in-flight", "in_flight", int, "outstanding queries per connection"),
     ("--close", "close", str, "graceful, fin or rst"),
     ("--rate", "rate", parse_rate, "queries per second (open loop) or max"),
@@ -110,7 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     ld = sub.add_parser("load", help="one measured trial against a target")
     ld.add_argument("--target", required=True, help="dnsdist, knot-resolver, unbound, bind9, pdns-recursor, builtin")
-    ld.add_argument("--transport", required=True, choices=("udp", "tcp", "dot", "doh"))
+    ld.add_argument("--transport", required=True, choices=TRANSPORTS)
     for flag, field, kind, text in ENGINE_KNOBS:
         ld.add_argument(flag, dest=f"engine_{field}", type=kind, help=text)
     ld.add_argument("--engine-config", type=Path, help="JSON engine configuration to start from (flags override)")

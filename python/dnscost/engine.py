@@ -24,7 +24,9 @@ from dnscost.results import read_records
 
 __all__ = ["Endpoint", "Responder", "check_config", "engine_path", "engine_version", "generate"]
 
-TRANSPORTS = ("udp", "tcp", "dot", "doh")
+TRANSPORTS = ("udp", "tcp", "dot", "doh", "doq")
+TLS_TRANSPORTS = ("dot", "doh", "doq")
+"""The transports whose connections carry TLS (over TCP, or inside QUIC)."""
 
 
 def engine_path() -> Path:
@@ -128,7 +130,7 @@ def check_config(config: dict[str, Any], where: str) -> None:
     import tempfile
 
     doc = {"target": "127.0.0.1:53", **config}
-    if doc.get("transport") in ("dot", "doh") and "ca_file" not in doc:
+    if doc.get("transport") in TLS_TRANSPORTS and "ca_file" not in doc:
         doc["insecure"] = True
     with tempfile.NamedTemporaryFile("w", suffix=".json", prefix="dnscost-check-") as f:
         f.write(json.dumps(doc))

@@ -115,7 +115,8 @@ class NetworkInfo:
     generator_address: str
     """The generator's side of the link, where the upstream listens."""
     sources: tuple[str, ...] = ()
-    """The addresses the engine's connections come from, slot by slot in turn (its ``source``)."""
+    """The addresses the engine's connections come from, slot by slot in turn (the engine
+    configuration's ``sources``)."""
     netns: str | None = None
     """The target's network namespace (None on loopback)."""
     target_device: str | None = None

@@ -26,6 +26,7 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
+from dnscost.engine import TLS_TRANSPORTS
 from dnscost.spec import Group, Spec, lifetime_fields, load_share
 
 __all__ = [
@@ -111,7 +112,7 @@ def _warmup_s(kind: str, transport: str, p: dict[str, Any], settings: dict[str, 
     ceiling, with margin for TLS handshakes) before the measured period starts."""
     warmup = float(settings["warmup"])
     if transport != "udp" and p.get("open_rate"):
-        opening = p["connections"] / p["open_rate"] * (1.5 if transport in ("dot", "doh") else 1.2)
+        opening = p["connections"] / p["open_rate"] * (1.5 if transport in TLS_TRANSPORTS else 1.2)
         warmup = max(warmup, math.ceil((opening + 0.5) * 10) / 10)
     return warmup
 
@@ -262,7 +263,7 @@ def engine_knobs(t: TrialPlan) -> dict[str, Any]:
         config["lifetime"] = lifetime_fields(p["lifetime"])
         if p.get("open_rate"):
             config["open_rate"] = p["open_rate"]
-    if t.transport in ("dot", "doh") and p["lifetime"] != "forever":
+    if t.transport in TLS_TRANSPORTS and p["lifetime"] != "forever":
         config["resumption"] = p["resumption"]
     if p.get("doh_method"):
         config["doh_method"] = p["doh_method"]

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from dnscost.certs import DEFAULT_KEY_TYPE, TlsFiles, make_tls
-from dnscost.engine import Endpoint, Responder, generate
+from dnscost.engine import TLS_TRANSPORTS, Endpoint, Responder, generate
 from dnscost.errors import TargetError, UsageError
 from dnscost.network import (
     DEFAULT_NETWORK,
@@ -78,7 +78,7 @@ class LoadSettings:
 
 def _tls_options(transport: str, target: Target, ep: Endpoint) -> dict[str, Any]:
     opts: dict[str, Any] = {}
-    if transport in ("dot", "doh"):
+    if transport in TLS_TRANSPORTS:
         opts.update(ca_file=str(target.tls.ca), sni="localhost")
     if transport == "doh" and ep.path:
         opts["doh_path"] = ep.path

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from conftest import need
 from dnscost.certs import TlsFiles, make_tls
-from dnscost.engine import Endpoint, Responder, engine_path, generate
+from dnscost.engine import TLS_TRANSPORTS, Endpoint, Responder, engine_path, generate
 from dnscost.errors import MachineError, TargetError, UsageError
 from dnscost.targets import TARGETS, make_target
 from dnscost.targets._util import find_binary
@@ -242,7 +242,7 @@ def _burst(target: Target, transport: str, workdir: Path, cpu: int) -> dict[str,
         "tld": "test",
         "timeout_ms": 2000,
     }
-    if transport in ("dot", "doh"):
+    if transport in TLS_TRANSPORTS:
         config.update(ca_file=str(target.tls.ca), sni="localhost")
     if transport == "doh" and ep.path:
         config["doh_path"] = ep.path

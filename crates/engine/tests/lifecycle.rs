@@ -24,6 +24,7 @@ fn graceful(transport: &str) -> &'static str {
     match transport {
         "tcp" => "fin",
         "dot" => "close_notify",
+        "doq" => "connection_close",
         _ => "goaway",
     }
 }
@@ -143,19 +144,25 @@ fn lifecycle(transport: &str) {
     assert_eq!(conns[0]["queries"].as_u64().unwrap(), run.total("queries.answered"));
     assert!(run.total("queries.answered") > 100);
 
-    // Close modes as the server sees them.
-    for (mode, seen) in [("fin", "fin"), ("rst", "rst")] {
+    // Close modes as the server sees them (a silent QUIC close, as the server's idle timeout).
+    let modes: &[(&str, &str, &[&str])] = if transport == "doq" {
+        &[("graceful", "connection_close", &[]), ("silent", "idle", &["--idle-timeout", "80ms"])]
+    } else {
+        &[("fin", "fin", &[]), ("rst", "rst", &[])]
+    };
+    for &(mode, seen, server_flags) in modes {
+        let by = if mode == "silent" { "server" } else { "client" };
         let (_, conns) = scenario(
             transport,
             mode,
-            &[],
+            server_flags,
             &["--connections", "1", "--lifetime", "2q", "--close", mode, "--rate", "20", "--duration", "500ms"],
         );
         // 10 queries at 2 per connection: at least 3 whole connections to judge by (the last
         // may be cut by the end of the run), and every one of them closed as asked.
         let whole: Vec<&Value> = conns.iter().filter(|c| c["queries"] == 2).collect();
         assert!(whole.len() >= 3, "{mode}: {conns:?}");
-        assert!(whole.iter().all(|c| c["close"] == seen && c["closed_by"] == "client"), "{mode}: {conns:?}");
+        assert!(whole.iter().all(|c| c["close"] == seen && c["closed_by"] == by), "{mode}: {conns:?}");
     }
 
     // rate once: every connection carries exactly one query, then stays open until the end.
@@ -242,6 +249,40 @@ fn dot_lifecycle() {
 #[test]
 fn doh_lifecycle() {
     lifecycle("doh");
+}
+
+#[test]
+fn doq_lifecycle() {
+    lifecycle("doq");
+}
+
+#[test]
+fn doq_resumption() {
+    resumption("doq");
+}
+
+/// 0-RTT: every resumed connection sends its query as early data, which the server takes
+/// (`zero_rtt_accepted` in the server's log, from the handshake's own messages); half of them
+/// send it: the rest resume without.
+#[test]
+fn doq_early_data() {
+    let flags = ["--connections", "1", "--lifetime", "1q", "--rate", "50", "--duration", "1s", "--resumption", "1"];
+    let mut all = flags.to_vec();
+    all.extend(["--early-data", "1"]);
+    let (run, conns) = scenario("doq", "early1", &[], &all);
+    assert!(conns.len() >= 45, "{}", conns.len());
+    let mut by_open: Vec<&Value> = conns.iter().collect();
+    by_open.sort_by_key(|c| c["opened_us"].as_u64());
+    assert_eq!(by_open[0]["handshake"], "full");
+    assert!(by_open[1..].iter().all(|c| c["handshake"] == "zero_rtt_accepted"), "{by_open:?}");
+    assert_eq!(run.total("handshakes.zero_rtt_accepted"), conns.len() as u64 - 1, "{}", run.summary());
+    assert_eq!(run.total("handshakes.resumed"), conns.len() as u64 - 1, "0-RTT connections are resumed");
+    let mut half = flags.to_vec();
+    half.extend(["--early-data", "0.5"]);
+    let (_, conns) = scenario("doq", "early-half", &[], &half);
+    let early = conns.iter().filter(|c| c["handshake"] == "zero_rtt_accepted").count() as f64 / conns.len() as f64;
+    let resumed = conns.iter().filter(|c| c["handshake"] == "resumed").count() as f64 / conns.len() as f64;
+    assert!((0.3..=0.7).contains(&early) && (0.3..=0.7).contains(&resumed), "{early} {resumed}");
 }
 
 #[test]

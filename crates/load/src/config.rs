@@ -13,10 +13,12 @@ pub enum Transport {
     Tcp,
     Dot,
     Doh,
+    /// DNS over QUIC (RFC 9250): one query per bidirectional stream.
+    Doq,
 }
 
 impl Transport {
-    pub const ALL: [Transport; 4] = [Transport::Udp, Transport::Tcp, Transport::Dot, Transport::Doh];
+    pub const ALL: [Transport; 5] = [Transport::Udp, Transport::Tcp, Transport::Dot, Transport::Doh, Transport::Doq];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -24,6 +26,7 @@ impl Transport {
             Transport::Tcp => "tcp",
             Transport::Dot => "dot",
             Transport::Doh => "doh",
+            Transport::Doq => "doq",
         }
     }
 
@@ -33,7 +36,12 @@ impl Transport {
     }
 
     pub fn uses_tls(self) -> bool {
-        matches!(self, Transport::Dot | Transport::Doh)
+        matches!(self, Transport::Dot | Transport::Doh | Transport::Doq)
+    }
+
+    /// Whether connections are QUIC's (UDP datagrams, TLS inside).
+    pub fn uses_quic(self) -> bool {
+        self == Transport::Doq
     }
 }
 
@@ -115,6 +123,9 @@ pub enum CloseMode {
     Fin,
     /// RST (SO_LINGER 0).
     Rst,
+    /// QUIC: send nothing more and let the idle timeout end the connection (no
+    /// CONNECTION_CLOSE; graceful is CONNECTION_CLOSE with DOQ_NO_ERROR).
+    Silent,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -245,6 +256,9 @@ pub struct EngineConfig {
     pub open_first: bool,
     /// Share of reconnections that try to resume the TLS session (0 to 1).
     pub resumption: Option<f64>,
+    /// QUIC: share of resumed connections that send their first query as 0-RTT early data
+    /// (0 to 1).
+    pub early_data: Option<f64>,
     /// Outstanding queries per connection (UDP: per socket).
     pub in_flight: u32,
     pub close: Option<CloseMode>,
@@ -306,6 +320,7 @@ impl Default for EngineConfig {
             open_rate: None,
             open_first: false,
             resumption: None,
+            early_data: None,
             in_flight: 16,
             close: None,
             rate: Rate::Max,
@@ -460,6 +475,28 @@ impl EngineConfig {
             }
             if self.keylog_file.is_some() {
                 return na("keylog_file");
+            }
+        }
+        if !t.uses_quic() {
+            if self.early_data.is_some() {
+                return na("early_data");
+            }
+            if self.close == Some(CloseMode::Silent) {
+                return na("close silent");
+            }
+        } else if matches!(self.close, Some(CloseMode::Fin | CloseMode::Rst)) {
+            return Err(ConfigError::Invalid {
+                field: "close",
+                reason: format!("{t} closes graceful (CONNECTION_CLOSE) or silent (idle timeout), not fin or rst"),
+            });
+        }
+        if let Some(e) = self.early_data {
+            check("early_data", e, 0.0, 1.0, "0..=1")?;
+            if e > 0.0 && self.resumption.unwrap_or(0.0) == 0.0 {
+                return Err(ConfigError::Invalid {
+                    field: "early_data",
+                    reason: "0-RTT needs resumed connections: give resumption > 0".into(),
+                });
             }
         }
         if t != Transport::Doh {

@@ -26,10 +26,12 @@ pub enum ErrorKind {
     Unsent,
     /// A UDP answer with the TC bit (the client does not retry over TCP).
     Truncated,
+    /// The DoQ server reset the query's stream.
+    StreamReset,
 }
 
 impl ErrorKind {
-    pub const ALL: [ErrorKind; 10] = [
+    pub const ALL: [ErrorKind; 11] = [
         ErrorKind::Refused,
         ErrorKind::ConnectTimeout,
         ErrorKind::Connect,
@@ -40,6 +42,7 @@ impl ErrorKind {
         ErrorKind::Http2,
         ErrorKind::Unsent,
         ErrorKind::Truncated,
+        ErrorKind::StreamReset,
     ];
     pub const COUNT: usize = Self::ALL.len();
 
@@ -55,18 +58,44 @@ impl ErrorKind {
             ErrorKind::Http2 => "http2",
             ErrorKind::Unsent => "unsent",
             ErrorKind::Truncated => "truncated",
+            ErrorKind::StreamReset => "stream_reset",
         }
     }
 }
 
 /// What set-up a connection had: none (plain TCP), a full TLS handshake, or a resumed one
-/// (what happened, not what was asked). Written as `none`, `full` or `resumed`.
+/// (what happened, not what was asked); over QUIC a resumed one whose client sent early data
+/// says whether the server took it. Written as `none`, `full`, `resumed`,
+/// `zero_rtt_accepted` or `zero_rtt_rejected`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Handshake {
     None,
     Full,
     Resumed,
+    /// Resumed, and the server accepted the client's 0-RTT data.
+    ZeroRttAccepted,
+    /// Resumed, but the server refused the client's 0-RTT data (sent again after the handshake).
+    ZeroRttRejected,
+}
+
+impl Counters {
+    /// Counts an established connection's handshake.
+    pub fn handshake(&mut self, h: Handshake) {
+        match h {
+            Handshake::None => {}
+            Handshake::Full => self.handshakes_full += 1,
+            Handshake::Resumed => self.handshakes_resumed += 1,
+            Handshake::ZeroRttAccepted => {
+                self.handshakes_resumed += 1;
+                self.handshakes_zero_rtt_accepted += 1;
+            }
+            Handshake::ZeroRttRejected => {
+                self.handshakes_resumed += 1;
+                self.handshakes_zero_rtt_rejected += 1;
+            }
+        }
+    }
 }
 
 impl Handshake {
@@ -75,7 +104,14 @@ impl Handshake {
             Handshake::None => "none",
             Handshake::Full => "full",
             Handshake::Resumed => "resumed",
+            Handshake::ZeroRttAccepted => "zero_rtt_accepted",
+            Handshake::ZeroRttRejected => "zero_rtt_rejected",
         }
+    }
+
+    /// Whether the TLS session was resumed (with or without 0-RTT).
+    pub fn is_resumed(self) -> bool {
+        matches!(self, Handshake::Resumed | Handshake::ZeroRttAccepted | Handshake::ZeroRttRejected)
     }
 }
 
@@ -117,10 +153,15 @@ pub enum Close {
     MaxQueries,
     /// The responder closed: its connection age limit was reached.
     MaxAge,
+    /// The server sent a QUIC CONNECTION_CLOSE.
+    ConnectionClose,
+    /// The QUIC idle timeout ended the connection (nothing was said; the smaller of the two
+    /// sides' timeouts applies).
+    IdleExpired,
 }
 
 impl Close {
-    pub const ALL: [Close; 12] = [
+    pub const ALL: [Close; 14] = [
         Close::Lifetime,
         Close::Idle,
         Close::End,
@@ -133,6 +174,8 @@ impl Close {
         Close::Goaway,
         Close::MaxQueries,
         Close::MaxAge,
+        Close::ConnectionClose,
+        Close::IdleExpired,
     ];
     pub const COUNT: usize = Self::ALL.len();
 
@@ -158,6 +201,8 @@ impl Close {
             Close::Goaway => "goaway",
             Close::MaxQueries => "max_queries",
             Close::MaxAge => "max_age",
+            Close::ConnectionClose => "connection_close",
+            Close::IdleExpired => "idle_expired",
         }
     }
 }
@@ -192,6 +237,9 @@ pub struct Counters {
     pub conn_closed: [u64; Close::COUNT],
     pub handshakes_full: u64,
     pub handshakes_resumed: u64,
+    /// Of the resumed: 0-RTT data sent and accepted, sent and rejected (QUIC).
+    pub handshakes_zero_rtt_accepted: u64,
+    pub handshakes_zero_rtt_rejected: u64,
     pub bytes_sent: u64,
     pub bytes_received: u64,
     pub packets_sent: u64,
@@ -219,6 +267,8 @@ impl Default for Counters {
             conn_closed: [0; Close::COUNT],
             handshakes_full: 0,
             handshakes_resumed: 0,
+            handshakes_zero_rtt_accepted: 0,
+            handshakes_zero_rtt_rejected: 0,
             bytes_sent: 0,
             bytes_received: 0,
             packets_sent: 0,
@@ -271,6 +321,8 @@ impl Counters {
         self.conn_established += other.conn_established;
         self.handshakes_full += other.handshakes_full;
         self.handshakes_resumed += other.handshakes_resumed;
+        self.handshakes_zero_rtt_accepted += other.handshakes_zero_rtt_accepted;
+        self.handshakes_zero_rtt_rejected += other.handshakes_zero_rtt_rejected;
         self.bytes_sent += other.bytes_sent;
         self.bytes_received += other.bytes_received;
         self.packets_sent += other.packets_sent;

@@ -94,7 +94,11 @@ pub struct ConnectionCounts {
 #[serde(deny_unknown_fields)]
 pub struct HandshakeCounts {
     pub full: u64,
+    /// Resumed handshakes, with or without 0-RTT.
     pub resumed: u64,
+    /// Of `resumed`: the client sent 0-RTT data and the server accepted it, or refused it.
+    pub zero_rtt_accepted: u64,
+    pub zero_rtt_rejected: u64,
 }
 
 /// Bytes and packets as the kernel counted them (UDP datagrams; TCP segments and bytes from
@@ -215,7 +219,12 @@ impl Totals {
                 closed_by_client: closed(Side::Client),
                 closed_by_server: closed(Side::Server),
             },
-            handshakes: HandshakeCounts { full: c.handshakes_full, resumed: c.handshakes_resumed },
+            handshakes: HandshakeCounts {
+                full: c.handshakes_full,
+                resumed: c.handshakes_resumed,
+                zero_rtt_accepted: c.handshakes_zero_rtt_accepted,
+                zero_rtt_rejected: c.handshakes_zero_rtt_rejected,
+            },
             traffic: TrafficCounts {
                 bytes_sent: c.bytes_sent,
                 bytes_received: c.bytes_received,

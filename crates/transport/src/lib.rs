@@ -2,12 +2,14 @@
 //!
 //! Modules are named by carrier: [`socket`] (UDP and TCP sockets: source binding, linger,
 //! TCP_INFO), [`tls`] (rustls configurations with the version and key-exchange group pinned,
-//! resumption on or off, key logging, certificates) and [`http2`] (the generator's sans-I/O
+//! resumption on or off, key logging, certificates), [`quic`] (quinn configurations on those, and
+//! the kind of each QUIC handshake) and [`http2`] (the generator's sans-I/O
 //! HTTP/2 client for DoH; the responder serves HTTP/2 with the `h2` crate).
 
 #![deny(unsafe_code)]
 
 pub mod http2;
+pub mod quic;
 /// The only module with unsafe code: socket options and TCP_INFO through libc.
 #[allow(unsafe_code)]
 pub mod socket;

@@ -105,17 +105,40 @@ pub fn server_config(
     key: PrivateKeyDer<'static>,
     alpn: Vec<Vec<u8>>,
 ) -> Result<Arc<ServerConfig>, TransportError> {
+    let mut config = server_base(chain, key, &[&rustls::version::TLS13, &rustls::version::TLS12], alpn)?;
+    config.ticketer = aws_lc_rs::Ticketer::new()?;
+    Ok(Arc::new(config))
+}
+
+/// A server configuration for QUIC: TLS 1.3 only, sessions resumed from the server's cache
+/// (rustls accepts 0-RTT data only for those, not for tickets), early data allowed.
+pub fn quic_server_config(
+    chain: Vec<CertificateDer<'static>>,
+    key: PrivateKeyDer<'static>,
+    alpn: Vec<Vec<u8>>,
+) -> Result<ServerConfig, TransportError> {
+    let mut config = server_base(chain, key, &[&rustls::version::TLS13], alpn)?;
+    config.max_early_data_size = u32::MAX;
+    config.send_tls13_tickets = 2;
+    Ok(config)
+}
+
+fn server_base(
+    chain: Vec<CertificateDer<'static>>,
+    key: PrivateKeyDer<'static>,
+    versions: &[&'static SupportedProtocolVersion],
+    alpn: Vec<Vec<u8>>,
+) -> Result<ServerConfig, TransportError> {
     let mut p = aws_lc_rs::default_provider();
     // Serve the classical groups first so that clients are not steered to a hybrid by default.
     p.kx_groups.sort_by_key(|g| g.name() == rustls::NamedGroup::X25519MLKEM768);
     let mut config = ServerConfig::builder_with_provider(Arc::new(p))
-        .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])?
+        .with_protocol_versions(versions)?
         .with_no_client_auth()
         .with_single_cert(chain, key)?;
-    config.ticketer = aws_lc_rs::Ticketer::new()?;
     config.session_storage = rustls::server::ServerSessionMemoryCache::new(65_536);
     config.alpn_protocols = alpn;
-    Ok(Arc::new(config))
+    Ok(config)
 }
 
 /// The server name to send and check: `sni`, or else the target's IP address (no SNI is sent

@@ -220,9 +220,7 @@ def trial_row(trial: dict[str, Any], run: dict[str, Any]) -> Row:
         "resumption": _num(params.get("resumption")),
         "rate": _rate(params.get("rate")),
         "reference": trial.get("reference"),
-        "capacity_lower_bound": _dict(trial.get("derived_rate")).get("capacity_lower_bound")
-        if trial.get("reference")
-        else None,
+        "capacity_lower_bound": _dict(trial.get("derived_rate")).get("capacity_lower_bound"),
         "in_flight": params.get("in_flight"),
         "cert_key": params.get("cert_key"),
         "tls_group": params.get("tls_group"),

@@ -21,7 +21,7 @@ from typing import ClassVar
 
 from dnscost.certs import TlsFiles
 from dnscost.cgroup import Cgroup
-from dnscost.engine import Endpoint, engine_path
+from dnscost.engine import TLS_TRANSPORTS, Endpoint, engine_path
 from dnscost.errors import MachineError, TargetError, UsageError
 from dnscost.proc import Child
 from dnscost.results import read_records
@@ -195,7 +195,7 @@ class Target(ABC):
             "--output",
             "/dev/stdout",
         ]
-        if transport in ("dot", "doh"):
+        if transport in TLS_TRANSPORTS:
             argv += ["--ca", str(self.tls.ca), "--sni", "localhost"]
         if transport == "doh" and ep.path:
             argv += ["--doh-path", ep.path]

@@ -4,7 +4,7 @@ as connections close), so :meth:`Builtin.counters` reports none."""
 
 from __future__ import annotations
 
-from dnscost.engine import Endpoint, engine_path, engine_version
+from dnscost.engine import TLS_TRANSPORTS, Endpoint, engine_path, engine_version
 from dnscost.targets.base import Counters, Target, free_port
 
 __all__ = ["Builtin"]
@@ -20,7 +20,7 @@ class Builtin(Target):
     name = "builtin"
     package = None
     binary = "dnscost-engine"
-    transports = ("udp", "tcp", "dot", "doh")
+    transports = ("udp", "tcp", "dot", "doh", "doq")
     keeps_counters = False
 
     def configure(self) -> list[str]:
@@ -32,7 +32,7 @@ class Builtin(Target):
             path = "/dns-query" if t == "doh" else None
             self.endpoints[t] = Endpoint(t, self.host, port, path)
             argv += ["--listen", f"{t}://{self.host}:{port}{path or ''}"]
-        if {"dot", "doh"} & set(self.wanted):
+        if set(TLS_TRANSPORTS) & set(self.wanted):
             argv += ["--cert", str(self.tls.cert), "--key", str(self.tls.key)]
         if self.cpus:
             argv += ["--threads", str(len(self.cpus)), "--cpus", ",".join(map(str, self.cpus))]

@@ -3,14 +3,15 @@
 //! the way the client is configured to (graceful, FIN, RST): tcp sessions ride `Tcp`, dot and
 //! doh ride `Tls`. udp rides `Udp`, a connected socket that the driver sees as a stream of
 //! two-octet-framed messages, as over TCP: a frame written is one datagram, a datagram read
-//! comes framed; it counts its datagrams itself. The driver sees one byte stream in all cases.
+//! comes framed; it counts its datagrams itself. doq rides `Quic` (`quic.rs`), a QUIC
+//! connection seen the same way, a frame per stream. The driver sees one byte stream in all cases.
 
-use super::ctx::Ctx;
+use super::ctx::{Connectors, Ctx};
+use super::quic::QuicStreams;
 use dnscost_load::CloseMode;
 use dnscost_stats::{Counters, ErrorKind, Handshake};
 use dnscost_transport::socket::{self, TcpCounts};
 use std::net::{IpAddr, SocketAddr};
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
@@ -23,13 +24,30 @@ pub enum Carrier {
     Tcp(TcpStream),
     Tls(Box<TlsStream>),
     Udp(Box<Datagrams>),
+    Quic(Box<QuicStreams>),
 }
 
-/// A connection as set up: its carrier, the TLS handshake it took and the TLS version.
+/// A connection as set up: its carrier, the TLS handshake it took (`None`: a 0-RTT connection,
+/// handed over before its handshake is done; ask the carrier at its end) and the TLS version.
 pub struct Established {
     pub carrier: Carrier,
-    pub handshake: Handshake,
+    pub handshake: Option<Handshake>,
     pub tls_version: Option<&'static str>,
+}
+
+/// Whether a connection offers a stored TLS session, and sends its first queries as 0-RTT data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Resume {
+    No,
+    Yes,
+    Early,
+}
+
+/// What a slot connects from: its source address, and over QUIC its endpoint (one UDP socket,
+/// kept from one connection to the next).
+pub struct Dial {
+    pub source: Option<IpAddr>,
+    pub endpoint: Option<quinn::Endpoint>,
 }
 
 fn classify(e: &std::io::Error) -> ErrorKind {
@@ -44,34 +62,55 @@ fn classify(e: &std::io::Error) -> ErrorKind {
 }
 
 impl Carrier {
-    /// Connects to the plan's target from `source`; over TLS when the plan has connectors,
-    /// offering a stored session when `resume`.
-    pub async fn connect(ctx: &Ctx, source: Option<IpAddr>, resume: bool) -> Result<Established, (ErrorKind, String)> {
+    /// Connects to the plan's target from the slot's source; over TLS or QUIC when the plan
+    /// has connectors, offering a stored session (and sending early data) as `resume` says.
+    pub async fn connect(ctx: &Ctx, dial: &mut Dial, resume: Resume) -> Result<Established, (ErrorKind, String)> {
         let plan = &ctx.plan;
-        let tcp = socket::tcp_connect(plan.target, source).await.map_err(|e| (classify(&e), e.to_string()))?;
-        let Some(connectors) = &ctx.connectors else {
-            return Ok(Established { carrier: Carrier::Tcp(tcp), handshake: Handshake::None, tls_version: None });
+        let connectors = match &ctx.connectors {
+            Some(Connectors::Quic { fresh, resume: resumed, early }) => {
+                let config = match resume {
+                    Resume::No => fresh,
+                    Resume::Yes => resumed,
+                    Resume::Early => early,
+                };
+                return connect_quic(ctx, dial, config, resume == Resume::Early).await;
+            }
+            Some(Connectors::Tls { fresh, resume }) => Some((fresh, resume)),
+            None => None,
         };
-        let connector = if resume { &connectors.resume } else { &connectors.fresh };
+        let tcp = socket::tcp_connect(plan.target, dial.source).await.map_err(|e| (classify(&e), e.to_string()))?;
+        let Some((fresh, resumed)) = connectors else {
+            return Ok(Established { carrier: Carrier::Tcp(tcp), handshake: Some(Handshake::None), tls_version: None });
+        };
+        let connector = if resume == Resume::No { fresh } else { resumed };
         let name = plan.server_name.clone().expect("TLS plans have a server name");
         let tls = connector.connect(name, tcp).await.map_err(|e| (classify(&e), e.to_string()))?;
         let (resumed, tls_version) = dnscost_transport::tls::handshake_facts(tls.get_ref().1);
         let handshake = if resumed { Handshake::Resumed } else { Handshake::Full };
-        Ok(Established { carrier: Carrier::Tls(Box::new(tls)), handshake, tls_version })
+        Ok(Established { carrier: Carrier::Tls(Box::new(tls)), handshake: Some(handshake), tls_version })
     }
 
     fn tcp(&self) -> Option<&TcpStream> {
         match self {
             Carrier::Tcp(s) => Some(s),
             Carrier::Tls(s) => Some(s.get_ref().0),
-            Carrier::Udp(_) => None,
+            Carrier::Udp(_) | Carrier::Quic(_) => None,
         }
     }
 
     pub fn local_addr(&self) -> Option<SocketAddr> {
         match self {
             Carrier::Udp(d) => d.sock.local_addr().ok(),
+            Carrier::Quic(q) => q.local_addr(),
             _ => self.tcp()?.local_addr().ok(),
+        }
+    }
+
+    /// The handshake's kind, known at set-up except for a 0-RTT connection.
+    pub fn handshake(&mut self) -> Handshake {
+        match self {
+            Carrier::Quic(q) => q.handshake(),
+            _ => Handshake::None,
         }
     }
 
@@ -80,6 +119,9 @@ impl Carrier {
     /// socket itself closes when the carrier is dropped: after a graceful or FIN close, the
     /// driver first waits for the server's end ([`Carrier::await_end`]) to count the close.
     pub async fn close(&mut self, mode: CloseMode, goodbye: &[u8]) {
+        if let Carrier::Quic(q) = self {
+            return q.close(mode == CloseMode::Silent).await;
+        }
         match mode {
             CloseMode::Graceful => {
                 let close = async {
@@ -99,6 +141,7 @@ impl Carrier {
                     let _ = socket::set_reset_on_close(tcp);
                 }
             }
+            CloseMode::Silent => {}
         }
     }
 }
@@ -107,6 +150,9 @@ impl Carrier {
     /// After our close: reads (and discards) until the server ends its side too, or `bound`
     /// passes, so that the segments of the close are on the socket's counters.
     pub async fn await_end(&mut self, bound: std::time::Duration) {
+        if let Carrier::Quic(q) = self {
+            return q.await_end(bound).await;
+        }
         let mut scratch = [0u8; 1024];
         let until_end = async {
             while let Ok(n) = self.read(&mut scratch).await {
@@ -134,27 +180,13 @@ impl Carrier {
     }
 }
 
-impl AsFd for Carrier {
-    fn as_fd(&self) -> BorrowedFd<'_> {
-        match self {
-            Carrier::Udp(d) => d.sock.as_fd(),
-            _ => self.tcp().expect("a stream carrier").as_fd(),
-        }
-    }
-}
-
-impl AsRawFd for Carrier {
-    fn as_raw_fd(&self) -> RawFd {
-        self.as_fd().as_raw_fd()
-    }
-}
-
 impl AsyncRead for Carrier {
     fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
         match self.get_mut() {
             Carrier::Tcp(s) => Pin::new(s).poll_read(cx, buf),
             Carrier::Tls(s) => Pin::new(&mut **s).poll_read(cx, buf),
             Carrier::Udp(d) => Pin::new(&mut **d).poll_read(cx, buf),
+            Carrier::Quic(q) => Pin::new(&mut **q).poll_read(cx, buf),
         }
     }
 }
@@ -165,6 +197,7 @@ impl AsyncWrite for Carrier {
             Carrier::Tcp(s) => Pin::new(s).poll_write(cx, buf),
             Carrier::Tls(s) => Pin::new(&mut **s).poll_write(cx, buf),
             Carrier::Udp(d) => Pin::new(&mut **d).poll_write(cx, buf),
+            Carrier::Quic(q) => Pin::new(&mut **q).poll_write(cx, buf),
         }
     }
 
@@ -173,6 +206,7 @@ impl AsyncWrite for Carrier {
             Carrier::Tcp(s) => Pin::new(s).poll_flush(cx),
             Carrier::Tls(s) => Pin::new(&mut **s).poll_flush(cx),
             Carrier::Udp(d) => Pin::new(&mut **d).poll_flush(cx),
+            Carrier::Quic(q) => Pin::new(&mut **q).poll_flush(cx),
         }
     }
 
@@ -181,6 +215,7 @@ impl AsyncWrite for Carrier {
             Carrier::Tcp(s) => Pin::new(s).poll_shutdown(cx),
             Carrier::Tls(s) => Pin::new(&mut **s).poll_shutdown(cx),
             Carrier::Udp(d) => Pin::new(&mut **d).poll_shutdown(cx),
+            Carrier::Quic(q) => Pin::new(&mut **q).poll_shutdown(cx),
         }
     }
 }
@@ -213,13 +248,23 @@ impl TcpMeter {
         }
     }
 
-    /// Reads TCP_INFO now (a UDP carrier's own counts).
+    /// Reads TCP_INFO now (a UDP carrier's own counts; a QUIC connection's from quinn).
     pub fn sample(&mut self, carrier: &mut Carrier, c: &mut Counters) {
-        if let Carrier::Udp(d) = carrier {
-            d.take_counts(c);
-            return;
+        match carrier {
+            Carrier::Udp(d) => return d.take_counts(c),
+            Carrier::Quic(q) => {
+                let d = q.take_counts();
+                self.total.bytes_sent += d.bytes_sent;
+                self.total.bytes_received += d.bytes_received;
+                c.bytes_sent += d.bytes_sent;
+                c.bytes_received += d.bytes_received;
+                c.packets_sent += d.segments_sent;
+                c.packets_received += d.segments_received;
+                return;
+            }
+            _ => {}
         }
-        if let Some(now) = socket::tcp_counts(carrier) {
+        if let Some(now) = carrier.tcp().and_then(socket::tcp_counts) {
             let d = now.since(&self.last);
             self.last = now;
             self.total = now;
@@ -371,4 +416,60 @@ impl AsyncWrite for Datagrams {
     fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         Poll::Ready(Ok(()))
     }
+}
+
+/// Connects over QUIC on the slot's endpoint (made at its first connection), with `config`;
+/// `early`: the first queries go as 0-RTT data when the stored session allows it, and the
+/// connection is handed over before its handshake is done.
+async fn connect_quic(
+    ctx: &Ctx,
+    dial: &mut Dial,
+    config: &quinn::ClientConfig,
+    early: bool,
+) -> Result<Established, (ErrorKind, String)> {
+    let plan = &ctx.plan;
+    let endpoint = match &dial.endpoint {
+        Some(e) => e.clone(),
+        None => {
+            let e = dnscost_transport::quic::client_endpoint(plan.target, dial.source)
+                .map_err(|e| (ErrorKind::Connect, format!("QUIC endpoint: {e}")))?;
+            dial.endpoint = Some(e.clone());
+            e
+        }
+    };
+    let name = plan.quic_server_name.as_deref().expect("QUIC plans have a server name");
+    let connecting =
+        endpoint.connect_with(config.clone(), plan.target, name).map_err(|e| (ErrorKind::Connect, e.to_string()))?;
+    let local = endpoint.local_addr().ok();
+    let quic_error = |e: quinn::ConnectionError| {
+        let kind = match &e {
+            quinn::ConnectionError::TimedOut => ErrorKind::ConnectTimeout,
+            quinn::ConnectionError::TransportError(t) if t.code.to_string().contains("crypto") => ErrorKind::Tls,
+            quinn::ConnectionError::ConnectionClosed(c) if c.error_code.to_string().contains("crypto") => {
+                ErrorKind::Tls
+            }
+            _ => ErrorKind::Connect,
+        };
+        (kind, e.to_string())
+    };
+    let (conn, handshake) = if early {
+        match connecting.into_0rtt() {
+            Ok((conn, _accepted)) => (conn, None),
+            Err(connecting) => {
+                let conn = connecting.await.map_err(quic_error)?;
+                let h = handshake_of(&conn);
+                (conn, Some(h))
+            }
+        }
+    } else {
+        let conn = connecting.await.map_err(quic_error)?;
+        let h = handshake_of(&conn);
+        (conn, Some(h))
+    };
+    let carrier = Carrier::Quic(Box::new(QuicStreams::new(conn, local, handshake)));
+    Ok(Established { carrier, handshake, tls_version: Some("1.3") })
+}
+
+fn handshake_of(conn: &quinn::Connection) -> Handshake {
+    dnscost_transport::quic::HandshakeFacts::of(conn).map_or(Handshake::Full, super::quic::handshake_kind)
 }

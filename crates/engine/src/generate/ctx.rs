@@ -30,6 +30,8 @@ pub struct Plan {
     pub sources: Vec<IpAddr>,
     pub tls: Option<dnscost_transport::tls::ClientOptions>,
     pub server_name: Option<rustls::pki_types::ServerName<'static>>,
+    /// The same as text, as quinn takes it.
+    pub quic_server_name: Option<String>,
     /// DoH request templates, built once: one for POST (the query is the body), one per query
     /// of the set for GET (the query is in the path).
     pub doh: Vec<dnscost_transport::http2::RequestTemplate>,
@@ -96,10 +98,11 @@ impl Gate {
     }
 }
 
-/// TLS client configurations of one thread: with a session store, and without.
-pub struct Connectors {
-    pub resume: TlsConnector,
-    pub fresh: TlsConnector,
+/// The client configurations of one thread: with a session store and without; over QUIC also
+/// one that sends early data (sharing the store).
+pub enum Connectors {
+    Tls { resume: TlsConnector, fresh: TlsConnector },
+    Quic { resume: quinn::ClientConfig, fresh: quinn::ClientConfig, early: quinn::ClientConfig },
 }
 
 /// One generator thread's shared state. Not `Send`: every task of the thread runs on its own

@@ -10,6 +10,8 @@ mod carrier;
 mod ctx;
 mod doh;
 mod output;
+mod quic;
+pub(crate) use quic::handshake_kind;
 mod session;
 mod slot;
 mod tcp;
@@ -44,7 +46,7 @@ pub struct GenerateArgs {
     /// JSON engine configuration (see `dnscost-engine schema`); flags override its fields.
     #[arg(long)]
     config: Option<PathBuf>,
-    /// udp, tcp, dot or doh.
+    /// udp, tcp, dot, doh or doq.
     #[arg(long, value_parser = token::<Transport>)]
     transport: Option<Transport>,
     /// Target address:port.
@@ -95,10 +97,14 @@ pub struct GenerateArgs {
     /// Share of reconnections that resume the TLS session (0 to 1).
     #[arg(long)]
     resumption: Option<f64>,
+    /// doq: share of resumed connections that send their first queries as 0-RTT data (0 to 1).
+    #[arg(long)]
+    early_data: Option<f64>,
     /// Outstanding queries per connection.
     #[arg(long)]
     in_flight: Option<u32>,
-    /// How the client closes: graceful, fin or rst.
+    /// How the client closes: graceful, fin or rst; doq: graceful (CONNECTION_CLOSE) or silent
+    /// (the idle timeout).
     #[arg(long, value_parser = token::<dnscost_load::CloseMode>)]
     close: Option<dnscost_load::CloseMode>,
     /// Queries per second (open loop), max (closed loop), or once (one query per connection).
@@ -203,7 +209,8 @@ impl GenerateArgs {
         set_some!(doh_method <- self.doh_method, doh_path <- self.doh_path, doh_headers <- self.doh_headers,
                   ca_file <- self.ca,
                   sni <- self.sni, keylog_file <- self.keylog, idle_timeout_ms <- self.idle_timeout,
-                  open_rate <- self.open_rate, resumption <- self.resumption, close <- self.close,
+                  open_rate <- self.open_rate, resumption <- self.resumption, early_data <- self.early_data,
+                  close <- self.close,
                   queries_file <- self.queries, pacing_resolution_us <- self.pacing_resolution_us, synthetic <- self.synthetic, output <- self.output,
                   connections_log <- self.connections_log);
         if let Some(list) = &self.cpus {
@@ -284,10 +291,17 @@ fn plan(mut config: EngineConfig) -> Result<Plan, EngineError> {
                 }
             },
             keylog: config.keylog_file.clone(),
-            alpn: vec![if config.transport == Transport::Doh { b"h2".to_vec() } else { b"dot".to_vec() }],
+            alpn: vec![match config.transport {
+                Transport::Doh => b"h2".to_vec(),
+                Transport::Doq => dnscost_transport::quic::DOQ_ALPN.to_vec(),
+                _ => b"dot".to_vec(),
+            }],
         };
         // Fail now, with the file's name, rather than in every connection.
-        tls::client_config(&options, false, 0)?;
+        let fresh = tls::client_config(&options, false, 0)?;
+        if config.transport.uses_quic() {
+            dnscost_transport::quic::client_config(fresh)?;
+        }
         (Some(options), Some(tls::server_name(config.sni.as_deref(), target.ip())?))
     } else {
         (None, None)
@@ -328,6 +342,7 @@ fn plan(mut config: EngineConfig) -> Result<Plan, EngineError> {
         queries,
         sources,
         tls,
+        quic_server_name: server_name.as_ref().map(|n| n.to_str().into_owned()),
         server_name,
         doh,
         start: std::time::Instant::now(),
@@ -443,6 +458,26 @@ pub const EXIT_NOTHING_ANSWERED: u8 = 4;
 
 type TlsPair = (Arc<rustls::ClientConfig>, Arc<rustls::ClientConfig>);
 
+/// A thread's client configurations from its TLS pair (with a session store, without).
+fn connectors(
+    plan: &Plan,
+    resume: Arc<rustls::ClientConfig>,
+    fresh: Arc<rustls::ClientConfig>,
+) -> Result<Connectors, dnscost_transport::TransportError> {
+    if !plan.config.transport.uses_quic() {
+        return Ok(Connectors::Tls { resume: resume.into(), fresh: fresh.into() });
+    }
+    use dnscost_transport::quic::client_config;
+    // The same verifier and store as `resume` (a clone shares them), so tickets serve both.
+    let mut early = (*resume).clone();
+    early.enable_early_data = true;
+    Ok(Connectors::Quic {
+        resume: client_config(resume)?,
+        fresh: client_config(fresh)?,
+        early: client_config(Arc::new(early))?,
+    })
+}
+
 /// One generator thread: its runtime, its slots, and its reports.
 fn worker(
     t: usize,
@@ -467,7 +502,13 @@ fn worker(
     };
     let threads = cfg.threads as u64;
     let bucket = cfg.open_rate.map(|r| TokenBucket::new(r / threads as f64, (r / threads as f64 / 100.0).max(1.0)));
-    let connectors = tls_configs.map(|(resume, fresh)| Connectors { resume: resume.into(), fresh: fresh.into() });
+    let connectors = match tls_configs.map(|(resume, fresh)| connectors(&plan, resume, fresh)).transpose() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("dnscost-engine: thread {t}: {e}");
+            return;
+        }
+    };
     let timer = {
         let _runtime = runtime.enter();
         match timer::Timer::new(plan.start, cfg.pacing_resolution_us() as u64 * 1000) {

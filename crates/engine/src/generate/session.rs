@@ -88,9 +88,10 @@ pub trait Session {
     fn clear(&mut self) -> u64;
     /// What the client says before a graceful close (HTTP/2: GOAWAY).
     fn goodbye(&mut self, out: &mut Vec<u8>);
-    /// The query with DNS ID `id` never left (the network refused its datagram): forgets it and
-    /// returns whether it was outstanding. Only datagram sessions have such queries.
-    fn never_sent(&mut self, _id: u16) -> bool {
+    /// The query with DNS ID `id` will get no answer (the network refused its datagram, or the
+    /// server reset its QUIC stream): forgets it and returns whether it was outstanding. Only
+    /// sessions over datagram and QUIC carriers have such queries.
+    fn forget(&mut self, _id: u16) -> bool {
         false
     }
 }
@@ -98,8 +99,12 @@ pub trait Session {
 /// Closes seen from reading or writing: what the server did.
 pub fn server_close(e: Option<&std::io::Error>, tls: bool) -> Close {
     use std::io::ErrorKind as K;
+    if let Some(end) = e.and_then(|e| e.get_ref()).and_then(|i| i.downcast_ref::<super::quic::QuicEnd>()) {
+        return end.0;
+    }
     match e {
-        // tokio-rustls reports a close_notify as the end of the stream.
+        // tokio-rustls reports a close_notify as the end of the stream (the QUIC carrier, a
+        // CONNECTION_CLOSE without error).
         None if tls => Close::CloseNotify,
         None => Close::Fin,
         Some(e) if e.kind() == K::UnexpectedEof => Close::Fin,

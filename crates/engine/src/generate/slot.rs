@@ -6,7 +6,7 @@
 //! accounting, writes bounded by a deadline and an abort, the meter and wake-ups; the session
 //! (`tcp.rs`, `doh.rs`) only turns time and bytes into bytes.
 
-use super::carrier::{Carrier, Established, TcpMeter};
+use super::carrier::{Carrier, Dial, Established, Resume, TcpMeter};
 use super::ctx::{Ctx, Schedule, Stop};
 use super::doh::Doh;
 use super::session::{Session, SessionEnd, Step, Tally};
@@ -61,7 +61,9 @@ pub async fn run_slot(ctx: Rc<Ctx>, mut sched: Schedule, slot: u64, mut rng: Rng
     let plan = ctx.plan.clone();
     let cfg = &plan.config;
     let source = (!plan.sources.is_empty()).then(|| plan.sources[slot as usize % plan.sources.len()]);
+    let mut dial = Dial { source, endpoint: None };
     let resumption = cfg.resumption.unwrap_or(0.0);
+    let early_data = cfg.early_data.unwrap_or(0.0);
     let timeout = std::time::Duration::from_nanos(plan.timeout_ns);
     let mut stop = ctx.stop.clone();
     // Kept from one connection to the next: DNS IDs keep running, buffers stay allocated.
@@ -100,12 +102,16 @@ pub async fn run_slot(ctx: Rc<Ctx>, mut sched: Schedule, slot: u64, mut rng: Rng
                 }
             }
         }
-        let resume = resumption > 0.0 && (first || rng.chance(resumption));
+        let resume = match resumption > 0.0 && (first || rng.chance(resumption)) {
+            false => Resume::No,
+            true if early_data > 0.0 && rng.chance(early_data) => Resume::Early,
+            true => Resume::Yes,
+        };
         let id = ctx.conn_id();
         let opened = ctx.now();
         ctx.counters.borrow_mut().conn_opened += 1;
         let attempt = tokio::select! {
-            r = tokio::time::timeout(timeout, Carrier::connect(&ctx, source, resume)) => match r {
+            r = tokio::time::timeout(timeout, Carrier::connect(&ctx, &mut dial, resume)) => match r {
                 Ok(r) => r,
                 Err(_) => Err((ErrorKind::ConnectTimeout, "connection set-up timed out".into())),
             },
@@ -136,10 +142,8 @@ pub async fn run_slot(ctx: Rc<Ctx>, mut sched: Schedule, slot: u64, mut rng: Rng
             let mut c = ctx.counters.borrow_mut();
             c.conn_established += 1;
             c.setup.saturating_record(((established - opened) / 1000).max(1));
-            match handshake {
-                Handshake::Full => c.handshakes_full += 1,
-                Handshake::Resumed => c.handshakes_resumed += 1,
-                Handshake::None => {}
+            if let Some(h) = handshake {
+                c.handshake(h);
             }
         }
         ctx.active.set(ctx.active.get() + 1);
@@ -167,6 +171,12 @@ pub async fn run_slot(ctx: Rc<Ctx>, mut sched: Schedule, slot: u64, mut rng: Rng
             (drive(&ctx, &mut sched, &mut carrier, &mut session, &mut conn, &mut out).await, &[][..])
         };
         conn.meter.sample(&mut carrier, &mut ctx.counters.borrow_mut());
+        // A 0-RTT connection's handshake is counted once known.
+        let handshake = handshake.unwrap_or_else(|| {
+            let h = carrier.handshake();
+            ctx.counters.borrow_mut().handshake(h);
+            h
+        });
         let mode = cfg.close.unwrap_or_default();
         let client_closes = end.close.side() == Side::Client && end.close != Close::Error;
         if client_closes {
@@ -336,6 +346,11 @@ pub async fn drive<S: Session>(
             biased;
             r = carrier.read(session.spare()) => match r {
                 Ok(0) => return session.ended(&mut step!(ctx.now()), None),
+                // Streams that ended without answers (QUIC).
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {
+                    settle_refusals(ctx, carrier, session);
+                    conn.policy.on_resolved(ctx.now());
+                }
                 Ok(n) => {
                     settle_refusals(ctx, carrier, session);
                     if let Some(end) = session.receive(&mut step!(ctx.now()), n) {
@@ -355,9 +370,35 @@ pub async fn drive<S: Session>(
 /// What the network refused on a UDP carrier (an ICMP port unreachable surfaces on a
 /// connected socket's next send or receive): a refused receive counts as a refused "connection"
 /// (as the kernel reports it, once per refusal); a query whose send was refused never left, so
-/// it is failed `refused` rather than sent.
+/// it is failed `refused` rather than sent. On a QUIC carrier, the queries whose streams the
+/// server reset (`stream_reset`) or answered with something else than one message
+/// (`malformed`).
 fn settle_refusals<S: Session>(ctx: &Ctx, carrier: &mut Carrier, session: &mut S) {
-    let Carrier::Udp(d) = carrier else { return };
+    let d = match carrier {
+        Carrier::Udp(d) => d,
+        Carrier::Quic(q) => {
+            let failed = q.take_failed();
+            if failed.is_empty() {
+                return;
+            }
+            let mut c = ctx.counters.borrow_mut();
+            for (id, failure) in failed {
+                if session.forget(id) {
+                    let kind = match failure {
+                        super::quic::StreamFailure::Reset(_) => ErrorKind::StreamReset,
+                        super::quic::StreamFailure::Malformed => ErrorKind::Malformed,
+                    };
+                    c.fail(kind, 1);
+                    ctx.sub_in_flight(1);
+                    if let super::quic::StreamFailure::Reset(code) = failure {
+                        ctx.plan.note_error(kind, &format!("stream reset by the server, code {code}"));
+                    }
+                }
+            }
+            return;
+        }
+        _ => return,
+    };
     let (reads, sends, message) = d.take_refused();
     if reads == 0 && sends.is_empty() {
         return;
@@ -367,7 +408,7 @@ fn settle_refusals<S: Session>(ctx: &Ctx, carrier: &mut Carrier, session: &mut S
         c.conn_fail(ErrorKind::Refused);
     }
     for id in sends {
-        if session.never_sent(id) {
+        if session.forget(id) {
             c.sent -= 1;
             c.fail(ErrorKind::Refused, 1);
             ctx.sub_in_flight(1);

@@ -95,7 +95,8 @@ impl Session for DnsStream<'_> {
 
     fn ended(&mut self, s: &mut Step<'_>, error: Option<&std::io::Error>) -> SessionEnd {
         let close = server_close(error, self.tls);
-        if matches!(close, Close::Fin | Close::CloseNotify) {
+        let orderly = matches!(close, Close::Fin | Close::CloseNotify | Close::ConnectionClose);
+        if orderly {
             // Closed in order: the outstanding queries were not processed and go again.
             let refused = self.window.drain();
             s.ctx.sub_in_flight(refused.len() as u64);
@@ -103,7 +104,7 @@ impl Session for DnsStream<'_> {
         } else {
             s.ctx.lose(ErrorKind::ConnectionLost, self.window.clear());
         }
-        SessionEnd { close, error: error.map(|e| e.to_string()) }
+        SessionEnd { close, error: error.filter(|_| !orderly).map(|e| e.to_string()) }
     }
 
     fn finished(&self, state: Stop) -> Option<SessionEnd> {
@@ -116,7 +117,7 @@ impl Session for DnsStream<'_> {
 
     fn goodbye(&mut self, _: &mut Vec<u8>) {}
 
-    fn never_sent(&mut self, id: u16) -> bool {
+    fn forget(&mut self, id: u16) -> bool {
         self.window.remove(id).is_some()
     }
 }

@@ -1,12 +1,13 @@
-//! `serve`: a reference DNS responder over udp, tcp, dot and doh that logs every connection's
+//! `serve`: a reference DNS responder over udp, tcp, dot, doh and doq that logs every connection's
 //! life and can enforce server policies (max queries per connection, idle timeout, max age).
 //!
 //! Answers come from [`zone::Responder`] (pure); each carrier has its module ([`udp`],
-//! [`stream`] for tcp and dot, [`doh`]); [`conn`] holds what every connection shares: its
+//! [`stream`] for tcp and dot, [`doh`], [`doq`]); [`conn`] holds what every connection shares: its
 //! record, the registry that ends it at shutdown and the connections log.
 
 mod conn;
 mod doh;
+mod doq;
 mod listen;
 mod stream;
 mod udp;
@@ -29,9 +30,9 @@ use zone::{Responder, Synthetic, Zone};
 /// Answer DNS over udp, tcp, dot and doh, logging every connection's life.
 #[derive(clap::Args, Debug)]
 pub struct ServeArgs {
-    /// Where to listen: udp://ADDR:PORT, tcp://ADDR:PORT, dot://ADDR:PORT or
-    /// doh://ADDR:PORT[/path] (default path /dns-query). Port 0 picks a free port; IPv6 as
-    /// udp://[::1]:0. Repeatable.
+    /// Where to listen: udp://ADDR:PORT, tcp://ADDR:PORT, dot://ADDR:PORT,
+    /// doh://ADDR:PORT[/path] (default path /dns-query) or doq://ADDR:PORT. Port 0 picks a free
+    /// port; IPv6 as udp://[::1]:0. Repeatable.
     #[arg(long = "listen", value_name = "URL", required = true)]
     pub listen: Vec<ListenUrl>,
     /// Server certificate chain (PEM) for dot and doh. Without it, a CA and a certificate for
@@ -56,16 +57,22 @@ pub struct ServeArgs {
     /// A master-file zone served authoritatively (with the synthetic names, which it overrides).
     #[arg(long, value_name = "FILE")]
     pub zone: Option<PathBuf>,
-    /// Close a tcp/dot connection after answering its N-th query (doh: send GOAWAY). 0: never.
+    /// Close a tcp/dot connection after answering its N-th query (doh: send GOAWAY; doq:
+    /// CONNECTION_CLOSE). 0: never.
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub max_queries_per_connection: u64,
-    /// Close a connection that carried no query for this long (10s, 500ms). 0: never.
+    /// Close a connection that carried no query for this long (10s, 500ms; doq: QUIC's idle
+    /// timeout, which ends it silently). 0: never.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub idle_timeout: Option<Duration>,
     /// Close a connection this long after it opened. 0: never.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub max_connection_age: Option<Duration>,
-    /// Write one JSON line per closed tcp/dot/doh connection to this file.
+    /// Concurrent query streams a doq client may open on a connection (QUIC's
+    /// MAX_STREAMS; 0: none).
+    #[arg(long, value_name = "N", default_value_t = 256)]
+    pub quic_max_streams: u32,
+    /// Write one JSON line per closed tcp/dot/doh/doq connection to this file.
     #[arg(long, value_name = "FILE")]
     pub connections_log: Option<PathBuf>,
     /// Runtime worker threads (UDP: one socket per thread).
@@ -194,10 +201,12 @@ fn responder(args: &ServeArgs) -> Result<Responder, EngineError> {
     Ok(Responder { synthetic, zone })
 }
 
-/// TLS server configurations for dot and doh (ALPN differs), when a listener needs them.
+/// TLS server configurations for dot and doh (ALPN differs), and the QUIC one of doq, when a
+/// listener needs them.
 struct TlsConfigs {
     dot: Arc<rustls::ServerConfig>,
     doh: Arc<rustls::ServerConfig>,
+    doq: quinn::ServerConfig,
 }
 
 fn tls_material(args: &ServeArgs) -> Result<Option<TlsConfigs>, EngineError> {
@@ -216,8 +225,12 @@ fn tls_material(args: &ServeArgs) -> Result<Option<TlsConfigs>, EngineError> {
         }
     };
     let dot = dnscost_transport::tls::server_config(chain.clone(), key.clone_key(), vec![b"dot".to_vec()])?;
-    let doh = dnscost_transport::tls::server_config(chain, key, vec![b"h2".to_vec()])?;
-    Ok(Some(TlsConfigs { dot, doh }))
+    let doh = dnscost_transport::tls::server_config(chain.clone(), key.clone_key(), vec![b"h2".to_vec()])?;
+    let quic =
+        dnscost_transport::tls::quic_server_config(chain, key, vec![dnscost_transport::quic::DOQ_ALPN.to_vec()])?;
+    let idle = args.idle_timeout.filter(|d| !d.is_zero());
+    let doq = dnscost_transport::quic::server_config(quic, args.quic_max_streams, idle)?;
+    Ok(Some(TlsConfigs { dot, doh, doq }))
 }
 
 /// Socket buffers asked for on UDP listeners (the kernel caps them at rmem_max/wmem_max).
@@ -239,6 +252,7 @@ struct Listening<'a> {
 enum Bound {
     Udp(Vec<tokio::net::UdpSocket>),
     Stream(tokio::net::TcpListener),
+    Quic(std::net::UdpSocket),
 }
 
 async fn run(
@@ -265,6 +279,13 @@ async fn run(
                     sockets.push(socket::udp_listen(addr, UDP_BUFFER).map_err(|e| cannot(url, e))?);
                 }
                 (addr, Bound::Udp(sockets))
+            }
+            Transport::Doq => {
+                if url.addr.port() != 0 {
+                    drop(std::net::UdpSocket::bind(url.addr).map_err(|e| cannot(url, e))?);
+                }
+                let s = socket::udp_listen(url.addr, UDP_BUFFER).map_err(|e| cannot(url, e))?.into_std()?;
+                (s.local_addr().map_err(|e| cannot(url, e))?, Bound::Quic(s))
             }
             _ => {
                 let l = socket::tcp_listen(url.addr, 4096).map_err(|e| cannot(url, e))?;
@@ -300,6 +321,16 @@ async fn run(
                 for s in sockets {
                     tasks.push(tokio::spawn(udp::serve(s, shared.clone())));
                 }
+            }
+            Bound::Quic(s) => {
+                let config = tls.as_ref().map(|t| t.doq.clone()).expect("doq listeners have TLS material");
+                let endpoint = quinn::Endpoint::new(
+                    quinn::EndpointConfig::default(),
+                    Some(config),
+                    s,
+                    Arc::new(quinn::TokioRuntime),
+                )?;
+                tasks.push(tokio::spawn(doq::accept_loop(endpoint, shared.clone())));
             }
             Bound::Stream(l) => {
                 let tls =

@@ -40,6 +40,8 @@ impl Server {
             "dot://127.0.0.1:0",
             "--listen",
             "doh://127.0.0.1:0/dns-query",
+            "--listen",
+            "doq://127.0.0.1:0",
             "--synthetic",
             "1000",
         ]
@@ -53,7 +55,7 @@ impl Server {
         let stdout = child.stdout.take().unwrap();
         let mut lines = BufReader::new(stdout).lines();
         let mut addresses = HashMap::new();
-        while addresses.len() < 4 {
+        while addresses.len() < 5 {
             let line = lines.next().expect("serve prints its listeners").unwrap();
             let v: Value = serde_json::from_str(&line).unwrap();
             assert_eq!(v["type"], "listening");

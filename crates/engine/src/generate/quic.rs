@@ -1,0 +1,309 @@
+//! The QUIC carrier of doq (RFC 9250): one bidirectional stream per query, the query's DNS ID
+//! 0 on the wire (§4.2.1). To the driver and the DNS session (`tcp.rs`) it looks like the
+//! two-octet-framed byte stream of tcp and dot, as the udp carrier does: a frame written opens
+//! a stream (waiting while the server's stream limit is reached), sends the query with ID 0 and
+//! finishes the stream; an answer read comes framed, with the query's ID put back. A stream the
+//! server resets is reported apart ([`QuicStreams::take_failed`]); a query refused with the
+//! 0-RTT data is sent again once the handshake is done. The connection's end surfaces as an
+//! error that carries its [`Close`] ([`QuicEnd`]).
+
+use dnscost_stats::{Close, Handshake};
+use dnscost_transport::quic::{HandshakeFacts, DOQ_NO_ERROR};
+use dnscost_transport::socket::TcpCounts;
+use futures_util::stream::{FuturesUnordered, StreamExt as _};
+use quinn::{ConnectionError, ReadError, ReadToEndError, RecvStream, SendStream, WriteError};
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use tokio::io::ReadBuf;
+
+/// The largest DoQ message: a two-octet length and 65 535 octets.
+const MAX_MESSAGE: usize = 2 + 65_535;
+
+type Opening = Pin<Box<dyn Future<Output = Result<(SendStream, RecvStream), ConnectionError>>>>;
+type Answer = Pin<Box<dyn Future<Output = Option<(u16, Result<Vec<u8>, StreamFailure>)>>>>;
+
+/// Why a query's stream gave no answer (a connection's end is reported by reading instead).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StreamFailure {
+    /// The server reset the stream with this code.
+    Reset(u64),
+    /// The answer was not one framed message.
+    Malformed,
+}
+
+/// An error carrying how the QUIC connection ended, for `session::server_close`.
+#[derive(Debug)]
+pub struct QuicEnd(pub Close, pub String);
+
+impl std::fmt::Display for QuicEnd {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.1)
+    }
+}
+
+impl std::error::Error for QuicEnd {}
+
+/// How a connection's end reads to the client: the server's CONNECTION_CLOSE without error is
+/// orderly (`connection_close`: outstanding queries go again), one with an error is an error,
+/// as are a stateless reset (`rst`) and the idle timeout (`idle_expired`) with queries
+/// outstanding.
+pub fn classify(e: &ConnectionError) -> Close {
+    match e {
+        ConnectionError::ApplicationClosed(c) if c.error_code == DOQ_NO_ERROR => Close::ConnectionClose,
+        ConnectionError::ConnectionClosed(c) if c.error_code == quinn::TransportErrorCode::NO_ERROR => {
+            Close::ConnectionClose
+        }
+        ConnectionError::TimedOut => Close::IdleExpired,
+        ConnectionError::Reset => Close::Rst,
+        ConnectionError::ConnectionClosed(c) if c.error_code.to_string().contains("crypto") => Close::TlsAlert,
+        _ => Close::Error,
+    }
+}
+
+/// An established DoQ connection as a framed byte stream (see the module documentation).
+pub struct QuicStreams {
+    pub conn: quinn::Connection,
+    local: Option<std::net::SocketAddr>,
+    opening: Option<Opening>,
+    closed: Pin<Box<dyn Future<Output = ConnectionError>>>,
+    /// The stream of the frame being written, and how much of that frame is written.
+    writing: Option<(SendStream, RecvStream, usize)>,
+    answers: FuturesUnordered<Answer>,
+    /// An answer being handed out, framed: `ready.0[ready.1..]`.
+    ready: (Vec<u8>, usize),
+    failed: Vec<(u16, StreamFailure)>,
+    /// The handshake's kind once known (a 0-RTT connection is handed over before).
+    handshake: Option<Handshake>,
+    counted: TcpCounts,
+}
+
+impl QuicStreams {
+    pub fn new(conn: quinn::Connection, local: Option<std::net::SocketAddr>, handshake: Option<Handshake>) -> Self {
+        let c = conn.clone();
+        QuicStreams {
+            closed: Box::pin(async move { c.closed().await }),
+            conn,
+            local,
+            opening: None,
+            writing: None,
+            answers: FuturesUnordered::new(),
+            ready: (Vec::new(), 0),
+            failed: Vec::new(),
+            handshake,
+            counted: TcpCounts::default(),
+        }
+    }
+
+    pub fn local_addr(&self) -> Option<std::net::SocketAddr> {
+        self.local
+    }
+
+    /// The handshake's kind, from its messages.
+    pub fn handshake(&mut self) -> Handshake {
+        if let Some(h) = self.handshake {
+            return h;
+        }
+        match HandshakeFacts::of(&self.conn) {
+            Some(f) => *self.handshake.insert(handshake_kind(f)),
+            // Never done (the connection ended first): what was tried.
+            None => Handshake::Full,
+        }
+    }
+
+    /// Streams that ended without an answer since the last call, by the query's DNS ID.
+    pub fn take_failed(&mut self) -> Vec<(u16, StreamFailure)> {
+        std::mem::take(&mut self.failed)
+    }
+
+    /// Datagrams and octets (UDP payload) each way since the last call, from quinn's counts.
+    pub fn take_counts(&mut self) -> TcpCounts {
+        let s = self.conn.stats();
+        let now = TcpCounts {
+            bytes_sent: s.udp_tx.bytes,
+            bytes_received: s.udp_rx.bytes,
+            segments_sent: s.udp_tx.datagrams,
+            segments_received: s.udp_rx.datagrams,
+        };
+        let d = now.since(&self.counted);
+        self.counted = now;
+        d
+    }
+
+    /// Closes with CONNECTION_CLOSE and DOQ_NO_ERROR (`silent`: says nothing and lets the
+    /// idle timeout end it), once the handshake is confirmed (HANDSHAKE_DONE received, at most
+    /// 100 ms): the server sends its session tickets then, and a 0-RTT connection whose answer
+    /// came first would otherwise end without one (the next connection of the slot would then
+    /// make a full handshake).
+    pub async fn close(&self, silent: bool) {
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_millis(100);
+        while self.conn.stats().frame_rx.handshake_done == 0
+            && self.conn.close_reason().is_none()
+            && tokio::time::Instant::now() < deadline
+        {
+            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+        }
+        if !silent {
+            self.conn.close(DOQ_NO_ERROR, b"");
+        }
+    }
+
+    /// Waits until the connection is over (after our CONNECTION_CLOSE: at once; silent: until
+    /// the idle timeout), at most `bound`.
+    pub async fn await_end(&self, bound: std::time::Duration) {
+        let _ = tokio::time::timeout(bound, self.conn.closed()).await;
+        // Let the endpoint send the CONNECTION_CLOSE, so that it is counted.
+        tokio::task::yield_now().await;
+    }
+
+    /// The connection's end as an I/O error that carries its kind.
+    fn end_error(&self, e: &ConnectionError) -> std::io::Error {
+        std::io::Error::other(QuicEnd(classify(e), e.to_string()))
+    }
+}
+
+/// A QUIC connection's handshake kind from its facts: a session the server did not take is a
+/// full handshake (whatever the client offered), one it took is resumed, with its 0-RTT data
+/// accepted or rejected when the client sent some.
+pub fn handshake_kind(f: HandshakeFacts) -> Handshake {
+    match f {
+        f if !f.psk_accepted => Handshake::Full,
+        f if f.early_offered && f.early_accepted => Handshake::ZeroRttAccepted,
+        f if f.early_offered => Handshake::ZeroRttRejected,
+        _ => Handshake::Resumed,
+    }
+}
+
+/// One query's exchange on its stream: the answer (at most one message), read to the stream's
+/// end; a query refused with the 0-RTT data goes again on a new stream.
+async fn exchange(
+    conn: quinn::Connection,
+    id: u16,
+    mut recv: RecvStream,
+    query: Vec<u8>,
+) -> Option<(u16, Result<Vec<u8>, StreamFailure>)> {
+    let mut r = recv.read_to_end(MAX_MESSAGE).await;
+    if matches!(r, Err(ReadToEndError::Read(ReadError::ZeroRttRejected))) {
+        let (mut send, mut recv) = conn.open_bi().await.ok()?;
+        send.write_all(&query).await.ok()?;
+        let _ = send.finish();
+        r = recv.read_to_end(MAX_MESSAGE).await;
+    }
+    let answer = match r {
+        Ok(bytes) if bytes.len() >= 4 && usize::from(u16::from_be_bytes([bytes[0], bytes[1]])) == bytes.len() - 2 => {
+            Ok(bytes)
+        }
+        Ok(_) | Err(ReadToEndError::TooLong) => Err(StreamFailure::Malformed),
+        Err(ReadToEndError::Read(ReadError::Reset(code))) => Err(StreamFailure::Reset(code.into_inner())),
+        // The connection ended: reading the carrier says how.
+        Err(ReadToEndError::Read(_)) => return None,
+    };
+    Some((id, answer))
+}
+
+impl tokio::io::AsyncRead for QuicStreams {
+    /// Hands out the answers that arrived, framed, with their queries' IDs. Streams that
+    /// failed without answers read as `Interrupted` (the driver takes them and reads again).
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
+        let this = self.get_mut();
+        let mut got = false;
+        loop {
+            let (bytes, at) = &mut this.ready;
+            if *at < bytes.len() {
+                let n = buf.remaining().min(bytes.len() - *at);
+                buf.put_slice(&bytes[*at..*at + n]);
+                *at += n;
+                got |= n > 0;
+                if *at < bytes.len() {
+                    break;
+                }
+                continue;
+            }
+            match this.answers.poll_next_unpin(cx) {
+                Poll::Ready(Some(Some((id, Ok(mut bytes))))) => {
+                    bytes[2..4].copy_from_slice(&id.to_be_bytes());
+                    this.ready = (bytes, 0);
+                }
+                Poll::Ready(Some(Some((id, Err(f))))) => this.failed.push((id, f)),
+                Poll::Ready(Some(None)) => {}
+                Poll::Ready(None) | Poll::Pending => break,
+            }
+        }
+        if got {
+            return Poll::Ready(Ok(()));
+        }
+        if !this.failed.is_empty() {
+            return Poll::Ready(Err(std::io::ErrorKind::Interrupted.into()));
+        }
+        match this.closed.as_mut().poll(cx) {
+            Poll::Ready(e) => Poll::Ready(Err(this.end_error(&e))),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+impl tokio::io::AsyncWrite for QuicStreams {
+    /// Sends every whole frame of `buf` on a stream of its own; returns the octets of the
+    /// frames sent.
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+        let this = self.get_mut();
+        let mut done = 0;
+        while buf.len() - done >= 4 {
+            let len = usize::from(u16::from_be_bytes([buf[done], buf[done + 1]]));
+            let end = done + 2 + len;
+            if end > buf.len() || len < 2 {
+                break;
+            }
+            if this.writing.is_none() {
+                let opening = this.opening.get_or_insert_with(|| {
+                    let conn = this.conn.clone();
+                    Box::pin(async move { conn.open_bi().await })
+                });
+                match opening.as_mut().poll(cx) {
+                    Poll::Ready(Ok((send, recv))) => {
+                        this.opening = None;
+                        this.writing = Some((send, recv, 0));
+                    }
+                    Poll::Ready(Err(e)) => {
+                        this.opening = None;
+                        return if done > 0 { Poll::Ready(Ok(done)) } else { Poll::Ready(Err(this.end_error(&e))) };
+                    }
+                    Poll::Pending => return if done > 0 { Poll::Ready(Ok(done)) } else { Poll::Pending },
+                }
+            }
+            let id = u16::from_be_bytes([buf[done + 2], buf[done + 3]]);
+            let mut query = buf[done..end].to_vec();
+            query[2..4].copy_from_slice(&[0, 0]);
+            let (send, _, written) = this.writing.as_mut().expect("a stream to write");
+            while *written < query.len() {
+                match Pin::new(&mut *send).poll_write(cx, &query[*written..]) {
+                    Poll::Ready(Ok(n)) => *written += n,
+                    Poll::Ready(Err(WriteError::ConnectionLost(e))) => {
+                        this.writing = None;
+                        return if done > 0 { Poll::Ready(Ok(done)) } else { Poll::Ready(Err(this.end_error(&e))) };
+                    }
+                    // Refused with the 0-RTT data: the exchange sends it again.
+                    Poll::Ready(Err(WriteError::ZeroRttRejected)) => *written = query.len(),
+                    Poll::Ready(Err(e)) => {
+                        this.writing = None;
+                        return Poll::Ready(Err(std::io::Error::other(e)));
+                    }
+                    Poll::Pending => return if done > 0 { Poll::Ready(Ok(done)) } else { Poll::Pending },
+                }
+            }
+            let (mut send, recv, _) = this.writing.take().expect("a stream to write");
+            let _ = send.finish();
+            this.answers.push(Box::pin(exchange(this.conn.clone(), id, recv, query)));
+            done = end;
+        }
+        Poll::Ready(Ok(done))
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+}

@@ -1,0 +1,166 @@
+//! DNS over QUIC (RFC 9250): one query per client-opened bidirectional stream, answered on the
+//! same stream, which the answer finishes. 0-RTT data is taken (its queries answered before the
+//! handshake is done); the handshake's kind is read off its messages
+//! (`dnscost_transport::quic`). The server's policies: its idle timeout is QUIC's (a transport
+//! parameter: the connection ends silently), the query limit and the age end the connection
+//! with CONNECTION_CLOSE and DOQ_NO_ERROR.
+
+use super::conn::{Conn, Ending, Timer};
+use super::Shared;
+use dnscost_stats::{Close, Handshake};
+use dnscost_transport::quic::{HandshakeFacts, DOQ_NO_ERROR};
+use futures_util::stream::{FuturesUnordered, StreamExt as _};
+use quinn::ConnectionError;
+use std::sync::Arc;
+use tokio::sync::oneshot;
+use tokio::time::Instant;
+
+/// The largest DoQ message: a two-octet length and 65 535 octets.
+const MAX_MESSAGE: usize = 2 + 65_535;
+/// DOQ_PROTOCOL_ERROR (RFC 9250 §4.3): a stream that does not carry one well-framed query.
+const DOQ_PROTOCOL_ERROR: quinn::VarInt = quinn::VarInt::from_u32(2);
+
+/// Accepts connections until the task is aborted; each one gets its own task.
+pub async fn accept_loop(endpoint: quinn::Endpoint, shared: Arc<Shared>) {
+    let local = endpoint.local_addr().unwrap_or_else(|_| std::net::SocketAddr::from(([0, 0, 0, 0], 0)));
+    while let Some(incoming) = endpoint.accept().await {
+        let opened = Instant::now();
+        let (id, stop) = shared.registry.register();
+        let conn = Conn {
+            id,
+            transport: "doq",
+            local,
+            peer: incoming.remote_address(),
+            opened_us: shared.now_us(),
+            established_us: None,
+            handshake: Handshake::None,
+            tls_version: None,
+            queries: 0,
+            answers: 0,
+        };
+        let Some(stop) = stop else {
+            // Shutting down: the connection ends as it starts.
+            incoming.refuse();
+            shared.closed(&conn, Ending::Server(Close::End), (0, 0), false);
+            continue;
+        };
+        tokio::spawn(serve(shared.clone(), incoming, conn, stop, opened));
+    }
+}
+
+/// How the client ended the connection, as the server saw it.
+fn client_ending(e: &ConnectionError, idle_policy: bool) -> Ending {
+    match e {
+        ConnectionError::ApplicationClosed(c) if c.error_code == DOQ_NO_ERROR => {
+            Ending::Client(Close::ConnectionClose, None)
+        }
+        ConnectionError::ConnectionClosed(c) if c.error_code == quinn::TransportErrorCode::NO_ERROR => {
+            Ending::Client(Close::ConnectionClose, None)
+        }
+        // The idle timeout is the server's policy when it has one, else the client's.
+        ConnectionError::TimedOut if idle_policy => Ending::Server(Close::Idle),
+        ConnectionError::TimedOut => Ending::Client(Close::IdleExpired, None),
+        ConnectionError::Reset => Ending::Client(Close::Rst, None),
+        ConnectionError::ConnectionClosed(c) if c.error_code.to_string().contains("crypto") => {
+            Ending::Client(Close::TlsAlert, Some(e.to_string()))
+        }
+        ConnectionError::TransportError(t) if t.code.to_string().contains("crypto") => {
+            Ending::Client(Close::TlsAlert, Some(e.to_string()))
+        }
+        _ => Ending::Client(Close::Error, Some(e.to_string())),
+    }
+}
+
+/// Answers one stream's query; returns whether it was answered. With `acked`, returns once
+/// the client acknowledged the whole answer: a server that will close the connection by policy
+/// must not close before (QUIC's CONNECTION_CLOSE discards what is not yet delivered).
+async fn answer(shared: Arc<Shared>, mut send: quinn::SendStream, mut recv: quinn::RecvStream, acked: bool) -> bool {
+    let Ok(bytes) = recv.read_to_end(MAX_MESSAGE).await else {
+        let _ = send.reset(DOQ_PROTOCOL_ERROR);
+        return false;
+    };
+    let framed = bytes.len() >= 2 && usize::from(u16::from_be_bytes([bytes[0], bytes[1]])) == bytes.len() - 2;
+    if !framed {
+        let _ = send.reset(DOQ_PROTOCOL_ERROR);
+        return false;
+    }
+    let mut out = Vec::with_capacity(512);
+    out.extend_from_slice(&[0, 0]);
+    let reply = shared.responder.respond(&bytes[2..], &mut out, dnscost_wire::Carrier::Stream);
+    match reply {
+        Some(r) if r.len <= usize::from(u16::MAX) => {
+            out[..2].copy_from_slice(&(r.len as u16).to_be_bytes());
+            if send.write_all(&out).await.is_err() || send.finish().is_err() {
+                return false;
+            }
+            !acked || matches!(send.stopped().await, Ok(None))
+        }
+        _ => {
+            let _ = send.reset(DOQ_PROTOCOL_ERROR);
+            false
+        }
+    }
+}
+
+/// One connection, until it ends.
+async fn serve(
+    shared: Arc<Shared>,
+    incoming: quinn::Incoming,
+    mut conn: Conn,
+    mut stop: oneshot::Receiver<()>,
+    opened: Instant,
+) {
+    let connecting = match incoming.accept() {
+        Ok(c) => c,
+        Err(e) => {
+            let ending = client_ending(&e, false);
+            return shared.closed(&conn, ending, (0, 0), true);
+        }
+    };
+    // 0-RTT data, when the TLS layer takes it, is answered at once (on a server this always
+    // succeeds: 0.5-RTT).
+    let (connection, handshake_done) = match connecting.into_0rtt() {
+        Ok(x) => x,
+        Err(_) => unreachable!("a server connection always converts to 0.5-RTT"),
+    };
+    let mut handshake_done = Box::pin(handshake_done);
+    let mut timer = Timer::new(&shared.policy, opened);
+    let max_queries = shared.policy.max_queries;
+    let acked = max_queries > 0 || shared.policy.max_age.is_some();
+    let mut streams = FuturesUnordered::new();
+    let ending = loop {
+        tokio::select! {
+            biased;
+            _ = &mut stop => break Ending::Server(Close::End),
+            why = timer.expired() => break Ending::Server(why),
+            _ = &mut handshake_done, if conn.established_us.is_none() => {
+                conn.established_us = Some(shared.now_us());
+            }
+            Some(answered) = streams.next() => {
+                conn.answers += u64::from(answered);
+                if max_queries > 0 && conn.answers >= max_queries {
+                    break Ending::Server(Close::MaxQueries);
+                }
+            }
+            s = connection.accept_bi(), if max_queries == 0 || conn.queries < max_queries => match s {
+                Ok((send, recv)) => {
+                    conn.queries += 1;
+                    timer.touch(Instant::now());
+                    streams.push(answer(shared.clone(), send, recv, acked));
+                }
+                Err(e) => break client_ending(&e, shared.policy.idle.is_some()),
+            },
+        }
+    };
+    if let Ending::Server(_) = ending {
+        connection.close(DOQ_NO_ERROR, b"");
+    }
+    if let Some(facts) = HandshakeFacts::of(&connection) {
+        conn.handshake = crate::generate::handshake_kind(facts);
+        conn.tls_version = Some("1.3");
+    }
+    // Let the endpoint send the CONNECTION_CLOSE, so that it is counted.
+    tokio::task::yield_now().await;
+    let stats = connection.stats();
+    shared.closed(&conn, ending, (stats.udp_tx.bytes, stats.udp_rx.bytes), true);
+}
