@@ -157,6 +157,92 @@ fn wrong_ca_is_a_counted_tls_failure() {
     assert!(run.connections[0]["error"].as_str().unwrap().contains("certificate"), "{:?}", run.connections[0]);
 }
 
+/// DoQ against a server trusted by another CA: every connection attempt fails `tls`.
+#[test]
+fn doq_wrong_ca_is_a_counted_tls_failure() {
+    let dir = temp_dir("doq-wrong-ca");
+    let a = Server::start(&dir.join("a").tap_mkdir(), &[]);
+    let b = Server::start(&dir.join("b").tap_mkdir(), &[]);
+    let args = ["--rate", "50", "--duration", "500ms", "--timeout", "200ms", "--quiet"];
+    let mut all = vec!["--transport", "doq", "--target", a.addr("doq"), "--ca", b.ca.to_str().unwrap()];
+    all.extend(args);
+    let run = generate(&dir, &all);
+    assert_eq!(run.status.code(), Some(4), "{}", run.stderr);
+    run.balanced();
+    assert!(run.total("connections.failed.tls") > 0, "{}", run.summary());
+    assert_eq!(run.total("queries.answered"), 0);
+    assert_eq!(run.summary()["generator_kept_up"], false);
+    assert!(run.connections[0]["error"].as_str().unwrap().contains("certificate"), "{:?}", run.connections[0]);
+}
+
+/// A DoQ server that allows no query stream: nothing can be sent, and what came due is counted
+/// (timed out while the stream waited, or unsent), never lost; the run says it kept no pace.
+#[test]
+fn doq_server_allowing_no_stream_is_counted() {
+    let dir = temp_dir("doq-no-streams");
+    let server = Server::start(&dir, &["--quic-max-streams", "0"]);
+    let ca = server.ca.to_str().unwrap();
+    let run = generate(
+        &dir,
+        &[
+            "--transport",
+            "doq",
+            "--target",
+            server.addr("doq"),
+            "--ca",
+            ca,
+            "--rate",
+            "50",
+            "--duration",
+            "1s",
+            "--timeout",
+            "200ms",
+            "--quiet",
+        ],
+    );
+    assert_eq!(run.status.code(), Some(4), "{}", run.stderr);
+    run.balanced();
+    assert_eq!(run.total("queries.answered"), 0);
+    assert!(run.total("queries.offered") >= 45, "{}", run.summary());
+    assert_eq!(run.summary()["generator_kept_up"], false, "{}", run.summary());
+    let log = server.stop();
+    assert!(log.iter().filter(|c| c["transport"] == "doq").all(|c| c["queries"] == 0), "{log:?}");
+}
+
+/// The server's idle timeout (QUIC's, negotiated) shorter than the gap between queries: every
+/// query finds its connection expired and opens another; nothing is lost.
+#[test]
+fn doq_idle_timeout_shorter_than_the_gap_reconnects() {
+    let dir = temp_dir("doq-idle");
+    let server = Server::start(&dir, &["--idle-timeout", "50ms"]);
+    let ca = server.ca.to_str().unwrap();
+    let run = generate(
+        &dir,
+        &[
+            "--transport",
+            "doq",
+            "--target",
+            server.addr("doq"),
+            "--ca",
+            ca,
+            "--rate",
+            "5",
+            "--duration",
+            "1s",
+            "--quiet",
+        ],
+    );
+    assert!(run.status.success(), "{}", run.stderr);
+    run.balanced();
+    assert_eq!(run.total("queries.answered"), 5, "{}", run.summary());
+    let expired = run.summary()["total"]["connections"]["closed_by_server"]["idle_expired"].as_u64().unwrap_or(0);
+    assert!(expired >= 4, "{}", run.summary());
+    let log = server.stop();
+    let doq: Vec<_> = log.iter().filter(|c| c["transport"] == "doq").collect();
+    assert!(doq.len() >= 5, "{doq:?}");
+    assert!(doq.iter().filter(|c| c["close"] == "idle" && c["closed_by"] == "server").count() >= 4, "{doq:?}");
+}
+
 trait TapMkdir {
     fn tap_mkdir(self) -> Self;
 }

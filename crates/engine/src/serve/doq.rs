@@ -124,7 +124,8 @@ async fn serve(
         Err(_) => unreachable!("a server connection always converts to 0.5-RTT"),
     };
     let mut handshake_done = Box::pin(handshake_done);
-    let mut timer = Timer::new(&shared.policy, opened);
+    // The idle policy is QUIC's own timeout (silent); the timer keeps the age.
+    let mut timer = Timer::new(&super::Policy { idle: None, ..shared.policy }, opened);
     let max_queries = shared.policy.max_queries;
     let acked = max_queries > 0 || shared.policy.max_age.is_some();
     let mut streams = FuturesUnordered::new();
@@ -152,7 +153,7 @@ async fn serve(
             },
         }
     };
-    if let Ending::Server(_) = ending {
+    if matches!(ending, Ending::Server(why) if why != Close::Idle) {
         connection.close(DOQ_NO_ERROR, b"");
     }
     if let Some(facts) = HandshakeFacts::of(&connection) {

@@ -1,0 +1,65 @@
+"""DoQ interop: ``dnscost-engine serve`` answers an independent DNS-over-QUIC client (dnspython
+on aioquic), and its connections log says what that client did."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import dns.message
+import dns.query
+import dns.quic
+import dns.rcode
+import dns.rdatatype
+from dnscost.engine import engine_path
+
+
+def _serve(tmp_path: Path) -> tuple[subprocess.Popen[str], int]:
+    proc = subprocess.Popen(
+        [
+            str(engine_path()),
+            "serve",
+            "--listen",
+            "doq://127.0.0.1:0",
+            "--synthetic",
+            "100",
+            "--ca-out",
+            str(tmp_path / "ca.pem"),
+            "--connections-log",
+            str(tmp_path / "connections.jsonl"),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    line = json.loads(proc.stdout.readline())
+    assert line["transport"] == "doq"
+    return proc, int(line["address"].rsplit(":", 1)[1])
+
+
+def test_serve_answers_dnspython_over_quic(tmp_path: Path) -> None:
+    proc, port = _serve(tmp_path)
+    ca = str(tmp_path / "ca.pem")
+    try:
+        # Three queries on one connection (a stream each), then the client closes.
+        with dns.quic.SyncQuicManager(verify_mode=ca, server_name="localhost") as manager:
+            conn = manager.connect("127.0.0.1", port)
+            for i in range(3):
+                q = dns.message.make_query(f"q0{i}.test.", dns.rdatatype.A)
+                r = dns.query.quic(q, "127.0.0.1", port=port, connection=conn, verify=ca, timeout=5)
+                assert r.rcode() == dns.rcode.NOERROR
+                assert r.answer and r.answer[0].name.to_text() == f"q0{i}.test."
+                assert r.id == q.id, "the client's ID is restored from the stream"
+        # A name outside the synthetic set, on a connection of its own.
+        r = dns.query.quic(dns.message.make_query("q100.test.", "A"), "127.0.0.1", port=port, verify=ca, timeout=5)
+        assert r.rcode() == dns.rcode.NXDOMAIN
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    conns = [json.loads(x) for x in (tmp_path / "connections.jsonl").read_text().splitlines()]
+    assert sorted(c["queries"] for c in conns) == [1, 3], conns
+    for c in conns:
+        assert (c["transport"], c["handshake"], c["tls_version"]) == ("doq", "full", "1.3"), c
+        assert c["answers"] == c["queries"], c
+        assert c["bytes_sent"] > 0 and c["bytes_received"] >= 1200, "a client Initial is padded to 1 200 octets"
