@@ -68,11 +68,11 @@ def _counters(cls_name: str, fixture: Path) -> Counters:
         ("pdns-recursor", 4736, 4736, 2736, 2000, "tcp-questions"),
         (
             "coredns",
-            6217,
-            6217,
-            3207,
-            3000,
-            'coredns_dns_responses_total{plugin="",rcode="REFUSED",server="dns://127.0.0.1:11197",view="",zone="dropped"}',
+            11245,
+            11245,
+            10235,
+            1000,
+            'coredns_dns_responses_total{plugin="",rcode="REFUSED",server="dns://127.0.0.1:13431",view="",zone="dropped"}',
         ),
     ],
 )
@@ -104,7 +104,13 @@ def test_prometheus_parser_reads_coredns_counters_only(fixtures: Path) -> None:
     the TLD) holds Go's own metrics, histograms and floats written as ``5.825576e+06``: only
     CoreDNS's integer counters and gauges are kept, labels sorted, per server block."""
     c = parse_prometheus((fixtures / "targets/coredns-metrics.txt").read_text())
-    assert c.raw['coredns_cache_misses_total{server="tls://127.0.0.1:20324",view="",zones="test."}'] == 1000
+    assert c.raw['coredns_cache_misses_total{server="dns://127.0.0.1:13431",view="",zones="test.,test.,test."}'] == 1000
+    assert (
+        c.raw[
+            'coredns_cache_hits_total{server="tls://127.0.0.1:30925",type="success",view="",zones="test.,test.,test."}'
+        ]
+        == 3411
+    )
     assert c.raw['coredns_build_info{goversion="go1.26.8",revision="",version="1.15.0"}'] == 1
     assert all(k.startswith("coredns_") and "_bucket" not in k for k in c.raw)
     assert not any(k.startswith("coredns_dns_request_duration_seconds") for k in c.raw)  # a histogram
@@ -246,7 +252,10 @@ def test_configurations_keep_everything_local(name: str, tmp_path: Path, monkeyp
         "coredns": [
             "bind 127.0.0.1",
             "forward . 127.0.0.1:5399",
-            "dns://test.:",
+            "\nhttps://test.:",  # first in its block: see test_coredns_lifts_its_connection_caps
+            " dns://test.:",
+            "\nquic://test.:",
+            "\nhttps3://test.:",
             "multisocket 2",
             "success 1048576",
             "idle 120s",
@@ -374,12 +383,14 @@ def test_target_life(name: str, tmp_path: Path, upstream: Responder) -> None:
 
 
 @pytest.mark.resolver
-def test_coredns_binds_doq_and_doh3_and_gets_its_cpus(tmp_path: Path, upstream: Responder) -> None:
-    """CoreDNS's DoQ and DoH/3 blocks, written before the engine can load them, are bound on
-    UDP ports of their own (recorded in ``staged``) and unknown to the health checks; Go gets
-    as many threads as CoreDNS has CPUs."""
+def test_coredns_lifts_its_connection_caps(tmp_path: Path, upstream: Responder) -> None:
+    """CoreDNS 1.15 serves at most 200 DoH connections unless told otherwise, and applies a
+    server block's ``https`` settings to the block's first key only: 300 connections at once
+    are all served. Its DoQ and DoH/3 blocks, written before the engine can load them, are
+    bound on UDP ports of their own (``staged``), unknown to the health checks. Go gets as
+    many threads as CoreDNS has CPUs."""
     _need_target("coredns")
-    cpu, _ = _cpus()
+    cpu, gen = _cpus()
     target = make_target(
         "coredns",
         tmp_path / "coredns",
@@ -387,12 +398,12 @@ def test_coredns_binds_doq_and_doh3_and_gets_its_cpus(tmp_path: Path, upstream: 
         tls=make_tls(tmp_path / "tls"),
         upstream=upstream.endpoints["udp"],
         synthetic=NAMES,
-        transports=["udp"],
+        transports=["doh"],
     )
     assert isinstance(target, Coredns)
     try:
         target.start()
-        assert set(target.endpoints) == {"udp"} and set(target.staged) == set(STAGED)
+        assert set(target.endpoints) == {"doh"} and set(target.staged) == set(STAGED)
         log = (tmp_path / "coredns" / "coredns.log").read_text()
         for transport, scheme in (("doq", "quic"), ("doh3", "https3")):
             ep = target.staged[transport]
@@ -401,6 +412,23 @@ def test_coredns_binds_doq_and_doh3_and_gets_its_cpus(tmp_path: Path, upstream: 
                 s.bind((ep.host, ep.port))
         assert target.child is not None
         assert b"GOMAXPROCS=1" in Path(f"/proc/{target.child.pid}/environ").read_bytes().split(b"\0")
+        ep = target.endpoints["doh"]
+        config: dict[str, object] = {
+            "transport": "doh",
+            "target": ep.address,
+            "doh_path": ep.path,
+            "ca_file": str(target.tls.ca),
+            "sni": "localhost",
+            "connections": 300,
+            "rate": 300,
+            "duration_ms": 2000,
+            "synthetic": NAMES,
+            "tld": "test",
+            "timeout_ms": 1000,
+        }
+        total = generate(config, tmp_path / "engine", cpus=[gen], name="caps")[-1]["total"]
+        assert total["connections"]["established"] == 300 and not total["connections"]["failed"], total
+        assert total["queries"]["answered"] == total["queries"]["offered"] == 600, total
     finally:
         target.stop()
 

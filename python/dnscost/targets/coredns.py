@@ -1,9 +1,8 @@
 """CoreDNS forwarding the synthetic TLD to dnscost's authoritative upstream, with its cache,
-serving udp and tcp (``dns://``), dot (``tls://``) and doh (``https://``), each transport a
-server block of its own. Its ``quic://`` (DoQ) and ``https3://`` (DoH/3) blocks are configured
-on every start too, but not served as transports until the engine speaks them (see
-:data:`STAGED`). Counters come from its ``prometheus`` plugin (the Prometheus text format on a
-free loopback port)."""
+serving udp and tcp (``dns://``), dot (``tls://``) and doh (``https://``) from one server
+block. Its ``quic://`` (DoQ) and ``https3://`` (DoH/3) blocks are configured on every start
+too, but not served as transports until the engine speaks them (see :data:`STAGED`). Counters
+come from its ``prometheus`` plugin (the Prometheus text format on a free loopback port)."""
 
 from __future__ import annotations
 
@@ -24,7 +23,7 @@ cannot load them yet. Enabling one is adding it to ``Coredns.transports``: it th
 endpoint, is health-checked and loaded like the others, and leaves this tuple's effect."""
 
 SCHEMES = {"udp": "dns", "tcp": "dns", "dot": "tls", "doh": "https", "doq": "quic", "doh3": "https3"}
-"""The server block's scheme for each transport (udp and tcp share one ``dns://`` block)."""
+"""The scheme of each transport's server key (udp and tcp share one ``dns://`` key)."""
 
 STREAMS = 1000
 """Concurrent streams per connection on doh, doq and doh3 (CoreDNS's defaults 250 and 256; 1 000
@@ -93,19 +92,25 @@ def parse_prometheus(text: str) -> Counters:
 
 
 class Coredns(Target):
-    """CoreDNS 1.15 (built by scripts/setup with Go) as a caching forwarder: one server block per
-    transport, each for the TLD only (names outside it are refused locally, so nothing else
-    leaves the machine), with ``forward`` to the upstream and a ``cache`` of its own (each block
-    has its own plugins: a name cached over udp misses once over dot, as the fill expects).
-    One process; ``GOMAXPROCS`` = CPUs, and with more than one CPU ``multisocket`` opens one
-    listener per CPU (``SO_REUSEPORT``).
+    """CoreDNS 1.15 (built by scripts/setup with Go) as a caching forwarder for the TLD only
+    (names outside it are refused locally, so nothing else leaves the machine), ``forward`` to
+    the upstream and ``cache``. udp, tcp, dot and doh are keys of one server block, so they share
+    one set of plugins, hence one cache (a block's plugins are its own: the staged doq and doh3
+    blocks have caches of their own). One process; ``GOMAXPROCS`` = CPUs, and with more than one
+    CPU ``multisocket`` opens one listener per CPU (``SO_REUSEPORT``).
 
     Defaults changed for connection experiments: the concurrent-connection caps of doh, doq and
     doh3 (200 each) are lifted (``max_connections 0``), their streams per connection (250, 256)
     raised to :data:`STREAMS`, the DoQ stream worker pool (1 024 across all connections) to
     65 536; the read timeout (3 s, a connection's first query) and idle timeout (10 s) of tcp,
     dot, doh and doq to ``IDLE_TIMEOUT_S``. Queries per tcp/dot connection are unlimited (the
-    default). Its listen queue is the kernel's ``somaxconn`` (Go listens with it)."""
+    default). CoreDNS 1.15 applies a block's ``https``, ``quic`` and ``https3`` settings to the
+    block's first key only (except ``https max_streams`` and ``quic max_connections``): https is
+    the shared block's first key, and quic and https3 have blocks of their own.
+
+    Its listen queue is the kernel's ``somaxconn`` (Go listens with it). It answers a tcp or dot
+    connection's queries one after another (miekg/dns reads the next query once the last is
+    answered), so pipelining does not add concurrency there; doh streams run concurrently."""
 
     name = "coredns"
     package = None
@@ -126,39 +131,9 @@ class Coredns(Target):
         exe = find_binary(self.binary, self.name, self.package)
         n = max(1, len(self.cpus))
         self._metrics_port = free_port()
-        idle = f"{IDLE_TIMEOUT_S}s"
-        lines = [
-            "# CoreDNS configuration written by dnscost for one trial.",
-            f"# Run in the foreground: GOMAXPROCS={n} {exe} -conf THIS",
-            "# What every server block holds (each block has its own instance of these plugins).",
-            "(common) {",
-            f"    bind {self.host}",
-            *([f"    multisocket {n}  # one listener per CPU (SO_REUSEPORT)"] if n > 1 else []),
-            f"    forward . {self.upstream.address}",
-            "    cache 86400 {  # the upstream's TTL (default: at most 3600 s)",
-            f"        success {CACHE_ENTRIES}  # default 9984",
-            f"        denial {CACHE_ENTRIES}",
-            "    }",
-            "    timeouts {  # defaults 3 s (a connection's first query) and 10 s",
-            f"        read {idle}",
-            f"        idle {idle}",
-            "    }",
-            f"    prometheus {self.host}:{self._metrics_port}",
-            "    errors",
-            "}",
-        ]
-        limits = {
-            "https": ["max_connections 0  # default 200", f"max_streams {STREAMS}  # default 250"],
-            "quic": [
-                "max_connections 0  # default 200",
-                f"max_streams {STREAMS}  # default 256",
-                "worker_pool_size 65536  # default 1024, across all connections",
-            ],
-            "https3": ["max_connections 0  # default 200", f"max_streams {STREAMS}  # default 256"],
-        }
         # Do53 is always bound, also when only an encrypted transport is asked for.
         dns_port = free_port()
-        blocks = [("dns", dns_port)]
+        listeners = {"dns": dns_port}
         for t in ("udp", "tcp"):
             if t in self.wanted:
                 self.endpoints[t] = Endpoint(t, self.host, dns_port)
@@ -169,14 +144,51 @@ class Coredns(Target):
             port = free_port(socket.SOCK_DGRAM if t in ("doq", "doh3") else socket.SOCK_STREAM)
             ep = Endpoint(t, self.host, port, "/dns-query" if t in ("doh", "doh3") else None)
             (self.endpoints if t in self.wanted else self.staged)[t] = ep
-            blocks.append((SCHEMES[t], port))
+            listeners[SCHEMES[t]] = port
         tld = self.tld.rstrip(".") + "."
-        for scheme, port in blocks:
-            lines += [f"{scheme}://{tld}:{port} {{", "    import common"]
-            if scheme != "dns":
-                lines.append(f'    tls "{self.tls.cert}" "{self.tls.key}"')
-            if scheme in limits:
-                lines += [f"    {scheme} {{", *(f"        {x}" for x in limits[scheme]), "    }"]
+        idle = f"{IDLE_TIMEOUT_S}s"
+
+        def block(name: str, *settings: str) -> list[str]:
+            return [f"    {name} {{", *(f"        {x}" for x in settings), "    }"]
+
+        lines = [
+            "# CoreDNS configuration written by dnscost for one trial.",
+            f"# Run in the foreground: GOMAXPROCS={n} {exe} -conf THIS",
+            "# What every server block holds; each block has its own instance of these plugins.",
+            "(common) {",
+            f"    bind {self.host}",
+            *([f"    multisocket {n}  # one listener per CPU (SO_REUSEPORT)"] if n > 1 else []),
+            f'    tls "{self.tls.cert}" "{self.tls.key}"  # unused by dns://',
+            f"    forward . {self.upstream.address}",
+            *block("cache 86400", f"success {CACHE_ENTRIES}  # default 9984", f"denial {CACHE_ENTRIES}"),
+            *block(
+                "timeouts", f"read {idle}  # default 3 s (a connection's first query)", f"idle {idle}  # default 10 s"
+            ),
+            f"    prometheus {self.host}:{self._metrics_port}",
+            "    errors",
+            "}",
+            "# One block, one cache for udp, tcp, dot and doh. CoreDNS 1.15 gives a block's https,",
+            "# quic and https3 settings to its first key only (but https max_streams and quic",
+            "# max_connections): https comes first, quic and https3 have blocks of their own.",
+        ]
+        limits = {
+            "https": ["max_connections 0  # default 200", f"max_streams {STREAMS}  # default 250"],
+            "quic": [
+                "max_connections 0  # default 200",
+                f"max_streams {STREAMS}  # default 256",
+                "worker_pool_size 65536  # default 1024, across all connections",
+            ],
+            "https3": ["max_connections 0  # default 200", f"max_streams {STREAMS}  # default 256"],
+        }
+        blocks: list[list[str]] = [[s for s in ("https", "dns", "tls") if s in listeners]]
+        blocks += [[s] for s in ("quic", "https3") if s in listeners]
+        for schemes in blocks:
+            lines += [
+                " ".join(f"{scheme}://{tld}:{listeners[scheme]}" for scheme in schemes) + " {",
+                "    import common",
+            ]
+            if schemes[0] in limits:
+                lines += block(schemes[0], *limits[schemes[0]])
             lines.append("}")
         conf = self.workdir / "Corefile"
         conf.write_text("\n".join(lines) + "\n")
