@@ -19,8 +19,9 @@ __all__ = ["STAGED", "Coredns", "parse_prometheus"]
 
 STAGED = ("doq", "doh3")
 """Transports whose server blocks are written (ports in ``Coredns.staged``) while the engine
-cannot load them yet. Enabling one is adding it to ``Coredns.transports``: it then becomes an
-endpoint, is health-checked and loaded like the others, and leaves this tuple's effect."""
+cannot load them yet. Enabling one is adding it to ``Coredns.transports`` (once the health probe
+and the fill pass the CA for it, as they do for dot and doh): it then becomes an endpoint, is
+health-checked, filled and loaded like the others."""
 
 SCHEMES = {"udp": "dns", "tcp": "dns", "dot": "tls", "doh": "https", "doq": "quic", "doh3": "https3"}
 """The scheme of each transport's server key (udp and tcp share one ``dns://`` key)."""
@@ -42,7 +43,7 @@ def _labels(text: str) -> str | None:
     pairs, pos = [], 0
     while pos < len(text):
         m = _LABEL.match(text, pos)
-        if m is None or m.end() == pos:
+        if m is None:
             return None
         pairs.append((m.group(1), m.group(2)))
         pos = m.end()
@@ -52,10 +53,10 @@ def _labels(text: str) -> str | None:
 def parse_prometheus(text: str) -> Counters:
     """CoreDNS's ``/metrics`` (the Prometheus text format). ``raw`` holds every sample of its own
     counters and gauges (``coredns_*``) whose value is an integer, keyed ``name{label="v",...}``
-    with labels sorted (per server block, transport, RCODE, cache type...). Queries are the sum
+    with labels sorted (per server key, transport, RCODE, cache type...). Queries are the sum
     of ``coredns_dns_requests_total``, answers of ``coredns_dns_responses_total`` (every RCODE),
     hits and misses of ``coredns_cache_hits_total`` and ``coredns_cache_misses_total``, over
-    every server block. CoreDNS exports a labelled counter only once it has counted something,
+    every server key. CoreDNS exports a labelled counter only once it has counted something,
     so in its output (recognised by ``coredns_build_info``) an absent counter is 0."""
     kinds: dict[str, str] = {}
     raw: dict[str, int] = {}
