@@ -20,7 +20,7 @@ from typing import Any
 from dnscost import __version__
 from dnscost.certs import DEFAULT_KEY_TYPE, KEY_TYPES
 from dnscost.engine import TRANSPORTS
-from dnscost.errors import DnscostError, TargetError, UsageError
+from dnscost.errors import DnscostError, MachineError, TargetError, UsageError
 from dnscost.network import DEFAULT_NETWORK, NETWORKS, check_network
 
 __all__ = ["main"]
@@ -100,7 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
     tsub = t.add_subparsers(dest="action", required=True)
     tsub.add_parser("list", help="the targets, their transports, and whether they are installed")
     ts = tsub.add_parser("start", help="start a target (cache filled) and keep it running until Ctrl-C")
-    ts.add_argument("name", help="dnsdist, knot-resolver, unbound, bind9, pdns-recursor or builtin")
+    ts.add_argument("name", help="dnsdist, knot-resolver, unbound, bind9, pdns-recursor, builtin or coredns")
     ts.add_argument("--transports", help="comma-separated subset of what the target serves")
     ts.add_argument("--target-cpus", type=cpu_list, default=[0])
     ts.add_argument("--upstream-cpus", type=cpu_list, default=[1])
@@ -111,7 +111,9 @@ def build_parser() -> argparse.ArgumentParser:
     ts.add_argument("--cert-key", choices=KEY_TYPES, default=DEFAULT_KEY_TYPE, help="the target's certificate key")
 
     ld = sub.add_parser("load", help="one measured trial against a target")
-    ld.add_argument("--target", required=True, help="dnsdist, knot-resolver, unbound, bind9, pdns-recursor, builtin")
+    ld.add_argument(
+        "--target", required=True, help="dnsdist, knot-resolver, unbound, bind9, pdns-recursor, builtin, coredns"
+    )
     ld.add_argument("--transport", required=True, choices=TRANSPORTS)
     for flag, field, kind, text in ENGINE_KNOBS:
         ld.add_argument(flag, dest=f"engine_{field}", type=kind, help=text)
@@ -176,15 +178,15 @@ def cmd_doctor() -> int:
 
 
 def cmd_target_list() -> int:
-    import shutil
-
     from dnscost.targets import TARGETS
 
     for name, t in TARGETS.items():
-        installed = t.package is None or shutil.which(t.binary) is not None or Path("/usr/sbin", t.binary).exists()
-        print(
-            f"{name:15} {','.join(t.transports):18} {'installed' if installed else 'apt-get install ' + str(t.package)}"
-        )
+        try:
+            t.locate()
+            status = "installed"
+        except MachineError:
+            status = f"apt-get install {t.package}" if t.package else "bash scripts/setup"
+        print(f"{name:15} {','.join(t.transports):18} {status}")
     return 0
 
 

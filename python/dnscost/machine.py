@@ -138,15 +138,19 @@ def checks() -> list[Check]:
     except MachineError as e:
         out.append(Check("dnscost-engine", False, str(e), "bash scripts/setup"))
     for name, target in TARGETS.items():
-        if target.package is None:
-            continue
-        found = shutil.which(target.binary) or (Path("/usr/sbin") / target.binary).exists()
+        if name == "builtin":
+            continue  # the engine, checked above
+        try:
+            target.locate()
+            found = True
+        except MachineError:
+            found = False
         out.append(
             Check(
                 f"target {name}",
-                bool(found),
+                found,
                 f"{target.binary} {'found' if found else 'missing'}",
-                f"apt-get install {target.package}",
+                f"apt-get install {target.package}" if target.package else "bash scripts/setup",
                 required=False,
             )
         )

@@ -137,15 +137,12 @@ def preflight(
     Returns each target's version."""
     from dnscost.network import Network
     from dnscost.targets import TARGETS
-    from dnscost.targets._util import find_binary
 
     needed: dict[str, set[str]] = {}
     for t in plan:
         needed.setdefault(t.target, set()).add(t.transport)
     for name in needed:
-        cls = TARGETS[name]
-        if cls.package is not None:
-            find_binary(cls.binary, name, cls.package)
+        TARGETS[name].locate()
     versions: dict[str, str] = {}
     for name, transports in needed.items():
         net = Network.create(network, target_cpus=target_cpus, generator_cpus=generator_cpus)

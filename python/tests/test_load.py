@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -14,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from conftest import need
+from dnscost.errors import MachineError
 from dnscost.proc import _live
 from dnscost.targets import TARGETS
 from dnscost.trial import LoadSettings, run_trial
@@ -23,8 +23,11 @@ DNSCOST = [sys.executable, "-m", "dnscost.cli"]
 
 
 def installed(name: str) -> bool:
-    cls = TARGETS[name]
-    return cls.package is None or shutil.which(cls.binary) is not None or Path("/usr/sbin", cls.binary).exists()
+    try:
+        TARGETS[name].locate()
+    except MachineError:
+        return False
+    return True
 
 
 def pids_of_children() -> list[int]:

@@ -6,6 +6,7 @@ package is missing)."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -19,12 +20,14 @@ from pathlib import Path
 import pytest
 from conftest import need
 from dnscost.certs import TlsFiles, make_tls
-from dnscost.engine import TLS_TRANSPORTS, Endpoint, Responder, engine_path, generate
+from dnscost.engine import TLS_TRANSPORTS, TRANSPORTS, Endpoint, Responder, engine_path, generate
 from dnscost.errors import MachineError, TargetError, UsageError
+from dnscost.results import read_records
 from dnscost.targets import TARGETS, make_target
 from dnscost.targets._util import find_binary
 from dnscost.targets.base import Counters, Target, free_port
 from dnscost.targets.bind9 import parse_bind_stats
+from dnscost.targets.coredns import STAGED, Coredns, parse_prometheus
 from dnscost.targets.dnsdist import parse_dnsdist_stats
 from dnscost.targets.knot import kresd_counters, parse_kresd_table
 from dnscost.targets.pdns import parse_rec_control
@@ -50,6 +53,7 @@ def _counters(cls_name: str, fixture: Path) -> Counters:
         "unbound": lambda: parse_unbound_stats((fixture / "unbound-stats-noreset.txt").read_text()),
         "bind9": lambda: parse_bind_stats((fixture / "bind9-json-v1-server.json").read_text()),
         "pdns-recursor": lambda: parse_rec_control((fixture / "rec-control-get-all.txt").read_text()),
+        "coredns": lambda: parse_prometheus((fixture / "coredns-metrics.txt").read_text()),
     }[cls_name]()
 
 
@@ -64,6 +68,14 @@ def _counters(cls_name: str, fixture: Path) -> Counters:
         ("unbound", 8891, 8891, 7891, 1000, "num.query.https"),
         ("bind9", 5321, 5321, 4321, 1000, "nsstats.QryTCP"),
         ("pdns-recursor", 4736, 4736, 2736, 2000, "tcp-questions"),
+        (
+            "coredns",
+            11245,
+            11245,
+            10235,
+            1000,
+            'coredns_dns_responses_total{plugin="",rcode="REFUSED",server="dns://127.0.0.1:13431",view="",zone="dropped"}',
+        ),
     ],
 )
 def test_counter_parsers_on_captured_output(
@@ -89,6 +101,48 @@ def test_parsers_skip_what_is_not_a_counter(fixtures: Path) -> None:
         parse_dnsdist_stats("[]")
 
 
+def test_prometheus_parser_reads_coredns_counters_only(fixtures: Path) -> None:
+    """The capture (CoreDNS 1.15.0 after udp, tcp, dot and doh bursts and ten queries outside
+    the TLD) holds Go's own metrics, histograms and floats written as ``5.825576e+06``: only
+    CoreDNS's integer counters and gauges are kept, labels sorted, per server block."""
+    c = parse_prometheus((fixtures / "targets/coredns-metrics.txt").read_text())
+    assert c.raw['coredns_cache_misses_total{server="dns://127.0.0.1:13431",view="",zones="test.,test.,test."}'] == 1000
+    assert (
+        c.raw[
+            'coredns_cache_hits_total{server="tls://127.0.0.1:30925",type="success",view="",zones="test.,test.,test."}'
+        ]
+        == 3411
+    )
+    assert c.raw['coredns_build_info{goversion="go1.26.8",revision="",version="1.15.0"}'] == 1
+    assert all(k.startswith("coredns_") and "_bucket" not in k for k in c.raw)
+    assert not any(k.startswith("coredns_dns_request_duration_seconds") for k in c.raw)  # a histogram
+    text = "\n".join(
+        [
+            "# TYPE coredns_build_info gauge",
+            'coredns_build_info{version="1.15.0",goversion="go1.26.8"} 1',
+            "# TYPE coredns_dns_requests_total counter",
+            'coredns_dns_requests_total{zone="test.",server="dns://:53",proto="udp"} 1.5e+06',
+            'coredns_dns_requests_total{server="tls://:853",proto="tcp",zone="a \\"b\\" }"} 7 1700000000000',
+            "# TYPE coredns_dns_responses_total counter",
+            'coredns_dns_responses_total{rcode="NOERROR"} 2.5',
+            "coredns_dns_responses_total{rcode=NOERROR} 3",
+            "# TYPE go_goroutines gauge",
+            "go_goroutines 12",
+        ]
+    )
+    c = parse_prometheus(text)
+    assert c.queries == 1_500_007 and c.raw == {
+        'coredns_build_info{goversion="go1.26.8",version="1.15.0"}': 1,
+        'coredns_dns_requests_total{proto="udp",server="dns://:53",zone="test."}': 1_500_000,
+        'coredns_dns_requests_total{proto="tcp",server="tls://:853",zone="a \\"b\\" }"}': 7,
+    }
+    # CoreDNS exports a labelled counter once it has counted: absent from its output means 0,
+    # absent from anything else means unknown.
+    assert (c.answers, c.cache_hits, c.cache_misses) == (0, 0, 0)
+    assert parse_prometheus("") == Counters()
+    assert parse_prometheus("# TYPE go_goroutines gauge\ngo_goroutines 12\n") == Counters()
+
+
 def test_unbound_incoming_tcp_fits_the_open_files_limit() -> None:
     # Measured with unbound 1.17.1 and three interfaces under a limit of 20 000: it starts with
     # at most 6 653 (one thread) or 3 322 (two threads) and refuses beyond.
@@ -102,9 +156,9 @@ def test_unbound_incoming_tcp_fits_the_open_files_limit() -> None:
 
 
 def test_registry() -> None:
-    assert list(TARGETS) == ["dnsdist", "knot-resolver", "unbound", "bind9", "pdns-recursor", "builtin"]
+    assert list(TARGETS) == ["dnsdist", "knot-resolver", "unbound", "bind9", "pdns-recursor", "builtin", "coredns"]
     for name, cls in TARGETS.items():
-        assert cls.name == name and cls.binary and set(cls.transports) <= {"udp", "tcp", "dot", "doh"}
+        assert cls.name == name and cls.binary and set(cls.transports) <= set(TRANSPORTS)
     assert TARGETS["pdns-recursor"].transports == ("udp", "tcp")
 
 
@@ -114,24 +168,30 @@ def _tls(tmp_path: Path) -> TlsFiles:
 
 
 def test_unknown_target_and_unsupported_transport(tmp_path: Path) -> None:
-    with pytest.raises(UsageError, match=r"^unknown target nsd \(known: dnsdist, knot-resolver, .*builtin\)$"):
+    with pytest.raises(UsageError, match=r"^unknown target nsd \(known: dnsdist, knot-resolver, .*builtin, coredns\)$"):
         make_target("nsd", tmp_path, cpus=[0], tls=_tls(tmp_path), upstream=FAKE_UPSTREAM)
     with pytest.raises(UsageError, match=r"^pdns-recursor does not serve dot \(it serves udp, tcp\)$"):
         make_target("pdns-recursor", tmp_path, cpus=[0], tls=_tls(tmp_path), upstream=FAKE_UPSTREAM, transports=["dot"])
 
 
-def test_missing_binary_is_one_clear_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    cls = TARGETS["unbound"]
-    monkeypatch.setattr(cls, "binary", "dnscost-no-such-unbound")
-    t = make_target("unbound", tmp_path / "t", cpus=[0], tls=_tls(tmp_path), upstream=FAKE_UPSTREAM)
+@pytest.mark.parametrize(
+    ("name", "hint"),
+    [("unbound", "install the Debian package unbound (scripts/setup)"), ("coredns", "run scripts/setup")],
+)
+def test_missing_binary_is_one_clear_line(
+    name: str, hint: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cls = TARGETS[name]
+    monkeypatch.setattr(cls, "binary", f"dnscost-no-such-{name}")
+    t = make_target(name, tmp_path / "t", cpus=[0], tls=_tls(tmp_path), upstream=FAKE_UPSTREAM)
     with pytest.raises(MachineError) as e:
         t.start()
-    assert str(e.value) == (
-        "unbound: dnscost-no-such-unbound not found: install the Debian package unbound (scripts/setup)"
-    )
+    assert str(e.value) == f"{name}: dnscost-no-such-{name} not found: {hint}"
     assert t.cgroup is None and t.child is None
-    with pytest.raises(MachineError, match=r"^unbound: dnscost-no-such-unbound not found"):
+    with pytest.raises(MachineError, match=rf"^{name}: dnscost-no-such-{name} not found"):
         t.version()
+    with pytest.raises(MachineError, match=rf"^{name}: dnscost-no-such-{name} not found"):
+        cls.locate()
 
 
 @pytest.mark.parametrize("name", RESOLVERS)
@@ -190,6 +250,21 @@ def test_configurations_keep_everything_local(name: str, tmp_path: Path, monkeyp
             "dnssec=off",
             "threads=2",
             "client-tcp-timeout=120",
+        ],
+        "coredns": [
+            "bind 127.0.0.1",
+            "forward . 127.0.0.1:5399",
+            "\nhttps://test.:",  # first in its block: see test_coredns_lifts_its_connection_caps
+            " dns://test.:",
+            "\nquic://test.:",
+            "\nhttps3://test.:",
+            "multisocket 2",
+            "success 1048576",
+            "idle 120s",
+            "https {\n        max_connections 0",
+            "quic {\n        max_connections 0",
+            "https3 {\n        max_connections 0",
+            "worker_pool_size 65536",
         ],
     }[name]
     for setting in expected:
@@ -307,6 +382,70 @@ def test_target_life(name: str, tmp_path: Path, upstream: Responder) -> None:
         os.kill(pid, 0)
     assert not any(d.exists() for d in dirs)
     target.stop()  # twice is harmless
+
+
+@pytest.mark.resolver
+def test_coredns_lifts_its_connection_caps(tmp_path: Path, upstream: Responder) -> None:
+    """CoreDNS 1.15 serves at most 200 DoH connections unless told otherwise, and applies a
+    server block's ``https`` settings to the block's first key only: 300 connections at once
+    are all served. Its DoQ and DoH/3 blocks, written before the engine can load them, are
+    bound on UDP ports of their own (``staged``), unknown to the health checks. Go gets as
+    many threads as CoreDNS has CPUs."""
+    _need_target("coredns")
+    cpu, gen = _cpus()
+    target = make_target(
+        "coredns",
+        tmp_path / "coredns",
+        cpus=[cpu],
+        tls=make_tls(tmp_path / "tls"),
+        upstream=upstream.endpoints["udp"],
+        synthetic=NAMES,
+        transports=["doh", "doq"],
+    )
+    assert isinstance(target, Coredns)
+    try:
+        target.start()
+        assert set(target.endpoints) == {"doh", "doq"} and set(target.staged) == set(STAGED)
+        log = (tmp_path / "coredns" / "coredns.log").read_text()
+        for transport, scheme in (("doh3", "https3"),):
+            ep = target.staged[transport]
+            assert f"{scheme}://test.:{ep.port} on 127.0.0.1" in log, log
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s, pytest.raises(OSError, match="in use"):
+                s.bind((ep.host, ep.port))
+        assert target.child is not None
+        assert b"GOMAXPROCS=1" in Path(f"/proc/{target.child.pid}/environ").read_bytes().split(b"\0")
+        for transport in ("doh", "doq"):
+            ep = target.endpoints[transport]
+            config: dict[str, object] = {
+                "transport": transport,
+                "target": ep.address,
+                "ca_file": str(target.tls.ca),
+                "sni": "localhost",
+                "connections": 300,
+                "rate": 300,
+                "duration_ms": 2000,
+                "synthetic": NAMES,
+                "tld": "test",
+                "timeout_ms": 1000,
+            }
+            if ep.path:
+                config["doh_path"] = ep.path
+            if transport == "doq":
+                # quic-go refuses a connection whose handshake ends while its accept queue (32)
+                # is full (CONNECTION_REFUSED): open at a pace CoreDNS accepts, all before the
+                # measured period.
+                config.update(open_rate=150, open_first=True, warmup_ms=2500)
+            config["connections_log"] = str(tmp_path / f"conns-{transport}.jsonl")
+            summary = generate(config, tmp_path / "engine", cpus=[gen], name=f"caps-{transport}")[-1]
+            total, measured = summary["total"], summary["measured"]
+            assert total["connections"]["established"] == 300 and not total["connections"]["failed"], (
+                transport,
+                json.dumps(total["connections"]),
+                [c for c in read_records(tmp_path / f"conns-{transport}.jsonl") if c.get("error")][:3],
+            )
+            assert measured["queries"]["answered"] == measured["queries"]["offered"] == 600, measured
+    finally:
+        target.stop()
 
 
 @pytest.mark.resolver

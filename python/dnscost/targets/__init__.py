@@ -15,6 +15,7 @@ from dnscost.errors import UsageError
 from dnscost.targets.base import Counters, Target
 from dnscost.targets.bind9 import Bind9
 from dnscost.targets.builtin import Builtin
+from dnscost.targets.coredns import Coredns
 from dnscost.targets.dnsdist import Dnsdist
 from dnscost.targets.knot import KnotResolver
 from dnscost.targets.pdns import PdnsRecursor
@@ -23,7 +24,7 @@ from dnscost.targets.unbound import Unbound
 __all__ = ["TARGETS", "Counters", "Target", "make_target"]
 
 TARGETS: dict[str, type[Target]] = {
-    cls.name: cls for cls in (Dnsdist, KnotResolver, Unbound, Bind9, PdnsRecursor, Builtin)
+    cls.name: cls for cls in (Dnsdist, KnotResolver, Unbound, Bind9, PdnsRecursor, Builtin, Coredns)
 }
 
 

@@ -8,6 +8,7 @@ import re
 import resource
 import shutil
 import subprocess
+import sys
 import tempfile
 import urllib.error
 import urllib.request
@@ -43,9 +44,10 @@ _SBIN = ("/usr/local/sbin", "/usr/sbin", "/sbin")
 
 
 def find_binary(binary: str, target: str, package: str | None) -> str:
-    """The path of ``binary`` (``PATH``, then the sbin directories a non-root ``PATH`` may
-    lack), or a one-line :class:`MachineError` naming the Debian package to install."""
-    path = os.pathsep.join([os.environ.get("PATH", ""), *_SBIN])
+    """The path of ``binary`` (beside this Python, where scripts/setup installs what it builds,
+    then ``PATH``, then the sbin directories a non-root ``PATH`` may lack), or a one-line
+    :class:`MachineError` naming the Debian package to install."""
+    path = os.pathsep.join([str(Path(sys.prefix) / "bin"), os.environ.get("PATH", ""), *_SBIN])
     found = shutil.which(binary, path=path)
     if found is None:
         hint = f"install the Debian package {package} (scripts/setup)" if package else "run scripts/setup"

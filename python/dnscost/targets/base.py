@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import random
 import socket
 import subprocess
@@ -25,6 +26,7 @@ from dnscost.engine import TLS_TRANSPORTS, Endpoint, engine_path
 from dnscost.errors import MachineError, TargetError, UsageError
 from dnscost.proc import Child
 from dnscost.results import read_records
+from dnscost.targets._util import find_binary
 
 __all__ = ["Counters", "Target", "free_port"]
 
@@ -83,9 +85,10 @@ class Target(ABC):
 
     name: ClassVar[str]
     """The token used everywhere: ``dnsdist``, ``knot-resolver``, ``unbound``, ``bind9``,
-    ``pdns-recursor``, ``builtin``."""
+    ``pdns-recursor``, ``coredns``, ``builtin``."""
     package: ClassVar[str | None]
-    """The Debian package that provides it (None for builtin)."""
+    """The Debian package that provides it (None for builtin and for coredns, which scripts/setup
+    builds)."""
     binary: ClassVar[str]
     transports: ClassVar[tuple[str, ...]]
     """Transports this adapter can serve."""
@@ -139,6 +142,16 @@ class Target(ABC):
     def counters(self) -> Counters:
         """Reads the server's own counters while it runs."""
 
+    @classmethod
+    def locate(cls) -> str:
+        """The path of the server's binary, or a one-line :class:`MachineError` saying how to
+        install it."""
+        return find_binary(cls.binary, cls.name, cls.package)
+
+    def environment(self) -> dict[str, str]:
+        """Variables the server is started with, beside dnscost's own environment."""
+        return {}
+
     def start(self, health_timeout: float = 20.0) -> None:
         """Configures, starts the server pinned to ``self.cpus`` in a new cgroup, and waits
         until it answers on every wanted transport. A port taken by another process between
@@ -153,6 +166,7 @@ class Target(ABC):
     def _start(self, health_timeout: float) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
         argv = [*self.exec_prefix, *self.configure()]
+        extra = self.environment()
         self.cgroup = Cgroup.create(f"dnscost-{self.name}-{id(self):x}")
         try:
             self.child = Child(
@@ -162,6 +176,7 @@ class Target(ABC):
                 cpus=self.cpus,
                 cgroup_procs=self.cgroup.procs_files(),
                 cwd=self.workdir,
+                env={**os.environ, **extra} if extra else None,
             )
             for transport in self.wanted:
                 self.child.wait_for(functools.partial(self.answers, transport), health_timeout, f"on {transport}")

@@ -23,8 +23,12 @@ class Builtin(Target):
     transports = ("udp", "tcp", "dot", "doh", "doq")
     keeps_counters = False
 
+    @classmethod
+    def locate(cls) -> str:
+        return str(engine_path())
+
     def configure(self) -> list[str]:
-        exe = str(engine_path())
+        exe = self.locate()
         argv = [exe, "serve", "--synthetic", str(self.synthetic), "--tld", self.tld.rstrip(".")]
         dns_port = free_port()
         for t in self.wanted:

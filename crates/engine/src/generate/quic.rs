@@ -95,8 +95,11 @@ impl QuicStreams {
         }
     }
 
+    /// The connection's local address (the endpoint's port, the address the kernel chose when
+    /// the endpoint is bound to any).
     pub fn local_addr(&self) -> Option<std::net::SocketAddr> {
-        self.local
+        let local = self.local?;
+        Some(std::net::SocketAddr::new(self.conn.local_ip().unwrap_or(local.ip()), local.port()))
     }
 
     /// The handshake's kind, from its messages.
