@@ -24,8 +24,8 @@ from dnscost.results import read_records
 
 __all__ = ["Endpoint", "Responder", "check_config", "engine_path", "engine_version", "generate"]
 
-TRANSPORTS = ("udp", "tcp", "dot", "doh", "doq")
-TLS_TRANSPORTS = ("dot", "doh", "doq")
+TRANSPORTS = ("udp", "tcp", "dot", "doh", "doq", "doh3")
+TLS_TRANSPORTS = ("dot", "doh", "doq", "doh3")
 """The transports whose connections carry TLS (over TCP, or inside QUIC)."""
 
 

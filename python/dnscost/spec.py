@@ -33,7 +33,7 @@ __all__ = [
     "parse_spec",
 ]
 
-TRANSPORTS = ("udp", "tcp", "dot", "doh", "doq")
+TRANSPORTS = ("udp", "tcp", "dot", "doh", "doq", "doh3")
 TLS_GROUPS = ("x25519", "secp256r1", "secp384r1", "x25519mlkem768")
 """Key-exchange groups the engine can pin (``dnscost-engine generate --tls-group``)."""
 KINDS = ("load", "idle", "search")

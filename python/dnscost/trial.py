@@ -80,7 +80,7 @@ def _tls_options(transport: str, target: Target, ep: Endpoint) -> dict[str, Any]
     opts: dict[str, Any] = {}
     if transport in TLS_TRANSPORTS:
         opts.update(ca_file=str(target.tls.ca), sni="localhost")
-    if transport == "doh" and ep.path:
+    if transport in ("doh", "doh3") and ep.path:
         opts["doh_path"] = ep.path
     return opts
 

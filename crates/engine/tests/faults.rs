@@ -157,14 +157,20 @@ fn wrong_ca_is_a_counted_tls_failure() {
     assert!(run.connections[0]["error"].as_str().unwrap().contains("certificate"), "{:?}", run.connections[0]);
 }
 
-/// DoQ against a server trusted by another CA: every connection attempt fails `tls`.
+/// DoQ and DoH/3 against a server trusted by another CA: every connection attempt fails `tls`.
 #[test]
-fn doq_wrong_ca_is_a_counted_tls_failure() {
-    let dir = temp_dir("doq-wrong-ca");
+fn quic_wrong_ca_is_a_counted_tls_failure() {
+    for transport in ["doq", "doh3"] {
+        wrong_ca_over(transport);
+    }
+}
+
+fn wrong_ca_over(transport: &str) {
+    let dir = temp_dir(&format!("{transport}-wrong-ca"));
     let a = Server::start(&dir.join("a").tap_mkdir(), &[]);
     let b = Server::start(&dir.join("b").tap_mkdir(), &[]);
     let args = ["--rate", "50", "--duration", "500ms", "--timeout", "200ms", "--quiet"];
-    let mut all = vec!["--transport", "doq", "--target", a.addr("doq"), "--ca", b.ca.to_str().unwrap()];
+    let mut all = vec!["--transport", transport, "--target", a.addr(transport), "--ca", b.ca.to_str().unwrap()];
     all.extend(args);
     let run = generate(&dir, &all);
     assert_eq!(run.status.code(), Some(4), "{}", run.stderr);

@@ -24,7 +24,7 @@ fn graceful(transport: &str) -> &'static str {
     match transport {
         "tcp" => "fin",
         "dot" => "close_notify",
-        "doq" => "connection_close",
+        "doq" | "doh3" => "connection_close",
         _ => "goaway",
     }
 }
@@ -145,7 +145,7 @@ fn lifecycle(transport: &str) {
     assert!(run.total("queries.answered") > 100);
 
     // Close modes as the server sees them (a silent QUIC close, as the server's idle timeout).
-    let modes: &[(&str, &str, &[&str])] = if transport == "doq" {
+    let modes: &[(&str, &str, &[&str])] = if transport.starts_with("doq") || transport == "doh3" {
         &[("graceful", "connection_close", &[]), ("silent", "idle", &["--idle-timeout", "80ms"])]
     } else {
         &[("fin", "fin", &[]), ("rst", "rst", &[])]
@@ -261,15 +261,34 @@ fn doq_resumption() {
     resumption("doq");
 }
 
-/// 0-RTT: every resumed connection sends its query as early data, which the server takes
-/// (`zero_rtt_accepted` in the server's log, from the handshake's own messages); half of them
-/// send it: the rest resume without.
+#[test]
+fn doh3_lifecycle() {
+    lifecycle("doh3");
+}
+
+#[test]
+fn doh3_resumption() {
+    resumption("doh3");
+}
+
 #[test]
 fn doq_early_data() {
+    early_data("doq");
+}
+
+#[test]
+fn doh3_early_data() {
+    early_data("doh3");
+}
+
+/// 0-RTT (doq, doh3): every resumed connection sends its query as early data, which the server takes
+/// (`zero_rtt_accepted` in the server's log, from the handshake's own messages); half of them
+/// send it: the rest resume without.
+fn early_data(transport: &str) {
     let flags = ["--connections", "1", "--lifetime", "1q", "--rate", "50", "--duration", "1s", "--resumption", "1"];
     let mut all = flags.to_vec();
     all.extend(["--early-data", "1"]);
-    let (run, conns) = scenario("doq", "early1", &[], &all);
+    let (run, conns) = scenario(transport, "early1", &[], &all);
     assert!(conns.len() >= 45, "{}", conns.len());
     let mut by_open: Vec<&Value> = conns.iter().collect();
     by_open.sort_by_key(|c| c["opened_us"].as_u64());
@@ -279,7 +298,7 @@ fn doq_early_data() {
     assert_eq!(run.total("handshakes.resumed"), conns.len() as u64 - 1, "0-RTT connections are resumed");
     let mut half = flags.to_vec();
     half.extend(["--early-data", "0.5"]);
-    let (_, conns) = scenario("doq", "early-half", &[], &half);
+    let (_, conns) = scenario(transport, "early-half", &[], &half);
     let early = conns.iter().filter(|c| c["handshake"] == "zero_rtt_accepted").count() as f64 / conns.len() as f64;
     let resumed = conns.iter().filter(|c| c["handshake"] == "resumed").count() as f64 / conns.len() as f64;
     assert!((0.3..=0.7).contains(&early) && (0.3..=0.7).contains(&resumed), "{early} {resumed}");

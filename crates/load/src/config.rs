@@ -15,10 +15,13 @@ pub enum Transport {
     Doh,
     /// DNS over QUIC (RFC 9250): one query per bidirectional stream.
     Doq,
+    /// DoH over HTTP/3 (RFC 8484, RFC 9114): one request per stream.
+    Doh3,
 }
 
 impl Transport {
-    pub const ALL: [Transport; 5] = [Transport::Udp, Transport::Tcp, Transport::Dot, Transport::Doh, Transport::Doq];
+    pub const ALL: [Transport; 6] =
+        [Transport::Udp, Transport::Tcp, Transport::Dot, Transport::Doh, Transport::Doq, Transport::Doh3];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -27,6 +30,7 @@ impl Transport {
             Transport::Dot => "dot",
             Transport::Doh => "doh",
             Transport::Doq => "doq",
+            Transport::Doh3 => "doh3",
         }
     }
 
@@ -36,12 +40,17 @@ impl Transport {
     }
 
     pub fn uses_tls(self) -> bool {
-        matches!(self, Transport::Dot | Transport::Doh | Transport::Doq)
+        matches!(self, Transport::Dot | Transport::Doh | Transport::Doq | Transport::Doh3)
     }
 
     /// Whether connections are QUIC's (UDP datagrams, TLS inside).
     pub fn uses_quic(self) -> bool {
-        self == Transport::Doq
+        matches!(self, Transport::Doq | Transport::Doh3)
+    }
+
+    /// Whether queries are DoH requests (over HTTP/2 or HTTP/3).
+    pub fn is_doh(self) -> bool {
+        matches!(self, Transport::Doh | Transport::Doh3)
     }
 }
 
@@ -500,10 +509,10 @@ impl EngineConfig {
             }
         }
         if t != Transport::Doh {
-            if self.doh_method.is_some() {
+            if self.doh_method.is_some_and(|m| t != Transport::Doh3 || m != DohMethod::Post) {
                 return na("doh_method");
             }
-            if self.doh_path.is_some() {
+            if self.doh_path.is_some() && !t.is_doh() {
                 return na("doh_path");
             }
             if self.doh_headers.is_some() {
@@ -690,6 +699,16 @@ mod tests {
         assert!(cfg(r#"{"transport":"tcp","target":"a:1","resumption":0.5}"#).is_err());
         assert!(cfg(r#"{"transport":"dot","target":"a:1","doh_method":"get"}"#).is_err());
         assert!(cfg(r#"{"transport":"doh","target":"a:1","doh_method":"get","resumption":1}"#).is_ok());
+        // QUIC: 0-RTT needs resumption, closes are graceful or silent, doh3 is POST only.
+        assert!(cfg(r#"{"transport":"doq","target":"a:1","resumption":1,"early_data":0.5}"#).is_ok());
+        assert!(cfg(r#"{"transport":"doq","target":"a:1","early_data":0.5}"#).is_err());
+        assert!(cfg(r#"{"transport":"dot","target":"a:1","resumption":1,"early_data":0.5}"#).is_err());
+        assert!(cfg(r#"{"transport":"doq","target":"a:1","close":"silent"}"#).is_ok());
+        assert!(cfg(r#"{"transport":"doq","target":"a:1","close":"rst"}"#).is_err());
+        assert!(cfg(r#"{"transport":"tcp","target":"a:1","close":"silent"}"#).is_err());
+        assert!(cfg(r#"{"transport":"doh3","target":"a:1","doh_path":"/q","doh_method":"post"}"#).is_ok());
+        assert!(cfg(r#"{"transport":"doh3","target":"a:1","doh_method":"get"}"#).is_err());
+        assert!(cfg(r#"{"transport":"doq","target":"a:1","doh_path":"/q"}"#).is_err());
         assert!(cfg(r#"{"transport":"doh","target":"a:1","doh_path":"dns"}"#).is_err());
         assert!(cfg(r#"{"transport":"tcp","target":"a:1","doh_headers":"browser"}"#).is_err());
         assert_eq!(

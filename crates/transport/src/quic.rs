@@ -267,22 +267,29 @@ fn quic_error(e: impl std::fmt::Display) -> crate::TransportError {
     crate::TransportError::Tls(rustls::Error::General(format!("QUIC: {e}")))
 }
 
-/// A quinn client configuration on `tls` (TLS 1.3; with its ALPN set to `doq`), whose
+/// A quinn client configuration on `tls` (TLS 1.3; with its ALPN set to `doq` or `h3`), whose
 /// connections' handshake data is a [`HandshakeFacts`]. The client opens no streams to the
 /// server's initiative, sends no path MTU probes, and leaves idle expiry to the server (its own
 /// idle close is the engine's policy).
 pub fn client_config(tls: Arc<rustls::ClientConfig>) -> Result<quinn::ClientConfig, crate::TransportError> {
+    let uni = uni_streams(&tls.alpn_protocols);
     let quic = QuicClientConfig::try_from(tls).map_err(quic_error)?;
     let mut config = quinn::ClientConfig::new(Arc::new(ObservedClient(Arc::new(quic))));
     let mut transport = TransportConfig::default();
     transport.max_concurrent_bidi_streams(VarInt::from_u32(0));
-    transport.max_concurrent_uni_streams(VarInt::from_u32(0));
+    transport.max_concurrent_uni_streams(uni);
     transport.max_idle_timeout(None);
     // DNS messages are small: no path MTU probes (they would be most of a short connection's
     // octets).
     transport.mtu_discovery_config(None);
     config.transport_config(Arc::new(transport));
     Ok(config)
+}
+
+/// The unidirectional streams a peer may open: none for DoQ, HTTP/3's control stream and the
+/// two QPACK streams (and a spare: RFC 9114 §6.2 lets peers open other kinds, to be ignored).
+fn uni_streams(alpn: &[Vec<u8>]) -> VarInt {
+    VarInt::from_u32(if alpn.iter().any(|a| a == b"h3") { 4 } else { 0 })
 }
 
 /// A client endpoint (one UDP socket, its own port) bound to `source` or to any address of
@@ -312,11 +319,12 @@ pub fn server_config(
     idle: Option<Duration>,
 ) -> Result<quinn::ServerConfig, crate::TransportError> {
     tls.max_early_data_size = u32::MAX;
+    let uni = uni_streams(&tls.alpn_protocols);
     let quic = QuicServerConfig::try_from(tls).map_err(quic_error)?;
     let mut config = quinn::ServerConfig::with_crypto(Arc::new(ObservedServer(Arc::new(quic))));
     let mut transport = TransportConfig::default();
     transport.max_concurrent_bidi_streams(VarInt::from_u32(streams));
-    transport.max_concurrent_uni_streams(VarInt::from_u32(0));
+    transport.max_concurrent_uni_streams(uni);
     let idle = match idle {
         Some(d) => Some(quinn::IdleTimeout::try_from(d).map_err(quic_error)?),
         None => None,

@@ -212,7 +212,7 @@ class Target(ABC):
         ]
         if transport in TLS_TRANSPORTS:
             argv += ["--ca", str(self.tls.ca), "--sni", "localhost"]
-        if transport == "doh" and ep.path:
+        if transport in ("doh", "doh3") and ep.path:
             argv += ["--doh-path", ep.path]
         out = subprocess.run(argv, capture_output=True, text=True, timeout=10, check=False)
         lines = [line for line in out.stdout.splitlines() if line.startswith('{"type":"summary"')]

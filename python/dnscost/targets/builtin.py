@@ -20,7 +20,7 @@ class Builtin(Target):
     name = "builtin"
     package = None
     binary = "dnscost-engine"
-    transports = ("udp", "tcp", "dot", "doh", "doq")
+    transports = ("udp", "tcp", "dot", "doh", "doq", "doh3")
     keeps_counters = False
 
     @classmethod
@@ -33,7 +33,7 @@ class Builtin(Target):
         dns_port = free_port()
         for t in self.wanted:
             port = dns_port if t in ("udp", "tcp") else free_port()
-            path = "/dns-query" if t == "doh" else None
+            path = "/dns-query" if t in ("doh", "doh3") else None
             self.endpoints[t] = Endpoint(t, self.host, port, path)
             argv += ["--listen", f"{t}://{self.host}:{port}{path or ''}"]
         if set(TLS_TRANSPORTS) & set(self.wanted):

@@ -1,8 +1,7 @@
 """CoreDNS forwarding the synthetic TLD to dnscost's authoritative upstream, with its cache,
 serving udp and tcp (``dns://``), dot (``tls://``) and doh (``https://``) from one server
-block. Its ``quic://`` (DoQ) and ``https3://`` (DoH/3) blocks are configured on every start
-too, but not served as transports until the engine speaks them (see :data:`STAGED`). Counters
-come from its ``prometheus`` plugin (the Prometheus text format on a free loopback port)."""
+block, doq (``quic://``) and doh3 (``https3://``) from blocks of their own. Counters come from
+its ``prometheus`` plugin (the Prometheus text format on a free loopback port)."""
 
 from __future__ import annotations
 
@@ -15,13 +14,7 @@ from dnscost.errors import TargetError, UsageError
 from dnscost.targets._util import IDLE_TIMEOUT_S, find_binary, http_get, sum_of, version_of
 from dnscost.targets.base import Counters, Target, free_port
 
-__all__ = ["STAGED", "Coredns", "parse_prometheus"]
-
-STAGED = ("doh3",)
-"""Transports whose server blocks are written (ports in ``Coredns.staged``) while the engine
-cannot load them yet. Enabling one is adding it to ``Coredns.transports`` (once the health probe
-and the fill pass the CA for it, as they do for dot and doh): it then becomes an endpoint, is
-health-checked, filled and loaded like the others."""
+__all__ = ["Coredns", "parse_prometheus"]
 
 SCHEMES = {"udp": "dns", "tcp": "dns", "dot": "tls", "doh": "https", "doq": "quic", "doh3": "https3"}
 """The scheme of each transport's server key (udp and tcp share one ``dns://`` key)."""
@@ -96,8 +89,8 @@ class Coredns(Target):
     """CoreDNS 1.15 (built by scripts/setup with Go) as a caching forwarder for the TLD only
     (names outside it are refused locally, so nothing else leaves the machine), ``forward`` to
     the upstream and ``cache``. udp, tcp, dot and doh are keys of one server block, so they share
-    one set of plugins, hence one cache (a block's plugins are its own: the staged doq and doh3
-    blocks have caches of their own). One process; ``GOMAXPROCS`` = CPUs, and with more than one
+    one set of plugins, hence one cache (a block's plugins are its own: the doq and doh3 blocks
+    have caches of their own, filled like the others). One process; ``GOMAXPROCS`` = CPUs, and with more than one
     CPU ``multisocket`` opens one listener per CPU (``SO_REUSEPORT``).
 
     Defaults changed for connection experiments: the concurrent-connection caps of doh, doq and
@@ -116,11 +109,7 @@ class Coredns(Target):
     name = "coredns"
     package = None
     binary = "coredns"
-    transports = ("udp", "tcp", "dot", "doh", "doq")
-
-    staged: dict[str, Endpoint]
-    """The doh3 listener configured but not yet served as a transport (:data:`STAGED`),
-    filled by :meth:`configure`."""
+    transports = ("udp", "tcp", "dot", "doh", "doq", "doh3")
     _metrics_port = 0
 
     def environment(self) -> dict[str, str]:
@@ -138,13 +127,11 @@ class Coredns(Target):
         for t in ("udp", "tcp"):
             if t in self.wanted:
                 self.endpoints[t] = Endpoint(t, self.host, dns_port)
-        self.staged = {}
-        for t in ("dot", "doh", "doq", *STAGED):
-            if t in self.transports and t not in self.wanted:
+        for t in ("dot", "doh", "doq", "doh3"):
+            if t not in self.wanted:
                 continue
             port = free_port(socket.SOCK_DGRAM if t in ("doq", "doh3") else socket.SOCK_STREAM)
-            ep = Endpoint(t, self.host, port, "/dns-query" if t in ("doh", "doh3") else None)
-            (self.endpoints if t in self.wanted else self.staged)[t] = ep
+            self.endpoints[t] = Endpoint(t, self.host, port, "/dns-query" if t in ("doh", "doh3") else None)
             listeners[SCHEMES[t]] = port
         tld = self.tld.rstrip(".") + "."
         idle = f"{IDLE_TIMEOUT_S}s"

@@ -466,7 +466,21 @@ async fn connect_quic(
         let h = handshake_of(&conn);
         (conn, Some(h))
     };
-    let carrier = Carrier::Quic(Box::new(QuicStreams::new(conn, local, handshake)));
+    let protocol = match &plan.doh3_uri {
+        None => super::quic::Protocol::Doq,
+        Some(uri) => {
+            let mut builder = h3::client::builder();
+            let h3 = builder.build::<_, _, bytes::Bytes>(h3_quinn::Connection::new(conn.clone()));
+            let (mut driver, send) = h3.await.map_err(|e| (ErrorKind::Connect, format!("HTTP/3: {e}")))?;
+            // The connection's control streams (SETTINGS, GOAWAY) are read here; it ends with
+            // the connection.
+            tokio::task::spawn_local(async move {
+                let _ = driver.wait_idle().await;
+            });
+            super::quic::Protocol::H3 { send, uri: uri.clone() }
+        }
+    };
+    let carrier = Carrier::Quic(Box::new(QuicStreams::new(conn, protocol, local, handshake)));
     Ok(Established { carrier, handshake, tls_version: Some("1.3") })
 }
 

@@ -46,7 +46,7 @@ pub struct GenerateArgs {
     /// JSON engine configuration (see `dnscost-engine schema`); flags override its fields.
     #[arg(long)]
     config: Option<PathBuf>,
-    /// udp, tcp, dot, doh or doq.
+    /// udp, tcp, dot, doh, doq or doh3.
     #[arg(long, value_parser = token::<Transport>)]
     transport: Option<Transport>,
     /// Target address:port.
@@ -294,6 +294,7 @@ fn plan(mut config: EngineConfig) -> Result<Plan, EngineError> {
             alpn: vec![match config.transport {
                 Transport::Doh => b"h2".to_vec(),
                 Transport::Doq => dnscost_transport::quic::DOQ_ALPN.to_vec(),
+                Transport::Doh3 => b"h3".to_vec(),
                 _ => b"dot".to_vec(),
             }],
         };
@@ -333,6 +334,10 @@ fn plan(mut config: EngineConfig) -> Result<Plan, EngineError> {
     } else {
         Vec::new()
     };
+    let doh3_uri = (config.transport == Transport::Doh3)
+        .then(|| format!("https://{authority}{}", config.doh_path()).parse::<http::Uri>())
+        .transpose()
+        .map_err(|e| EngineError::Address(format!("DoH URI: {e}")))?;
     let timeout_ns = config.timeout_ms * 1_000_000;
     let gate =
         (config.open_first && config.transport.has_connections()).then(|| ctx::Gate::new(config.connections as u64));
@@ -345,6 +350,7 @@ fn plan(mut config: EngineConfig) -> Result<Plan, EngineError> {
         quic_server_name: server_name.as_ref().map(|n| n.to_str().into_owned()),
         server_name,
         doh,
+        doh3_uri,
         start: std::time::Instant::now(),
         timeout_ns,
         gate,

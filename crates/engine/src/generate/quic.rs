@@ -21,6 +21,17 @@ use tokio::io::ReadBuf;
 const MAX_MESSAGE: usize = 2 + 65_535;
 
 type Opening = Pin<Box<dyn Future<Output = Result<(SendStream, RecvStream), ConnectionError>>>>;
+type H3Stream = h3::client::RequestStream<h3_quinn::BidiStream<bytes::Bytes>, bytes::Bytes>;
+type H3Opening = Pin<Box<dyn Future<Output = Result<H3Stream, h3::error::StreamError>>>>;
+/// H3_NO_ERROR (RFC 9114 §8.1).
+pub const H3_NO_ERROR: quinn::VarInt = quinn::VarInt::from_u32(0x100);
+
+/// What rides on the QUIC connection: DoQ's framed streams, or DoH over HTTP/3 (POST requests
+/// to `uri`, sent through `send`; the connection's HTTP/3 driver runs in a task of its own).
+pub enum Protocol {
+    Doq,
+    H3 { send: h3::client::SendRequest<h3_quinn::OpenStreams, bytes::Bytes>, uri: http::Uri },
+}
 type Answer = Pin<Box<dyn Future<Output = Option<(u16, Result<Vec<u8>, StreamFailure>)>>>>;
 
 /// Why a query's stream gave no answer (a connection's end is reported by reading instead).
@@ -28,6 +39,8 @@ type Answer = Pin<Box<dyn Future<Output = Option<(u16, Result<Vec<u8>, StreamFai
 pub enum StreamFailure {
     /// The server reset the stream with this code.
     Reset(u64),
+    /// The DoH/3 server answered with this HTTP status.
+    Status(u16),
     /// The answer was not one framed message.
     Malformed,
 }
@@ -50,7 +63,9 @@ impl std::error::Error for QuicEnd {}
 /// outstanding.
 pub fn classify(e: &ConnectionError) -> Close {
     match e {
-        ConnectionError::ApplicationClosed(c) if c.error_code == DOQ_NO_ERROR => Close::ConnectionClose,
+        ConnectionError::ApplicationClosed(c) if c.error_code == DOQ_NO_ERROR || c.error_code == H3_NO_ERROR => {
+            Close::ConnectionClose
+        }
         ConnectionError::ConnectionClosed(c) if c.error_code == quinn::TransportErrorCode::NO_ERROR => {
             Close::ConnectionClose
         }
@@ -64,8 +79,10 @@ pub fn classify(e: &ConnectionError) -> Close {
 /// An established DoQ connection as a framed byte stream (see the module documentation).
 pub struct QuicStreams {
     pub conn: quinn::Connection,
+    protocol: Protocol,
     local: Option<std::net::SocketAddr>,
     opening: Option<Opening>,
+    h3_opening: Option<H3Opening>,
     closed: Pin<Box<dyn Future<Output = ConnectionError>>>,
     /// The stream of the frame being written, and how much of that frame is written.
     writing: Option<(SendStream, RecvStream, usize)>,
@@ -79,13 +96,20 @@ pub struct QuicStreams {
 }
 
 impl QuicStreams {
-    pub fn new(conn: quinn::Connection, local: Option<std::net::SocketAddr>, handshake: Option<Handshake>) -> Self {
+    pub fn new(
+        conn: quinn::Connection,
+        protocol: Protocol,
+        local: Option<std::net::SocketAddr>,
+        handshake: Option<Handshake>,
+    ) -> Self {
         let c = conn.clone();
         QuicStreams {
             closed: Box::pin(async move { c.closed().await }),
             conn,
+            protocol,
             local,
             opening: None,
+            h3_opening: None,
             writing: None,
             answers: FuturesUnordered::new(),
             ready: (Vec::new(), 0),
@@ -133,7 +157,7 @@ impl QuicStreams {
         d
     }
 
-    /// Closes with CONNECTION_CLOSE and DOQ_NO_ERROR (`silent`: says nothing and lets the
+    /// Closes with CONNECTION_CLOSE and DOQ_NO_ERROR or H3_NO_ERROR (`silent`: says nothing and lets the
     /// idle timeout end it), once the handshake is confirmed (HANDSHAKE_DONE received, at most
     /// 100 ms): the server sends its session tickets then, and a 0-RTT connection whose answer
     /// came first would otherwise end without one (the next connection of the slot would then
@@ -147,7 +171,8 @@ impl QuicStreams {
             tokio::time::sleep(std::time::Duration::from_millis(1)).await;
         }
         if !silent {
-            self.conn.close(DOQ_NO_ERROR, b"");
+            let code = if matches!(self.protocol, Protocol::Doq) { DOQ_NO_ERROR } else { H3_NO_ERROR };
+            self.conn.close(code, b"");
         }
     }
 
@@ -204,6 +229,86 @@ async fn exchange(
     Some((id, answer))
 }
 
+/// One DoH/3 query: the request's body (the query, ID 0), then the response, read whole.
+async fn exchange_h3(id: u16, mut stream: H3Stream, query: Vec<u8>) -> Option<(u16, Result<Vec<u8>, StreamFailure>)> {
+    use bytes::Buf as _;
+    stream.send_data(bytes::Bytes::from(query)).await.ok()?;
+    stream.finish().await.ok()?;
+    let response = match stream.recv_response().await {
+        Ok(r) => r,
+        Err(e) if e.is_h3_no_error() => return None,
+        Err(_) => return Some((id, Err(StreamFailure::Reset(0)))),
+    };
+    if response.status() != http::StatusCode::OK {
+        return Some((id, Err(StreamFailure::Status(response.status().as_u16()))));
+    }
+    let mut answer = vec![0, 0];
+    loop {
+        match stream.recv_data().await {
+            Ok(Some(mut chunk)) => {
+                while chunk.has_remaining() {
+                    let c = chunk.chunk();
+                    answer.extend_from_slice(c);
+                    let n = c.len();
+                    chunk.advance(n);
+                }
+            }
+            Ok(None) => break,
+            Err(_) => return Some((id, Err(StreamFailure::Reset(0)))),
+        }
+    }
+    let Ok(len) = u16::try_from(answer.len() - 2) else {
+        return Some((id, Err(StreamFailure::Malformed)));
+    };
+    if len < 2 {
+        return Some((id, Err(StreamFailure::Malformed)));
+    }
+    answer[..2].copy_from_slice(&len.to_be_bytes());
+    Some((id, Ok(answer)))
+}
+
+/// A DoH POST request to `uri`.
+fn h3_request(uri: &http::Uri) -> http::Request<()> {
+    http::Request::post(uri.clone())
+        .header(http::header::CONTENT_TYPE, "application/dns-message")
+        .header(http::header::ACCEPT, "application/dns-message")
+        .body(())
+        .expect("a valid request")
+}
+
+impl QuicStreams {
+    /// Sends the frame `buf[done..end]` as a DoH/3 request, once a request stream is open.
+    fn poll_write_h3(&mut self, cx: &mut Context<'_>, frame: &[u8]) -> Poll<std::io::Result<()>> {
+        let Protocol::H3 { send, uri } = &self.protocol else { unreachable!("an HTTP/3 connection") };
+        let opening = self.h3_opening.get_or_insert_with(|| {
+            let (mut send, request) = (send.clone(), h3_request(uri));
+            Box::pin(async move { send.send_request(request).await })
+        });
+        match opening.as_mut().poll(cx) {
+            Poll::Ready(Ok(stream)) => {
+                self.h3_opening = None;
+                let id = u16::from_be_bytes([frame[2], frame[3]]);
+                let mut query = frame[2..].to_vec();
+                query[..2].copy_from_slice(&[0, 0]);
+                self.answers.push(Box::pin(exchange_h3(id, stream, query)));
+                Poll::Ready(Ok(()))
+            }
+            Poll::Ready(Err(e)) => {
+                self.h3_opening = None;
+                Poll::Ready(Err(match self.conn.close_reason() {
+                    Some(c) => self.end_error(&c),
+                    // The server said GOAWAY: no new request on this connection.
+                    None if e.is_h3_no_error() || e.to_string().contains("closing") => {
+                        std::io::Error::other(QuicEnd(Close::Goaway, e.to_string()))
+                    }
+                    None => std::io::Error::other(e),
+                }))
+            }
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
 impl tokio::io::AsyncRead for QuicStreams {
     /// Hands out the answers that arrived, framed, with their queries' IDs. Streams that
     /// failed without answers read as `Interrupted` (the driver takes them and reads again).
@@ -256,6 +361,16 @@ impl tokio::io::AsyncWrite for QuicStreams {
             let end = done + 2 + len;
             if end > buf.len() || len < 2 {
                 break;
+            }
+            if matches!(this.protocol, Protocol::H3 { .. }) {
+                match this.poll_write_h3(cx, &buf[done..end]) {
+                    Poll::Ready(Ok(())) => {
+                        done = end;
+                        continue;
+                    }
+                    Poll::Ready(Err(e)) => return if done > 0 { Poll::Ready(Ok(done)) } else { Poll::Ready(Err(e)) },
+                    Poll::Pending => return if done > 0 { Poll::Ready(Ok(done)) } else { Poll::Pending },
+                }
             }
             if this.writing.is_none() {
                 let opening = this.opening.get_or_insert_with(|| {

@@ -387,6 +387,7 @@ fn settle_refusals<S: Session>(ctx: &Ctx, carrier: &mut Carrier, session: &mut S
                     let kind = match failure {
                         super::quic::StreamFailure::Reset(_) => ErrorKind::StreamReset,
                         super::quic::StreamFailure::Malformed => ErrorKind::Malformed,
+                        super::quic::StreamFailure::Status(_) => ErrorKind::HttpStatus,
                     };
                     c.fail(kind, 1);
                     ctx.sub_in_flight(1);

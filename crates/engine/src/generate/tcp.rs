@@ -95,7 +95,7 @@ impl Session for DnsStream<'_> {
 
     fn ended(&mut self, s: &mut Step<'_>, error: Option<&std::io::Error>) -> SessionEnd {
         let close = server_close(error, self.tls);
-        let orderly = matches!(close, Close::Fin | Close::CloseNotify | Close::ConnectionClose);
+        let orderly = matches!(close, Close::Fin | Close::CloseNotify | Close::ConnectionClose | Close::Goaway);
         if orderly {
             // Closed in order: the outstanding queries were not processed and go again.
             let refused = self.window.drain();

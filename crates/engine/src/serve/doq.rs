@@ -1,3 +1,5 @@
+//! QUIC connections (doq and doh3) and DNS over QUIC's session.
+//!
 //! DNS over QUIC (RFC 9250): one query per client-opened bidirectional stream, answered on the
 //! same stream, which the answer finishes. 0-RTT data is taken (its queries answered before the
 //! handshake is done); the handshake's kind is read off its messages
@@ -7,6 +9,7 @@
 
 use super::conn::{Conn, Ending, Timer};
 use super::Shared;
+use dnscost_load::Transport;
 use dnscost_stats::{Close, Handshake};
 use dnscost_transport::quic::{HandshakeFacts, DOQ_NO_ERROR};
 use futures_util::stream::{FuturesUnordered, StreamExt as _};
@@ -19,16 +22,19 @@ use tokio::time::Instant;
 const MAX_MESSAGE: usize = 2 + 65_535;
 /// DOQ_PROTOCOL_ERROR (RFC 9250 §4.3): a stream that does not carry one well-framed query.
 const DOQ_PROTOCOL_ERROR: quinn::VarInt = quinn::VarInt::from_u32(2);
+/// H3_NO_ERROR (RFC 9114 §8.1).
+pub const H3_NO_ERROR: quinn::VarInt = quinn::VarInt::from_u32(0x100);
 
-/// Accepts connections until the task is aborted; each one gets its own task.
-pub async fn accept_loop(endpoint: quinn::Endpoint, shared: Arc<Shared>) {
+/// Accepts QUIC connections (doq, or doh3 with its request `path`) until the task is aborted;
+/// each one gets its own task.
+pub async fn accept_loop(endpoint: quinn::Endpoint, shared: Arc<Shared>, transport: Transport, path: Arc<str>) {
     let local = endpoint.local_addr().unwrap_or_else(|_| std::net::SocketAddr::from(([0, 0, 0, 0], 0)));
     while let Some(incoming) = endpoint.accept().await {
         let opened = Instant::now();
         let (id, stop) = shared.registry.register();
         let conn = Conn {
             id,
-            transport: "doq",
+            transport: transport.as_str(),
             local,
             peer: incoming.remote_address(),
             opened_us: shared.now_us(),
@@ -44,14 +50,23 @@ pub async fn accept_loop(endpoint: quinn::Endpoint, shared: Arc<Shared>) {
             shared.closed(&conn, Ending::Server(Close::End), (0, 0), false);
             continue;
         };
-        tokio::spawn(serve(shared.clone(), incoming, conn, stop, opened));
+        tokio::spawn(serve(shared.clone(), incoming, conn, stop, opened, transport, path.clone()));
     }
 }
 
-/// How the client ended the connection, as the server saw it.
-fn client_ending(e: &ConnectionError, idle_policy: bool) -> Ending {
+/// How the client ended the connection, as the server saw it: from the connection's close
+/// reason when it is closed, else the protocol's `error`.
+pub fn client_ending(connection: &quinn::Connection, error: Option<String>, shared: &Shared) -> Ending {
+    match connection.close_reason() {
+        Some(e) => ending_of(&e, shared.policy.idle.is_some()),
+        None => Ending::Client(Close::Error, error),
+    }
+}
+
+/// How a connection error reads from the server's side.
+fn ending_of(e: &ConnectionError, idle_policy: bool) -> Ending {
     match e {
-        ConnectionError::ApplicationClosed(c) if c.error_code == DOQ_NO_ERROR => {
+        ConnectionError::ApplicationClosed(c) if c.error_code == DOQ_NO_ERROR || c.error_code == H3_NO_ERROR => {
             Ending::Client(Close::ConnectionClose, None)
         }
         ConnectionError::ConnectionClosed(c) if c.error_code == quinn::TransportErrorCode::NO_ERROR => {
@@ -102,18 +117,21 @@ async fn answer(shared: Arc<Shared>, mut send: quinn::SendStream, mut recv: quin
     }
 }
 
-/// One connection, until it ends.
+/// One QUIC connection, until it ends: its session (doq's here, doh3's in `doh3.rs`), then
+/// its record.
 async fn serve(
     shared: Arc<Shared>,
     incoming: quinn::Incoming,
-    mut conn: Conn,
-    mut stop: oneshot::Receiver<()>,
+    conn: Conn,
+    stop: oneshot::Receiver<()>,
     opened: Instant,
+    transport: Transport,
+    path: Arc<str>,
 ) {
     let connecting = match incoming.accept() {
         Ok(c) => c,
         Err(e) => {
-            let ending = client_ending(&e, false);
+            let ending = ending_of(&e, false);
             return shared.closed(&conn, ending, (0, 0), true);
         }
     };
@@ -123,6 +141,30 @@ async fn serve(
         Ok(x) => x,
         Err(_) => unreachable!("a server connection always converts to 0.5-RTT"),
     };
+    let (mut conn, ending) = if transport == Transport::Doh3 {
+        super::doh3::serve(shared.clone(), connection.clone(), handshake_done, conn, stop, opened, path).await
+    } else {
+        doq(&shared, &connection, handshake_done, conn, stop, opened).await
+    };
+    if let Some(facts) = HandshakeFacts::of(&connection) {
+        conn.handshake = crate::generate::handshake_kind(facts);
+        conn.tls_version = Some("1.3");
+    }
+    // Let the endpoint send the CONNECTION_CLOSE, so that it is counted.
+    tokio::task::yield_now().await;
+    let stats = connection.stats();
+    shared.closed(&conn, ending, (stats.udp_tx.bytes, stats.udp_rx.bytes), true);
+}
+
+/// The DoQ session of one connection: a stream per query.
+async fn doq(
+    shared: &Arc<Shared>,
+    connection: &quinn::Connection,
+    handshake_done: quinn::ZeroRttAccepted,
+    mut conn: Conn,
+    mut stop: oneshot::Receiver<()>,
+    opened: Instant,
+) -> (Conn, Ending) {
     let mut handshake_done = Box::pin(handshake_done);
     // The idle policy is QUIC's own timeout (silent); the timer keeps the age.
     let mut timer = Timer::new(&super::Policy { idle: None, ..shared.policy }, opened);
@@ -149,19 +191,12 @@ async fn serve(
                     timer.touch(Instant::now());
                     streams.push(answer(shared.clone(), send, recv, acked));
                 }
-                Err(e) => break client_ending(&e, shared.policy.idle.is_some()),
+                Err(e) => break ending_of(&e, shared.policy.idle.is_some()),
             },
         }
     };
     if matches!(ending, Ending::Server(why) if why != Close::Idle) {
         connection.close(DOQ_NO_ERROR, b"");
     }
-    if let Some(facts) = HandshakeFacts::of(&connection) {
-        conn.handshake = crate::generate::handshake_kind(facts);
-        conn.tls_version = Some("1.3");
-    }
-    // Let the endpoint send the CONNECTION_CLOSE, so that it is counted.
-    tokio::task::yield_now().await;
-    let stats = connection.stats();
-    shared.closed(&conn, ending, (stats.udp_tx.bytes, stats.udp_rx.bytes), true);
+    (conn, ending)
 }

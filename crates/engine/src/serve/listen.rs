@@ -46,11 +46,11 @@ impl FromStr for ListenUrl {
             .parse()
             .map_err(|_| format!("{s:?}: {authority:?} is not IP:PORT (examples: 127.0.0.1:853, [::1]:0)"))?;
         let path = match transport {
-            Transport::Doh if path.is_empty() || path == "/" => DEFAULT_DOH_PATH.to_string(),
-            Transport::Doh if path.contains(['?', '#']) || path.contains(char::is_whitespace) => {
+            t if t.is_doh() && (path.is_empty() || path == "/") => DEFAULT_DOH_PATH.to_string(),
+            t if t.is_doh() && (path.contains(['?', '#']) || path.contains(char::is_whitespace)) => {
                 return Err(format!("{s:?}: the DoH path must not have a query, fragment or spaces"))
             }
-            Transport::Doh => path.to_string(),
+            t if t.is_doh() => path.to_string(),
             _ if path.is_empty() => String::new(),
             _ => return Err(format!("{s:?}: only doh:// takes a path")),
         };

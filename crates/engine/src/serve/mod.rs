@@ -7,6 +7,7 @@
 
 mod conn;
 mod doh;
+mod doh3;
 mod doq;
 mod listen;
 mod stream;
@@ -31,7 +32,8 @@ use zone::{Responder, Synthetic, Zone};
 #[derive(clap::Args, Debug)]
 pub struct ServeArgs {
     /// Where to listen: udp://ADDR:PORT, tcp://ADDR:PORT, dot://ADDR:PORT,
-    /// doh://ADDR:PORT[/path] (default path /dns-query) or doq://ADDR:PORT. Port 0 picks a free
+    /// doh://ADDR:PORT[/path] (default path /dns-query), doq://ADDR:PORT or
+    /// doh3://ADDR:PORT[/path]. Port 0 picks a free
     /// port; IPv6 as udp://[::1]:0. Repeatable.
     #[arg(long = "listen", value_name = "URL", required = true)]
     pub listen: Vec<ListenUrl>,
@@ -207,6 +209,7 @@ struct TlsConfigs {
     dot: Arc<rustls::ServerConfig>,
     doh: Arc<rustls::ServerConfig>,
     doq: quinn::ServerConfig,
+    doh3: quinn::ServerConfig,
 }
 
 fn tls_material(args: &ServeArgs) -> Result<Option<TlsConfigs>, EngineError> {
@@ -226,11 +229,14 @@ fn tls_material(args: &ServeArgs) -> Result<Option<TlsConfigs>, EngineError> {
     };
     let dot = dnscost_transport::tls::server_config(chain.clone(), key.clone_key(), vec![b"dot".to_vec()])?;
     let doh = dnscost_transport::tls::server_config(chain.clone(), key.clone_key(), vec![b"h2".to_vec()])?;
-    let quic =
-        dnscost_transport::tls::quic_server_config(chain, key, vec![dnscost_transport::quic::DOQ_ALPN.to_vec()])?;
     let idle = args.idle_timeout.filter(|d| !d.is_zero());
-    let doq = dnscost_transport::quic::server_config(quic, args.quic_max_streams, idle)?;
-    Ok(Some(TlsConfigs { dot, doh, doq }))
+    let quic = |alpn: &[u8]| -> Result<quinn::ServerConfig, EngineError> {
+        let tls = dnscost_transport::tls::quic_server_config(chain.clone(), key.clone_key(), vec![alpn.to_vec()])?;
+        Ok(dnscost_transport::quic::server_config(tls, args.quic_max_streams, idle)?)
+    };
+    let doq = quic(dnscost_transport::quic::DOQ_ALPN)?;
+    let doh3 = quic(b"h3")?;
+    Ok(Some(TlsConfigs { dot, doh, doq, doh3 }))
 }
 
 /// Socket buffers asked for on UDP listeners (the kernel caps them at rmem_max/wmem_max).
@@ -280,7 +286,7 @@ async fn run(
                 }
                 (addr, Bound::Udp(sockets))
             }
-            Transport::Doq => {
+            Transport::Doq | Transport::Doh3 => {
                 if url.addr.port() != 0 {
                     drop(std::net::UdpSocket::bind(url.addr).map_err(|e| cannot(url, e))?);
                 }
@@ -304,7 +310,7 @@ async fn run(
             kind: "listening",
             transport: url.transport.as_str(),
             address: addr.to_string(),
-            path: (url.transport == Transport::Doh).then_some(url.path.as_str()),
+            path: url.transport.is_doh().then_some(url.path.as_str()),
         };
         lines.push_str(&serde_json::to_string(&line).expect("serialisable"));
         lines.push('\n');
@@ -323,14 +329,16 @@ async fn run(
                 }
             }
             Bound::Quic(s) => {
-                let config = tls.as_ref().map(|t| t.doq.clone()).expect("doq listeners have TLS material");
+                let tls = tls.as_ref().expect("QUIC listeners have TLS material");
+                let config = if url.transport == Transport::Doh3 { tls.doh3.clone() } else { tls.doq.clone() };
                 let endpoint = quinn::Endpoint::new(
                     quinn::EndpointConfig::default(),
                     Some(config),
                     s,
                     Arc::new(quinn::TokioRuntime),
                 )?;
-                tasks.push(tokio::spawn(doq::accept_loop(endpoint, shared.clone())));
+                let path: Arc<str> = url.path.as_str().into();
+                tasks.push(tokio::spawn(doq::accept_loop(endpoint, shared.clone(), url.transport, path)));
             }
             Bound::Stream(l) => {
                 let tls =

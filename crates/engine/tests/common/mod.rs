@@ -42,6 +42,8 @@ impl Server {
             "doh://127.0.0.1:0/dns-query",
             "--listen",
             "doq://127.0.0.1:0",
+            "--listen",
+            "doh3://127.0.0.1:0/dns-query",
             "--synthetic",
             "1000",
         ]
@@ -55,7 +57,7 @@ impl Server {
         let stdout = child.stdout.take().unwrap();
         let mut lines = BufReader::new(stdout).lines();
         let mut addresses = HashMap::new();
-        while addresses.len() < 5 {
+        while addresses.len() < 6 {
             let line = lines.next().expect("serve prints its listeners").unwrap();
             let v: Value = serde_json::from_str(&line).unwrap();
             assert_eq!(v["type"], "listening");

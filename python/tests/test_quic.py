@@ -1,4 +1,4 @@
-"""DoQ interop: ``dnscost-engine serve`` answers an independent DNS-over-QUIC client (dnspython
+"""QUIC interop: ``dnscost-engine serve`` answers an independent DoQ and DoH/3 client (dnspython
 on aioquic), and its connections log says what that client did."""
 
 from __future__ import annotations
@@ -15,13 +15,13 @@ import dns.rdatatype
 from dnscost.engine import engine_path
 
 
-def _serve(tmp_path: Path) -> tuple[subprocess.Popen[str], int]:
+def _serve(tmp_path: Path, listen: str = "doq://127.0.0.1:0") -> tuple[subprocess.Popen[str], int]:
     proc = subprocess.Popen(
         [
             str(engine_path()),
             "serve",
             "--listen",
-            "doq://127.0.0.1:0",
+            listen,
             "--synthetic",
             "100",
             "--ca-out",
@@ -34,7 +34,7 @@ def _serve(tmp_path: Path) -> tuple[subprocess.Popen[str], int]:
     )
     assert proc.stdout is not None
     line = json.loads(proc.stdout.readline())
-    assert line["transport"] == "doq"
+    assert line["transport"] == listen.split(":")[0]
     return proc, int(line["address"].rsplit(":", 1)[1])
 
 
@@ -63,3 +63,30 @@ def test_serve_answers_dnspython_over_quic(tmp_path: Path) -> None:
         assert (c["transport"], c["handshake"], c["tls_version"]) == ("doq", "full", "1.3"), c
         assert c["answers"] == c["queries"], c
         assert c["bytes_sent"] > 0 and c["bytes_received"] >= 1200, "a client Initial is padded to 1 200 octets"
+
+
+def test_serve_answers_dnspython_over_http3(tmp_path: Path) -> None:
+    proc, port = _serve(tmp_path, "doh3://127.0.0.1:0/dns-query")
+    ca = str(tmp_path / "ca.pem")
+    try:
+        for i, post in enumerate((True, False)):
+            q = dns.message.make_query(f"q0{i}.test.", dns.rdatatype.A)
+            r = dns.query.https(
+                q,
+                "127.0.0.1",
+                port=port,
+                path="/dns-query",
+                post=post,
+                verify=ca,
+                http_version=dns.query.HTTPVersion.H3,
+                bootstrap_address="127.0.0.1",
+                timeout=5,
+            )
+            assert r.rcode() == dns.rcode.NOERROR and r.answer, (post, r)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    conns = [json.loads(x) for x in (tmp_path / "connections.jsonl").read_text().splitlines()]
+    assert len(conns) == 2, conns
+    for c in conns:
+        assert (c["transport"], c["handshake"], c["queries"], c["answers"]) == ("doh3", "full", 1, 1), c

@@ -1,0 +1,175 @@
+//! DoH over HTTP/3 (RFC 8484, RFC 9114): POST with an `application/dns-message` body or GET
+//! with `?dns=<base64url>`, one request per stream, on h3 over quinn. The QUIC connection is
+//! accepted as for doq (`doq.rs`: 0-RTT taken, handshake kind from its messages, the idle policy
+//! QUIC's own); the query limit and the age send GOAWAY, then close with H3_NO_ERROR once the
+//! answers already asked for are sent (at most a second).
+
+use super::conn::{Conn, Ending, Timer, LINGER};
+use super::Shared;
+use bytes::{Buf, Bytes};
+use dnscost_stats::Close;
+use futures_util::stream::{FuturesUnordered, StreamExt as _};
+use http::{header, Method, Response, StatusCode};
+use std::sync::Arc;
+use tokio::sync::oneshot;
+use tokio::time::Instant;
+
+const DNS_MESSAGE: &str = "application/dns-message";
+use super::doq::H3_NO_ERROR;
+
+type Resolver = h3::server::RequestResolver<h3_quinn::Connection, Bytes>;
+
+/// Answers one request; true when a DNS answer was sent.
+async fn answer(resolver: Resolver, shared: Arc<Shared>, path: Arc<str>) -> bool {
+    let Ok((request, mut stream)) = resolver.resolve_request().await else { return false };
+    let mut body = Vec::new();
+    loop {
+        match stream.recv_data().await {
+            Ok(Some(mut chunk)) => {
+                if body.len() + chunk.remaining() > usize::from(u16::MAX) {
+                    return respond(&mut stream, StatusCode::PAYLOAD_TOO_LARGE, None).await;
+                }
+                while chunk.has_remaining() {
+                    let c = chunk.chunk();
+                    body.extend_from_slice(c);
+                    let n = c.len();
+                    chunk.advance(n);
+                }
+            }
+            Ok(None) => break,
+            Err(_) => return false,
+        }
+    }
+    let query = match query(&request, body, &path) {
+        Ok(q) => q,
+        Err(code) => return respond(&mut stream, code, None).await,
+    };
+    let mut out = Vec::with_capacity(query.len() + 64);
+    match shared.responder.respond(&query, &mut out, dnscost_wire::Carrier::Stream) {
+        Some(reply) => respond(&mut stream, StatusCode::OK, Some((out, reply.ttl))).await,
+        None => respond(&mut stream, StatusCode::BAD_REQUEST, None).await,
+    }
+}
+
+/// The DNS query of a request (its path, method and content type checked).
+fn query(request: &http::Request<()>, body: Vec<u8>, path: &str) -> Result<Vec<u8>, StatusCode> {
+    if request.uri().path() != path {
+        return Err(StatusCode::NOT_FOUND);
+    }
+    match *request.method() {
+        Method::GET => {
+            let param = request.uri().query().unwrap_or("").split('&').find_map(|kv| kv.strip_prefix("dns="));
+            param.and_then(dnscost_wire::base64url_decode).ok_or(StatusCode::BAD_REQUEST)
+        }
+        Method::POST => {
+            let content_type = request.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok());
+            if !content_type.unwrap_or("").split(';').next().unwrap_or("").trim().eq_ignore_ascii_case(DNS_MESSAGE) {
+                return Err(StatusCode::UNSUPPORTED_MEDIA_TYPE);
+            }
+            if body.is_empty() {
+                return Err(StatusCode::BAD_REQUEST);
+            }
+            Ok(body)
+        }
+        _ => Err(StatusCode::METHOD_NOT_ALLOWED),
+    }
+}
+
+/// Sends the response (with the DNS answer and its TTL, or an error status); true when an
+/// answer went.
+async fn respond(
+    stream: &mut h3::server::RequestStream<h3_quinn::BidiStream<Bytes>, Bytes>,
+    status: StatusCode,
+    answer: Option<(Vec<u8>, u32)>,
+) -> bool {
+    let mut response = Response::builder().status(status);
+    if let Some((out, ttl)) = &answer {
+        response = response
+            .header(header::CONTENT_TYPE, DNS_MESSAGE)
+            .header(header::CONTENT_LENGTH, out.len())
+            .header(header::CACHE_CONTROL, format!("max-age={ttl}"));
+    }
+    let Ok(response) = response.body(()) else { return false };
+    if stream.send_response(response).await.is_err() {
+        return false;
+    }
+    let answered = answer.is_some();
+    if let Some((out, _)) = answer {
+        if stream.send_data(Bytes::from(out)).await.is_err() {
+            return false;
+        }
+    }
+    stream.finish().await.is_ok() && answered
+}
+
+/// One connection, once its QUIC handshake is under way, until it ends.
+pub async fn serve(
+    shared: Arc<Shared>,
+    connection: quinn::Connection,
+    handshake_done: quinn::ZeroRttAccepted,
+    mut conn: Conn,
+    mut stop: oneshot::Receiver<()>,
+    opened: Instant,
+    path: Arc<str>,
+) -> (Conn, Ending) {
+    let mut handshake_done = Box::pin(handshake_done);
+    let mut timer = Timer::new(&super::Policy { idle: None, ..shared.policy }, opened);
+    let max_queries = shared.policy.max_queries;
+    let builder = h3::server::builder();
+    let built = tokio::select! {
+        biased;
+        _ = &mut stop => return (conn, Ending::Server(Close::End)),
+        why = timer.expired() => return (conn, Ending::Server(why)),
+        c = builder.build::<_, Bytes>(h3_quinn::Connection::new(connection.clone())) => c,
+    };
+    let mut h3 = match built {
+        Ok(h3) => h3,
+        Err(e) => return (conn, super::doq::client_ending(&connection, Some(e.to_string()), &shared)),
+    };
+    let mut streams = FuturesUnordered::new();
+    let ending = loop {
+        tokio::select! {
+            biased;
+            _ = &mut stop => break Ending::Server(Close::End),
+            why = timer.expired() => break Ending::Server(why),
+            _ = &mut handshake_done, if conn.established_us.is_none() => {
+                conn.established_us = Some(shared.now_us());
+            }
+            Some(answered) = streams.next() => {
+                conn.answers += u64::from(answered);
+            }
+            r = h3.accept(), if max_queries == 0 || conn.queries < max_queries => match r {
+                Ok(Some(resolver)) => {
+                    conn.queries += 1;
+                    timer.touch(Instant::now());
+                    streams.push(answer(resolver, shared.clone(), path.clone()));
+                }
+                // The client said GOAWAY and its requests are done.
+                Ok(None) => break Ending::Client(Close::Goaway, None),
+                Err(e) => break super::doq::client_ending(&connection, Some(e.to_string()), &shared),
+            },
+            // The query limit: no more requests are taken; GOAWAY once the answers are out.
+            _ = std::future::ready(()), if max_queries > 0 && conn.queries >= max_queries && streams.is_empty() => {
+                break Ending::Server(Close::MaxQueries);
+            }
+        }
+    };
+    match ending {
+        Ending::Server(Close::End) => connection.close(H3_NO_ERROR, b""),
+        Ending::Server(Close::MaxQueries | Close::MaxAge) => {
+            // GOAWAY and the answers still owed; then the client closes (it opens no request
+            // after GOAWAY), or the server does after a second.
+            let _ = tokio::time::timeout(LINGER, async {
+                let _ = h3.shutdown(0).await;
+                while let Some(answered) = streams.next().await {
+                    conn.answers += u64::from(answered);
+                }
+                connection.closed().await
+            })
+            .await;
+            connection.close(H3_NO_ERROR, b"");
+        }
+        _ => {}
+    }
+    (conn, ending)
+}
