@@ -77,7 +77,7 @@ def test_target_start_serves_until_interrupted(root: None, tmp_path: Path) -> No
             assert line, p.stderr.read() if p.stderr else ""
             lines.append(line.rstrip("\n"))
         info = json.loads("\n".join(lines))
-        assert set(info["endpoints"]) == {"udp", "tcp", "dot", "doh"}
+        assert set(info["endpoints"]) == {"udp", "tcp", "dot", "doh", "doq", "doh3"}
         dot = info["endpoints"]["dot"].removeprefix("dot://")
         records = generate(
             {

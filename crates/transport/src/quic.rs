@@ -20,6 +20,11 @@ pub const DOQ_ALPN: &[u8] = b"doq";
 /// DOQ_NO_ERROR: a graceful close (RFC 9250 §4.3).
 pub const DOQ_NO_ERROR: VarInt = VarInt::from_u32(0);
 
+/// Whether a QUIC error code is a TLS alert (CRYPTO_ERROR, 0x0100 to 0x01ff: RFC 9000 §20.1).
+pub fn is_tls_alert(code: quinn::TransportErrorCode) -> bool {
+    (0x100..=0x1ff).contains(&u64::from(code))
+}
+
 /// What a TLS 1.3 handshake did, from its messages: whether the client offered a session
 /// (pre_shared_key) and early data, whether the server took the session (its ServerHello
 /// carries pre_shared_key) and the early data (its EncryptedExtensions carry early_data), and
@@ -404,6 +409,13 @@ mod tests {
             HandshakeFacts { certificate: true, ..Default::default() },
             "no session taken, no early data, a certificate"
         );
+    }
+
+    #[test]
+    fn tls_alerts_are_the_crypto_error_range() {
+        use quinn::TransportErrorCode as Code;
+        assert!(is_tls_alert(Code::crypto(42)) && is_tls_alert(Code::crypto(0)) && is_tls_alert(Code::crypto(255)));
+        assert!(!is_tls_alert(Code::NO_ERROR) && !is_tls_alert(Code::PROTOCOL_VIOLATION));
     }
 
     #[test]

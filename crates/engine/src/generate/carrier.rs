@@ -444,8 +444,10 @@ async fn connect_quic(
     let quic_error = |e: quinn::ConnectionError| {
         let kind = match &e {
             quinn::ConnectionError::TimedOut => ErrorKind::ConnectTimeout,
-            quinn::ConnectionError::TransportError(t) if t.code.to_string().contains("crypto") => ErrorKind::Tls,
-            quinn::ConnectionError::ConnectionClosed(c) if c.error_code.to_string().contains("crypto") => {
+            quinn::ConnectionError::TransportError(t) if dnscost_transport::quic::is_tls_alert(t.code) => {
+                ErrorKind::Tls
+            }
+            quinn::ConnectionError::ConnectionClosed(c) if dnscost_transport::quic::is_tls_alert(c.error_code) => {
                 ErrorKind::Tls
             }
             _ => ErrorKind::Connect,

@@ -71,7 +71,7 @@ pub fn classify(e: &ConnectionError) -> Close {
         }
         ConnectionError::TimedOut => Close::IdleExpired,
         ConnectionError::Reset => Close::Rst,
-        ConnectionError::ConnectionClosed(c) if c.error_code.to_string().contains("crypto") => Close::TlsAlert,
+        ConnectionError::ConnectionClosed(c) if dnscost_transport::quic::is_tls_alert(c.error_code) => Close::TlsAlert,
         _ => Close::Error,
     }
 }

@@ -76,10 +76,10 @@ fn ending_of(e: &ConnectionError, idle_policy: bool) -> Ending {
         ConnectionError::TimedOut if idle_policy => Ending::Server(Close::Idle),
         ConnectionError::TimedOut => Ending::Client(Close::IdleExpired, None),
         ConnectionError::Reset => Ending::Client(Close::Rst, None),
-        ConnectionError::ConnectionClosed(c) if c.error_code.to_string().contains("crypto") => {
+        ConnectionError::ConnectionClosed(c) if dnscost_transport::quic::is_tls_alert(c.error_code) => {
             Ending::Client(Close::TlsAlert, Some(e.to_string()))
         }
-        ConnectionError::TransportError(t) if t.code.to_string().contains("crypto") => {
+        ConnectionError::TransportError(t) if dnscost_transport::quic::is_tls_alert(t.code) => {
             Ending::Client(Close::TlsAlert, Some(e.to_string()))
         }
         _ => Ending::Client(Close::Error, Some(e.to_string())),
