@@ -73,7 +73,7 @@ ENGINE_KNOBS: list[tuple[str, str, Any, str]] = [
     ("--resumption", "resumption", float, "share of reconnections resuming TLS (0..1)"),
     ("--early-data", "early_data", float, "doq: share of resumed connections sending 0-RTT data (0..1)"),
     ("--in-flight", "in_flight", int, "outstanding queries per connection"),
-    ("--close", "close", str, "graceful, fin or rst"),
+    ("--close", "close", str, "graceful, fin or rst; doq, doh3: graceful or silent"),
     ("--rate", "rate", parse_rate, "queries per second (open loop) or max"),
     ("--arrival", "arrival", str, "constant or poisson"),
     ("--duration", "duration_ms", parse_duration_ms, "measured period (default 20s)"),

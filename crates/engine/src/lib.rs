@@ -11,6 +11,7 @@ use std::process::ExitCode;
 
 mod error;
 pub mod generate;
+mod quic;
 pub mod schema;
 pub mod serve;
 
@@ -25,9 +26,9 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Send DNS load over udp, tcp, dot or doh with explicit control of connection life.
+    /// Send DNS load over udp, tcp, dot, doh, doq or doh3 with explicit control of connection life.
     Generate(Box<generate::GenerateArgs>),
-    /// Answer DNS over udp, tcp, dot and doh, logging every connection's life.
+    /// Answer DNS over udp, tcp, dot, doh, doq and doh3, logging every connection's life.
     Serve(Box<serve::ServeArgs>),
     /// Print the JSON Schemas of the configuration and of the output records.
     Schema(schema::SchemaArgs),

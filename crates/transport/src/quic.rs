@@ -19,6 +19,12 @@ use std::time::Duration;
 pub const DOQ_ALPN: &[u8] = b"doq";
 /// DOQ_NO_ERROR: a graceful close (RFC 9250 §4.3).
 pub const DOQ_NO_ERROR: VarInt = VarInt::from_u32(0);
+/// DOQ_PROTOCOL_ERROR (RFC 9250 §4.3): a stream that does not carry one well-framed message.
+pub const DOQ_PROTOCOL_ERROR: VarInt = VarInt::from_u32(2);
+/// H3_NO_ERROR: a graceful close of an HTTP/3 connection (RFC 9114 §8.1).
+pub const H3_NO_ERROR: VarInt = VarInt::from_u32(0x100);
+/// The largest DoQ message on a stream: a two-octet length and 65 535 octets.
+pub const MAX_DOQ_MESSAGE: usize = 2 + 65_535;
 
 /// Whether a QUIC error code is a TLS alert (CRYPTO_ERROR, 0x0100 to 0x01ff: RFC 9000 §20.1).
 pub fn is_tls_alert(code: quinn::TransportErrorCode) -> bool {

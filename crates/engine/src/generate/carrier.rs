@@ -487,5 +487,5 @@ async fn connect_quic(
 }
 
 fn handshake_of(conn: &quinn::Connection) -> Handshake {
-    dnscost_transport::quic::HandshakeFacts::of(conn).map_or(Handshake::Full, super::quic::handshake_kind)
+    dnscost_transport::quic::HandshakeFacts::of(conn).map_or(Handshake::Full, crate::quic::handshake_kind)
 }

@@ -11,7 +11,6 @@ mod ctx;
 mod doh;
 mod output;
 mod quic;
-pub(crate) use quic::handshake_kind;
 mod session;
 mod slot;
 mod tcp;

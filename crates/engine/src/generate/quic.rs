@@ -1,5 +1,5 @@
-//! The QUIC carrier of doq (RFC 9250): one bidirectional stream per query, the query's DNS ID
-//! 0 on the wire (§4.2.1). To the driver and the DNS session (`tcp.rs`) it looks like the
+//! The QUIC carrier of doq (RFC 9250: one bidirectional stream per query, the query's DNS ID
+//! 0 on the wire, §4.2.1) and doh3 (one POST request per query over h3, the ID 0 too). To the driver and the DNS session (`tcp.rs`) it looks like the
 //! two-octet-framed byte stream of tcp and dot, as the udp carrier does: a frame written opens
 //! a stream (waiting while the server's stream limit is reached), sends the query with ID 0 and
 //! finishes the stream; an answer read comes framed, with the query's ID put back. A stream the
@@ -8,7 +8,7 @@
 //! error that carries its [`Close`] ([`QuicEnd`]).
 
 use dnscost_stats::{Close, Handshake};
-use dnscost_transport::quic::{HandshakeFacts, DOQ_NO_ERROR};
+use dnscost_transport::quic::{HandshakeFacts, DOQ_NO_ERROR, H3_NO_ERROR, MAX_DOQ_MESSAGE};
 use dnscost_transport::socket::TcpCounts;
 use futures_util::stream::{FuturesUnordered, StreamExt as _};
 use quinn::{ConnectionError, ReadError, ReadToEndError, RecvStream, SendStream, WriteError};
@@ -17,14 +17,9 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use tokio::io::ReadBuf;
 
-/// The largest DoQ message: a two-octet length and 65 535 octets.
-const MAX_MESSAGE: usize = 2 + 65_535;
-
 type Opening = Pin<Box<dyn Future<Output = Result<(SendStream, RecvStream), ConnectionError>>>>;
 type H3Stream = h3::client::RequestStream<h3_quinn::BidiStream<bytes::Bytes>, bytes::Bytes>;
 type H3Opening = Pin<Box<dyn Future<Output = Result<H3Stream, h3::error::StreamError>>>>;
-/// H3_NO_ERROR (RFC 9114 §8.1).
-pub const H3_NO_ERROR: quinn::VarInt = quinn::VarInt::from_u32(0x100);
 
 /// What rides on the QUIC connection: DoQ's framed streams, or DoH over HTTP/3 (POST requests
 /// to `uri`, sent through `send`; the connection's HTTP/3 driver runs in a task of its own).
@@ -32,6 +27,7 @@ pub enum Protocol {
     Doq,
     H3 { send: h3::client::SendRequest<h3_quinn::OpenStreams, bytes::Bytes>, uri: http::Uri },
 }
+
 type Answer = Pin<Box<dyn Future<Output = Option<(u16, Result<Vec<u8>, StreamFailure>)>>>>;
 
 /// Why a query's stream gave no answer (a connection's end is reported by reading instead).
@@ -57,26 +53,7 @@ impl std::fmt::Display for QuicEnd {
 
 impl std::error::Error for QuicEnd {}
 
-/// How a connection's end reads to the client: the server's CONNECTION_CLOSE without error is
-/// orderly (`connection_close`: outstanding queries go again), one with an error is an error,
-/// as are a stateless reset (`rst`) and the idle timeout (`idle_expired`) with queries
-/// outstanding.
-pub fn classify(e: &ConnectionError) -> Close {
-    match e {
-        ConnectionError::ApplicationClosed(c) if c.error_code == DOQ_NO_ERROR || c.error_code == H3_NO_ERROR => {
-            Close::ConnectionClose
-        }
-        ConnectionError::ConnectionClosed(c) if c.error_code == quinn::TransportErrorCode::NO_ERROR => {
-            Close::ConnectionClose
-        }
-        ConnectionError::TimedOut => Close::IdleExpired,
-        ConnectionError::Reset => Close::Rst,
-        ConnectionError::ConnectionClosed(c) if dnscost_transport::quic::is_tls_alert(c.error_code) => Close::TlsAlert,
-        _ => Close::Error,
-    }
-}
-
-/// An established DoQ connection as a framed byte stream (see the module documentation).
+/// An established doq or doh3 connection as a framed byte stream (see the module documentation).
 pub struct QuicStreams {
     pub conn: quinn::Connection,
     protocol: Protocol,
@@ -132,7 +109,7 @@ impl QuicStreams {
             return h;
         }
         match HandshakeFacts::of(&self.conn) {
-            Some(f) => *self.handshake.insert(handshake_kind(f)),
+            Some(f) => *self.handshake.insert(crate::quic::handshake_kind(f)),
             // Never done (the connection ended first): what was tried.
             None => Handshake::Full,
         }
@@ -186,19 +163,7 @@ impl QuicStreams {
 
     /// The connection's end as an I/O error that carries its kind.
     fn end_error(&self, e: &ConnectionError) -> std::io::Error {
-        std::io::Error::other(QuicEnd(classify(e), e.to_string()))
-    }
-}
-
-/// A QUIC connection's handshake kind from its facts: a session the server did not take is a
-/// full handshake (whatever the client offered), one it took is resumed, with its 0-RTT data
-/// accepted or rejected when the client sent some.
-pub fn handshake_kind(f: HandshakeFacts) -> Handshake {
-    match f {
-        f if !f.psk_accepted => Handshake::Full,
-        f if f.early_offered && f.early_accepted => Handshake::ZeroRttAccepted,
-        f if f.early_offered => Handshake::ZeroRttRejected,
-        _ => Handshake::Resumed,
+        std::io::Error::other(QuicEnd(crate::quic::close_kind(e), e.to_string()))
     }
 }
 
@@ -210,12 +175,12 @@ async fn exchange(
     mut recv: RecvStream,
     query: Vec<u8>,
 ) -> Option<(u16, Result<Vec<u8>, StreamFailure>)> {
-    let mut r = recv.read_to_end(MAX_MESSAGE).await;
+    let mut r = recv.read_to_end(MAX_DOQ_MESSAGE).await;
     if matches!(r, Err(ReadToEndError::Read(ReadError::ZeroRttRejected))) {
         let (mut send, mut recv) = conn.open_bi().await.ok()?;
         send.write_all(&query).await.ok()?;
         let _ = send.finish();
-        r = recv.read_to_end(MAX_MESSAGE).await;
+        r = recv.read_to_end(MAX_DOQ_MESSAGE).await;
     }
     let answer = match r {
         Ok(bytes) if bytes.len() >= 4 && usize::from(u16::from_be_bytes([bytes[0], bytes[1]])) == bytes.len() - 2 => {
@@ -231,7 +196,7 @@ async fn exchange(
 
 /// One DoH/3 query: the request's body (the query, ID 0), then the response, read whole.
 async fn exchange_h3(id: u16, mut stream: H3Stream, query: Vec<u8>) -> Option<(u16, Result<Vec<u8>, StreamFailure>)> {
-    use bytes::Buf as _;
+    use bytes::BufMut as _;
     stream.send_data(bytes::Bytes::from(query)).await.ok()?;
     stream.finish().await.ok()?;
     let response = match stream.recv_response().await {
@@ -246,12 +211,7 @@ async fn exchange_h3(id: u16, mut stream: H3Stream, query: Vec<u8>) -> Option<(u
     loop {
         match stream.recv_data().await {
             Ok(Some(mut chunk)) => {
-                while chunk.has_remaining() {
-                    let c = chunk.chunk();
-                    answer.extend_from_slice(c);
-                    let n = c.len();
-                    chunk.advance(n);
-                }
+                answer.put(&mut chunk);
             }
             Ok(None) => break,
             Err(_) => return Some((id, Err(StreamFailure::Reset(0)))),
@@ -277,7 +237,7 @@ fn h3_request(uri: &http::Uri) -> http::Request<()> {
 }
 
 impl QuicStreams {
-    /// Sends the frame `buf[done..end]` as a DoH/3 request, once a request stream is open.
+    /// Sends `frame` as a DoH/3 request, once a request stream is open.
     fn poll_write_h3(&mut self, cx: &mut Context<'_>, frame: &[u8]) -> Poll<std::io::Result<()>> {
         let Protocol::H3 { send, uri } = &self.protocol else { unreachable!("an HTTP/3 connection") };
         let opening = self.h3_opening.get_or_insert_with(|| {

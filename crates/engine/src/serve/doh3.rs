@@ -6,7 +6,7 @@
 
 use super::conn::{Conn, Ending, Timer, LINGER};
 use super::Shared;
-use bytes::{Buf, Bytes};
+use bytes::{Buf, BufMut, Bytes};
 use dnscost_stats::Close;
 use futures_util::stream::{FuturesUnordered, StreamExt as _};
 use http::{header, Method, Response, StatusCode};
@@ -15,7 +15,7 @@ use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 const DNS_MESSAGE: &str = "application/dns-message";
-use super::doq::H3_NO_ERROR;
+use dnscost_transport::quic::H3_NO_ERROR;
 
 type Resolver = h3::server::RequestResolver<h3_quinn::Connection, Bytes>;
 
@@ -29,12 +29,7 @@ async fn answer(resolver: Resolver, shared: Arc<Shared>, path: Arc<str>) -> bool
                 if body.len() + chunk.remaining() > usize::from(u16::MAX) {
                     return respond(&mut stream, StatusCode::PAYLOAD_TOO_LARGE, None).await;
                 }
-                while chunk.has_remaining() {
-                    let c = chunk.chunk();
-                    body.extend_from_slice(c);
-                    let n = c.len();
-                    chunk.advance(n);
-                }
+                body.put(&mut chunk);
             }
             Ok(None) => break,
             Err(_) => return false,

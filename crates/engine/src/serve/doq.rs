@@ -11,19 +11,12 @@ use super::conn::{Conn, Ending, Timer};
 use super::Shared;
 use dnscost_load::Transport;
 use dnscost_stats::{Close, Handshake};
-use dnscost_transport::quic::{HandshakeFacts, DOQ_NO_ERROR};
+use dnscost_transport::quic::{HandshakeFacts, DOQ_NO_ERROR, DOQ_PROTOCOL_ERROR, MAX_DOQ_MESSAGE};
 use futures_util::stream::{FuturesUnordered, StreamExt as _};
 use quinn::ConnectionError;
 use std::sync::Arc;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
-
-/// The largest DoQ message: a two-octet length and 65 535 octets.
-const MAX_MESSAGE: usize = 2 + 65_535;
-/// DOQ_PROTOCOL_ERROR (RFC 9250 §4.3): a stream that does not carry one well-framed query.
-const DOQ_PROTOCOL_ERROR: quinn::VarInt = quinn::VarInt::from_u32(2);
-/// H3_NO_ERROR (RFC 9114 §8.1).
-pub const H3_NO_ERROR: quinn::VarInt = quinn::VarInt::from_u32(0x100);
 
 /// Accepts QUIC connections (doq, or doh3 with its request `path`) until the task is aborted;
 /// each one gets its own task.
@@ -63,26 +56,13 @@ pub fn client_ending(connection: &quinn::Connection, error: Option<String>, shar
     }
 }
 
-/// How a connection error reads from the server's side.
+/// How a connection error reads from the server's side: the client's doing, but for the idle
+/// timeout when the server has an idle policy (its own then).
 fn ending_of(e: &ConnectionError, idle_policy: bool) -> Ending {
-    match e {
-        ConnectionError::ApplicationClosed(c) if c.error_code == DOQ_NO_ERROR || c.error_code == H3_NO_ERROR => {
-            Ending::Client(Close::ConnectionClose, None)
-        }
-        ConnectionError::ConnectionClosed(c) if c.error_code == quinn::TransportErrorCode::NO_ERROR => {
-            Ending::Client(Close::ConnectionClose, None)
-        }
-        // The idle timeout is the server's policy when it has one, else the client's.
-        ConnectionError::TimedOut if idle_policy => Ending::Server(Close::Idle),
-        ConnectionError::TimedOut => Ending::Client(Close::IdleExpired, None),
-        ConnectionError::Reset => Ending::Client(Close::Rst, None),
-        ConnectionError::ConnectionClosed(c) if dnscost_transport::quic::is_tls_alert(c.error_code) => {
-            Ending::Client(Close::TlsAlert, Some(e.to_string()))
-        }
-        ConnectionError::TransportError(t) if dnscost_transport::quic::is_tls_alert(t.code) => {
-            Ending::Client(Close::TlsAlert, Some(e.to_string()))
-        }
-        _ => Ending::Client(Close::Error, Some(e.to_string())),
+    match crate::quic::close_kind(e) {
+        Close::IdleExpired if idle_policy => Ending::Server(Close::Idle),
+        close @ (Close::TlsAlert | Close::Error) => Ending::Client(close, Some(e.to_string())),
+        close => Ending::Client(close, None),
     }
 }
 
@@ -90,7 +70,7 @@ fn ending_of(e: &ConnectionError, idle_policy: bool) -> Ending {
 /// the client acknowledged the whole answer: a server that will close the connection by policy
 /// must not close before (QUIC's CONNECTION_CLOSE discards what is not yet delivered).
 async fn answer(shared: Arc<Shared>, mut send: quinn::SendStream, mut recv: quinn::RecvStream, acked: bool) -> bool {
-    let Ok(bytes) = recv.read_to_end(MAX_MESSAGE).await else {
+    let Ok(bytes) = recv.read_to_end(MAX_DOQ_MESSAGE).await else {
         let _ = send.reset(DOQ_PROTOCOL_ERROR);
         return false;
     };
@@ -147,7 +127,7 @@ async fn serve(
         doq(&shared, &connection, handshake_done, conn, stop, opened).await
     };
     if let Some(facts) = HandshakeFacts::of(&connection) {
-        conn.handshake = crate::generate::handshake_kind(facts);
+        conn.handshake = crate::quic::handshake_kind(facts);
         conn.tls_version = Some("1.3");
     }
     // Let the endpoint send the CONNECTION_CLOSE, so that it is counted.

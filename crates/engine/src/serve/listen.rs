@@ -35,7 +35,7 @@ impl FromStr for ListenUrl {
         // The transport tokens are the generator's: one enum for both sides.
         let scheme = scheme.to_ascii_lowercase();
         let Some(transport) = Transport::ALL.into_iter().find(|t| t.as_str() == scheme) else {
-            return Err(format!("{s:?}: unknown transport {scheme:?} (udp, tcp, dot or doh)"));
+            return Err(format!("{s:?}: unknown transport {scheme:?} (udp, tcp, dot, doh, doq or doh3)"));
         };
         // The authority ends at the first '/' (an IPv6 address is bracketed and has none).
         let (authority, path) = match rest.find('/') {

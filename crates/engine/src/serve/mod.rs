@@ -1,5 +1,5 @@
-//! `serve`: a reference DNS responder over udp, tcp, dot, doh and doq that logs every connection's
-//! life and can enforce server policies (max queries per connection, idle timeout, max age).
+//! `serve`: a reference DNS responder over udp, tcp, dot, doh, doq and doh3 that logs every
+//! connection's life and can enforce server policies (max queries per connection, idle timeout, max age).
 //!
 //! Answers come from [`zone::Responder`] (pure); each carrier has its module ([`udp`],
 //! [`stream`] for tcp and dot, [`doh`], [`doq`]); [`conn`] holds what every connection shares: its
@@ -28,7 +28,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 use zone::{Responder, Synthetic, Zone};
 
-/// Answer DNS over udp, tcp, dot and doh, logging every connection's life.
+/// Answer DNS over udp, tcp, dot, doh, doq and doh3, logging every connection's life.
 #[derive(clap::Args, Debug)]
 pub struct ServeArgs {
     /// Where to listen: udp://ADDR:PORT, tcp://ADDR:PORT, dot://ADDR:PORT,
