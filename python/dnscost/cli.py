@@ -71,7 +71,7 @@ ENGINE_KNOBS: list[tuple[str, str, Any, str]] = [
     ("--idle-timeout", "idle_timeout_ms", parse_duration_ms, "client closes idle connections after this"),
     ("--open-rate", "open_rate", float, "ceiling on new connections per second"),
     ("--resumption", "resumption", float, "share of reconnections resuming TLS (0..1)"),
-    ("--early-data", "early_data", float, "doq: share of resumed connections sending 0-RTT data (0..1)"),
+    ("--early-data", "early_data", float, "doq, doh3: share of resumed connections sending 0-RTT data (0..1)"),
     ("--in-flight", "in_flight", int, "outstanding queries per connection"),
     ("--close", "close", str, "graceful, fin or rst; doq, doh3: graceful or silent"),
     ("--rate", "rate", parse_rate, "queries per second (open loop) or max"),
@@ -369,8 +369,6 @@ def experiments_dir() -> Path:
 
 def cmd_run(a: argparse.Namespace) -> int:
     """``dnscost run`` and ``dnscost reproduce``: plan, check, run (or resume), report."""
-    import dataclasses
-
     from dnscost.engine import engine_version
     from dnscost.machine import facts
     from dnscost.plan import expand
@@ -384,7 +382,10 @@ def cmd_run(a: argparse.Namespace) -> int:
         for what in leftovers:
             print(f"dnscost: stopped {what}, left running by the interrupted run", file=sys.stderr)
         spec = parse_spec(run.doc["spec_toml"], run.doc["spec"]["origin"])
-        spec = dataclasses.replace(spec, targets=tuple(run.doc["spec"]["targets"]))
+        # Runs made before groups had targets of their own recorded no only_targets.
+        only = run.doc["spec"].get("only_targets", run.doc["spec"]["targets"])
+        if only is not None:
+            spec = spec.only(tuple(only))
         cpus = run.doc["spec"].get("cpus", {})
         target_cpus, generator_cpus = cpus.get("target"), cpus.get("generator")
         network = run.doc["spec"].get("network", "loopback")
@@ -398,8 +399,9 @@ def cmd_run(a: argparse.Namespace) -> int:
         else:
             path = a.spec
         spec = load_spec(path)
-        if a.targets:
-            spec = dataclasses.replace(spec, targets=tuple(parse_spec_targets(a.targets)))
+        only = tuple(parse_spec_targets(a.targets)) if a.targets else None
+        if only is not None:
+            spec = spec.only(only)
         target_cpus, generator_cpus = default_cpus(
             a.target_cpus or spec.target_cpus, a.generator_cpus or spec.generator_cpus
         )
@@ -420,6 +422,7 @@ def cmd_run(a: argparse.Namespace) -> int:
         out = a.output or Path("results", spec.name, new_run_id()).resolve()
         resolved = {
             **spec.to_dict(),
+            "only_targets": list(only) if only is not None else None,
             "cpus": {"target": target_cpus, "generator": generator_cpus},
             "network": network,
         }
@@ -612,6 +615,7 @@ def format_headline(rows: list[dict[str, Any]], contradictions: Sequence[dict[st
         hs = r.get("handshake_us", {})
         handshakes = ", ".join(
             f"{t} {_iv(v['full'], 0)} / {_flag_resumed(v['full'], v['resumed'])}{_resumed_share(v)}"
+            + (f" / 0-RTT {_flag_resumed(v['full'], v['zero_rtt'])}" if v.get("zero_rtt") else "")
             for t, v in sorted(hs.items())
             if t != "tcp"
         )

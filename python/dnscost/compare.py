@@ -192,9 +192,21 @@ _PER_TRIAL: dict[str, Callable[[Row], float | None]] = {
 }
 
 _GROUP_KEYS = {
-    "establishment": ("target", "transport", "lifetime", "resumption"),
+    "establishment": ("target", "transport", "lifetime", "resumption", "early_data", "cert_key"),
     "connections": ("target", "transport", "connections"),
 }
+
+
+def _label_value(r: Row, k: str) -> Any:
+    """A cell's value in its label: none for 0-RTT off and for the default key (runs made before
+    those axes have the same labels)."""
+    from dnscost.certs import DEFAULT_KEY_TYPE
+
+    if k == "early_data" and not r[k]:
+        return None
+    if k == "cert_key" and r[k] == DEFAULT_KEY_TYPE:
+        return None
+    return r[k]
 
 
 def _metrics(a: Analysis) -> _Metrics:
@@ -214,10 +226,10 @@ def _metrics(a: Analysis) -> _Metrics:
     for label, values in searches.items():
         out[("baseline", "udp_max_qps", label)] = _repeated(values)
     for group, keys in _GROUP_KEYS.items():
-        load = [r for r in trials if r["group"] == group and r["kind"] == "load"]
+        load = [r for r in trials if r["analysis"] == group and r["kind"] == "load"]
         grouped: dict[str, list[Row]] = {}
         for r in load:
-            label = _key([(k if k not in ("target", "transport") else "", r[k]) for k in keys])
+            label = _key([(k if k not in ("target", "transport") else "", _label_value(r, k)) for k in keys])
             grouped.setdefault(label, []).append(r)
         for label, rows in grouped.items():
             for metric, read in _PER_TRIAL.items():

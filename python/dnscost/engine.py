@@ -27,6 +27,8 @@ __all__ = ["Endpoint", "Responder", "check_config", "engine_path", "engine_versi
 TRANSPORTS = ("udp", "tcp", "dot", "doh", "doq", "doh3")
 TLS_TRANSPORTS = ("dot", "doh", "doq", "doh3")
 """The transports whose connections carry TLS (over TCP, or inside QUIC)."""
+DATAGRAM_TRANSPORTS = ("udp", "doq", "doh3")
+"""The transports whose packets are UDP datagrams (QUIC's connections included)."""
 
 
 def engine_path() -> Path:

@@ -59,6 +59,9 @@ class TrialPlan:
     reference: str | None = None
     """For a rate given as a share of capacity (``"50%"``): the id of the saturation trial of
     the same cell and round whose answered rate it takes a share of (:func:`share_rate`)."""
+    analysis: str = ""
+    """The analysis that reads it: its group's ``analysis`` (``establishment`` for a group of
+    QUIC cells named otherwise), else its group's name."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -72,6 +75,7 @@ class TrialPlan:
             "round": self.round,
             "round_seed": self.round_seed,
             "reference": self.reference,
+            "analysis": self.analysis or self.group,
         }
 
 
@@ -79,29 +83,29 @@ REFERENCE_GROUP = "reference"
 """The group of the UDP reference trials :func:`expand` adds to rounds that have none."""
 
 
+_NOT_TLS = {"resumption": 0.0, "cert_key": None, "tls_group": None, "early_data": 0.0}
+_NOT_DOH = {"doh_method": None, "doh_headers": None}
 IRRELEVANT: dict[str, dict[str, Any]] = {
-    "udp": {
-        "lifetime": "forever",
-        "resumption": 0.0,
-        "open_rate": None,
-        "doh_method": None,
-        "doh_headers": None,
-        "cert_key": None,
-        "tls_group": None,
-    },
-    "tcp": {"resumption": 0.0, "doh_method": None, "doh_headers": None, "cert_key": None, "tls_group": None},
-    "dot": {"doh_method": None, "doh_headers": None},
-    "doh": {},
+    "udp": {"lifetime": "forever", "open_rate": None, **_NOT_TLS, **_NOT_DOH},
+    "tcp": {**_NOT_TLS, **_NOT_DOH},
+    "dot": {"early_data": 0.0, **_NOT_DOH},
+    "doh": {"early_data": 0.0},
+    "doq": _NOT_DOH,
+    # The engine's DoH/3 sends POST requests with minimal headers.
+    "doh3": _NOT_DOH,
 }
-"""Per transport, the knobs that mean nothing for it and the value they are set to."""
+"""Per transport, the knobs that mean nothing for it and the value they are set to (0-RTT is
+QUIC's)."""
 
 
 def _normalise(kind: str, transport: str, p: dict[str, Any]) -> dict[str, Any]:
     p = {**p, **IRRELEVANT[transport]}
     if p["lifetime"] == "forever":
         p["resumption"] = 0.0
+    if not p["resumption"]:
+        p["early_data"] = 0.0
     if kind == "idle":
-        p.update(lifetime="forever", resumption=0.0, rate=None, in_flight=1)
+        p.update(lifetime="forever", resumption=0.0, early_data=0.0, rate=None, in_flight=1)
     if kind == "search":
         p.update(rate=None)
     return p
@@ -118,7 +122,15 @@ def _warmup_s(kind: str, transport: str, p: dict[str, Any], settings: dict[str, 
 
 
 def _label(key: str, value: Any) -> str:
-    short = {"connections": "c", "lifetime": "l", "resumption": "res", "rate": "q", "in_flight": "f", "open_rate": "o"}
+    short = {
+        "connections": "c",
+        "lifetime": "l",
+        "resumption": "res",
+        "early_data": "e",
+        "rate": "q",
+        "in_flight": "f",
+        "open_rate": "o",
+    }
     if key in ("doh_method", "doh_headers", "cert_key", "tls_group"):
         return str(value)
     if isinstance(value, float) and value.is_integer():
@@ -157,7 +169,7 @@ def _group_trials(spec: Spec, g: Group, target: str, served: tuple[str, ...]) ->
             labels = [_label(k, p[k]) for k in swept if p.get(k) is not None and k not in IRRELEVANT[transport]]
             for rep in range(g.repetitions):
                 tid = "-".join([g.name, target, transport, *labels, f"r{rep}"])
-                out.append(TrialPlan(tid, g.name, g.kind, target, transport, params, rep, rep))
+                out.append(TrialPlan(tid, g.name, g.kind, target, transport, params, rep, rep, analysis=g.analysis))
     return out
 
 
@@ -176,7 +188,7 @@ def _share_trials(spec: Spec, g: Group, target: str, served: tuple[str, ...]) ->
                 "rate": g.axes["rate"][0],
                 "in_flight": g.settings.get("in_flight", t.params["in_flight"]),
             }
-            out.append(dataclasses.replace(t, id=tid, group=g.name, params=params, reference=t.id))
+            out.append(dataclasses.replace(t, id=tid, group=g.name, params=params, reference=t.id, analysis=g.name))
     return out
 
 
@@ -210,11 +222,12 @@ def expand(spec: Spec) -> list[TrialPlan]:
     from dnscost.targets import TARGETS
 
     plan: list[TrialPlan] = []
-    for target in spec.targets:
+    for target in spec.all_targets():
         served = tuple(TARGETS[target].transports)
         trials = [
             t
             for g in spec.groups
+            if target in g.runs_on(spec.targets)
             for t in (_share_trials if "capacity_of" in g.settings else _group_trials)(spec, g, target, served)
         ]
         for rnd in sorted({t.rep for t in trials}):
@@ -265,6 +278,8 @@ def engine_knobs(t: TrialPlan) -> dict[str, Any]:
             config["open_rate"] = p["open_rate"]
     if t.transport in TLS_TRANSPORTS and p["lifetime"] != "forever":
         config["resumption"] = p["resumption"]
+    if p.get("early_data"):
+        config["early_data"] = p["early_data"]
     if p.get("doh_method"):
         config["doh_method"] = p["doh_method"]
     if p.get("doh_headers"):

@@ -10,6 +10,7 @@ a knob given as a list is a sweep axis, and a group's trials are the product of 
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import tomllib
 from dataclasses import dataclass
@@ -50,8 +51,13 @@ SWEEPABLE = (
     "doh_headers",
     "cert_key",
     "tls_group",
+    "early_data",
 )
 """Knobs a group can sweep (give a list); every other field takes one value."""
+
+GROUP_ANALYSES = ("connections", "establishment")
+"""The analyses that read load groups' trials (Figure 4; Figure 5, Table I and the ratios): a
+group feeds the one its ``analysis`` names, by default the one its name names."""
 
 _DURATION = re.compile(r"([0-9]*\.?[0-9]+)(ms|s|m|h)?")
 _DURATION_FIELDS = ("duration", "warmup", "timeout", "step_duration", "baseline")
@@ -66,10 +72,12 @@ _GROUP_FIELDS = {
     "precision",
     "max_steps",
     "capacity_of",
+    "targets",
+    "analysis",
     *SWEEPABLE,
     *_DURATION_FIELDS,
 }
-_DEFAULTS_FIELDS = _GROUP_FIELDS - {"name", "kind", "transports", "capacity_of"}
+_DEFAULTS_FIELDS = _GROUP_FIELDS - {"name", "kind", "transports", "capacity_of", "targets", "analysis"}
 _TOP_FIELDS = {
     "name",
     "description",
@@ -130,7 +138,9 @@ def lifetime_fields(text: str) -> dict[str, int | None]:
 @dataclass(frozen=True)
 class Group:
     """One group of trials. ``axes`` holds every sweepable knob as a tuple of values (one value
-    when not swept); ``settings`` the group's other fields with the spec's defaults applied."""
+    when not swept); ``settings`` the group's other fields with the spec's defaults applied.
+    ``targets``: the targets it runs on, None for the spec's; ``analysis``: the analysis that
+    reads its trials (its name unless it says otherwise)."""
 
     name: str
     kind: str
@@ -138,6 +148,12 @@ class Group:
     repetitions: int
     axes: dict[str, tuple[Any, ...]]
     settings: dict[str, Any]
+    targets: tuple[str, ...] | None = None
+    analysis: str = ""
+
+    def runs_on(self, spec_targets: tuple[str, ...]) -> tuple[str, ...]:
+        """The targets this group runs on in a spec whose targets are ``spec_targets``."""
+        return self.targets if self.targets is not None else spec_targets
 
 
 @dataclass(frozen=True)
@@ -160,6 +176,22 @@ class Spec:
     """``loopback``, ``veth`` or ``veth-rps`` (see dnscost.network); None: ``--network``, else
     the default."""
 
+    def all_targets(self) -> tuple[str, ...]:
+        """Every target some group runs on, in order: the spec's, then those groups add."""
+        found = dict.fromkeys(self.targets)
+        for g in self.groups:
+            found.update(dict.fromkeys(g.runs_on(self.targets)))
+        return tuple(found)
+
+    def only(self, targets: tuple[str, ...]) -> Spec:
+        """The spec run on ``targets`` alone (``--targets``): they replace the spec's, and a group
+        with targets of its own keeps those among them (none: the group runs nowhere)."""
+        groups = tuple(
+            g if g.targets is None else dataclasses.replace(g, targets=tuple(t for t in g.targets if t in targets))
+            for g in self.groups
+        )
+        return dataclasses.replace(self, targets=targets, groups=groups)
+
     def to_dict(self) -> dict[str, Any]:
         """The resolved spec, as recorded in run.json."""
         return {
@@ -178,6 +210,8 @@ class Spec:
                     "name": g.name,
                     "kind": g.kind,
                     "transports": list(g.transports),
+                    "targets": list(g.targets) if g.targets is not None else None,
+                    "analysis": g.analysis,
                     "repetitions": g.repetitions,
                     "axes": {k: list(v) for k, v in g.axes.items()},
                     "settings": g.settings,
@@ -254,7 +288,7 @@ def _knob(c: _Checker, key: str, value: Any) -> Any:
         return c.integer(key, value, 1, 1_000_000)
     if key == "in_flight":
         return c.integer(key, value, 1, 65_535)
-    if key == "resumption":
+    if key in ("resumption", "early_data"):
         return c.number(key, value, 0.0, 1.0)
     if key == "open_rate":
         return c.number(key, value, 0.001, 1e7)
@@ -323,6 +357,7 @@ GROUP_DEFAULTS: dict[str, Any] = {
     "open_rate": (2000.0,),
     "cert_key": ("ecdsa-p256",),
     "tls_group": ("x25519",),
+    "early_data": (0.0,),
     "max_loss": 0.01,
     "start_qps": 20_000.0,
     "max_qps": 2_000_000.0,
@@ -373,6 +408,10 @@ def parse_spec(text: str, origin: str = "<spec>") -> Spec:
         if any(g.name == gname for g in groups):
             gc.fail("name", f"another group is already called {gname!r}")
         kind = gc.choice("kind", raw.get("kind", "load"), KINDS)
+        own_targets = gc.strings("targets", raw["targets"], tuple(TARGETS)) if "targets" in raw else None
+        analysis = gc.choice("analysis", raw["analysis"], GROUP_ANALYSES) if "analysis" in raw else gname
+        if "analysis" in raw and kind != "load":
+            gc.fail("analysis", f"the {analysis} analysis reads load groups")
         if "capacity_of" in raw:
             groups.append(_share_group(gc, raw, gname, kind, groups))
             continue
@@ -387,7 +426,7 @@ def parse_spec(text: str, origin: str = "<spec>") -> Spec:
         axes = {k: merged.pop(k) for k in SWEEPABLE if k in merged}
         if any(load_share(r) is not None for r in axes.get("rate", ())):
             gc.fail("rate", 'a share of capacity ("50%") needs capacity_of: the saturation group it is a share of')
-        groups.append(Group(gname, kind, transports, merged.pop("repetitions"), axes, merged))
+        groups.append(Group(gname, kind, transports, merged.pop("repetitions"), axes, merged, own_targets, analysis))
     return Spec(
         name=name,
         description=str(doc.get("description", "")),
@@ -417,7 +456,7 @@ def _share_group(gc: _Checker, raw: dict[str, Any], name: str, kind: str, earlie
     narrowing = {"transports", *SWEEPABLE} - {"rate", "in_flight"}
     extra = sorted(set(raw) - {"name", "kind", "capacity_of", "rate", "in_flight", *narrowing})
     if extra:
-        gc.fail(extra[0], "a group at a share of capacity takes its cells and durations from capacity_of")
+        gc.fail(extra[0], "a group at a share of capacity takes its cells, targets and durations from capacity_of")
     if kind != "load":
         gc.fail("kind", "a group at a share of capacity is a load group")
     ref_name = gc.string("capacity_of", raw["capacity_of"])
@@ -442,7 +481,7 @@ def _share_group(gc: _Checker, raw: dict[str, Any], name: str, kind: str, earlie
         if isinstance(raw["in_flight"], list):
             gc.fail("in_flight", "one value: the open loop's ceiling for every cell")
         settings["in_flight"] = _knob(gc, "in_flight", raw["in_flight"])
-    return Group(name, kind, transports, ref.repetitions, axes, settings)
+    return Group(name, kind, transports, ref.repetitions, axes, settings, ref.targets, name)
 
 
 def load_spec(path: Path) -> Spec:

@@ -85,6 +85,8 @@ class TrialSummary(TypedDict):
     connections_established: int
     handshakes_full: int
     handshakes_resumed: int
+    handshakes_zero_rtt_accepted: int
+    handshakes_zero_rtt_rejected: int
     connection_seconds: float
     mean_active_connections: float
     connections_held: float | None
@@ -326,6 +328,9 @@ def summarize_trial(
         "connections_established": established,
         "handshakes_full": m["handshakes"]["full"],
         "handshakes_resumed": m["handshakes"]["resumed"],
+        # Among the resumed: QUIC's 0-RTT, taken or refused (absent from engines before DoQ).
+        "handshakes_zero_rtt_accepted": m["handshakes"].get("zero_rtt_accepted", 0),
+        "handshakes_zero_rtt_rejected": m["handshakes"].get("zero_rtt_rejected", 0),
         "connection_seconds": active * seconds,
         "mean_active_connections": active,
         "connections_held": connections_held,

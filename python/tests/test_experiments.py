@@ -90,6 +90,70 @@ def test_doh_headers_are_swept_for_doh_only() -> None:
         parse_spec(spec.replace('["minimal", "browser"]', '["chrome"]'))
 
 
+QUIC = """
+name = "q"
+targets = ["dnsdist"]
+[defaults]
+duration = "1s"
+[[group]]
+name = "establishment"
+transports = ["udp", "dot"]
+lifetime = ["forever", "1q"]
+[[group]]
+name = "quic_establishment"
+analysis = "establishment"
+targets = ["coredns", "builtin"]
+transports = ["udp", "dot", "doq", "doh3"]
+lifetime = ["forever", "1q"]
+resumption = [0.0, 1.0]
+early_data = [0.0, 1.0]
+"""
+
+
+def test_a_group_runs_on_its_own_targets_and_feeds_the_analysis_it_names() -> None:
+    plan = expand(parse_spec(QUIC))
+    cells = {(t.target, t.group, t.transport) for t in plan if t.group != "reference"}
+    # The spec's targets run the groups without targets of their own; the others run on theirs.
+    assert {c for c in cells if c[0] == "dnsdist"} == {("dnsdist", "establishment", x) for x in ("udp", "dot")}
+    assert {(t, g) for t, g, _ in cells} == {
+        ("dnsdist", "establishment"),
+        ("coredns", "quic_establishment"),
+        ("builtin", "quic_establishment"),
+    }
+    assert {t.target for t in plan if t.group == "reference"} == {"dnsdist", "coredns", "builtin"}
+    assert {t.to_dict()["analysis"] for t in plan if t.group == "quic_establishment"} == {"establishment"}
+    # 0-RTT is QUIC's, and only for resumed connections: dot has 3 cells, doq and doh3 4 each.
+    quic = [t for t in plan if t.target == "coredns" and t.group == "quic_establishment"]
+    count = {x: sum(1 for t in quic if t.transport == x) for x in ("udp", "dot", "doq", "doh3")}
+    assert count == {"udp": 1, "dot": 3, "doq": 4, "doh3": 4}
+    early = [t for t in quic if engine_knobs(t).get("early_data")]
+    assert {(t.transport, t.params["lifetime"], t.params["resumption"]) for t in early} == {
+        ("doq", "1q", 1.0),
+        ("doh3", "1q", 1.0),
+    }
+    assert all(engine_knobs(t)["early_data"] == 1.0 and "-e1-" in t.id for t in early)
+    # --targets narrows every group: the spec's targets are replaced, a group's own kept among them.
+    only = parse_spec(QUIC).only(("coredns",))
+    assert {t.target for t in expand(only)} == {"coredns"}
+    assert {t.group for t in expand(only)} == {"establishment", "quic_establishment", "reference"}
+    assert expand(parse_spec(QUIC).only(("unbound",))) and all(
+        t.group != "quic_establishment" for t in expand(parse_spec(QUIC).only(("unbound",)))
+    )
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (('analysis = "establishment"', 'analysis = "latency"'), "analysis: expected one of"),
+        (('targets = ["coredns", "builtin"]', 'targets = ["coredns", "quad9"]'), "targets: expected one of"),
+        (("early_data = [0.0, 1.0]", "early_data = 1.5"), "early_data: expected a number in 0..=1"),
+    ],
+)
+def test_bad_group_targets_analysis_and_early_data_name_the_field(change: tuple[str, str], message: str) -> None:
+    with pytest.raises(UsageError, match=message):
+        parse_spec(QUIC.replace(*change), "spec.toml")
+
+
 @pytest.mark.parametrize(
     ("change", "message"),
     [

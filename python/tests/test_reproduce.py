@@ -67,6 +67,9 @@ def test_reproduce_quick_builtin_and_dnsdist(tmp_path: Path) -> None:
         "cost_handshakes",
         "latency",
         "reference",
+        # QUIC's groups run on their targets among --targets: builtin's DoQ and DoH/3.
+        "quic_connections",
+        "quic_establishment",
     }
 
     # Every derived table, as Parquet and CSV; the headline figures are there for both targets.
@@ -95,6 +98,15 @@ def test_reproduce_quick_builtin_and_dnsdist(tmp_path: Path) -> None:
     }
     # One query per connection over DoH costs more energy than persistent UDP.
     assert kwh[("doh", "1q", "0.0")] > kwh[("udp", "forever", "0.0")]
+    # DoQ and DoH/3 in Figure 5 (builtin), 0-RTT apart: the responder took the resumed
+    # connections' early data.
+    with (out / "tables" / "establishment.csv").open() as f:
+        quic = [row for row in csv.DictReader(f) if row["target"] == "builtin" and row["transport"] in ("doq", "doh3")]
+    cells = {(row["transport"], row["lifetime"], row["resumption"], row["early_data"]): row for row in quic}
+    for transport in ("doq", "doh3"):
+        assert float(cells[(transport, "forever", "0.0", "0.0")]["qps_median"]) > 0
+        assert float(cells[(transport, "1q", "1.0", "1.0")]["zero_rtt_share"]) > 0.9
+        assert cells[(transport, "1q", "1.0", "0.0")]["zero_rtt_share"] == ""
     # The cost model: every term that applies, each identified or saying why not (never 0).
     with (out / "tables" / "cost_model.csv").open() as f:
         terms = [row for row in csv.DictReader(f) if row["target"] == "dnsdist"]

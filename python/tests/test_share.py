@@ -285,9 +285,10 @@ def test_the_latency_table_puts_the_share_beside_saturation() -> None:
 
     def row(tid: str, group: str, p50: float, reference: str | None = None, rate: str = "max") -> dict[str, Any]:
         lat = {f"latency_{p}": p50 * k for p, k in (("p50_us", 1), ("p90_us", 2), ("p99_us", 3), ("p999_us", 4))}
-        cell = {"target": "d", "transport": "dot", "lifetime": "1q", "resumption": 0.0, "connections": 1000}
-        return {"id": tid, "group": group, "kind": "load", "valid": True, "rate": rate, "reference": reference,
-                "offered_qps": 500.0 if reference else 1000.0, **cell, **lat}  # fmt: skip
+        cell = {"target": "d", "transport": "dot", "lifetime": "1q", "resumption": 0.0, "early_data": 0.0,
+                "connections": 1000}  # fmt: skip
+        return {"id": tid, "group": group, "analysis": group, "kind": "load", "valid": True, "rate": rate,
+                "reference": reference, "offered_qps": 500.0 if reference else 1000.0, **cell, **lat}  # fmt: skip
 
     rows = [
         row("establishment-a-r0", "establishment", 9000.0),

@@ -48,11 +48,13 @@ def _trial(transport: str, lifetime: str | None, resumption: float | None = 0.0,
     cpu = 1e6 * SECONDS
     return {
         "group": "establishment",
+        "analysis": "establishment",
         "kind": "load",
         "target": "dnsdist",
         "transport": transport,
         "lifetime": lifetime,
         "resumption": resumption,
+        "early_data": 0.0,
         "cert_key": key,
         "valid": True,
         "flags": "",

@@ -83,6 +83,8 @@ def _name(r: Row) -> str:
     parts = [str(r["target"]), str(r["transport"]), str(r["lifetime"])]
     if r["resumption"]:
         parts.append(f"resumption {r['resumption']:g}")
+    if r.get("early_data"):
+        parts.append(f"0-RTT {r['early_data']:g}")
     if r.get("cert_key") not in (None, DEFAULT_KEY_TYPE):
         parts.append(str(r["cert_key"]))
     return " ".join(parts)
@@ -126,8 +128,15 @@ def _paired(flag: str, what: str, cheap: list[Row], dear: list[Row]) -> Row | No
 def _cells(rounds: Sequence[Row]) -> dict[tuple[Any, ...], list[Row]]:
     cells: dict[tuple[Any, ...], list[Row]] = {}
     for r in rounds:
-        if r["group"] == "establishment" and r["transport"] != "udp":
-            key = (r["target"], r["transport"], r["cert_key"], r["lifetime"], r["resumption"] or 0.0)
+        if r["analysis"] == "establishment" and r["transport"] != "udp":
+            key = (
+                r["target"],
+                r["transport"],
+                r["cert_key"],
+                r["early_data"] or 0.0,
+                r["lifetime"],
+                r["resumption"] or 0.0,
+            )
             cells.setdefault(key, []).append(r)
     return cells
 
@@ -188,21 +197,27 @@ def consistency_rows(rounds: Sequence[Row], memory_points: Sequence[Row], trial_
     cells = _cells(rounds)
     out = []
     for key, cell in cells.items():
-        _target, _transport, _cert_key, lifetime, resumption = key
+        early, lifetime, resumption = key[3], key[4], key[5]
         for other_key, other in cells.items():
             if other_key[:3] != key[:3]:
                 continue
-            o_lifetime, o_resumption = other_key[3], other_key[4]
-            # lifetime: this one shorter, same resumption (a persistent cell has none)
+            o_early, o_lifetime, o_resumption = other_key[3], other_key[4], other_key[5]
+            # lifetime: this one shorter, same resumption and 0-RTT (a persistent cell has none)
             if lifetime_order(lifetime) < lifetime_order(o_lifetime) and (
-                o_resumption == resumption or o_lifetime == "forever"
+                (o_resumption, o_early) == (resumption, early) or o_lifetime == "forever"
             ):
                 what = "CPU per query, longer lifetime ÷ shorter: above 1"
                 found = _paired("inconsistent-lifetime", what, other, cell)
                 if found is not None:
                     out.append(found)
-            # resumption: more resumed handshakes must not cost more per query
-            if o_lifetime == lifetime and lifetime != "forever" and o_resumption > resumption:
+            # resumption: more resumed handshakes must not cost more per query (0-RTT or not,
+            # against none resumed; else with the same 0-RTT share)
+            if (
+                o_lifetime == lifetime
+                and lifetime != "forever"
+                and o_resumption > resumption
+                and (o_early == early or resumption == 0)
+            ):
                 what = "CPU per query, more resumption ÷ less: above 1"
                 found = _paired("inconsistent-resumption", what, other, cell)
                 if found is not None:

@@ -51,8 +51,11 @@ APPLIES: dict[str, tuple[str, ...]] = {
     "tcp": ("query", "full_handshake", "connection_second"),
     "dot": tuple(TERMS),
     "doh": tuple(TERMS),
+    "doq": tuple(TERMS),
+    "doh3": tuple(TERMS),
 }
-"""The terms that mean something for each transport: UDP has no connection, TCP no TLS."""
+"""The terms that mean something for each transport: UDP has no connection, TCP no TLS (a
+QUIC handshake with 0-RTT data counts as resumed, as the engine counts it)."""
 
 RESAMPLES = 1000
 """Bootstrap resamples per fit."""

@@ -47,14 +47,20 @@ def _ratio(x: float, y: float) -> float | None:
     return x / y if y else None
 
 
-def _cell(rows: list[Row], transport: str, lifetime: str, *, resumed: bool) -> list[Row]:
+def _cell(rows: list[Row], transport: str, lifetime: str, *, resumed: bool, early: bool = False) -> list[Row]:
     """The establishment round rows of one transport and lifetime: without resumption, or with
-    the highest resumption above zero."""
+    the highest resumption above zero, without 0-RTT data or (``early``) with the highest share
+    of it above zero."""
     rows = [r for r in rows if r["transport"] == transport and r["lifetime"] == lifetime]
     if resumed:
         above = [r for r in rows if (r["resumption"] or 0) > 0]
         top = max((r["resumption"] for r in above), default=None)
-        return [r for r in above if r["resumption"] == top]
+        above = [r for r in above if r["resumption"] == top]
+        if early:
+            sent = [r for r in above if (r["early_data"] or 0) > 0]
+            most = max((r["early_data"] for r in sent), default=None)
+            return [r for r in sent if r["early_data"] == most]
+        return [r for r in above if not r["early_data"]]
     return [r for r in rows if not r["resumption"]]
 
 
@@ -157,8 +163,9 @@ def headline(a: Analysis) -> list[dict[str, Any]]:
       ``qps_ratio_resumed``), ``cpu_ratio``/``cpu_ratio_resumed`` (CPU per query), and
       ``qps_1q``, ``qps_1q_resumed``, ``qps_persistent``;
     - ``handshake_us``: per transport, spreads ``full`` and ``resumed`` (target CPU-µs per
-      handshake) and ``resumed_share`` (the share of the resumption trial's handshakes that the
-      server let resume), see :func:`_handshake_us`;
+      handshake), ``resumed_share`` (the share of the resumption trial's handshakes that the
+      server let resume), see :func:`_handshake_us`, and for QUIC with 0-RTT trials
+      ``zero_rtt`` (per resumed handshake whose client sent its query as 0-RTT data);
     - ``memory_per_connection``: per transport, ``user_bytes``, ``kernel_bytes``, ``total_bytes``
       and the total's 95 % interval ``total_low``, ``total_high`` (fits over the idle trials),
       and ``cpu_us_per_connection_second`` (a :class:`Spread` from the fit's estimate and 95 %
@@ -174,7 +181,7 @@ def headline(a: Analysis) -> list[dict[str, Any]]:
     for target in targets:
         version = next((r["target_version"] for r in t["trials"].rows if r["target"] == target), None)
         mine = [r for r in rounds_all if r["target"] == target]
-        est = [r for r in reference_key(mine) if r["group"] == "establishment"]
+        est = [r for r in reference_key(mine) if r["analysis"] == "establishment"]
         refs = {r["round"]: r for r in mine if r["id"] == r["reference_id"] and r["valid"]}
         udp = {
             "cpu_us_per_query": spread(r["cpu_us_per_query"] for r in refs.values()),
@@ -182,7 +189,7 @@ def headline(a: Analysis) -> list[dict[str, Any]]:
             "qps": spread(r["answered_qps"] for r in refs.values()),
             "j_per_query": spread(r["energy_j_per_query"] for r in refs.values()),
         }
-        conns = [r for r in mine if r["group"] == "connections" and r["transport"] != "udp"]
+        conns = [r for r in mine if r["analysis"] == "connections" and r["transport"] != "udp"]
         transports = list(dict.fromkeys(r["transport"] for r in est + conns if r["transport"] != "udp"))
         persistent: dict[str, dict[str, Any]] = {}
         collapse: dict[str, dict[str, Any]] = {}
@@ -225,6 +232,9 @@ def headline(a: Analysis) -> list[dict[str, Any]]:
                 }
                 full_us, resumed_us, share = _handshake_us(trials, full, resumed, base_cpu)
                 handshakes[tr] = {"full": full_us, "resumed": resumed_us, "resumed_share": share}
+                early = _cell(est, tr, ONE_QUERY, resumed=True, early=True)
+                if any(r["valid"] for r in early):
+                    handshakes[tr]["zero_rtt"] = _handshake_us(trials, full, early, base_cpu)[1]
         memory: dict[str, dict[str, Any]] = {}
         for r in t["memory_fit"].rows:
             if r["target"] != target:
@@ -303,6 +313,7 @@ def headline_rows(heads: list[dict[str, Any]]) -> list[Row]:
             add(target, "cpu_us_per_handshake", tr, "full", hs["full"], "us")
             add(target, "cpu_us_per_handshake", tr, "resumed", hs["resumed"], "us")
             add(target, "resumed_share", tr, "1q-resumed", hs["resumed_share"], "ratio")
+            add(target, "cpu_us_per_handshake", tr, "0-rtt", hs.get("zero_rtt"), "us")
         for tr, m in sorted(h["memory_per_connection"].items()):
             if m["total_bytes"] is not None:
                 s = Spread(m["total_bytes"], m["total_low"], m["total_high"], m["points"])

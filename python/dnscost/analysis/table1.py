@@ -169,7 +169,7 @@ def table1_rows(rows: list[Row], energy: list[Row], cost_terms: list[Row]) -> li
     for t in cost_terms:
         identified = t["status"] == STATUS_IDENTIFIED
         coefficients.setdefault((t["target"], t["transport"]), {})[t["term"]] = t["us"] if identified else None
-    load = [r for r in rows if r["group"] == "establishment" and r["kind"] == "load" and _cell(r)]
+    load = [r for r in rows if r["analysis"] == "establishment" and r["kind"] == "load" and _cell(r)]
     groups = group_by(load, lambda r: (r["target"], r["transport"], r["lifetime"], r["cert_key"]))
     by_energy = {
         (e["target"], e["transport"], e["lifetime"], e["cert_key"]): e

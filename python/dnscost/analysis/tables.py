@@ -11,6 +11,7 @@ from dnscost.analysis.consistency import CONSISTENCY_COLUMNS, lifetime_order
 from dnscost.analysis.load import is_valid, run_network, validity_flags
 from dnscost.analysis.rounds import ROUND_COLUMNS, round_of, udp_references
 from dnscost.analysis.stats import fit_line, median
+from dnscost.engine import DATAGRAM_TRANSPORTS
 from dnscost.validity import CONSISTENCY_FLAGS
 
 __all__ = [
@@ -38,10 +39,11 @@ COLUMNS: dict[str, list[str]] = {
     name: columns.split()
     for name, columns in {
         "trials": """
-            id group kind target target_version transport connections lifetime resumption rate in_flight
-            cert_key tls_group rep round network status valid flags measured_s offered_qps answered_qps queries_answered
-            connections_established
-            handshakes_full handshakes_resumed connection_seconds target_cpu_us cpu_us_per_query
+            id group analysis kind target target_version transport connections lifetime resumption early_data rate
+            in_flight cert_key tls_group rep round network status valid flags measured_s offered_qps answered_qps
+            queries_answered connections_established
+            handshakes_full handshakes_resumed handshakes_zero_rtt_accepted handshakes_zero_rtt_rejected
+            connection_seconds target_cpu_us cpu_us_per_query
             cpu_us_per_new_connection target_cpu_share softirq_us engine_cpu_us rss_bytes rss_baseline_bytes
             kernel_bytes kernel_baseline_bytes energy_j energy_marginal_j energy_source latency_p50_us
             latency_p90_us latency_p99_us latency_p999_us setup_p50_us setup_p99_us reference capacity_lower_bound
@@ -58,11 +60,12 @@ COLUMNS: dict[str, list[str]] = {
             target transport connections qps_min qps_median qps_max reps valid_reps udp_reference_qps share_of_udp
         """,
         "establishment": """
-            target transport lifetime resumption cert_key qps_min qps_median qps_max reps valid_reps udp_reference_qps
-            share_of_udp cpu_us_per_query handshakes_per_s
+            target transport lifetime resumption early_data cert_key qps_min qps_median qps_max reps valid_reps
+            udp_reference_qps share_of_udp cpu_us_per_query handshakes_per_s zero_rtt_share
         """,
         "energy": """
-            target transport lifetime resumption cert_key cpu_us_per_query energy_j_per_query kwh_per_day_at_10k_qps
+            target transport lifetime resumption early_data cert_key cpu_us_per_query energy_j_per_query
+            kwh_per_day_at_10k_qps
             cores_at_10k_qps energy_source below_saturation
         """,
         "table1": """
@@ -72,12 +75,12 @@ COLUMNS: dict[str, list[str]] = {
             study_ratio_to_udp verdict below_saturation
         """,
         "latency": """
-            target transport group lifetime resumption connections reps p50_us p90_us p99_us p999_us
+            target transport group analysis lifetime resumption early_data connections reps p50_us p90_us p99_us p999_us
             share share_reps share_offered_qps share_p50_us share_p90_us share_p99_us share_p999_us
         """,
         "cost_model": "target transport term us ci95_low ci95_high status reason",
         "wire": """
-            target transport lifetime resumption cert_key connections trials valid queries_answered
+            target transport lifetime resumption early_data cert_key connections trials valid queries_answered
             connections_established queries_per_connection packets_sent_per_query packets_received_per_query
             packets_per_query bytes_sent_per_query bytes_received_per_query bytes_per_query
             frame_bytes_per_query_est study_messages study_bytes
@@ -97,6 +100,7 @@ TEXT_COLUMNS = frozenset(
     [
         "id",
         "group",
+        "analysis",
         "kind",
         "target",
         "target_version",
@@ -211,6 +215,8 @@ def trial_row(trial: dict[str, Any], run: dict[str, Any]) -> Row:
     return {
         "id": trial.get("id"),
         "group": trial.get("group"),
+        # Runs made before groups named their analysis: the group's name.
+        "analysis": trial.get("analysis") or trial.get("group"),
         "kind": trial.get("kind"),
         "target": target,
         "target_version": trial.get("target_version") or _dict(run.get("versions")).get(str(target)),
@@ -218,6 +224,7 @@ def trial_row(trial: dict[str, Any], run: dict[str, Any]) -> Row:
         "connections": params.get("connections"),
         "lifetime": params.get("lifetime"),
         "resumption": _num(params.get("resumption")),
+        "early_data": _num(params.get("early_data")) or 0.0,
         "rate": _rate(params.get("rate")),
         "reference": trial.get("reference"),
         "capacity_lower_bound": _dict(trial.get("derived_rate")).get("capacity_lower_bound"),
@@ -237,6 +244,8 @@ def trial_row(trial: dict[str, Any], run: dict[str, Any]) -> Row:
         "connections_established": _num(s.get("connections_established")),
         "handshakes_full": _num(s.get("handshakes_full")),
         "handshakes_resumed": _num(s.get("handshakes_resumed")),
+        "handshakes_zero_rtt_accepted": _num(s.get("handshakes_zero_rtt_accepted")),
+        "handshakes_zero_rtt_rejected": _num(s.get("handshakes_zero_rtt_rejected")),
         "connection_seconds": connection_seconds,
         "target_cpu_us": cpu_us,
         "cpu_us_per_query": _num(s.get("target_cpu_us_per_query")),
@@ -400,16 +409,30 @@ def _throughput(group: list[Row], udp_max: float | None, refs: dict[tuple[Any, A
 def connections_rows(rows: list[Row], baseline: list[Row]) -> list[Row]:
     """Figure 4: answered qps per target x transport x connections (group ``connections``)."""
     udp, refs = _udp_max(baseline), udp_references(rows)
-    load = [r for r in rows if r["group"] == "connections" and r["kind"] == "load"]
+    load = [r for r in rows if r["analysis"] == "connections" and r["kind"] == "load"]
     return [
         {"target": k[0], "transport": k[1], "connections": k[2], **_throughput(g, udp.get(k[0]), refs)}
         for k, g in group_by(load, lambda r: (r["target"], r["transport"], r["connections"])).items()
     ]
 
 
+CELL = ("target", "transport", "lifetime", "resumption", "early_data", "cert_key")
+"""What tells the establishment analysis's cells apart (Figure 5, the energy table)."""
+
+
 def _establishment_groups(rows: list[Row]) -> dict[Any, list[Row]]:
-    load = [r for r in rows if r["group"] == "establishment" and r["kind"] == "load"]
-    return group_by(load, lambda r: (r["target"], r["transport"], r["lifetime"], r["resumption"], r["cert_key"]))
+    load = [r for r in rows if r["analysis"] == "establishment" and r["kind"] == "load"]
+    return group_by(load, lambda r: tuple(r[k] for k in CELL))
+
+
+def _zero_rtt_share(g: list[Row]) -> float | None:
+    """Of a cell's resumed handshakes, the share whose 0-RTT data the target took (valid
+    trials; None where no handshake resumed or none sent early data)."""
+    ok = [r for r in g if r["valid"] and r["handshakes_resumed"]]
+    sent = [(r["handshakes_zero_rtt_accepted"] or 0) + (r["handshakes_zero_rtt_rejected"] or 0) for r in ok]
+    if not any(sent):
+        return None
+    return median([(r["handshakes_zero_rtt_accepted"] or 0) / r["handshakes_resumed"] for r in ok])
 
 
 def _handshakes_per_s(r: Row) -> float | None:
@@ -421,18 +444,15 @@ def establishment_rows(rows: list[Row], baseline: list[Row]) -> list[Row]:
     """Figure 5: answered qps per target x transport x lifetime x resumption."""
     udp, refs = _udp_max(baseline), udp_references(rows)
     out = []
-    for (target, transport, lifetime, resumption, cert_key), g in _establishment_groups(rows).items():
+    for key, g in _establishment_groups(rows).items():
         rates = [h for r in g if r["valid"] and (h := _handshakes_per_s(r)) is not None]
         out.append(
             {
-                "target": target,
-                "transport": transport,
-                "lifetime": lifetime,
-                "resumption": resumption,
-                "cert_key": cert_key,
-                **_throughput(g, udp.get(target), refs),
+                **dict(zip(CELL, key, strict=True)),
+                **_throughput(g, udp.get(key[0]), refs),
                 "cpu_us_per_query": median(_values(g, "cpu_us_per_query")),
                 "handshakes_per_s": median(rates),
+                "zero_rtt_share": _zero_rtt_share(g),
             }
         )
     return out
@@ -461,18 +481,14 @@ def energy_rows(rows: list[Row]) -> list[Row]:
     """Table I, from the establishment trials: energy and cores for a day at 10 000 qps, over
     the cell's :func:`per_unit_trials` (``below_saturation`` when they were generator-bound)."""
     out = []
-    for (target, transport, lifetime, resumption, cert_key), g in _establishment_groups(rows).items():
+    for key, g in _establishment_groups(rows).items():
         counted, below = per_unit_trials(g)
         cpu = median([r["cpu_us_per_query"] for r in counted if r["cpu_us_per_query"] is not None])
         energy = median([e for r in counted if (e := _energy_per_query(r)) is not None])
         sources = sorted({str(r["energy_source"]) for r in counted if r["energy_source"] is not None})
         out.append(
             {
-                "target": target,
-                "transport": transport,
-                "lifetime": lifetime,
-                "resumption": resumption,
-                "cert_key": cert_key,
+                **dict(zip(CELL, key, strict=True)),
                 "cpu_us_per_query": cpu,
                 "energy_j_per_query": energy,
                 "kwh_per_day_at_10k_qps": (
@@ -492,12 +508,12 @@ def latency_rows(rows: list[Row]) -> list[Row]:
     is not a row of its own: its percentiles stand in the ``share_`` columns of its saturation
     cell's row, so latency at saturation (queueing) and below it sit side by side."""
     load = [r for r in rows if r["kind"] == "load"]
-    group_of = {r["id"]: r["group"] for r in load}
-    keys = ("target", "transport", "group", "lifetime", "resumption", "connections")
+    of = {r["id"]: r for r in load}
+    keys = ("target", "transport", "group", "analysis", "lifetime", "resumption", "early_data", "connections")
     saturation = [r for r in load if not r.get("reference")]
     shares = group_by(
-        [r for r in load if r.get("reference") in group_of],
-        lambda r: tuple(group_of[r["reference"]] if k == "group" else r[k] for k in keys),
+        [r for r in load if r.get("reference") in of],
+        lambda r: tuple(of[r["reference"]][k] if k in ("group", "analysis") else r[k] for k in keys),
     )
     out = []
     for key, g in group_by(saturation, lambda r: tuple(r[k] for k in keys)).items():
@@ -517,8 +533,8 @@ def latency_rows(rows: list[Row]) -> list[Row]:
     return sorted(out, key=_latency_order)
 
 
-TRANSPORT_ORDER = {"udp": 0, "tcp": 1, "dot": 2, "doh": 3}
-"""How tables list transports: the study's order."""
+TRANSPORT_ORDER = {"udp": 0, "tcp": 1, "dot": 2, "doh": 3, "doq": 4, "doh3": 5}
+"""How tables list transports: the study's order, then QUIC's."""
 
 
 def _latency_order(r: Row) -> tuple[Any, ...]:
@@ -532,6 +548,7 @@ def _latency_order(r: Row) -> tuple[Any, ...]:
         -size,
         str(r["group"]),
         float(r["resumption"] or 0.0),
+        float(r["early_data"] or 0.0),
         int(r["connections"] or 0),
     )
 
@@ -539,7 +556,9 @@ def _latency_order(r: Row) -> tuple[Any, ...]:
 FRAME_HEADER_BYTES = {"udp": 14 + 20 + 8, "tcp": 14 + 20 + 20 + 12}
 """Octets a packet carries besides its payload on Ethernet over IPv4: Ethernet 14, IPv4 20, UDP 8;
 TCP 20 with the timestamp option (12), which Linux sends on every segment (a SYN carries 8
-more, not counted). For ``frame_bytes_per_query_est``, comparable with a capture's frame lengths."""
+more, not counted). For ``frame_bytes_per_query_est``, comparable with a capture's frame lengths.
+QUIC rides on UDP: its packets are datagrams, its payload their UDP payload (QUIC's own headers
+and encryption included)."""
 
 
 def _wire_figures(trial: dict[str, Any]) -> dict[str, float] | None:
@@ -551,7 +570,7 @@ def _wire_figures(trial: dict[str, Any]) -> dict[str, float] | None:
     if not answered or connections is None or any(c is None for c in counts):
         return None
     packets_sent, packets_received, bytes_sent, bytes_received = (c or 0.0 for c in counts)
-    tcp = trial.get("transport") != "udp"
+    tcp = trial.get("transport") not in DATAGRAM_TRANSPORTS
     # TCP_INFO's bytes acknowledged include the SYN's sequence number, one per connection.
     payload_sent = bytes_sent - connections if tcp else bytes_sent
     header = FRAME_HEADER_BYTES["tcp" if tcp else "udp"]
@@ -584,7 +603,7 @@ def wire_rows(trials: list[dict[str, Any]], rows: list[Row]) -> list[Row]:
         for t, r in zip(trials, rows, strict=True)
         if r["kind"] == "load" and r["status"] == "done" and (f := _wire_figures(t)) is not None
     ]
-    keys = ("target", "transport", "lifetime", "resumption", "cert_key", "connections")
+    keys = ("target", "transport", "lifetime", "resumption", "early_data", "cert_key", "connections")
     out = []
     for key, group in group_by(measured, lambda p: tuple(p[0][k] for k in keys)).items():
         valid = [f for r, f in group if r["valid"]]

@@ -42,14 +42,14 @@ __all__ = [
     "udp_baseline",
 ]
 
-_TRANSPORTS: dict[str, str] = {"udp": "UDP", "tcp": "TCP", "dot": "DoT", "doh": "DoH", "doh3": "DoH3", "doq": "DoQ"}
+_TRANSPORTS: dict[str, str] = {"udp": "UDP", "tcp": "TCP", "dot": "DoT", "doh": "DoH", "doq": "DoQ", "doh3": "DoH/3"}
 _COLOURS: dict[str, str] = {
     "udp": "#555555",
     "tcp": "#1f77b4",
     "dot": "#2ca02c",
     "doh": "#d62728",
-    "doh3": "#9467bd",
     "doq": "#8c564b",
+    "doh3": "#9467bd",
 }
 _LIFETIMES: dict[str, str] = {"forever": "persistent", "30s": "30 s", "1s": "1 s", "1q": "1 query"}
 _TERMS: dict[str, str] = {
@@ -79,11 +79,14 @@ def display_lifetime(lifetime: str | None) -> str:
     return _LIFETIMES.get(lifetime, lifetime)
 
 
-def display_profile(lifetime: str | None, resumption: float | None) -> str:
-    """A lifetime profile with its resumption share: ``1s`` at 1.0 → ``1 s, resumed``."""
+def display_profile(lifetime: str | None, resumption: float | None, early_data: float | None = None) -> str:
+    """A lifetime profile with its resumption share and its share of 0-RTT among the resumed:
+    ``1s`` at 1.0 → ``1 s, resumed``; with early data 1.0 → ``1 s, resumed, 0-RTT``."""
     text = display_lifetime(lifetime)
     if resumption:
         text += ", resumed" if resumption >= 1 else f", {resumption:.0%} resumed"
+    if resumption and early_data:
+        text += ", 0-RTT" if early_data >= 1 else f", {early_data:.0%} 0-RTT"
     return text
 
 
@@ -308,14 +311,18 @@ def fig_connections(a: Analysis) -> Figure | None:
 def _profile_series(
     rows: list[Row], value: str, low: str | None, high: str | None, scale: float = 1.0
 ) -> tuple[list[str], list[tuple[str, str, str, list[float | None], list[tuple[float, float]] | None]]]:
-    """Groups = lifetimes, series = transport by resumption, for grouped bars."""
+    """Groups = lifetimes, series = transport by resumption and 0-RTT, for grouped bars."""
     lifetimes = sorted({r.get("lifetime") or "forever" for r in rows}, key=lifetime_key)
+
+    def handshake(r: Row) -> tuple[float, float]:
+        return (_num(r.get("resumption")) or 0.0, _num(r.get("early_data")) or 0.0)
+
     keys = sorted(
-        {(str(r["transport"]), _num(r.get("resumption")) or 0.0) for r in rows if r.get("transport") is not None},
-        key=lambda k: (transport_key(k[0]), k[1]),
+        {(str(r["transport"]), *handshake(r)) for r in rows if r.get("transport") is not None},
+        key=lambda k: (transport_key(k[0]), k[1], k[2]),
     )
     series = []
-    for transport, resumption in keys:
+    for transport, resumption, early in keys:
         values: list[float | None] = []
         errors: list[tuple[float, float]] = []
         for lifetime in lifetimes:
@@ -323,7 +330,7 @@ def _profile_series(
                 r
                 for r in rows
                 if r.get("transport") == transport
-                and (_num(r.get("resumption")) or 0.0) == resumption
+                and handshake(r) == (resumption, early)
                 and (r.get("lifetime") or "forever") == lifetime
             ]
             v = _num(match[0].get(value)) if match else None
@@ -333,7 +340,9 @@ def _profile_series(
             span = _span(v, lo, hi)
             errors.append((span[0] * scale, span[1] * scale))
         label = display_transport(transport) + (f" + {resumption:.0%} resumption" if resumption else "")
-        series.append((label, _colour(transport), "//" if resumption else "", values, errors if low or high else None))
+        label += f" + {early:.0%} 0-RTT" if early else ""
+        hatch = "xx" if early else "//" if resumption else ""
+        series.append((label, _colour(transport), hatch, values, errors if low or high else None))
     return [display_lifetime(lt) for lt in lifetimes], series
 
 
@@ -359,13 +368,19 @@ def fig_establishment(a: Analysis) -> Figure | None:
 
 
 def _latency_rows(rows: list[Row]) -> list[Row]:
-    """One row per transport, lifetime and resumption: from the establishment group when the run
-    has it, else from any group, preferring the most connections."""
-    preferred = [r for r in rows if r.get("group") == "establishment"] or rows
-    chosen: dict[tuple[str, str, float], Row] = {}
+    """One row per transport, lifetime, resumption and 0-RTT: from the establishment group when
+    the run has it, else from any group, preferring the most connections."""
+    preferred = [r for r in rows if r.get("analysis", r.get("group")) == "establishment"] or rows
+    chosen: dict[tuple[str, str, float, float], Row] = {}
     for r in sorted(preferred, key=lambda r: _num(r.get("connections")) or 0.0):
-        chosen[(str(r.get("transport")), r.get("lifetime") or "forever", _num(r.get("resumption")) or 0.0)] = r
-    return [chosen[k] for k in sorted(chosen, key=lambda k: (transport_key(k[0]), lifetime_key(k[1]), k[2]))]
+        key = (
+            str(r.get("transport")),
+            r.get("lifetime") or "forever",
+            _num(r.get("resumption")) or 0.0,
+            _num(r.get("early_data")) or 0.0,
+        )
+        chosen[key] = r
+    return [chosen[k] for k in sorted(chosen, key=lambda k: (transport_key(k[0]), lifetime_key(k[1]), k[2], k[3]))]
 
 
 def fig_latency(a: Analysis) -> Figure | None:
@@ -391,6 +406,7 @@ def fig_latency(a: Analysis) -> Figure | None:
             "\n".join(
                 [display_transport(str(r["transport"])), display_lifetime(r.get("lifetime"))]
                 + (["resumed"] if _num(r.get("resumption")) else [])
+                + (["0-RTT"] if _num(r.get("early_data")) else [])
             )
             for r in chosen
         ]

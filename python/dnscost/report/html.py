@@ -487,21 +487,20 @@ def _energy_context(a: Analysis) -> dict[str, Any] | None:
     if not rows:
         return None
     targets = list(dict.fromkeys(str(r["target"]) for r in rows if r.get("target") is not None))
-    keys = sorted(
-        {(str(r["transport"]), r.get("lifetime") or "forever", _num(r.get("resumption")) or 0.0) for r in rows},
-        key=lambda k: (transport_key(k[0]), lifetime_key(k[1]), k[2]),
-    )
-    by_key = {
-        (r.get("target"), str(r["transport"]), r.get("lifetime") or "forever", _num(r.get("resumption")) or 0.0): r
-        for r in rows
-    }
+
+    def cell(r: Row) -> tuple[str, str, float, float]:
+        handshake = (_num(r.get("resumption")) or 0.0, _num(r.get("early_data")) or 0.0)
+        return (str(r["transport"]), r.get("lifetime") or "forever", *handshake)
+
+    keys = sorted({cell(r) for r in rows}, key=lambda k: (transport_key(k[0]), lifetime_key(k[1]), k[2], k[3]))
+    by_key = {(r.get("target"), *cell(r)): r for r in rows}
     body = []
-    for transport, lifetime, resumption in keys:
+    for transport, lifetime, resumption, early in keys:
         cells = []
         for target in targets:
-            r = by_key.get((target, transport, lifetime, resumption), {})
+            r = by_key.get((target, transport, lifetime, resumption, early), {})
             cells += [fmt(_num(r.get("kwh_per_day_at_10k_qps"))), fmt(_num(r.get("cpu_us_per_query")))]
-        body.append((display_transport(transport), display_profile(lifetime, resumption), cells))
+        body.append((display_transport(transport), display_profile(lifetime, resumption, early), cells))
     sources = {
         target: sorted(
             {str(r.get("energy_source")) for r in rows if r.get("target") == target and r.get("energy_source")}
@@ -555,13 +554,14 @@ def _establishment_table(a: Analysis) -> Table | None:
         [
             r.get("target"),
             display_transport(r.get("transport")),
-            display_profile(r.get("lifetime"), _num(r.get("resumption"))),
+            display_profile(r.get("lifetime"), _num(r.get("resumption")), _num(r.get("early_data"))),
             r.get("cert_key") or DASH,
             _range(r, "qps"),
             f"{r.get('valid_reps')} of {r.get('reps')}",
             _num(r.get("share_of_udp")),
             _num(r.get("cpu_us_per_query")),
             _num(r.get("handshakes_per_s")),
+            _num(r.get("zero_rtt_share")),
         ]
         for r in rows
     ]
@@ -576,6 +576,7 @@ def _establishment_table(a: Analysis) -> Table | None:
             "share of UDP",
             "CPU-µs/query",
             "handshakes/s",
+            "0-RTT taken (of resumed)",
         ],
         body,
         text_columns={0, 1, 2, 3, 4, 5},
@@ -592,7 +593,7 @@ def _latency_table(a: Analysis) -> Table | None:
             r.get("target"),
             display_transport(r.get("transport")),
             r.get("group"),
-            display_profile(r.get("lifetime"), _num(r.get("resumption"))),
+            display_profile(r.get("lifetime"), _num(r.get("resumption")), _num(r.get("early_data"))),
             r.get("connections"),
             r.get("reps"),
             _num(r.get("p50_us")),
@@ -638,6 +639,7 @@ def _wire_context(a: Analysis) -> dict[str, Any]:
             transport_key(str(r.get("transport"))),
             lifetime_key(r.get("lifetime")),
             _num(r.get("resumption")) or 0.0,
+            _num(r.get("early_data")) or 0.0,
             str(r.get("cert_key") or ""),
             _num(r.get("connections")) or 0.0,
         ),
@@ -653,7 +655,7 @@ def _wire_context(a: Analysis) -> dict[str, Any]:
             display_transport(r.get("transport")),
             "no connection"
             if r.get("transport") == "udp"
-            else display_profile(r.get("lifetime"), _num(r.get("resumption"))),
+            else display_profile(r.get("lifetime"), _num(r.get("resumption")), _num(r.get("early_data"))),
             r.get("cert_key"),
             r.get("connections"),
             r.get("trials"),
