@@ -77,9 +77,27 @@ impl FrameDecoder {
     }
 }
 
+/// The one message a DNS-over-QUIC stream carries (RFC 9250 §4.2): the stream's octets, read to
+/// its end, are a two-octet length and exactly that many octets, at least a message ID's two.
+/// None otherwise: a stream with less, more or several messages is a DOQ_PROTOCOL_ERROR.
+pub fn doq_message(stream: &[u8]) -> Option<&[u8]> {
+    let (len, message) = stream.split_first_chunk::<2>()?;
+    (usize::from(u16::from_be_bytes(*len)) == message.len() && message.len() >= 2).then_some(message)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_doq_stream_carries_exactly_one_framed_message() {
+        assert_eq!(doq_message(&[0, 3, 1, 2, 3]), Some(&[1u8, 2, 3][..]));
+        assert_eq!(doq_message(&[0, 2, 0, 0]), Some(&[0u8, 0][..]));
+        // too short for an ID, shorter or longer than its length, two messages, nothing
+        for bad in [&[0u8, 1, 7][..], &[0, 4, 1, 2, 3], &[0, 2, 1, 2, 3], &[0, 2, 1, 2, 0, 2, 1, 2], &[0], &[]] {
+            assert_eq!(doq_message(bad), None, "{bad:?}");
+        }
+    }
 
     fn feed(d: &mut FrameDecoder, mut data: &[u8], chunk: usize) -> Vec<Vec<u8>> {
         let mut out = Vec::new();

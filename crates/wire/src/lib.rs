@@ -11,7 +11,7 @@ mod frame;
 mod message;
 mod name;
 
-pub use frame::{FrameDecoder, MAX_FRAME};
+pub use frame::{doq_message, FrameDecoder, MAX_FRAME};
 pub use message::{
     parse_query, parse_response, Carrier, Edns, QueryOptions, QueryTemplate, QueryView, Rcode, ResponseBuilder,
     ResponseView, CLASS_IN, HEADER_LEN,

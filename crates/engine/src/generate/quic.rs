@@ -183,9 +183,7 @@ async fn exchange(
         r = recv.read_to_end(MAX_DOQ_MESSAGE).await;
     }
     let answer = match r {
-        Ok(bytes) if bytes.len() >= 4 && usize::from(u16::from_be_bytes([bytes[0], bytes[1]])) == bytes.len() - 2 => {
-            Ok(bytes)
-        }
+        Ok(bytes) if dnscost_wire::doq_message(&bytes).is_some() => Ok(bytes),
         Ok(_) | Err(ReadToEndError::TooLong) => Err(StreamFailure::Malformed),
         Err(ReadToEndError::Read(ReadError::Reset(code))) => Err(StreamFailure::Reset(code.into_inner())),
         // The connection ended: reading the carrier says how.

@@ -74,14 +74,13 @@ async fn answer(shared: Arc<Shared>, mut send: quinn::SendStream, mut recv: quin
         let _ = send.reset(DOQ_PROTOCOL_ERROR);
         return false;
     };
-    let framed = bytes.len() >= 2 && usize::from(u16::from_be_bytes([bytes[0], bytes[1]])) == bytes.len() - 2;
-    if !framed {
+    let Some(query) = dnscost_wire::doq_message(&bytes) else {
         let _ = send.reset(DOQ_PROTOCOL_ERROR);
         return false;
-    }
+    };
     let mut out = Vec::with_capacity(512);
     out.extend_from_slice(&[0, 0]);
-    let reply = shared.responder.respond(&bytes[2..], &mut out, dnscost_wire::Carrier::Stream);
+    let reply = shared.responder.respond(query, &mut out, dnscost_wire::Carrier::Stream);
     match reply {
         Some(r) if r.len <= usize::from(u16::MAX) => {
             out[..2].copy_from_slice(&(r.len as u16).to_be_bytes());
