@@ -166,7 +166,13 @@ def _group_trials(spec: Spec, g: Group, target: str, served: tuple[str, ...]) ->
                 params.update(
                     {k: g.settings[k] for k in ("max_loss", "start_qps", "max_qps", "precision", "max_steps")}
                 )
-            labels = [_label(k, p[k]) for k in swept if p.get(k) is not None and k not in IRRELEVANT[transport]]
+            labels = [
+                _label(k, p[k])
+                for k in swept
+                if p.get(k) is not None
+                and k not in IRRELEVANT[transport]
+                and not (k == "early_data" and not p["resumption"])  # none without resumption
+            ]
             for rep in range(g.repetitions):
                 tid = "-".join([g.name, target, transport, *labels, f"r{rep}"])
                 out.append(TrialPlan(tid, g.name, g.kind, target, transport, params, rep, rep, analysis=g.analysis))
