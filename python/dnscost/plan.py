@@ -91,8 +91,8 @@ IRRELEVANT: dict[str, dict[str, Any]] = {
     "dot": {"early_data": 0.0, **_NOT_DOH},
     "doh": {"early_data": 0.0},
     "doq": _NOT_DOH,
-    # The engine's DoH/3 sends POST requests with minimal headers.
-    "doh3": _NOT_DOH,
+    # The engine's DoH/3 sends POST or GET requests, with minimal headers.
+    "doh3": {"doh_headers": None},
 }
 """Per transport, the knobs that mean nothing for it and the value they are set to (0-RTT is
 QUIC's)."""

@@ -329,6 +329,23 @@ fn doh_browser_headers() {
     }
 }
 
+/// DoH/3 GET (`?dns=`, base64url) and POST: the responder decodes each its own way (a GET it
+/// cannot decode is a 400), every query answered, the method in the start record.
+#[test]
+fn doh3_get_and_post() {
+    let dir = temp_dir("doh3-get");
+    let server = Server::start(&dir, &[]);
+    for method in ["get", "post"] {
+        let mut args = target_args(&server, "doh3");
+        args.extend(["--doh-method", method, "--rate", "200", "--duration", "500ms", "--connections", "2"]);
+        let run = generate(&dir, &args);
+        run.balanced();
+        assert_eq!(run.records[0]["config"]["doh_method"], method);
+        assert!(run.total("queries.answered") >= 95, "{method}: {}", run.summary());
+        assert_eq!(run.summary()["total"]["queries"]["failed_total"], 0, "{method}: {}", run.summary());
+    }
+}
+
 #[test]
 fn doh_get_and_udp_answer() {
     let dir = temp_dir("doh-get");

@@ -235,7 +235,7 @@ pub struct EngineConfig {
     pub transport: Transport,
     /// Where to send, as address:port.
     pub target: String,
-    /// DoH only: POST (default) or GET with the dns parameter in base64url.
+    /// DoH and DoH/3: POST (default) or GET with the dns parameter in base64url.
     pub doh_method: Option<DohMethod>,
     /// DoH only: the request path (default /dns-query).
     pub doh_path: Option<String>,
@@ -509,7 +509,7 @@ impl EngineConfig {
             }
         }
         if t != Transport::Doh {
-            if self.doh_method.is_some_and(|m| t != Transport::Doh3 || m != DohMethod::Post) {
+            if self.doh_method.is_some() && t != Transport::Doh3 {
                 return na("doh_method");
             }
             if self.doh_path.is_some() && !t.is_doh() {
@@ -707,7 +707,7 @@ mod tests {
         assert!(cfg(r#"{"transport":"doq","target":"a:1","close":"rst"}"#).is_err());
         assert!(cfg(r#"{"transport":"tcp","target":"a:1","close":"silent"}"#).is_err());
         assert!(cfg(r#"{"transport":"doh3","target":"a:1","doh_path":"/q","doh_method":"post"}"#).is_ok());
-        assert!(cfg(r#"{"transport":"doh3","target":"a:1","doh_method":"get"}"#).is_err());
+        assert!(cfg(r#"{"transport":"doh3","target":"a:1","doh_method":"get"}"#).is_ok());
         assert!(cfg(r#"{"transport":"doq","target":"a:1","doh_path":"/q"}"#).is_err());
         assert!(cfg(r#"{"transport":"doh","target":"a:1","doh_path":"dns"}"#).is_err());
         assert!(cfg(r#"{"transport":"tcp","target":"a:1","doh_headers":"browser"}"#).is_err());

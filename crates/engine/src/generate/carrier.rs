@@ -468,9 +468,9 @@ async fn connect_quic(
         let h = handshake_of(&conn);
         (conn, Some(h))
     };
-    let protocol = match &plan.doh3_uri {
+    let protocol = match &plan.doh3 {
         None => super::quic::Protocol::Doq,
-        Some(uri) => {
+        Some(target) => {
             let mut builder = h3::client::builder();
             let h3 = builder.build::<_, _, bytes::Bytes>(h3_quinn::Connection::new(conn.clone()));
             let (mut driver, send) = h3.await.map_err(|e| (ErrorKind::Connect, format!("HTTP/3: {e}")))?;
@@ -479,7 +479,7 @@ async fn connect_quic(
             tokio::task::spawn_local(async move {
                 let _ = driver.wait_idle().await;
             });
-            super::quic::Protocol::H3 { send, uri: uri.clone() }
+            super::quic::Protocol::H3 { send, target: target.clone() }
         }
     };
     let carrier = Carrier::Quic(Box::new(QuicStreams::new(conn, protocol, local, handshake)));

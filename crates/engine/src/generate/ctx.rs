@@ -35,8 +35,8 @@ pub struct Plan {
     /// DoH request templates, built once: one for POST (the query is the body), one per query
     /// of the set for GET (the query is in the path).
     pub doh: Vec<dnscost_transport::http2::RequestTemplate>,
-    /// The DoH/3 request URI.
-    pub doh3_uri: Option<http::Uri>,
+    /// Where and how DoH/3 requests go.
+    pub doh3: Option<super::quic::H3Target>,
     pub start: Instant,
     pub timeout_ns: u64,
     /// With `open_first`: the slots whose first connection is not settled yet.

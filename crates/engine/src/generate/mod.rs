@@ -333,10 +333,11 @@ fn plan(mut config: EngineConfig) -> Result<Plan, EngineError> {
     } else {
         Vec::new()
     };
-    let doh3_uri = (config.transport == Transport::Doh3)
+    let doh3 = (config.transport == Transport::Doh3)
         .then(|| format!("https://{authority}{}", config.doh_path()).parse::<http::Uri>())
         .transpose()
-        .map_err(|e| EngineError::Address(format!("DoH URI: {e}")))?;
+        .map_err(|e| EngineError::Address(format!("DoH URI: {e}")))?
+        .map(|uri| quic::H3Target { uri, get: config.doh_method == Some(dnscost_load::DohMethod::Get) });
     let timeout_ns = config.timeout_ms * 1_000_000;
     let gate =
         (config.open_first && config.transport.has_connections()).then(|| ctx::Gate::new(config.connections as u64));
@@ -349,7 +350,7 @@ fn plan(mut config: EngineConfig) -> Result<Plan, EngineError> {
         quic_server_name: server_name.as_ref().map(|n| n.to_str().into_owned()),
         server_name,
         doh,
-        doh3_uri,
+        doh3,
         start: std::time::Instant::now(),
         timeout_ns,
         gate,

@@ -21,11 +21,18 @@ type Opening = Pin<Box<dyn Future<Output = Result<(SendStream, RecvStream), Conn
 type H3Stream = h3::client::RequestStream<h3_quinn::BidiStream<bytes::Bytes>, bytes::Bytes>;
 type H3Opening = Pin<Box<dyn Future<Output = Result<H3Stream, h3::error::StreamError>>>>;
 
-/// What rides on the QUIC connection: DoQ's framed streams, or DoH over HTTP/3 (POST requests
-/// to `uri`, sent through `send`; the connection's HTTP/3 driver runs in a task of its own).
+/// Where DoH/3 requests go, and how: POST (the query is the body) or GET (`?dns=`, base64url).
+#[derive(Clone, Debug)]
+pub struct H3Target {
+    pub uri: http::Uri,
+    pub get: bool,
+}
+
+/// What rides on the QUIC connection: DoQ's framed streams, or DoH over HTTP/3 (requests to
+/// `target`, sent through `send`; the connection's HTTP/3 driver runs in a task of its own).
 pub enum Protocol {
     Doq,
-    H3 { send: h3::client::SendRequest<h3_quinn::OpenStreams, bytes::Bytes>, uri: http::Uri },
+    H3 { send: h3::client::SendRequest<h3_quinn::OpenStreams, bytes::Bytes>, target: H3Target },
 }
 
 type Answer = Pin<Box<dyn Future<Output = Option<(u16, Result<Vec<u8>, StreamFailure>)>>>>;
@@ -192,10 +199,17 @@ async fn exchange(
     Some((id, answer))
 }
 
-/// One DoH/3 query: the request's body (the query, ID 0), then the response, read whole.
-async fn exchange_h3(id: u16, mut stream: H3Stream, query: Vec<u8>) -> Option<(u16, Result<Vec<u8>, StreamFailure>)> {
+/// One DoH/3 query: the request's body (POST: the query, ID 0; GET: none), then the response,
+/// read whole.
+async fn exchange_h3(
+    id: u16,
+    mut stream: H3Stream,
+    body: Option<Vec<u8>>,
+) -> Option<(u16, Result<Vec<u8>, StreamFailure>)> {
     use bytes::BufMut as _;
-    stream.send_data(bytes::Bytes::from(query)).await.ok()?;
+    if let Some(query) = body {
+        stream.send_data(bytes::Bytes::from(query)).await.ok()?;
+    }
     stream.finish().await.ok()?;
     let response = match stream.recv_response().await {
         Ok(r) => r,
@@ -225,30 +239,33 @@ async fn exchange_h3(id: u16, mut stream: H3Stream, query: Vec<u8>) -> Option<(u
     Some((id, Ok(answer)))
 }
 
-/// A DoH POST request to `uri`.
-fn h3_request(uri: &http::Uri) -> http::Request<()> {
-    http::Request::post(uri.clone())
-        .header(http::header::CONTENT_TYPE, "application/dns-message")
-        .header(http::header::ACCEPT, "application/dns-message")
-        .body(())
-        .expect("a valid request")
+/// The DoH request for `query` (ID 0, RFC 8484 §4.1): a POST to the target's URI, or a GET with
+/// the query in its `dns` parameter.
+fn h3_request(target: &H3Target, query: &[u8]) -> http::Request<()> {
+    let request = if target.get {
+        http::Request::get(format!("{}?dns={}", target.uri, dnscost_wire::base64url(query)))
+    } else {
+        http::Request::post(target.uri.clone()).header(http::header::CONTENT_TYPE, "application/dns-message")
+    };
+    request.header(http::header::ACCEPT, "application/dns-message").body(()).expect("a valid request")
 }
 
 impl QuicStreams {
     /// Sends `frame` as a DoH/3 request, once a request stream is open.
     fn poll_write_h3(&mut self, cx: &mut Context<'_>, frame: &[u8]) -> Poll<std::io::Result<()>> {
-        let Protocol::H3 { send, uri } = &self.protocol else { unreachable!("an HTTP/3 connection") };
+        let Protocol::H3 { send, target } = &self.protocol else { unreachable!("an HTTP/3 connection") };
+        let id = u16::from_be_bytes([frame[2], frame[3]]);
+        let mut query = frame[2..].to_vec();
+        query[..2].copy_from_slice(&[0, 0]);
         let opening = self.h3_opening.get_or_insert_with(|| {
-            let (mut send, request) = (send.clone(), h3_request(uri));
+            let (mut send, request) = (send.clone(), h3_request(target, &query));
             Box::pin(async move { send.send_request(request).await })
         });
         match opening.as_mut().poll(cx) {
             Poll::Ready(Ok(stream)) => {
                 self.h3_opening = None;
-                let id = u16::from_be_bytes([frame[2], frame[3]]);
-                let mut query = frame[2..].to_vec();
-                query[..2].copy_from_slice(&[0, 0]);
-                self.answers.push(Box::pin(exchange_h3(id, stream, query)));
+                let body = (!target.get).then_some(query);
+                self.answers.push(Box::pin(exchange_h3(id, stream, body)));
                 Poll::Ready(Ok(()))
             }
             Poll::Ready(Err(e)) => {
