@@ -98,15 +98,22 @@ def test_reproduce_quick_builtin_and_dnsdist(tmp_path: Path) -> None:
     }
     # One query per connection over DoH costs more energy than persistent UDP.
     assert kwh[("doh", "1q", "0.0")] > kwh[("udp", "forever", "0.0")]
-    # DoQ and DoH/3 in Figure 5 (builtin), 0-RTT apart: the responder took the resumed
-    # connections' early data.
-    with (out / "tables" / "establishment.csv").open() as f:
-        quic = [row for row in csv.DictReader(f) if row["target"] == "builtin" and row["transport"] in ("doq", "doh3")]
-    cells = {(row["transport"], row["lifetime"], row["resumption"], row["early_data"]): row for row in quic}
-    for transport in ("doq", "doh3"):
-        assert float(cells[(transport, "forever", "0.0", "0.0")]["qps_median"]) > 0
-        assert float(cells[(transport, "1q", "1.0", "1.0")]["zero_rtt_share"]) > 0.9
-        assert cells[(transport, "1q", "1.0", "0.0")]["zero_rtt_share"] == ""
+    # DoQ and DoH/3 in Figure 5 (builtin): every cell measured, and the resumed connections of
+    # the 0-RTT cells sent their query as early data, which the responder took. (From the trials:
+    # one generator core cannot saturate builtin over persistent QUIC, so those cells are
+    # flagged generator-bound and have no valid figure.)
+    with (out / "tables" / "trials.csv").open() as f:
+        quic = [row for row in csv.DictReader(f) if row["group"] == "quic_establishment" and row["transport"] != "udp"]
+    cells = {(row["transport"], row["lifetime"], row["resumption"], row["early_data"]) for row in quic}
+    assert cells == {
+        (t, *cell)
+        for t in ("doq", "doh3")
+        for cell in (("forever", "0.0", "0.0"), ("1q", "0.0", "0.0"), ("1q", "1.0", "0.0"), ("1q", "1.0", "1.0"))
+    }
+    assert all(row["analysis"] == "establishment" and float(row["answered_qps"]) > 0 for row in quic)
+    for row in quic:
+        early = float(row["handshakes_zero_rtt_accepted"]) / max(float(row["handshakes_resumed"]), 1.0)
+        assert (early > 0.9) == (row["early_data"] == "1.0"), row
     # The cost model: every term that applies, each identified or saying why not (never 0).
     with (out / "tables" / "cost_model.csv").open() as f:
         terms = [row for row in csv.DictReader(f) if row["target"] == "dnsdist"]
