@@ -135,7 +135,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     rp = sub.add_parser("reproduce", help="reproduce the reference study (ISCC 2023) on this machine")
     rp.add_argument("--output", type=Path, help="run directory (default results/study/<run-id>)")
-    rp.add_argument("--quick", action="store_true", help="fewer points, short trials, three rounds: under ten minutes")
+    rp.add_argument(
+        "--quick",
+        action="store_true",
+        help="fewer points, short trials, three rounds (two for QUIC): about a quarter of an hour",
+    )
     rp.add_argument("--resume", type=Path, metavar="RUN_DIR", help="finish an interrupted run")
     _run_options(rp)
 
