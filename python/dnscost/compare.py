@@ -28,7 +28,7 @@ from typing import Any
 from dnscost.analysis import Analysis, analyze
 from dnscost.analysis.load import run_network
 from dnscost.analysis.stats import median
-from dnscost.analysis.tables import JOULES_PER_KWH, REFERENCE_QPS, SECONDS_PER_DAY
+from dnscost.analysis.tables import CELL, JOULES_PER_KWH, REFERENCE_QPS, SECONDS_PER_DAY
 from dnscost.errors import UsageError
 
 __all__ = ["CompareRow", "Comparison", "compare", "incompatibilities"]
@@ -192,7 +192,7 @@ _PER_TRIAL: dict[str, Callable[[Row], float | None]] = {
 }
 
 _GROUP_KEYS = {
-    "establishment": ("target", "transport", "lifetime", "resumption", "early_data", "cert_key"),
+    "establishment": CELL,
     "connections": ("target", "transport", "connections"),
 }
 
