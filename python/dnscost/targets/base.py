@@ -94,6 +94,10 @@ class Target(ABC):
     """Transports this adapter can serve."""
     keeps_counters: ClassVar[bool] = True
     """Whether :meth:`counters` reports the server's own counts (a trial missing them is invalid)."""
+    accept_queues: ClassVar[dict[str, int]] = {}
+    """Per transport, the accept queue of a listener the kernel does not hold (a QUIC stack's
+    own queue of handshaken connections waiting for the server to take them), where it is
+    fixed in the server's code; a listener the kernel holds is read from it instead."""
 
     def __init__(
         self,

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 import re
 import socket
+from typing import ClassVar
 
 from dnscost.engine import Endpoint
 from dnscost.errors import TargetError, UsageError
@@ -104,12 +105,17 @@ class Coredns(Target):
 
     Its listen queue is the kernel's ``somaxconn`` (Go listens with it). It answers a tcp or dot
     connection's queries one after another (miekg/dns reads the next query once the last is
-    answered), so pipelining does not add concurrency there; doh streams run concurrently."""
+    answered), so pipelining does not add concurrency there; doh streams run concurrently.
+
+    Its QUIC listeners (quic-go) queue at most 32 handshaken connections for CoreDNS to take
+    (``protocol.MaxAcceptQueueSize``, not configurable) and refuse (CONNECTION_REFUSED) one
+    whose handshake completes while the queue is full, after doing the handshake's work."""
 
     name = "coredns"
     package = None
     binary = "coredns"
     transports = ("udp", "tcp", "dot", "doh", "doq", "doh3")
+    accept_queues: ClassVar[dict[str, int]] = {"doq": 32, "doh3": 32}
     _metrics_port = 0
 
     def environment(self) -> dict[str, str]:

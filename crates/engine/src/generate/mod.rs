@@ -508,6 +508,11 @@ fn worker(
     };
     let threads = cfg.threads as u64;
     let bucket = cfg.open_rate.map(|r| TokenBucket::new(r / threads as f64, (r / threads as f64 / 100.0).max(1.0)));
+    // The first random draw seeds aws-lc's generator (its jitter entropy source takes tens of
+    // milliseconds): taken here, so that it does not land in the measured window.
+    if let Some((resume, _)) = &tls_configs {
+        let _ = resume.crypto_provider().secure_random.fill(&mut [0u8; 1]);
+    }
     let connectors = match tls_configs.map(|(resume, fresh)| connectors(&plan, resume, fresh)).transpose() {
         Ok(c) => c,
         Err(e) => {
