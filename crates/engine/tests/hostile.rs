@@ -207,7 +207,8 @@ fn fixture(dir: &Path, how: Behaviour, alpn: Option<&[u8]>) -> Fixture {
             let cert = dnscost_transport::tls::generate(&["127.0.0.1".into()]).unwrap();
             let ca = dir.join("hostile-ca.pem");
             std::fs::write(&ca, &cert.ca_pem).unwrap();
-            let config = dnscost_transport::tls::server_config(cert.chain, cert.key, vec![alpn.to_vec()]).unwrap();
+            let config =
+                dnscost_transport::tls::server_config(cert.chain, cert.key, vec![alpn.to_vec()], None).unwrap();
             (Some(tokio_rustls::TlsAcceptor::from(config)), Some(ca))
         }
         None => (None, None),

@@ -1,7 +1,8 @@
 //! `dnscost-engine serve` end to end: the built binary listens on udp, tcp, dot and doh (port 0,
 //! generated CA), `kdig` queries each, and the connections log must show exactly one line per
 //! connection kdig opened, closed by the client. A second test drives server policies
-//! (max queries per connection, idle timeout) over raw TCP.
+//! (max queries per connection, idle timeout) over raw TCP; a third the observation options
+//! (queries log, key log against kdig's own, NXDOMAIN outside, octets as idle activity).
 //!
 //! Needs `kdig` (Debian: knot-dnsutils). Without it the first test is skipped, unless
 //! CI=true, where it fails.
@@ -173,6 +174,131 @@ fn every_transport_answers_kdig_and_logs_its_connections() {
         assert_eq!(r["handshake"], if tls { "full" } else { "none" }, "{r}");
         assert_eq!(r["tls_version"].is_string(), tls, "{r}");
     }
+}
+
+/// What `observe` needs from the responder: every query logged with its connection, the TLS
+/// secrets of every connection (the same lines kdig's GnuTLS writes as the client), names
+/// outside the lab answered NXDOMAIN, and octets other than queries counted as activity.
+#[test]
+fn queries_log_keylog_outside_and_idle_on_bytes() {
+    if !kdig_available() {
+        return;
+    }
+    let mut server = Server::start(
+        "observe",
+        &["udp://127.0.0.1:0", "tcp://127.0.0.1:0", "dot://127.0.0.1:0", "doh://127.0.0.1:0"],
+        &[
+            "--ca-out",
+            "ca.pem",
+            "--queries-log",
+            "queries.jsonl",
+            "--keylog",
+            "server-keys.log",
+            "--outside",
+            "nxdomain",
+            "--idle-timeout",
+            "400ms",
+            "--idle-activity",
+            "bytes",
+        ],
+    );
+    let ca = server.dir.join("ca.pem");
+    let client_keys = server.dir.join("client-keys.log");
+    let tls_ca = format!("+tls-ca={}", ca.display());
+    let kdig_tls = |port: u16, args: &[&str]| {
+        let out = Command::new("kdig")
+            .env("SSLKEYLOGFILE", &client_keys)
+            .args(["@127.0.0.1", "-p", &port.to_string(), "+timeout=5", "+retry=1", &tls_ca, "+tls-hostname=localhost"])
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run kdig");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    assert!(kdig(server.port("udp"), &["accounts.google.com.", "A"]).contains("status: NXDOMAIN"));
+    assert_eq!(kdig(server.port("udp"), &["+short", "q001.test.", "A"]).trim(), "198.18.0.1");
+    assert_eq!(kdig_tls(server.port("dot"), &["+short", "q002.test.", "AAAA"]).trim(), "2001:db8::2");
+    assert_eq!(
+        kdig_tls(server.port("doh"), &["+https", "+https-get", "+short", "q003.test.", "A"]).trim(),
+        "198.18.0.3"
+    );
+
+    // A TCP connection that sends one query, then one octet of the next every 150 ms for
+    // 1.2 s: with the octets counted, the 400 ms idle timeout closes it only after they stop.
+    let mut t = TcpStream::connect(SocketAddr::from(([127, 0, 0, 1], server.port("tcp")))).unwrap();
+    t.write_all(&framed_query(4, "q004.test")).unwrap();
+    let next = framed_query(5, "q005.test");
+    let opened = Instant::now();
+    for octet in next.iter().take(8) {
+        std::thread::sleep(Duration::from_millis(150));
+        t.write_all(&[*octet]).unwrap();
+    }
+    assert_eq!(read_until_eof(&mut t), vec![4]);
+    let lived = opened.elapsed();
+
+    let log = server.stop();
+    let queries: Vec<Value> = std::fs::read_to_string(server.dir.join("queries.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let r: dnscost_stats::Record = serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}"));
+            assert!(matches!(r, dnscost_stats::Record::Query(_)), "{l}");
+            serde_json::from_str(l).unwrap()
+        })
+        .collect();
+    let row = |q: &Value| {
+        let s = |k: &str| q[k].as_str().unwrap_or("-").to_string();
+        (s("transport"), s("qname"), s("qtype"), s("rcode"), s("method"))
+    };
+    let rows: Vec<_> = queries.iter().map(row).collect();
+    let expect = |t: &str, n: &str, ty: &str, rc: &str, m: &str| {
+        (t.to_string(), n.to_string(), ty.to_string(), rc.to_string(), m.to_string())
+    };
+    assert_eq!(
+        rows,
+        vec![
+            expect("udp", "accounts.google.com.", "A", "nxdomain", "-"),
+            expect("udp", "q001.test.", "A", "noerror", "-"),
+            expect("dot", "q002.test.", "AAAA", "noerror", "-"),
+            expect("doh", "q003.test.", "A", "noerror", "get"),
+            expect("tcp", "q004.test.", "A", "noerror", "-"),
+        ],
+        "{queries:#?}"
+    );
+    // Each query names its connection in the connections log; udp has none.
+    for q in &queries {
+        match q["transport"].as_str().unwrap() {
+            "udp" => assert!(q["connection"].is_null(), "{q}"),
+            t => {
+                let c = log.iter().find(|c| c["id"] == q["connection"]).unwrap_or_else(|| panic!("{q} in {log:#?}"));
+                assert_eq!(c["transport"], t);
+                assert_eq!(c["peer_address"], q["peer_address"]);
+                assert!(c["opened_us"].as_u64() <= q["t_us"].as_u64() && q["t_us"].as_u64() <= c["closed_us"].as_u64());
+            }
+        }
+    }
+    // The trickled connection lived past its octets and was closed for idleness.
+    let tcp = log.iter().find(|c| c["transport"] == "tcp").unwrap();
+    assert_eq!((tcp["closed_by"].as_str(), tcp["close"].as_str()), (Some("server"), Some("idle")), "{tcp}");
+    let held_us = tcp["closed_us"].as_u64().unwrap() - tcp["opened_us"].as_u64().unwrap();
+    assert!(held_us >= 1_200_000 + 400_000 - 50_000, "closed after {held_us} µs, octets for 1.2 s");
+    assert!(lived >= Duration::from_millis(1_550), "{lived:?}");
+    // The server's key log holds the traffic secrets the client logged (same randoms, same
+    // secrets): four per TLS 1.3 connection, dot's and doh's.
+    const TRAFFIC: [&str; 4] = [
+        "CLIENT_HANDSHAKE_TRAFFIC_SECRET ",
+        "SERVER_HANDSHAKE_TRAFFIC_SECRET ",
+        "CLIENT_TRAFFIC_SECRET_0 ",
+        "SERVER_TRAFFIC_SECRET_0 ",
+    ];
+    let keys = |p: PathBuf| -> std::collections::BTreeSet<String> {
+        let text = std::fs::read_to_string(p).unwrap_or_default();
+        text.lines().filter(|l| TRAFFIC.iter().any(|t| l.starts_with(t))).map(String::from).collect()
+    };
+    let (server_keys, client) = (keys(server.dir.join("server-keys.log")), keys(client_keys));
+    assert_eq!(client.len(), 8, "kdig's key lines: {client:#?}");
+    assert!(client.is_subset(&server_keys), "client {client:#?}\nserver {server_keys:#?}");
 }
 
 /// A framed A query for `name` with ID `id`.

@@ -12,5 +12,5 @@ mod records;
 pub use counters::{Close, Counters, ErrorKind, Handshake, Histogram, Side};
 pub use records::{
     Accounting, ConnectionCounts, ConnectionRecord, EngineUsage, HandshakeCounts, HistogramSummary, IntervalRecord,
-    Phase, QueryCounts, Record, StartRecord, SummaryRecord, Totals, TrafficCounts,
+    Phase, QueryCounts, QueryRecord, Record, StartRecord, SummaryRecord, Totals, TrafficCounts,
 };

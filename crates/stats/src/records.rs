@@ -16,6 +16,7 @@ pub enum Record {
     Interval(IntervalRecord),
     Summary(SummaryRecord),
     Connection(ConnectionRecord),
+    Query(QueryRecord),
 }
 
 /// The first line: what runs, resolved.
@@ -317,6 +318,27 @@ pub struct ConnectionRecord {
     pub close: Close,
     /// The error, when the connection failed.
     pub error: Option<String>,
+}
+
+/// One query a server received, from `serve --queries-log`.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct QueryRecord {
+    /// Microseconds since the start of the run, when the query was read.
+    pub t_us: u64,
+    pub transport: String,
+    /// The connection's id in the connections log; none over udp.
+    pub connection: Option<u64>,
+    pub peer_address: String,
+    /// The question's name, lower-case and dotted (with the final dot); none if the query has
+    /// no readable question.
+    pub qname: Option<String>,
+    /// The question's type mnemonic (`A`, `HTTPS`) or `TYPEnnn`.
+    pub qtype: Option<String>,
+    /// The answer's RCODE name (`noerror`, `nxdomain`, `refused`, ...); none if nothing was sent.
+    pub rcode: Option<String>,
+    /// doh and doh3: the request's method, `get` or `post`.
+    pub method: Option<String>,
 }
 
 #[cfg(test)]

@@ -104,8 +104,9 @@ pub fn server_config(
     chain: Vec<CertificateDer<'static>>,
     key: PrivateKeyDer<'static>,
     alpn: Vec<Vec<u8>>,
+    key_log: Option<Arc<dyn rustls::KeyLog>>,
 ) -> Result<Arc<ServerConfig>, TransportError> {
-    let mut config = server_base(chain, key, &[&rustls::version::TLS13, &rustls::version::TLS12], alpn)?;
+    let mut config = server_base(chain, key, &[&rustls::version::TLS13, &rustls::version::TLS12], alpn, key_log)?;
     config.ticketer = aws_lc_rs::Ticketer::new()?;
     Ok(Arc::new(config))
 }
@@ -116,8 +117,9 @@ pub fn quic_server_config(
     chain: Vec<CertificateDer<'static>>,
     key: PrivateKeyDer<'static>,
     alpn: Vec<Vec<u8>>,
+    key_log: Option<Arc<dyn rustls::KeyLog>>,
 ) -> Result<ServerConfig, TransportError> {
-    let mut config = server_base(chain, key, &[&rustls::version::TLS13], alpn)?;
+    let mut config = server_base(chain, key, &[&rustls::version::TLS13], alpn, key_log)?;
     config.max_early_data_size = u32::MAX;
     config.send_tls13_tickets = 2;
     Ok(config)
@@ -128,6 +130,7 @@ fn server_base(
     key: PrivateKeyDer<'static>,
     versions: &[&'static SupportedProtocolVersion],
     alpn: Vec<Vec<u8>>,
+    key_log: Option<Arc<dyn rustls::KeyLog>>,
 ) -> Result<ServerConfig, TransportError> {
     let mut p = aws_lc_rs::default_provider();
     // Serve the classical groups first so that clients are not steered to a hybrid by default.
@@ -138,6 +141,9 @@ fn server_base(
         .with_single_cert(chain, key)?;
     config.session_storage = Arc::new(ServerSessions::new(65_536));
     config.alpn_protocols = alpn;
+    if let Some(key_log) = key_log {
+        config.key_log = key_log;
+    }
     Ok(config)
 }
 
@@ -251,6 +257,11 @@ pub fn generate(names: &[String]) -> Result<GeneratedCert, TransportError> {
         chain: vec![leaf.der().clone(), ca.der().clone()],
         key: PrivateKeyDer::try_from(key.serialize_der()).map_err(|e| pem_error(Path::new("generated key"), e))?,
     })
+}
+
+/// A key log appending to the file at `path` (created if missing), for servers.
+pub fn key_log_to(path: &Path) -> Result<Arc<dyn rustls::KeyLog>, TransportError> {
+    Ok(Arc::new(KeyLogTo::open(path)?))
 }
 
 /// NSS key-log lines written to one file (shared by every connection of the process).
@@ -485,7 +496,7 @@ mod tests {
             alpn: vec![b"dot".to_vec()],
         };
         let client = client_config(&opts, true, 16).unwrap();
-        let server = server_config(g.chain, g.key, vec![b"dot".to_vec()]).unwrap();
+        let server = server_config(g.chain, g.key, vec![b"dot".to_vec()], None).unwrap();
         let name = server_name(None, "127.0.0.1".parse().unwrap()).unwrap();
         let mut c = rustls::ClientConnection::new(client, name).unwrap();
         let mut s = rustls::ServerConnection::new(server).unwrap();

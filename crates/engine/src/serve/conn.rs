@@ -1,5 +1,5 @@
 //! The life of a served connection: its record, the registry that ends every open connection
-//! at shutdown, the log that writes one JSON line per closed connection, and what every carrier
+//! at shutdown, the logs that write one JSON line per closed connection or per query, and what every carrier
 //! shares: the idle and age [`Timer`], [`guarded`] set-up, the [`Counted`] socket, how a TLS
 //! handshake failed and what it negotiated.
 
@@ -112,22 +112,22 @@ impl Registry {
 }
 
 enum Msg {
-    Record(Box<ConnectionRecord>),
+    Record(Box<Record>),
     Stop,
 }
 
-/// Writes one JSON line per closed connection from its own thread; flushes at least once a
-/// second and at the end.
-pub struct ConnLog {
+/// Writes one JSON line per record (a closed connection, a query) from its own thread;
+/// flushes at least once a second and at the end.
+pub struct RecordLog {
     tx: mpsc::Sender<Msg>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
-impl ConnLog {
+impl RecordLog {
     pub fn create(path: PathBuf) -> std::io::Result<Self> {
         let file = std::fs::File::create(&path)?;
         let (tx, rx) = mpsc::channel::<Msg>();
-        let thread = std::thread::Builder::new().name("connections-log".into()).spawn(move || {
+        let thread = std::thread::Builder::new().name("record-log".into()).spawn(move || {
             let mut w = std::io::BufWriter::with_capacity(64 * 1024, file);
             let mut dirty = false;
             let mut last_flush = std::time::Instant::now();
@@ -142,7 +142,7 @@ impl ConnLog {
                 let wait = Duration::from_secs(1).saturating_sub(last_flush.elapsed());
                 match rx.recv_timeout(wait) {
                     Ok(Msg::Record(r)) => {
-                        let line = serde_json::to_vec(&Record::Connection(*r)).expect("records serialise");
+                        let line = serde_json::to_vec(&*r).expect("records serialise");
                         if let Err(e) = w.write_all(&line).and_then(|_| w.write_all(b"\n")) {
                             report(e, &mut failed);
                         }
@@ -182,17 +182,22 @@ impl ConnLog {
     }
 }
 
-/// Sends records to the [`ConnLog`] thread.
+/// Sends records to the [`RecordLog`] thread.
 #[derive(Clone)]
 pub struct LogSender(mpsc::Sender<Msg>);
 
 impl LogSender {
-    pub fn write(&self, r: ConnectionRecord) {
+    pub fn write(&self, r: Record) {
         let _ = self.0.send(Msg::Record(Box::new(r)));
     }
 }
 
 impl Conn {
+    /// Where this connection's queries come from, for the queries log.
+    pub fn origin(&self) -> super::Origin {
+        super::Origin { transport: self.transport, connection: Some(self.id), peer: self.peer }
+    }
+
     /// The record of this connection, closed at `closed_us` with `bytes` (sent, received).
     pub fn record(&self, ending: Ending, closed_us: u64, bytes: (u64, u64)) -> ConnectionRecord {
         let (closed_by, close, error) = match ending {
@@ -239,12 +244,15 @@ pub(crate) struct Timer {
     max_age: Option<Duration>,
     opened: Instant,
     last: Instant,
+    /// With the policy `idle_on_bytes`: the connection's tally, whose last read counts too.
+    reads: Option<Arc<Tally>>,
     sleep: Option<Pin<Box<Sleep>>>,
 }
 
 impl Timer {
     pub fn new(policy: &Policy, opened: Instant) -> Self {
-        let mut t = Timer { idle: policy.idle, max_age: policy.max_age, opened, last: opened, sleep: None };
+        let mut t =
+            Timer { idle: policy.idle, max_age: policy.max_age, opened, last: opened, reads: None, sleep: None };
         if let Some(at) = t.next() {
             t.sleep = Some(Box::pin(tokio::time::sleep_until(at)));
         }
@@ -265,6 +273,16 @@ impl Timer {
         self.last = now;
     }
 
+    /// Counts any octet read on the connection of `tally` as activity too (from `Counted`
+    /// streams made with `stamp_reads`).
+    pub fn count_reads(&mut self, tally: Arc<Tally>) {
+        self.reads = Some(tally);
+    }
+
+    fn last_activity(last: Instant, reads: Option<&Tally>) -> Instant {
+        reads.map_or(last, |t| last.max(t.last_read()))
+    }
+
     /// Resolves with `max_age` or `idle` when a policy says to close; never without policies.
     pub async fn expired(&mut self) -> Close {
         let Some(sleep) = self.sleep.as_mut() else {
@@ -276,10 +294,11 @@ impl Timer {
             if self.max_age.is_some_and(|d| now >= self.opened + d) {
                 return Close::MaxAge;
             }
-            if self.idle.is_some_and(|d| now >= self.last + d) {
+            let last = Self::last_activity(self.last, self.reads.as_deref());
+            if self.idle.is_some_and(|d| now >= last + d) {
                 return Close::Idle;
             }
-            let idle = self.idle.map(|d| self.last + d);
+            let idle = self.idle.map(|d| last + d);
             let age = self.max_age.map(|d| self.opened + d);
             let next = idle.into_iter().chain(age).min().unwrap_or(now);
             sleep.as_mut().reset(next);
@@ -301,30 +320,56 @@ pub(crate) async fn guarded<F: Future>(
     }
 }
 
-/// Bytes the kernel counted for a TCP connection, read just before its socket closes.
-#[derive(Debug, Default)]
+/// Bytes the kernel counted for a TCP connection, read just before its socket closes; and,
+/// when asked, when the connection last read any octet.
+#[derive(Debug)]
 pub(crate) struct Tally {
     sent: AtomicU64,
     received: AtomicU64,
+    base: Instant,
+    /// Microseconds after `base` of the last read that returned octets.
+    last_read_us: AtomicU64,
 }
 
 impl Tally {
     pub fn get(&self) -> (u64, u64) {
         (self.sent.load(Ordering::Acquire), self.received.load(Ordering::Acquire))
     }
+
+    fn last_read(&self) -> Instant {
+        self.base + Duration::from_micros(self.last_read_us.load(Ordering::Acquire))
+    }
 }
 
-/// A TCP stream that reads TCP_INFO into its [`Tally`] when dropped, whoever drops it.
+/// A TCP stream that reads TCP_INFO into its [`Tally`] when dropped, whoever drops it, and
+/// with `stamp_reads` notes the time of every read that returns octets.
 pub(crate) struct Counted {
     inner: tokio::net::TcpStream,
     tally: Arc<Tally>,
+    stamp_reads: bool,
 }
 
 impl Counted {
-    pub fn new(inner: tokio::net::TcpStream) -> (Self, Arc<Tally>) {
-        let tally = Arc::new(Tally::default());
-        (Counted { inner, tally: tally.clone() }, tally)
+    pub fn new(inner: tokio::net::TcpStream, stamp_reads: bool) -> (Self, Arc<Tally>) {
+        let tally = Arc::new(Tally {
+            sent: AtomicU64::new(0),
+            received: AtomicU64::new(0),
+            base: Instant::now(),
+            last_read_us: AtomicU64::new(0),
+        });
+        (Counted { inner, tally: tally.clone(), stamp_reads }, tally)
     }
+}
+
+/// An accepted TCP connection's counted stream, its tally and its policy timer (which counts
+/// any octet read as activity when the policy says so).
+pub(crate) fn watched(policy: &Policy, sock: tokio::net::TcpStream, opened: Instant) -> (Counted, Arc<Tally>, Timer) {
+    let (s, tally) = Counted::new(sock, policy.idle_on_bytes);
+    let mut timer = Timer::new(policy, opened);
+    if policy.idle_on_bytes {
+        timer.count_reads(tally.clone());
+    }
+    (s, tally, timer)
 }
 
 impl Drop for Counted {
@@ -338,7 +383,14 @@ impl Drop for Counted {
 
 impl AsyncRead for Counted {
     fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.get_mut().inner).poll_read(cx, buf)
+        let this = self.get_mut();
+        let before = buf.filled().len();
+        let r = Pin::new(&mut this.inner).poll_read(cx, buf);
+        if this.stamp_reads && buf.filled().len() > before {
+            let us = this.tally.base.elapsed().as_micros() as u64;
+            this.tally.last_read_us.store(us, Ordering::Release);
+        }
+        r
     }
 }
 
@@ -418,7 +470,7 @@ mod tests {
     #[test]
     fn log_writes_one_line_per_connection() {
         let path = std::env::temp_dir().join(format!("dnscost-serve-log-{}.jsonl", std::process::id()));
-        let log = ConnLog::create(path.clone()).unwrap();
+        let log = RecordLog::create(path.clone()).unwrap();
         let conn = Conn {
             id: 3,
             transport: "dot",
@@ -432,8 +484,8 @@ mod tests {
             answers: 5,
         };
         let tx = log.sender();
-        tx.write(conn.record(Ending::Client(Close::CloseNotify, None), 30, (100, 200)));
-        tx.write(conn.record(Ending::Server(Close::Idle), 40, (0, 0)));
+        tx.write(Record::Connection(conn.record(Ending::Client(Close::CloseNotify, None), 30, (100, 200))));
+        tx.write(Record::Connection(conn.record(Ending::Server(Close::Idle), 40, (0, 0))));
         log.finish();
         let text = std::fs::read_to_string(&path).unwrap();
         std::fs::remove_file(&path).unwrap();

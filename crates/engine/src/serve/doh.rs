@@ -1,9 +1,8 @@
 //! DoH (RFC 8484) over HTTP/2: POST with an `application/dns-message` body and GET with
 //! `?dns=<base64url>`, many concurrent streams per connection, GOAWAY for server policies.
 
-use super::conn::{accept_tls, guarded, Conn, Counted, Ending, Timer, LINGER};
-use super::zone::Responder;
-use super::Shared;
+use super::conn::{accept_tls, guarded, watched, Conn, Ending, LINGER};
+use super::{Origin, Shared};
 use bytes::Bytes;
 use dnscost_stats::Close;
 use futures_util::stream::{FuturesUnordered, StreamExt as _};
@@ -29,8 +28,7 @@ pub async fn serve(
     config: Arc<rustls::ServerConfig>,
     path: Arc<str>,
 ) {
-    let (s, tally) = Counted::new(sock);
-    let mut timer = Timer::new(&shared.policy, opened);
+    let (s, tally, mut timer) = watched(&shared.policy, sock, opened);
     let Some(tls) = accept_tls(&shared, &mut conn, (s, &tally), config, &mut stop, &mut timer).await else {
         return;
     };
@@ -54,7 +52,7 @@ pub async fn serve(
     };
     drop(handshake);
 
-    let responder = &shared.responder;
+    let origin = conn.origin();
     let max_queries = shared.policy.max_queries;
     let mut pending = FuturesUnordered::new();
     // Set once the server decided to close: GOAWAY is sent and open streams are finished.
@@ -93,12 +91,12 @@ pub async fn serve(
                         && (request.method() == Method::GET || request.method() == Method::POST);
                     if !query {
                         // Not a DNS query: answered with 404 or 405, not counted.
-                        pending.push(answer(request, respond, responder, &path));
+                        pending.push(answer(request, respond, &shared, origin, &path));
                         continue;
                     }
                     conn.queries += 1;
                     timer.touch(Instant::now());
-                    pending.push(answer(request, respond, responder, &path));
+                    pending.push(answer(request, respond, &shared, origin, &path));
                     if max_queries > 0 && conn.queries >= max_queries {
                         begin_close = Some(Close::MaxQueries);
                     }
@@ -154,7 +152,8 @@ fn status(respond: &mut h2::server::SendResponse<Bytes>, code: StatusCode) {
 async fn answer(
     request: Request<h2::RecvStream>,
     mut respond: h2::server::SendResponse<Bytes>,
-    responder: &Responder,
+    shared: &Shared,
+    origin: Origin,
     path: &str,
 ) -> bool {
     let (parts, mut body) = request.into_parts();
@@ -163,6 +162,7 @@ async fn answer(
         status(&mut respond, StatusCode::NOT_FOUND);
         return false;
     }
+    let method = if parts.method == Method::GET { "get" } else { "post" };
     let query: Bytes = match parts.method {
         Method::GET => {
             let param = parts.uri.query().unwrap_or("").split('&').find_map(|kv| kv.strip_prefix("dns="));
@@ -198,7 +198,7 @@ async fn answer(
         }
     };
     let mut out = Vec::with_capacity(query.len() + 64);
-    let Some(reply) = responder.respond(&query, &mut out, dnscost_wire::Carrier::Stream) else {
+    let Some(reply) = shared.respond(&query, &mut out, dnscost_wire::Carrier::Stream, &origin, Some(method)) else {
         status(&mut respond, StatusCode::BAD_REQUEST);
         return false;
     };

@@ -5,7 +5,7 @@
 //! answers already asked for are sent (at most a second).
 
 use super::conn::{Conn, Ending, Timer, LINGER};
-use super::Shared;
+use super::{Origin, Shared};
 use bytes::{Buf, BufMut, Bytes};
 use dnscost_stats::Close;
 use futures_util::stream::{FuturesUnordered, StreamExt as _};
@@ -20,7 +20,7 @@ use dnscost_transport::quic::H3_NO_ERROR;
 type Resolver = h3::server::RequestResolver<h3_quinn::Connection, Bytes>;
 
 /// Answers one request; true when a DNS answer was sent.
-async fn answer(resolver: Resolver, shared: Arc<Shared>, path: Arc<str>) -> bool {
+async fn answer(resolver: Resolver, shared: Arc<Shared>, origin: Origin, path: Arc<str>) -> bool {
     let Ok((request, mut stream)) = resolver.resolve_request().await else { return false };
     let mut body = Vec::new();
     loop {
@@ -40,7 +40,8 @@ async fn answer(resolver: Resolver, shared: Arc<Shared>, path: Arc<str>) -> bool
         Err(code) => return respond(&mut stream, code, None).await,
     };
     let mut out = Vec::with_capacity(query.len() + 64);
-    match shared.responder.respond(&query, &mut out, dnscost_wire::Carrier::Stream) {
+    let method = if request.method() == Method::GET { "get" } else { "post" };
+    match shared.respond(&query, &mut out, dnscost_wire::Carrier::Stream, &origin, Some(method)) {
         Some(reply) => respond(&mut stream, StatusCode::OK, Some((out, reply.ttl))).await,
         None => respond(&mut stream, StatusCode::BAD_REQUEST, None).await,
     }
@@ -137,7 +138,7 @@ pub async fn serve(
                 Ok(Some(resolver)) => {
                     conn.queries += 1;
                     timer.touch(Instant::now());
-                    streams.push(answer(resolver, shared.clone(), path.clone()));
+                    streams.push(answer(resolver, shared.clone(), conn.origin(), path.clone()));
                 }
                 // The client said GOAWAY and its requests are done.
                 Ok(None) => break Ending::Client(Close::Goaway, None),

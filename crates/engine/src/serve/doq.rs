@@ -8,7 +8,7 @@
 //! with CONNECTION_CLOSE and DOQ_NO_ERROR.
 
 use super::conn::{Conn, Ending, Timer};
-use super::Shared;
+use super::{Origin, Shared};
 use dnscost_load::Transport;
 use dnscost_stats::{Close, Handshake};
 use dnscost_transport::quic::{HandshakeFacts, DOQ_NO_ERROR, DOQ_PROTOCOL_ERROR, MAX_DOQ_MESSAGE};
@@ -69,7 +69,13 @@ fn ending_of(e: &ConnectionError, idle_policy: bool) -> Ending {
 /// Answers one stream's query; returns whether it was answered. With `acked`, returns once
 /// the client acknowledged the whole answer: a server that will close the connection by policy
 /// must not close before (QUIC's CONNECTION_CLOSE discards what is not yet delivered).
-async fn answer(shared: Arc<Shared>, mut send: quinn::SendStream, mut recv: quinn::RecvStream, acked: bool) -> bool {
+async fn answer(
+    shared: Arc<Shared>,
+    origin: Origin,
+    mut send: quinn::SendStream,
+    mut recv: quinn::RecvStream,
+    acked: bool,
+) -> bool {
     let Ok(bytes) = recv.read_to_end(MAX_DOQ_MESSAGE).await else {
         let _ = send.reset(DOQ_PROTOCOL_ERROR);
         return false;
@@ -80,7 +86,7 @@ async fn answer(shared: Arc<Shared>, mut send: quinn::SendStream, mut recv: quin
     };
     let mut out = Vec::with_capacity(512);
     out.extend_from_slice(&[0, 0]);
-    let reply = shared.responder.respond(query, &mut out, dnscost_wire::Carrier::Stream);
+    let reply = shared.respond(query, &mut out, dnscost_wire::Carrier::Stream, &origin, None);
     match reply {
         Some(r) if r.len <= usize::from(u16::MAX) => {
             out[..2].copy_from_slice(&(r.len as u16).to_be_bytes());
@@ -168,7 +174,7 @@ async fn doq(
                 Ok((send, recv)) => {
                     conn.queries += 1;
                     timer.touch(Instant::now());
-                    streams.push(answer(shared.clone(), send, recv, acked));
+                    streams.push(answer(shared.clone(), conn.origin(), send, recv, acked));
                 }
                 Err(e) => break ending_of(&e, shared.policy.idle.is_some()),
             },

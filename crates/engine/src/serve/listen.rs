@@ -99,7 +99,7 @@ pub async fn accept_loop(
         };
         let Some(stop) = stop else {
             // Shutting down: the connection ends as it starts.
-            let (sock, tally) = Counted::new(sock);
+            let (sock, tally) = Counted::new(sock, false);
             drop(sock);
             shared.closed(&conn, Ending::Server(Close::End), tally.get(), false);
             continue;

@@ -15,11 +15,12 @@ mod udp;
 mod zone;
 
 use crate::EngineError;
-use conn::{ConnLog, Ending, LogSender, Registry};
+use conn::{Ending, LogSender, RecordLog, Registry};
 use dnscost_load::Transport;
 use dnscost_transport::socket;
 use listen::ListenUrl;
 use std::io::Write as _;
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -74,9 +75,26 @@ pub struct ServeArgs {
     /// MAX_STREAMS; 0: none).
     #[arg(long, value_name = "N", default_value_t = 256)]
     pub quic_max_streams: u32,
-    /// Write one JSON line per closed tcp/dot/doh/doq connection to this file.
+    /// Write one JSON line per closed tcp/dot/doh/doq/doh3 connection to this file.
     #[arg(long, value_name = "FILE")]
     pub connections_log: Option<PathBuf>,
+    /// Write one JSON line per query to this file: time, transport, connection (the id in
+    /// --connections-log), peer, name, type, rcode, and for doh/doh3 the method.
+    #[arg(long, value_name = "FILE")]
+    pub queries_log: Option<PathBuf>,
+    /// Append the TLS secrets of every connection to this file (NSS key-log format), so that a
+    /// packet capture of any client can be decrypted.
+    #[arg(long, value_name = "FILE")]
+    pub keylog: Option<PathBuf>,
+    /// The answer to names outside the synthetic set and the zone: `refused` (an
+    /// authoritative server's) or `nxdomain` (a resolver's, so that clients do not retry).
+    #[arg(long, value_name = "RCODE", default_value = "refused", value_parser = ["refused", "nxdomain"])]
+    pub outside: String,
+    /// What keeps a tcp/dot/doh connection from the --idle-timeout: `queries`, or `bytes` (any
+    /// octet the client sends: an HTTP/2 PING does, a TCP keepalive does not). doq and doh3
+    /// use QUIC's idle timeout, which any packet resets.
+    #[arg(long, value_name = "WHAT", default_value = "queries", value_parser = ["queries", "bytes"])]
+    pub idle_activity: String,
     /// Runtime worker threads (UDP: one socket per thread).
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub threads: u16,
@@ -108,6 +126,17 @@ pub(crate) struct Policy {
     pub max_queries: u64,
     pub idle: Option<Duration>,
     pub max_age: Option<Duration>,
+    /// Whether any octet received, not only a query, keeps a connection from `idle`.
+    pub idle_on_bytes: bool,
+}
+
+/// Where a query came from, for the queries log.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Origin {
+    pub transport: &'static str,
+    /// The connection's id; none over udp.
+    pub connection: Option<u64>,
+    pub peer: SocketAddr,
 }
 
 /// Everything the listeners and connections share.
@@ -116,6 +145,7 @@ pub(crate) struct Shared {
     pub policy: Policy,
     pub registry: Registry,
     pub log: Option<LogSender>,
+    pub queries: Option<LogSender>,
     pub start: Instant,
 }
 
@@ -125,10 +155,37 @@ impl Shared {
         self.start.elapsed().as_micros() as u64
     }
 
+    /// Appends the answer to the query `msg` to `out` (see [`Responder::respond`]), and logs
+    /// the query when a queries log is kept. `method`: doh's and doh3's.
+    pub fn respond(
+        &self,
+        msg: &[u8],
+        out: &mut Vec<u8>,
+        carrier: dnscost_wire::Carrier,
+        origin: &Origin,
+        method: Option<&'static str>,
+    ) -> Option<zone::Reply> {
+        let reply = self.responder.respond(msg, out, carrier);
+        if let Some(log) = &self.queries {
+            let question = dnscost_wire::parse_query(msg).ok();
+            log.write(dnscost_stats::Record::Query(dnscost_stats::QueryRecord {
+                t_us: self.now_us(),
+                transport: origin.transport.into(),
+                connection: origin.connection,
+                peer_address: origin.peer.to_string(),
+                qname: question.as_ref().map(|q| dnscost_wire::name_to_string(&msg[q.qname.clone()])),
+                qtype: question.as_ref().map(|q| dnscost_wire::type_to_str(q.qtype)),
+                rcode: reply.map(|r| dnscost_wire::Rcode::name(r.rcode).into()),
+                method: method.map(Into::into),
+            }));
+        }
+        reply
+    }
+
     /// Writes the record of a closed connection and forgets it.
     pub fn closed(&self, conn: &conn::Conn, ending: Ending, bytes: (u64, u64), registered: bool) {
         if let Some(log) = &self.log {
-            log.write(conn.record(ending, self.now_us(), bytes));
+            log.write(dnscost_stats::Record::Connection(conn.record(ending, self.now_us(), bytes)));
         }
         if registered {
             self.registry.unregister(conn.id);
@@ -140,10 +197,14 @@ impl Shared {
 pub fn main(args: ServeArgs) -> Result<ExitCode, EngineError> {
     let responder = responder(&args)?;
     let tls = tls_material(&args)?;
-    let log = match &args.connections_log {
-        Some(path) => Some(ConnLog::create(path.clone()).map_err(|e| EngineError::file(path, e))?),
-        None => None,
+    let open_log = |path: &Option<PathBuf>| -> Result<Option<RecordLog>, EngineError> {
+        match path {
+            Some(path) => Ok(Some(RecordLog::create(path.clone()).map_err(|e| EngineError::file(path, e))?)),
+            None => Ok(None),
+        }
     };
+    let log = open_log(&args.connections_log)?;
+    let queries = open_log(&args.queries_log)?;
     if let Some(Cpus(cpus)) = &args.cpus {
         for &cpu in cpus {
             if cpu >= dnscost_load::CPU_SETSIZE {
@@ -175,14 +236,16 @@ pub fn main(args: ServeArgs) -> Result<ExitCode, EngineError> {
             max_queries: args.max_queries_per_connection,
             idle: args.idle_timeout.filter(|d| !d.is_zero()),
             max_age: args.max_connection_age.filter(|d| !d.is_zero()),
+            idle_on_bytes: args.idle_activity == "bytes",
         },
         registry: Registry::default(),
-        log: log.as_ref().map(ConnLog::sender),
+        log: log.as_ref().map(RecordLog::sender),
+        queries: queries.as_ref().map(RecordLog::sender),
         start: Instant::now(),
     });
     let result = rt.block_on(run(&args.listen, threads, tls, shared));
     rt.shutdown_timeout(Duration::from_secs(1));
-    if let Some(log) = log {
+    for log in [log, queries].into_iter().flatten() {
         log.finish();
     }
     result.map(|()| ExitCode::SUCCESS)
@@ -200,7 +263,8 @@ fn responder(args: &ServeArgs) -> Result<Responder, EngineError> {
         }
         None => None,
     };
-    Ok(Responder { synthetic, zone })
+    let outside = if args.outside == "nxdomain" { zone::NXDOMAIN } else { zone::REFUSED };
+    Ok(Responder { synthetic, zone, outside })
 }
 
 /// TLS server configurations for dot and doh (ALPN differs), and the QUIC one of doq, when a
@@ -227,11 +291,20 @@ fn tls_material(args: &ServeArgs) -> Result<Option<TlsConfigs>, EngineError> {
             (g.chain, g.key)
         }
     };
-    let dot = dnscost_transport::tls::server_config(chain.clone(), key.clone_key(), vec![b"dot".to_vec()])?;
-    let doh = dnscost_transport::tls::server_config(chain.clone(), key.clone_key(), vec![b"h2".to_vec()])?;
+    let key_log = args.keylog.as_deref().map(dnscost_transport::tls::key_log_to).transpose()?;
+    let tcp_tls = |alpn: &[u8]| {
+        dnscost_transport::tls::server_config(chain.clone(), key.clone_key(), vec![alpn.to_vec()], key_log.clone())
+    };
+    let dot = tcp_tls(b"dot")?;
+    let doh = tcp_tls(b"h2")?;
     let idle = args.idle_timeout.filter(|d| !d.is_zero());
     let quic = |alpn: &[u8]| -> Result<quinn::ServerConfig, EngineError> {
-        let tls = dnscost_transport::tls::quic_server_config(chain.clone(), key.clone_key(), vec![alpn.to_vec()])?;
+        let tls = dnscost_transport::tls::quic_server_config(
+            chain.clone(),
+            key.clone_key(),
+            vec![alpn.to_vec()],
+            key_log.clone(),
+        )?;
         Ok(dnscost_transport::quic::server_config(tls, args.quic_max_streams, idle)?)
     };
     let doq = quic(dnscost_transport::quic::DOQ_ALPN)?;
@@ -415,11 +488,11 @@ mod tests {
     #[tokio::test(flavor = "current_thread")]
     async fn timer_fires_for_idle_and_age() {
         let ms = Duration::from_millis;
-        let idle = Policy { max_queries: 0, idle: Some(ms(20)), max_age: Some(Duration::from_secs(3600)) };
+        let idle = Policy { idle: Some(ms(20)), max_age: Some(Duration::from_secs(3600)), ..Policy::default() };
         let mut t = Timer::new(&idle, Instant::now());
         t.touch(Instant::now());
         assert_eq!(t.expired().await, dnscost_stats::Close::Idle);
-        let age = Policy { max_queries: 0, idle: Some(Duration::from_secs(3600)), max_age: Some(ms(20)) };
+        let age = Policy { idle: Some(Duration::from_secs(3600)), max_age: Some(ms(20)), ..Policy::default() };
         let mut t = Timer::new(&age, Instant::now());
         assert_eq!(t.expired().await, dnscost_stats::Close::MaxAge);
         let mut none = Timer::new(&Policy::default(), Instant::now());

@@ -1,7 +1,7 @@
 //! The two-octet framed exchange of tcp and dot (RFC 7766, RFC 7858), pipelined: every query
 //! is answered as it arrives and all answers ready at once leave in one write.
 
-use super::conn::{accept_tls, Conn, Counted, Ending, Timer, LINGER};
+use super::conn::{accept_tls, watched, Conn, Ending, Timer, LINGER};
 use super::Shared;
 use dnscost_stats::Close;
 use dnscost_wire::{FrameDecoder, MAX_FRAME};
@@ -23,9 +23,8 @@ pub async fn tcp(
     mut stop: oneshot::Receiver<()>,
     opened: Instant,
 ) {
-    let (mut s, tally) = Counted::new(sock);
+    let (mut s, tally, mut timer) = watched(&shared.policy, sock, opened);
     conn.established_us = Some(conn.opened_us);
-    let mut timer = Timer::new(&shared.policy, opened);
     let ending = exchange(&shared, &mut s, &mut conn, &mut stop, &mut timer, false).await;
     close(&mut s, &ending).await;
     drop(s);
@@ -41,8 +40,7 @@ pub async fn dot(
     opened: Instant,
     config: Arc<rustls::ServerConfig>,
 ) {
-    let (s, tally) = Counted::new(sock);
-    let mut timer = Timer::new(&shared.policy, opened);
+    let (s, tally, mut timer) = watched(&shared.policy, sock, opened);
     let Some(mut tls) = accept_tls(&shared, &mut conn, (s, &tally), config, &mut stop, &mut timer).await else {
         return;
     };
@@ -64,6 +62,7 @@ async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
     let max_queries = shared.policy.max_queries;
     let mut frames = FrameDecoder::new(16 * 1024);
     let mut out = Vec::with_capacity(16 * 1024);
+    let origin = conn.origin();
     loop {
         let first = tokio::select! {
             biased;
@@ -93,7 +92,7 @@ async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
                 conn.queries += 1;
                 let at = out.len();
                 out.extend_from_slice(&[0, 0]);
-                match shared.responder.respond(msg, &mut out, dnscost_wire::Carrier::Stream) {
+                match shared.respond(msg, &mut out, dnscost_wire::Carrier::Stream, &origin, None) {
                     Some(reply) if reply.len <= MAX_FRAME => {
                         out[at..at + 2].copy_from_slice(&(reply.len as u16).to_be_bytes());
                         conn.answers += 1;

@@ -1,7 +1,7 @@
 //! UDP: one socket per runtime thread (SO_REUSEPORT), one receive and one send per query, no
 //! allocation.
 
-use super::Shared;
+use super::{Origin, Shared};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -22,7 +22,8 @@ pub async fn serve(socket: tokio::net::UdpSocket, shared: Arc<Shared>) {
         };
         out.clear();
         // The response is limited by the query's EDNS size (512 without EDNS).
-        if shared.responder.respond(&buf[..n], &mut out, dnscost_wire::Carrier::Datagram).is_none() {
+        let origin = Origin { transport: "udp", connection: None, peer };
+        if shared.respond(&buf[..n], &mut out, dnscost_wire::Carrier::Datagram, &origin, None).is_none() {
             continue;
         }
         match socket.try_send_to(&out, peer) {

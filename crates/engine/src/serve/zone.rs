@@ -8,9 +8,9 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 
 const NOERROR: u8 = 0;
 const FORMERR: u8 = 1;
-const NXDOMAIN: u8 = 3;
+pub(crate) const NXDOMAIN: u8 = 3;
 const NOTIMP: u8 = 4;
-const REFUSED: u8 = 5;
+pub(crate) const REFUSED: u8 = 5;
 
 const TYPE_A: u16 = 1;
 const TYPE_NS: u16 = 2;
@@ -482,6 +482,8 @@ fn digits(mut n: u64) -> usize {
 pub struct Responder {
     pub synthetic: Option<Synthetic>,
     pub zone: Option<Zone>,
+    /// The RCODE of names outside both: REFUSED (an authoritative server's) or NXDOMAIN.
+    pub outside: u8,
 }
 
 impl Responder {
@@ -562,7 +564,7 @@ impl Responder {
                 return finish(NXDOMAIN, syn.ttl, &mut std::iter::empty());
             }
         }
-        finish(REFUSED, 0, &mut std::iter::empty())
+        finish(self.outside, 0, &mut std::iter::empty())
     }
 }
 
@@ -584,6 +586,7 @@ mod tests {
         Responder {
             synthetic: Some(Synthetic::new(10_000, "test", 86400).unwrap()),
             zone: zone.map(|z| Zone::parse(z, 3600).unwrap()),
+            outside: REFUSED,
         }
     }
 
@@ -628,7 +631,8 @@ mod tests {
         let (reply, out) = ask(&r, &name, TYPE_MX, &QueryOptions::default());
         assert_eq!((reply.rcode, ancount(&out)), (0, 0));
         // The index wraps inside 198.18.0.0/15.
-        let big = Responder { synthetic: Some(Synthetic::new(200_000, "test", 60).unwrap()), zone: None };
+        let big =
+            Responder { synthetic: Some(Synthetic::new(200_000, "test", 60).unwrap()), zone: None, outside: REFUSED };
         let (_, out) = ask(&big, &synthetic_name(131_073, 200_000, "test"), TYPE_A, &QueryOptions::default());
         assert_eq!(first_rdata(&out), &[198, 18, 0, 1]);
         let (_, out) = ask(&big, &synthetic_name(65_536, 200_000, "test"), TYPE_A, &QueryOptions::default());
@@ -649,8 +653,13 @@ mod tests {
         assert_eq!((reply.rcode, ancount(&out)), (NOERROR, 1));
         let (reply, out) = ask(&r, "TEST.", TYPE_A, &opts);
         assert_eq!((reply.rcode, ancount(&out)), (NOERROR, 0));
-        let off = Responder { synthetic: None, zone: None };
+        let off = Responder { synthetic: None, zone: None, outside: REFUSED };
         assert_eq!(ask(&off, "q0001.test", TYPE_A, &opts).0.rcode, REFUSED);
+        // A resolver's answer outside, asked for: the lab's names keep theirs.
+        let lab = Responder { outside: NXDOMAIN, ..responder(None) };
+        assert_eq!(ask(&lab, "accounts.google.com", TYPE_A, &opts).0.rcode, NXDOMAIN);
+        assert_eq!(ask(&lab, ".", TYPE_NS, &opts).0.rcode, NXDOMAIN);
+        assert_eq!(ask(&lab, "q0001.test", TYPE_A, &opts).0.rcode, NOERROR);
     }
 
     #[test]
@@ -723,7 +732,7 @@ a.b.deep A 192.0.2.99
         assert_eq!(z.negative_ttl, 300);
         // apex, ns1, ns2, www, alias, mail, txt, a.b.deep + the empty non-terminal b.deep and deep
         assert_eq!(z.len(), 10);
-        let r = Responder { synthetic: None, zone: Some(z) };
+        let r = Responder { synthetic: None, zone: Some(z), outside: REFUSED };
         let opts = QueryOptions::default();
         let (reply, out) = ask(&r, "www.example.test", TYPE_A, &opts);
         assert_eq!((reply.rcode, reply.ttl, ancount(&out)), (NOERROR, 3600, 1));
