@@ -188,16 +188,24 @@ def _remove(netns: str, generator_device: str) -> None:
     _ip("netns", "del", netns, check=False)
 
 
+def orphans(pattern: re.Pattern[str]) -> list[re.Match[str]]:
+    """The network namespaces named by ``pattern`` (group 1: the PID of the process that made
+    them) whose maker no longer runs."""
+    found = []
+    for line in _ip("netns", "list", check=False).splitlines():
+        m = pattern.match(line.split()[0] if line.split() else "")
+        if m and not _pid_alive(int(m.group(1))):
+            found.append(m)
+    return found
+
+
 def remove_leftovers() -> list[str]:
     """Removes the namespaces (and links) left by dnscost processes that no longer run (killed
     before they could clean up). Returns their names."""
     removed = []
-    for line in _ip("netns", "list", check=False).splitlines():
-        name = line.split()[0] if line.split() else ""
-        m = _NAME.match(name)
-        if m and not _pid_alive(int(m.group(1))):
-            _remove(name, f"dc{m.group(1)}-{m.group(2)}g")
-            removed.append(name)
+    for m in orphans(_NAME):
+        _remove(m.group(0), f"dc{m.group(1)}-{m.group(2)}g")
+        removed.append(m.group(0))
     return removed
 
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dnscost.errors import MachineError
-from dnscost.network import _ip, _pid_alive
+from dnscost.network import _ip, _pid_alive, orphans
 
 __all__ = ["Lab", "remove_leftovers"]
 
@@ -57,17 +57,14 @@ def _remove(server_netns: str, client_netns: str, client_device: str) -> None:
 def remove_leftovers() -> list[str]:
     """Removes the labs left by dnscost processes that no longer run. Returns their namespaces."""
     removed = []
-    names = [line.split()[0] for line in _ip("netns", "list", check=False).splitlines() if line.split()]
-    for name in names:
-        m = _NAME.match(name)
-        if m and not _pid_alive(int(m.group(1))):
-            _ip("netns", "del", name, check=False)
-            shutil.rmtree(ETC_NETNS / name, ignore_errors=True)
-            removed.append(name)
+    for m in orphans(_NAME):
+        _ip("netns", "del", m.group(0), check=False)
+        shutil.rmtree(ETC_NETNS / m.group(0), ignore_errors=True)
+        removed.append(m.group(0))
     if ETC_NETNS.is_dir():
         for d in ETC_NETNS.iterdir():
-            m = _NAME.match(d.name)
-            if m and not _pid_alive(int(m.group(1))):
+            own = _NAME.match(d.name)
+            if own and not _pid_alive(int(own.group(1))):
                 shutil.rmtree(d, ignore_errors=True)
     return removed
 
