@@ -186,6 +186,20 @@ fn lifecycle(transport: &str) {
     assert!(conns.iter().filter(|c| c["closed_by"] == "server").count() >= conns.len() - 1);
     let by_server = &run.summary()["total"]["connections"]["closed_by_server"];
     assert!(by_server.as_object().is_some_and(|m| !m.is_empty()), "{}", run.summary());
+    // A query the server's close refused before it left still counts as sent, once.
+    assert_eq!(run.total("queries.sent"), run.total("queries.offered"), "{}", run.summary());
+
+    // The same in a closed loop: the query sent just after the limit is refused (doh3:
+    // H3_REQUEST_REJECTED below GOAWAY) and goes again at once on a new connection; waiting
+    // for the server's own close (a second for doh3) would leave a handful of connections.
+    let (run, conns) = scenario(
+        transport,
+        "max-queries-closed-loop",
+        &["--max-queries-per-connection", "5"],
+        &["--connections", "1", "--in-flight", "1", "--rate", "max", "--duration", "1s"],
+    );
+    assert!(conns.len() >= 30, "{} connections: {}", conns.len(), run.summary());
+    assert!(conns.iter().all(|c| c["queries"].as_u64().unwrap() <= 5), "{conns:?}");
 
     // The same with 8 queries pipelined (8 concurrent streams): what the server did not process
     // before closing (tcp/dot: outstanding at its FIN or close_notify; doh: above its GOAWAY's

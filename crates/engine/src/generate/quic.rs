@@ -42,6 +42,8 @@ type Answer = Pin<Box<dyn Future<Output = Option<(u16, Result<Vec<u8>, StreamFai
 pub enum StreamFailure {
     /// The server reset the stream with this code.
     Reset(u64),
+    /// The DoH/3 server rejected the request unprocessed (H3_REQUEST_REJECTED): it may go again.
+    Rejected,
     /// The DoH/3 server answered with this HTTP status.
     Status(u16),
     /// The answer was not one framed message.
@@ -200,21 +202,25 @@ async fn exchange(
 }
 
 /// One DoH/3 query: the request's body (POST: the query, ID 0; GET: none), then the response,
-/// read whole.
+/// read whole. `None`: the connection ended (reading the carrier says how).
 async fn exchange_h3(
     id: u16,
     mut stream: H3Stream,
     body: Option<Vec<u8>>,
 ) -> Option<(u16, Result<Vec<u8>, StreamFailure>)> {
     use bytes::BufMut as _;
-    if let Some(query) = body {
-        stream.send_data(bytes::Bytes::from(query)).await.ok()?;
+    let sent = async {
+        if let Some(query) = body {
+            stream.send_data(bytes::Bytes::from(query)).await?;
+        }
+        stream.finish().await
+    };
+    if let Err(e) = sent.await {
+        return terminated(&e).map(|f| (id, Err(f)));
     }
-    stream.finish().await.ok()?;
     let response = match stream.recv_response().await {
         Ok(r) => r,
-        Err(e) if e.is_h3_no_error() => return None,
-        Err(_) => return Some((id, Err(StreamFailure::Reset(0)))),
+        Err(e) => return h3_failure(&e).map(|f| (id, Err(f))),
     };
     if response.status() != http::StatusCode::OK {
         return Some((id, Err(StreamFailure::Status(response.status().as_u16()))));
@@ -226,7 +232,7 @@ async fn exchange_h3(
                 answer.put(&mut chunk);
             }
             Ok(None) => break,
-            Err(_) => return Some((id, Err(StreamFailure::Reset(0)))),
+            Err(e) => return h3_failure(&e).map(|f| (id, Err(f))),
         }
     }
     let Ok(len) = u16::try_from(answer.len() - 2) else {
@@ -237,6 +243,28 @@ async fn exchange_h3(
     }
     answer[..2].copy_from_slice(&len.to_be_bytes());
     Some((id, Ok(answer)))
+}
+
+/// What a DoH/3 request's stream error says of its query: rejected unprocessed, reset, or
+/// (`None`) lost with the connection (or the server's GOAWAY).
+fn h3_failure(e: &h3::error::StreamError) -> Option<StreamFailure> {
+    match terminated(e) {
+        Some(f) => Some(f),
+        None if e.is_h3_no_error() => None,
+        None => Some(StreamFailure::Reset(0)),
+    }
+}
+
+/// The server's reset of the stream (or its refusal to read it), if that was the error.
+fn terminated(e: &h3::error::StreamError) -> Option<StreamFailure> {
+    use h3::error::{Code, StreamError};
+    match e {
+        StreamError::RemoteTerminate { code, .. } if *code == Code::H3_REQUEST_REJECTED => {
+            Some(StreamFailure::Rejected)
+        }
+        StreamError::RemoteTerminate { code, .. } => Some(StreamFailure::Reset(code.value())),
+        _ => None,
+    }
 }
 
 /// The DoH request for `query` (ID 0, RFC 8484 §4.1): a POST to the target's URI, or a GET with

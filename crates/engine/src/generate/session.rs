@@ -89,10 +89,10 @@ pub trait Session {
     /// What the client says before a graceful close (HTTP/2: GOAWAY).
     fn goodbye(&mut self, out: &mut Vec<u8>);
     /// The query with DNS ID `id` will get no answer (the network refused its datagram, or the
-    /// server reset its QUIC stream): forgets it and returns whether it was outstanding. Only
-    /// sessions over datagram and QUIC carriers have such queries.
-    fn forget(&mut self, _id: u16) -> bool {
-        false
+    /// server reset or rejected its QUIC stream): forgets it and returns it if it was
+    /// outstanding. Only sessions over datagram and QUIC carriers have such queries.
+    fn forget(&mut self, _id: u16) -> Option<super::window::Outstanding> {
+        None
     }
 }
 

@@ -311,9 +311,17 @@ pub async fn drive<S: Session>(
                 Written::Done => {
                     out.clear();
                     ctx.counters.borrow_mut().sent += std::mem::take(&mut fresh);
-                    settle_refusals(ctx, carrier, session);
+                    settle_refusals(ctx, carrier, session, sched);
                 }
-                Written::Failed(e) => return session.ended(&mut step!(ctx.now()), Some(&e)),
+                Written::Failed(e) => {
+                    let end = session.ended(&mut step!(ctx.now()), Some(&e));
+                    // Ended in order (a QUIC GOAWAY refused the write): the queries go again,
+                    // where they count as sent no more, so their first send counts now.
+                    if end.error.is_none() {
+                        ctx.counters.borrow_mut().sent += fresh;
+                    }
+                    return end;
+                }
                 Written::TimedOut => {
                     let now = ctx.now();
                     let expired = now.checked_sub(timeout).map_or(0, |d| session.expire(&mut step!(now), d));
@@ -348,11 +356,11 @@ pub async fn drive<S: Session>(
                 Ok(0) => return session.ended(&mut step!(ctx.now()), None),
                 // Streams that ended without answers (QUIC).
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {
-                    settle_refusals(ctx, carrier, session);
+                    settle_refusals(ctx, carrier, session, sched);
                     conn.policy.on_resolved(ctx.now());
                 }
                 Ok(n) => {
-                    settle_refusals(ctx, carrier, session);
+                    settle_refusals(ctx, carrier, session, sched);
                     if let Some(end) = session.receive(&mut step!(ctx.now()), n) {
                         // What the session says to the server (HTTP/2: GOAWAY), if it goes soon.
                         let _ = write_bounded(ctx, carrier, out, &mut stop, ctx.now() + 1_000_000_000).await;
@@ -372,8 +380,9 @@ pub async fn drive<S: Session>(
 /// (as the kernel reports it, once per refusal); a query whose send was refused never left, so
 /// it is failed `refused` rather than sent. On a QUIC carrier, the queries whose streams the
 /// server reset (`stream_reset`) or answered with something else than one message
-/// (`malformed`).
-fn settle_refusals<S: Session>(ctx: &Ctx, carrier: &mut Carrier, session: &mut S) {
+/// (`malformed`); a request the server rejected unprocessed (H3_REQUEST_REJECTED, RFC 9114
+/// §4.1.1) goes again on the slot's next connection, as a refused HTTP/2 stream does.
+fn settle_refusals<S: Session>(ctx: &Ctx, carrier: &mut Carrier, session: &mut S, sched: &mut Schedule) {
     let d = match carrier {
         Carrier::Udp(d) => d,
         Carrier::Quic(q) => {
@@ -383,17 +392,20 @@ fn settle_refusals<S: Session>(ctx: &Ctx, carrier: &mut Carrier, session: &mut S
             }
             let mut c = ctx.counters.borrow_mut();
             for (id, failure) in failed {
-                if session.forget(id) {
-                    let kind = match failure {
-                        super::quic::StreamFailure::Reset(_) => ErrorKind::StreamReset,
-                        super::quic::StreamFailure::Malformed => ErrorKind::Malformed,
-                        super::quic::StreamFailure::Status(_) => ErrorKind::HttpStatus,
-                    };
-                    c.fail(kind, 1);
-                    ctx.sub_in_flight(1);
-                    if let super::quic::StreamFailure::Reset(code) = failure {
-                        ctx.plan.note_error(kind, &format!("stream reset by the server, code {code}"));
+                let Some(o) = session.forget(id) else { continue };
+                ctx.sub_in_flight(1);
+                let kind = match failure {
+                    super::quic::StreamFailure::Rejected => {
+                        sched.retry([o]);
+                        continue;
                     }
+                    super::quic::StreamFailure::Reset(_) => ErrorKind::StreamReset,
+                    super::quic::StreamFailure::Malformed => ErrorKind::Malformed,
+                    super::quic::StreamFailure::Status(_) => ErrorKind::HttpStatus,
+                };
+                c.fail(kind, 1);
+                if let super::quic::StreamFailure::Reset(code) = failure {
+                    ctx.plan.note_error(kind, &format!("stream reset by the server, code {code}"));
                 }
             }
             return;
@@ -409,7 +421,7 @@ fn settle_refusals<S: Session>(ctx: &Ctx, carrier: &mut Carrier, session: &mut S
         c.conn_fail(ErrorKind::Refused);
     }
     for id in sends {
-        if session.forget(id) {
+        if session.forget(id).is_some() {
             c.sent -= 1;
             c.fail(ErrorKind::Refused, 1);
             ctx.sub_in_flight(1);

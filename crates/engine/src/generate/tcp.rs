@@ -117,8 +117,8 @@ impl Session for DnsStream<'_> {
 
     fn goodbye(&mut self, _: &mut Vec<u8>) {}
 
-    fn forget(&mut self, id: u16) -> bool {
-        self.window.remove(id).is_some()
+    fn forget(&mut self, id: u16) -> Option<super::window::Outstanding> {
+        self.window.remove(id)
     }
 }
 

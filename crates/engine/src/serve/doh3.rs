@@ -1,14 +1,17 @@
 //! DoH over HTTP/3 (RFC 8484, RFC 9114): POST with an `application/dns-message` body or GET
 //! with `?dns=<base64url>`, one request per stream, on h3 over quinn. The QUIC connection is
 //! accepted as for doq (`doq.rs`: 0-RTT taken, handshake kind from its messages, the idle policy
-//! QUIC's own); the query limit and the age send GOAWAY, then close with H3_NO_ERROR once the
-//! answers already asked for are sent (at most a second).
+//! QUIC's own). The query limit (once its answers are sent) and the age send GOAWAY; requests
+//! above it are reset with H3_REQUEST_REJECTED (unprocessed, RFC 9114 §4.1.1: the client sends
+//! them again elsewhere), the answers still owed are sent, and the server closes with
+//! H3_NO_ERROR if the client has not closed within a second.
 
 use super::conn::{Conn, Ending, Timer, LINGER};
 use super::{Origin, Shared};
 use bytes::{Buf, BufMut, Bytes};
 use dnscost_stats::Close;
 use futures_util::stream::{FuturesUnordered, StreamExt as _};
+use futures_util::FutureExt as _;
 use http::{header, Method, Response, StatusCode};
 use std::sync::Arc;
 use tokio::sync::oneshot;
@@ -123,49 +126,62 @@ pub async fn serve(
         Err(e) => return (conn, super::doq::client_ending(&connection, Some(e.to_string()), &shared)),
     };
     let mut streams = FuturesUnordered::new();
+    // Once the query limit (with its answers sent) or the age is reached: why, and until when
+    // the server waits for the client to close. GOAWAY is sent then; h3 rejects the requests
+    // above it with H3_REQUEST_REJECTED, unprocessed, so that the client sends them again on
+    // another connection (RFC 9114 §4.1.1); the answers still owed go.
+    let mut closing: Option<(Close, Instant)> = None;
+    let mut accepting = true;
     let ending = loop {
+        let at_limit = closing.is_none() && max_queries > 0 && conn.queries >= max_queries;
         tokio::select! {
             biased;
             _ = &mut stop => break Ending::Server(Close::End),
-            why = timer.expired() => break Ending::Server(why),
+            why = timer.expired(), if closing.is_none() => {
+                let _ = h3.shutdown(0).await;
+                closing = Some((why, Instant::now() + LINGER));
+            }
             _ = &mut handshake_done, if conn.established_us.is_none() => {
                 conn.established_us = Some(shared.now_us());
             }
             Some(answered) = streams.next() => {
                 conn.answers += u64::from(answered);
             }
-            r = h3.accept(), if max_queries == 0 || conn.queries < max_queries => match r {
+            _ = std::future::ready(()), if at_limit && streams.is_empty() => {
+                let _ = h3.shutdown(0).await;
+                closing = Some((Close::MaxQueries, Instant::now() + LINGER));
+            }
+            r = h3.accept(), if accepting && !at_limit => match r {
                 Ok(Some(resolver)) => {
                     conn.queries += 1;
                     timer.touch(Instant::now());
                     streams.push(answer(resolver, shared.clone(), conn.origin(), path.clone()));
                 }
+                // After our GOAWAY: h3 rejected a request and has none under way. Had the
+                // client said GOAWAY too, accepting would say so again at once: it opens no
+                // more requests, so stop asking.
+                Ok(None) if closing.is_some() => match h3.accept().now_or_never() {
+                    Some(Ok(Some(resolver))) => {
+                        conn.queries += 1;
+                        streams.push(answer(resolver, shared.clone(), conn.origin(), path.clone()));
+                    }
+                    Some(_) => accepting = false,
+                    None => {}
+                },
                 // The client said GOAWAY and its requests are done.
                 Ok(None) => break Ending::Client(Close::Goaway, None),
+                Err(_) if closing.is_some() => accepting = false,
                 Err(e) => break super::doq::client_ending(&connection, Some(e.to_string()), &shared),
             },
-            // The query limit: no more requests are taken; GOAWAY once the answers are out.
-            _ = std::future::ready(()), if max_queries > 0 && conn.queries >= max_queries && streams.is_empty() => {
-                break Ending::Server(Close::MaxQueries);
+            // The client closes once its answers are in; the server does after a second.
+            _ = connection.closed(), if closing.is_some() => break Ending::Server(closing.map_or(Close::End, |c| c.0)),
+            _ = tokio::time::sleep_until(closing.map_or_else(Instant::now, |c| c.1)), if closing.is_some() => {
+                break Ending::Server(closing.map_or(Close::End, |c| c.0));
             }
         }
     };
-    match ending {
-        Ending::Server(Close::End) => connection.close(H3_NO_ERROR, b""),
-        Ending::Server(Close::MaxQueries | Close::MaxAge) => {
-            // GOAWAY and the answers still owed; then the client closes (it opens no request
-            // after GOAWAY), or the server does after a second.
-            let _ = tokio::time::timeout(LINGER, async {
-                let _ = h3.shutdown(0).await;
-                while let Some(answered) = streams.next().await {
-                    conn.answers += u64::from(answered);
-                }
-                connection.closed().await
-            })
-            .await;
-            connection.close(H3_NO_ERROR, b"");
-        }
-        _ => {}
+    if let Ending::Server(_) = ending {
+        connection.close(H3_NO_ERROR, b"");
     }
     (conn, ending)
 }

@@ -86,15 +86,13 @@ pub struct ServeArgs {
     /// packet capture of any client can be decrypted.
     #[arg(long, value_name = "FILE")]
     pub keylog: Option<PathBuf>,
-    /// The answer to names outside the synthetic set and the zone: `refused` (an
-    /// authoritative server's) or `nxdomain` (a resolver's, so that clients do not retry).
-    #[arg(long, value_name = "RCODE", default_value = "refused", value_parser = ["refused", "nxdomain"])]
-    pub outside: String,
-    /// What keeps a tcp/dot/doh connection from the --idle-timeout: `queries`, or `bytes` (any
-    /// octet the client sends: an HTTP/2 PING does, a TCP keepalive does not). doq and doh3
-    /// use QUIC's idle timeout, which any packet resets.
-    #[arg(long, value_name = "WHAT", default_value = "queries", value_parser = ["queries", "bytes"])]
-    pub idle_activity: String,
+    /// The answer to names outside the synthetic set and the zone.
+    #[arg(long, value_name = "RCODE", value_enum, default_value_t = Outside::Refused)]
+    pub outside: Outside,
+    /// What keeps a tcp/dot/doh connection from the --idle-timeout (doq and doh3 use QUIC's
+    /// idle timeout, which any packet resets).
+    #[arg(long, value_name = "WHAT", value_enum, default_value_t = IdleActivity::Queries)]
+    pub idle_activity: IdleActivity,
     /// Runtime worker threads (UDP: one socket per thread).
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub threads: u16,
@@ -104,6 +102,24 @@ pub struct ServeArgs {
 }
 
 /// A list of CPU numbers.
+/// The answer to names outside the synthetic set and the zone.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outside {
+    /// REFUSED, an authoritative server's answer.
+    Refused,
+    /// NXDOMAIN, a resolver's, so that clients do not retry.
+    Nxdomain,
+}
+
+/// What keeps a connection from the idle timeout.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IdleActivity {
+    /// Queries only.
+    Queries,
+    /// Any octet the client sends: an HTTP/2 PING does, a TCP keepalive does not.
+    Bytes,
+}
+
 #[derive(Debug, Clone)]
 pub struct Cpus(Vec<u32>);
 
@@ -236,7 +252,7 @@ pub fn main(args: ServeArgs) -> Result<ExitCode, EngineError> {
             max_queries: args.max_queries_per_connection,
             idle: args.idle_timeout.filter(|d| !d.is_zero()),
             max_age: args.max_connection_age.filter(|d| !d.is_zero()),
-            idle_on_bytes: args.idle_activity == "bytes",
+            idle_on_bytes: args.idle_activity == IdleActivity::Bytes,
         },
         registry: Registry::default(),
         log: log.as_ref().map(RecordLog::sender),
@@ -263,7 +279,10 @@ fn responder(args: &ServeArgs) -> Result<Responder, EngineError> {
         }
         None => None,
     };
-    let outside = if args.outside == "nxdomain" { zone::NXDOMAIN } else { zone::REFUSED };
+    let outside = match args.outside {
+        Outside::Refused => zone::REFUSED,
+        Outside::Nxdomain => zone::NXDOMAIN,
+    };
     Ok(Responder { synthetic, zone, outside })
 }
 
