@@ -147,6 +147,18 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("run_dir", type=Path)
     rep.add_argument("--check", action="store_true", help="open the report in headless Chromium and check it")
 
+    ob = sub.add_parser("observe", help="watch how a real client uses DNS connections, in a lab of namespaces")
+    ob.add_argument("--client", required=True, help="dnss, unbound-dot, knot-dot, or external (with --command)")
+    ob.add_argument("--delay", default="50ms,1s,60s", help="times between resolutions (default 50ms,1s,60s)")
+    ob.add_argument("--policy", default="google,cloudflare,quad9", help="the resolver's policies (default: three)")
+    ob.add_argument("--duration", type=parse_duration_ms, help="per observation (default 30m; --quick: 2m)")
+    ob.add_argument("--quick", action="store_true", help="two minutes per observation")
+    ob.add_argument(
+        "--command", dest="external_command", help="--client external: the stub to run (listens on 127.0.0.1:53)"
+    )
+    ob.add_argument("--policies", type=Path, help="a TOML file of more policies (see observe/policies.toml)")
+    ob.add_argument("--output", type=Path, help="directory (default results/observe/<run-id>)")
+
     cmp = sub.add_parser("compare", help="differences between two runs, with their uncertainty")
     cmp.add_argument("run_a", type=Path)
     cmp.add_argument("run_b", type=Path)
@@ -165,6 +177,40 @@ def _run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--network", choices=NETWORKS, help=f"where the target sits (default: the spec's, else {DEFAULT_NETWORK})"
     )
+
+
+def cmd_observe(a: argparse.Namespace) -> int:
+    from dnscost.observe.observation import Plan, load_policies, observe
+    from dnscost.results import new_run_id
+
+    try:
+        delays = [parse_duration_ms(d) / 1000 for d in a.delay.split(",") if d.strip()]
+    except argparse.ArgumentTypeError as e:
+        raise UsageError(f"observe: --delay: {e}") from None
+    if not delays or min(delays) <= 0:
+        raise UsageError("observe: --delay needs positive durations")
+    policies = load_policies(a.policies)
+    chosen = [p.strip() for p in a.policy.split(",") if p.strip()]
+    unknown = [p for p in chosen if p not in policies]
+    if unknown:
+        raise UsageError(f"observe: unknown policy {unknown[0]!r} (known: {', '.join(policies)})")
+    duration_s = (a.duration / 1000) if a.duration else (120.0 if a.quick else 1800.0)
+    out = a.output or Path("results", "observe", new_run_id()).resolve()
+    for delay in delays:
+        for policy in chosen:
+            cell = out / a.client / f"{delay:g}s-{policy}"
+            print(f"observe: {a.client}, one query every {delay:g} s, {policy}, {duration_s:g} s -> {cell}", flush=True)
+            plan = Plan(a.client, delay, policy, duration_s, cell, a.external_command)
+            s = observe(plan, policies)["summary"]
+            closes = ", ".join(f"{k} {v}" for k, v in sorted(s["closes"].items()))
+            print(
+                f"  {s['connections']} connections ({s['idle_connections']} without queries), "
+                f"{s['lab_queries']} lab queries + {s['background_queries']} background, "
+                f"{s['resolutions']} resolutions ({s['resolutions_failed']} failed); closed: {closes}",
+                flush=True,
+            )
+    print(f"observe: results in {out}")
+    return 0
 
 
 def cmd_doctor() -> int:
@@ -704,7 +750,7 @@ def _interrupt(*_: object) -> None:
     raise KeyboardInterrupt
 
 
-PATH_ARGS = ("output", "spec", "resume", "engine_config", "dir", "run_dir", "run_a", "run_b")
+PATH_ARGS = ("output", "spec", "resume", "engine_config", "dir", "run_dir", "run_a", "run_b", "policies")
 """Every path a user gives: made absolute once, here, so that no later step (a resolver
 started in its own working directory, say) depends on where dnscost was started."""
 
@@ -732,6 +778,8 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_run(args)
         if args.command == "report":
             return cmd_report(args)
+        if args.command == "observe":
+            return cmd_observe(args)
         return cmd_compare(args)
     except DnscostError as e:
         print(f"dnscost: {e}", file=sys.stderr)

@@ -88,11 +88,12 @@ class Responder:
         extra: Sequence[str] = (),
         name: str = "responder",
         cgroup_procs: Sequence[Path] = (),
+        exec_prefix: Sequence[str] = (),
     ) -> None:
         workdir.mkdir(parents=True, exist_ok=True)
         self.ca = workdir / f"{name}-ca.pem"
         self._listen_file = workdir / f"{name}.listening"
-        argv = [str(engine_path()), "serve", "--synthetic", str(synthetic), "--tld", tld]
+        argv = [*exec_prefix, str(engine_path()), "serve", "--synthetic", str(synthetic), "--tld", tld]
         for url in listen:
             argv += ["--listen", url]
         if any(u.startswith(("dot:", "doh:")) for u in listen) and "--cert" not in extra:
@@ -107,14 +108,22 @@ class Responder:
         expected = len(listen)
         self.child.wait_for(lambda: len(self._listening()) >= expected, 10, "while binding its listeners")
         self.endpoints = {e.transport: e for e in self._listening()}
+        self.start_unix_us: int | None = next(
+            (r.get("start_unix_us") for r in self._records() if r.get("type") == "listening"), None
+        )
 
-    def _listening(self) -> list[Endpoint]:
+    def _records(self) -> list[dict[str, Any]]:
         out = []
         for line in self._listen_file.read_text().splitlines():
             try:
-                r = json.loads(line)
+                out.append(json.loads(line))
             except json.JSONDecodeError:
                 continue
+        return out
+
+    def _listening(self) -> list[Endpoint]:
+        out = []
+        for r in self._records():
             if r.get("type") == "listening":
                 host, _, port = r["address"].rpartition(":")
                 out.append(Endpoint(r["transport"], host.strip("[]"), int(port), r.get("path")))

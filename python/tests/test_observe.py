@@ -6,14 +6,24 @@ also when the process that made it was killed."""
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
+import pytest
+from conftest import need
+from dnscost.cli import main
 from dnscost.engine import engine_path
+from dnscost.errors import UsageError
 from dnscost.network import _ip
+from dnscost.observe.analysis import connections, is_lab_name, read_jsonl, summarise
 from dnscost.observe.lab import ETC_NETNS, Lab, remove_leftovers
+from dnscost.observe.observation import load_policies, policy_flags
+from dnscost.observe.resolve import lab_name
 
 
 def _namespaces() -> set[str]:
@@ -71,3 +81,105 @@ def test_leftovers_of_a_killed_process_are_removed(root: None) -> None:
     (ETC_NETNS / name / "resolv.conf").write_text("nameserver 198.18.0.1\n")
     assert name in remove_leftovers()
     assert name not in _namespaces() and not (ETC_NETNS / name).exists()
+
+
+def _observed(out: Path, client: str, delay: str, policy: str, duration: str, policies: Path) -> dict[str, Any]:
+    code = main(["observe", "--client", client, "--delay", delay, "--policy", policy, "--duration", duration,
+                 "--policies", str(policies), "--output", str(out)])  # fmt: skip
+    assert code == 0
+    cell = next((out / client).iterdir())
+    return {
+        "observation": json.loads((cell / "observation.json").read_text()),
+        "connections": read_jsonl(cell / "connections.jsonl"),
+        "queries": read_jsonl(cell / "queries.jsonl"),
+        "resolutions": read_jsonl(cell / "resolutions.jsonl"),
+    }
+
+
+def _lab_gone() -> None:
+    mine = f"dnscost-lab-{os.getpid()}-"
+    assert not [n for n in _namespaces() if n.startswith(mine)]
+    assert not [d for d in ETC_NETNS.glob(f"{mine}*")] if ETC_NETNS.is_dir() else True
+
+
+def test_dnss_meets_a_resolver_that_closes_idle_connections(root: None, tmp_path: Path) -> None:
+    """dnss (a DoH stub) resolves a lab name every 4 s; the resolver closes connections idle
+    for 2 s, so every query comes on a new connection, which the server closes (its log says
+    so; dnss's own idle close is 30 s). The lab is gone afterwards."""
+    need(shutil.which("dnss") is not None, "dnss is not installed (scripts/setup installs it)")
+    policies = tmp_path / "policies.toml"
+    policies.write_text('[short-idle]\nidle_timeout = "2s"\n')
+    got = _observed(tmp_path / "o", "dnss", "4s", "short-idle", "14s", policies)
+    lab = [q for q in got["queries"] if is_lab_name(q["qname"])]
+    assert len(lab) == 4 == len(got["resolutions"]), got["queries"]
+    assert all(r["ok"] for r in got["resolutions"]), got["resolutions"]
+    used = [c for c in got["connections"] if c["queries"] > 0]
+    assert len(used) == 4, used
+    # The first three were idle for 2 s before the next query was due: the server closed them.
+    early = sorted(used, key=lambda c: c["opened_us"])[:3]
+    assert all(c["closed_by"] == "server" and c["close"] == "idle" for c in early), early
+    assert all(c["transport"] == "doh" and c["queries"] == 1 for c in used), used
+    s = got["observation"]["summary"]
+    assert s["connections"] == 4 and s["lab_queries"] == 4 and s["closes"]["server idle"] >= 3, s
+    assert got["observation"]["client_version"], got["observation"]
+    _lab_gone()
+
+
+def test_unbound_forwarding_over_dot_meets_a_query_limit(root: None, tmp_path: Path) -> None:
+    """unbound as a DoT forwarder, one query every 200 ms for 3 s, against a resolver that
+    closes a connection after its 4th answer: the server's log shows connections of at most
+    4 queries, closed by the server for that reason, and every resolution succeeded."""
+    policies = tmp_path / "policies.toml"
+    policies.write_text("[few]\nmax_queries_per_connection = 4\n")
+    got = _observed(tmp_path / "o", "unbound-dot", "200ms", "few", "3s", policies)
+    assert len(got["resolutions"]) == 15 and all(r["ok"] for r in got["resolutions"]), got["resolutions"]
+    used = [c for c in got["connections"] if c["queries"] > 0]
+    assert all(c["transport"] == "dot" and c["queries"] <= 4 for c in used), used
+    assert len(used) >= 4, used
+    full = [c for c in used if c["queries"] == 4]
+    assert len(full) >= 3 and all(c["closed_by"] == "server" and c["close"] == "max_queries" for c in full), used
+    _lab_gone()
+
+
+def test_analysis_matches_queries_to_their_connections_and_counts_background_apart() -> None:
+    conns = [
+        {"type": "connection", "role": "server", "transport": "doh", "id": 0, "opened_us": 1_000_000,
+         "closed_us": 3_000_000, "queries": 3, "closed_by": "server", "close": "idle"},
+        {"type": "connection", "role": "server", "transport": "doh", "id": 1, "opened_us": 1_000_000,
+         "closed_us": 1_050_000, "queries": 0, "closed_by": "client", "close": "fin"},
+        {"type": "connection", "role": "server", "transport": "dot", "id": 0, "opened_us": 4_000_000,
+         "closed_us": 9_000_000, "queries": 1, "closed_by": "client", "close": "close_notify"},
+    ]  # fmt: skip
+    queries = [
+        {"type": "query", "t_us": 1_100_000, "transport": "doh", "connection": 0, "qname": "q00001.test."},
+        {"type": "query", "t_us": 1_200_000, "transport": "doh", "connection": 0, "qname": "accounts.google.com."},
+        {"type": "query", "t_us": 2_000_000, "transport": "doh", "connection": 0, "qname": "Q00002.TEST."},
+        {"type": "query", "t_us": 5_000_000, "transport": "dot", "connection": 0, "qname": "q00003.test."},
+        {"type": "query", "t_us": 5_500_000, "transport": "udp", "connection": None, "qname": "q00004.test."},
+    ]  # fmt: skip
+    got = connections(conns, queries, origin_us=1_000_000)
+    assert [(c.transport, c.id, c.lab_queries, c.background_queries) for c in got] == [
+        ("doh", 0, 2, 1), ("doh", 1, 0, 0), ("dot", 0, 1, 0)
+    ]  # fmt: skip
+    assert got[0].query_times_s == (0.1, 1.0) and got[0].duration_s == 2.0 and got[2].opened_s == 3.0
+    s = summarise(got, [{"ok": True, "ms": 1.0}, {"ok": True, "ms": 3.0}, {"ok": False, "ms": 5000.0}])
+    assert (s.connections, s.idle_connections, s.lab_queries, s.background_queries) == (2, 1, 3, 1)
+    assert s.closes == {"server idle": 1, "client fin": 1, "client close_notify": 1}
+    assert s.duration_s == {"min": 2.0, "median": 3.5, "max": 5.0}
+    assert (s.resolutions, s.resolutions_failed, s.resolution_ms["median"]) == (3, 1, 2.0)
+    assert lab_name(7, 100_000) == "q00007.test" and lab_name(100_007, 100_000) == "q00007.test"
+    assert is_lab_name(lab_name(5, 1000) + ".") and not is_lab_name("www.gstatic.com.")
+
+
+def test_policies_become_serve_flags_and_a_bad_policy_file_is_one_line(tmp_path: Path) -> None:
+    shipped = load_policies()
+    assert {"google", "cloudflare", "quad9", "none"} <= set(shipped)
+    assert policy_flags(shipped["cloudflare"]) == ["--max-queries-per-connection", "10000"]
+    assert policy_flags(shipped["quad9"]) == ["--idle-timeout", "20s"]
+    assert policy_flags(shipped["google"]) == []
+    bad = tmp_path / "p.toml"
+    bad.write_text("[mine]\nidle = 3\n")
+    with pytest.raises(UsageError, match="unknown keys"):
+        load_policies(bad)
+    assert main(["observe", "--client", "dnss", "--policy", "nope", "--output", str(tmp_path / "x")]) == 2
+    assert main(["observe", "--client", "nope", "--policy", "none", "--output", str(tmp_path / "x")]) == 2

@@ -345,6 +345,8 @@ struct Listening<'a> {
     address: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     path: Option<&'a str>,
+    /// The wall-clock time of the logs' zero (`t_us`, `opened_us`), in µs since the Unix epoch.
+    start_unix_us: u64,
 }
 
 enum Bound {
@@ -396,6 +398,8 @@ async fn run(
     let mut sigint = signal(SignalKind::interrupt())?;
     let mut sigterm = signal(SignalKind::terminate())?;
 
+    let since_epoch = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    let start_unix_us = (since_epoch.saturating_sub(shared.start.elapsed())).as_micros() as u64;
     let mut lines = String::new();
     for (url, (addr, _)) in listen.iter().zip(&bound) {
         let line = Listening {
@@ -403,6 +407,7 @@ async fn run(
             transport: url.transport.as_str(),
             address: addr.to_string(),
             path: url.transport.is_doh().then_some(url.path.as_str()),
+            start_unix_us,
         };
         lines.push_str(&serde_json::to_string(&line).expect("serialisable"));
         lines.push('\n');

@@ -1,0 +1,141 @@
+"""What an observation shows, computed from its raw records only (the responder's connection
+and query logs, the resolution loop's lines): per connection its open and close times,
+duration, the lab's queries and the background ones it carried, who closed it and how; and
+the observation's summary. No I/O besides reading the files given.
+
+Lab queries are the names the driver asked for (``q<digits>.<tld>``); every other name
+(a browser's or a resolver's own traffic) is background, counted apart."""
+
+from __future__ import annotations
+
+import json
+import re
+import statistics
+from collections import Counter
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = ["Connection", "Summary", "connections", "is_lab_name", "read_jsonl", "summarise"]
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_text().splitlines():
+        line = line.strip()
+        if line:
+            out.append(json.loads(line))
+    return out
+
+
+def is_lab_name(name: str, tld: str = "test") -> bool:
+    return re.fullmatch(rf"q\d+\.{re.escape(tld)}\.?", name.lower()) is not None
+
+
+@dataclass(frozen=True)
+class Connection:
+    """One connection as the server saw it; times in seconds from the observation's start."""
+
+    id: int
+    transport: str
+    opened_s: float
+    closed_s: float
+    lab_queries: int
+    background_queries: int
+    closed_by: str
+    close: str
+    query_times_s: tuple[float, ...]
+    """When each lab query arrived."""
+
+    @property
+    def duration_s(self) -> float:
+        return self.closed_s - self.opened_s
+
+
+def connections(
+    conn_records: list[dict[str, Any]],
+    query_records: list[dict[str, Any]],
+    origin_us: int = 0,
+    tld: str = "test",
+) -> list[Connection]:
+    """The server's connections, with their queries (matched by transport and connection id);
+    times relative to ``origin_us`` (on the server's clock)."""
+    lab: dict[tuple[str, int], list[float]] = {}
+    background: Counter[tuple[str, int]] = Counter()
+    for q in query_records:
+        if q.get("type") != "query" or q.get("connection") is None:
+            continue
+        key = (q["transport"], int(q["connection"]))
+        if is_lab_name(q.get("qname") or "", tld):
+            lab.setdefault(key, []).append((q["t_us"] - origin_us) / 1e6)
+        else:
+            background[key] += 1
+    out = []
+    for c in conn_records:
+        if c.get("type") != "connection" or c.get("role") != "server":
+            continue
+        key = (c["transport"], int(c["id"]))
+        times = tuple(sorted(lab.get(key, [])))
+        out.append(
+            Connection(
+                id=int(c["id"]),
+                transport=c["transport"],
+                opened_s=(c["opened_us"] - origin_us) / 1e6,
+                closed_s=(c["closed_us"] - origin_us) / 1e6,
+                lab_queries=len(times),
+                background_queries=background[key],
+                closed_by=c.get("closed_by") or "unknown",
+                close=c.get("close") or "unknown",
+                query_times_s=times,
+            )
+        )
+    out.sort(key=lambda c: (c.opened_s, c.id))
+    return out
+
+
+@dataclass(frozen=True)
+class Summary:
+    connections: int
+    """Connections that carried at least one query (lab or background)."""
+    idle_connections: int
+    """Connections that carried no query at all (a browser's redundant opens)."""
+    duration_s: dict[str, float]
+    """min, median, max of the connections that carried queries."""
+    lab_queries_per_connection: dict[str, float]
+    lab_queries: int
+    background_queries: int
+    closes: dict[str, int]
+    """``<side> <how>`` → connections (e.g. ``server idle``, ``client close_notify``)."""
+    resolutions: int
+    resolutions_failed: int
+    resolution_ms: dict[str, float]
+    """median and 99th percentile of the driver's resolution times."""
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _spread(values: list[float]) -> dict[str, float]:
+    if not values:
+        return {}
+    return {"min": min(values), "median": statistics.median(values), "max": max(values)}
+
+
+def summarise(conns: list[Connection], resolutions: list[dict[str, Any]]) -> Summary:
+    used = [c for c in conns if c.lab_queries or c.background_queries]
+    times = sorted(r["ms"] for r in resolutions if r.get("ok"))
+    p99 = times[min(len(times) - 1, int(0.99 * len(times)))] if times else float("nan")
+    return Summary(
+        connections=len(used),
+        idle_connections=len(conns) - len(used),
+        duration_s=_spread([c.duration_s for c in used]),
+        lab_queries_per_connection=_spread([float(c.lab_queries) for c in used]),
+        lab_queries=sum(c.lab_queries for c in conns),
+        background_queries=sum(c.background_queries for c in conns),
+        closes=dict(Counter(f"{c.closed_by} {c.close}" for c in conns)),
+        resolutions=len(resolutions),
+        resolutions_failed=sum(1 for r in resolutions if not r.get("ok")),
+        resolution_ms={"median": statistics.median(times), "p99": p99} if times else {},
+    )

@@ -1,0 +1,203 @@
+"""One observation: a lab, the responder as a public resolver playing a policy, one client
+driven at one inter-query delay for a set duration; then everything the lab made removed.
+
+Files in the observation's directory (every number in ``observation.json`` is recomputed
+from the three logs by :func:`dnscost.observe.analysis.summarise`):
+
+- ``connections.jsonl``: the responder's per-connection log (open, close, queries, who
+  closed and how);
+- ``queries.jsonl``: its per-query log (time, connection, name, type, rcode);
+- ``resolutions.jsonl``: the driver's resolutions (stub clients);
+- ``keylog.txt``: the TLS secrets of every connection, for decrypting a capture;
+- ``observation.json``: what was run (client and its version, delay, policy and its flags,
+  duration, clock origin) and the summary."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+import tomllib
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from dnscost import __version__
+from dnscost.certs import make_tls
+from dnscost.engine import Responder
+from dnscost.errors import MachineError, UsageError
+from dnscost.observe.analysis import connections, read_jsonl, summarise
+from dnscost.observe.clients import STUB_LISTEN, Upstream, client
+from dnscost.observe.lab import SERVER_ADDRESS, Lab
+from dnscost.proc import Child
+
+__all__ = ["Plan", "load_policies", "observe", "policy_flags"]
+
+NAMES = 100_000
+"""Synthetic names the responder serves: fresh names for 30 minutes at 50 ms (36 000)."""
+
+ZONE = """$TTL 3600
+$ORIGIN .
+@ IN SOA ns.lab. hostmaster.lab. 1 3600 600 86400 0
+@ IN NS ns.lab.
+$ORIGIN lab.
+@ IN SOA ns.lab. hostmaster.lab. 1 3600 600 86400 0
+ns IN A {address}
+$ORIGIN gstatic.com.
+@ IN SOA ns.lab. hostmaster.lab. 1 3600 600 86400 0
+www IN A {address}
+"""
+"""The root's SOA and NS (resolvers prime and check time against them), its name server's
+address, and the name of Chromium's DoH probe (``www.gstatic.com``, which must resolve to
+an address)."""
+
+POLICY_KEYS = {"max_queries_per_connection", "idle_timeout", "max_age", "idle_activity", "source"}
+
+
+def load_policies(extra: Path | None = None) -> dict[str, dict[str, Any]]:
+    """The shipped policies (``policies.toml``), with those of ``extra`` added or replacing."""
+    text = resources.files("dnscost.observe").joinpath("policies.toml").read_text()
+    policies: dict[str, dict[str, Any]] = tomllib.loads(text)
+    if extra is not None:
+        try:
+            policies.update(tomllib.loads(extra.read_text()))
+        except (OSError, tomllib.TOMLDecodeError) as e:
+            raise UsageError(f"observe: --policies {extra}: {e}") from None
+    for name, p in policies.items():
+        unknown = set(p) - POLICY_KEYS
+        if unknown:
+            raise UsageError(f"observe: policy {name!r}: unknown keys {sorted(unknown)} (known: {sorted(POLICY_KEYS)})")
+    return policies
+
+
+def policy_flags(policy: dict[str, Any]) -> list[str]:
+    """``serve`` flags that play ``policy``."""
+    flags = []
+    if "max_queries_per_connection" in policy:
+        flags += ["--max-queries-per-connection", str(int(policy["max_queries_per_connection"]))]
+    if "idle_timeout" in policy:
+        flags += ["--idle-timeout", str(policy["idle_timeout"])]
+    if "max_age" in policy:
+        flags += ["--max-connection-age", str(policy["max_age"])]
+    if "idle_activity" in policy:
+        flags += ["--idle-activity", str(policy["idle_activity"])]
+    return flags
+
+
+@dataclass(frozen=True)
+class Plan:
+    client: str
+    delay_s: float
+    policy: str
+    duration_s: float
+    out: Path
+    command: str | None = None
+
+
+def observe(plan: Plan, policies: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Runs one observation (see the module's documentation); returns observation.json's
+    content. Ctrl-C stops it early: what was logged is kept and summarised."""
+    if plan.policy not in policies:
+        raise UsageError(f"observe: unknown policy {plan.policy!r} (known: {', '.join(policies)})")
+    the_client = client(plan.client, plan.command)
+    if not the_client.stub:
+        raise UsageError(f"observe: {plan.client} is not a stub client")
+    out = plan.out
+    out.mkdir(parents=True, exist_ok=True)
+    tls = make_tls(out / "tls", addresses=[SERVER_ADDRESS])
+    zone = out / "lab.zone"
+    zone.write_text(ZONE.format(address=SERVER_ADDRESS))
+    policy = policies[plan.policy]
+    serve_flags = [
+        "--cert",
+        str(tls.cert),
+        "--key",
+        str(tls.key),
+        "--zone",
+        str(zone),
+        "--ttl",
+        "0",
+        "--outside",
+        "nxdomain",
+        "--connections-log",
+        str(out / "connections.jsonl"),
+        "--queries-log",
+        str(out / "queries.jsonl"),
+        "--keylog",
+        str(out / "keylog.txt"),
+        *policy_flags(policy),
+    ]
+    record: dict[str, Any] = {
+        "dnscost": __version__,
+        "client": plan.client,
+        "client_version": the_client.version(),
+        "command": plan.command,
+        "transport": the_client.transport,
+        "delay_s": plan.delay_s,
+        "policy": plan.policy,
+        "policy_settings": policy,
+        "serve_flags": policy_flags(policy),
+        "duration_s": plan.duration_s,
+    }
+    lab = Lab.create()
+    children: list[Child] = []
+    responder: Responder | None = None
+    interrupted = False
+    try:
+        responder = Responder(
+            out,
+            [f"doh://{SERVER_ADDRESS}:443/dns-query", f"dot://{SERVER_ADDRESS}:853", f"udp://{SERVER_ADDRESS}:53"],
+            synthetic=NAMES,
+            extra=serve_flags,
+            exec_prefix=lab.exec_prefix("server"),
+        )
+        record["origin_unix_us"] = responder.start_unix_us
+        lab.write_etc("client", "resolv.conf", f"nameserver {STUB_LISTEN}\noptions attempts:1 timeout:5\n")
+        upstream = Upstream(ca=tls.ca)
+        children.append(the_client.start(lab, out, upstream))
+        record["client_started_unix_us"] = time.time_ns() // 1000
+        loop = Child(
+            "resolve",
+            [
+                *lab.exec_prefix("client"),
+                sys.executable,
+                "-m",
+                "dnscost.observe.resolve",
+                "--delay",
+                str(plan.delay_s),
+                "--duration",
+                str(plan.duration_s),
+                "--names",
+                str(NAMES),
+                "--out",
+                str(out / "resolutions.jsonl"),
+            ],
+            log=out / "resolve.log",
+        )
+        children.append(loop)
+        deadline = time.monotonic() + plan.duration_s + 30
+        while loop.alive() and time.monotonic() < deadline:
+            if not children[0].alive():
+                raise MachineError(f"{plan.client} exited during the observation: {children[0].log_tail()}")
+            time.sleep(0.2)
+        record["client_stopped_unix_us"] = time.time_ns() // 1000
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        for child in reversed(children):
+            child.stop()
+        if responder is not None:
+            responder.stop()
+        lab.remove()
+    record["interrupted"] = interrupted
+    origin = record.get("origin_unix_us") or 0
+    started = record.get("client_started_unix_us", origin)
+    conns = connections(
+        read_jsonl(out / "connections.jsonl"), read_jsonl(out / "queries.jsonl"), origin_us=started - origin
+    )
+    record["summary"] = summarise(conns, read_jsonl(out / "resolutions.jsonl")).as_dict()
+    (out / "observation.json").write_text(json.dumps(record, indent=2) + "\n")
+    if interrupted:
+        raise KeyboardInterrupt
+    return record
