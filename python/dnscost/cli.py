@@ -205,7 +205,7 @@ def cmd_observe(a: argparse.Namespace) -> int:
             closes = ", ".join(f"{k} {v}" for k, v in sorted(s["closes"].items()))
             print(
                 f"  {s['connections']} connections ({s['idle_connections']} without queries), "
-                f"{s['lab_queries']} lab queries + {s['background_queries']} background, "
+                f"{s['lab_queries']} lab queries ({s['lab_names']} names) + {s['background_queries']} background, "
                 f"{s['resolutions']} resolutions ({s['resolutions_failed']} failed); closed: {closes}",
                 flush=True,
             )

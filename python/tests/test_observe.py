@@ -183,3 +183,29 @@ def test_policies_become_serve_flags_and_a_bad_policy_file_is_one_line(tmp_path:
         load_policies(bad)
     assert main(["observe", "--client", "dnss", "--policy", "nope", "--output", str(tmp_path / "x")]) == 2
     assert main(["observe", "--client", "nope", "--policy", "none", "--output", str(tmp_path / "x")]) == 2
+
+
+@pytest.mark.parametrize("browser", ["chromium", "firefox"])
+def test_a_browser_s_own_doh_meets_a_query_limit_and_an_idle_timeout(root: None, tmp_path: Path, browser: str) -> None:
+    """The browser, its DoH forced to the lab's resolver, fetches a fresh lab name every
+    200 ms for 10 s against a resolver that sends GOAWAY after 20 queries on a connection,
+    then every 4 s for 13 s against one that closes connections idle for 2 s. The server's
+    log shows what each policy must cause; the lab is gone afterwards."""
+    need(shutil.which("chromium" if browser == "chromium" else "firefox-esr") is not None, f"{browser} missing")
+    need(shutil.which("certutil") is not None, "certutil missing (libnss3-tools)")
+    policies = tmp_path / "policies.toml"
+    policies.write_text('[few]\nmax_queries_per_connection = 20\n[short-idle]\nidle_timeout = "2s"\n')
+
+    got = _observed(tmp_path / "few", browser, "200ms", "few", "10s", policies)
+    s = got["observation"]["summary"]
+    assert s["lab_names"] >= 40, s  # of 50 fetches (the browser's start takes some)
+    limited = [c for c in got["connections"] if c["closed_by"] == "server"]
+    assert len(limited) >= 2 and all(c["close"] == "max_queries" for c in limited), got["connections"]
+    assert all(c["transport"] == "doh" and c["queries"] <= 20 for c in got["connections"]), got["connections"]
+    assert all(q["transport"] == "doh" for q in got["queries"]), "the browser used its own DoH only"
+
+    got = _observed(tmp_path / "idle", browser, "4s", "short-idle", "13s", policies)
+    idle = [c for c in got["connections"] if c["closed_by"] == "server" and c["close"] == "idle"]
+    assert idle, got["connections"]
+    assert got["observation"]["summary"]["lab_names"] >= 3, got["observation"]["summary"]
+    _lab_gone()

@@ -189,14 +189,15 @@ fn lifecycle(transport: &str) {
     // A query the server's close refused before it left still counts as sent, once.
     assert_eq!(run.total("queries.sent"), run.total("queries.offered"), "{}", run.summary());
 
-    // The same in a closed loop: the query sent just after the limit is refused (doh3:
-    // H3_REQUEST_REJECTED below GOAWAY) and goes again at once on a new connection; waiting
-    // for the server's own close (a second for doh3) would leave a handful of connections.
+    // The same in a closed loop, 4 queries in flight: the queries sent after the limit are
+    // refused (doh3: H3_REQUEST_REJECTED above GOAWAY) and go again at once on a new
+    // connection; waiting for the server's own close (a second for doh3) would leave a
+    // handful of connections.
     let (run, conns) = scenario(
         transport,
         "max-queries-closed-loop",
         &["--max-queries-per-connection", "5"],
-        &["--connections", "1", "--in-flight", "1", "--rate", "max", "--duration", "1s"],
+        &["--connections", "1", "--in-flight", "4", "--rate", "max", "--duration", "1s"],
     );
     assert!(conns.len() >= 30, "{} connections: {}", conns.len(), run.summary());
     assert!(conns.iter().all(|c| c["queries"].as_u64().unwrap() <= 5), "{conns:?}");

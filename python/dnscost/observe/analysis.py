@@ -3,8 +3,9 @@ and query logs, the resolution loop's lines): per connection its open and close 
 duration, the lab's queries and the background ones it carried, who closed it and how; and
 the observation's summary. No I/O besides reading the files given.
 
-Lab queries are the names the driver asked for (``q<digits>.<tld>``); every other name
-(a browser's or a resolver's own traffic) is background, counted apart."""
+Lab queries are those for the names the driver asked for (``q<digits>.<tld>``, and a
+browser's HTTPS query for it, ``_<port>._https.q<digits>.<tld>``); every other name (a
+browser's or a resolver's own traffic) is background, counted apart."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Connection", "Summary", "connections", "is_lab_name", "read_jsonl", "summarise"]
+__all__ = ["Connection", "Summary", "connections", "is_lab_name", "lab_name_of", "read_jsonl", "summarise"]
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
@@ -30,8 +31,14 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
     return out
 
 
-def is_lab_name(name: str, tld: str = "test") -> bool:
-    return re.fullmatch(rf"q\d+\.{re.escape(tld)}\.?", name.lower()) is not None
+def lab_name_of(qname: str, tld: str = "test") -> str | None:
+    """The driver's name that ``qname`` asks about (``q00042.test``), if any."""
+    m = re.fullmatch(rf"(?:_\d+\._https\.)?(q\d+\.{re.escape(tld)})\.?", qname.lower())
+    return m.group(1) if m else None
+
+
+def is_lab_name(qname: str, tld: str = "test") -> bool:
+    return lab_name_of(qname, tld) is not None
 
 
 @dataclass(frozen=True)
@@ -48,6 +55,8 @@ class Connection:
     close: str
     query_times_s: tuple[float, ...]
     """When each lab query arrived."""
+    names: frozenset[str] = frozenset()
+    """The driver's names the lab queries asked about."""
 
     @property
     def duration_s(self) -> float:
@@ -63,13 +72,16 @@ def connections(
     """The server's connections, with their queries (matched by transport and connection id);
     times relative to ``origin_us`` (on the server's clock)."""
     lab: dict[tuple[str, int], list[float]] = {}
+    names: dict[tuple[str, int], set[str]] = {}
     background: Counter[tuple[str, int]] = Counter()
     for q in query_records:
         if q.get("type") != "query" or q.get("connection") is None:
             continue
         key = (q["transport"], int(q["connection"]))
-        if is_lab_name(q.get("qname") or "", tld):
+        name = lab_name_of(q.get("qname") or "", tld)
+        if name is not None:
             lab.setdefault(key, []).append((q["t_us"] - origin_us) / 1e6)
+            names.setdefault(key, set()).add(name)
         else:
             background[key] += 1
     out = []
@@ -89,6 +101,7 @@ def connections(
                 closed_by=c.get("closed_by") or "unknown",
                 close=c.get("close") or "unknown",
                 query_times_s=times,
+                names=frozenset(names.get(key, ())),
             )
         )
     out.sort(key=lambda c: (c.opened_s, c.id))
@@ -105,6 +118,8 @@ class Summary:
     """min, median, max of the connections that carried queries."""
     lab_queries_per_connection: dict[str, float]
     lab_queries: int
+    lab_names: int
+    """Distinct names of the driver asked about (a browser asks several types per name)."""
     background_queries: int
     closes: dict[str, int]
     """``<side> <how>`` → connections (e.g. ``server idle``, ``client close_notify``)."""
@@ -133,6 +148,7 @@ def summarise(conns: list[Connection], resolutions: list[dict[str, Any]]) -> Sum
         duration_s=_spread([c.duration_s for c in used]),
         lab_queries_per_connection=_spread([float(c.lab_queries) for c in used]),
         lab_queries=sum(c.lab_queries for c in conns),
+        lab_names=len(frozenset().union(*(c.names for c in conns))),
         background_queries=sum(c.background_queries for c in conns),
         closes=dict(Counter(f"{c.closed_by} {c.close}" for c in conns)),
         resolutions=len(resolutions),

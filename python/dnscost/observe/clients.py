@@ -4,10 +4,13 @@ the lab's "public resolver" (dnscost's responder on :data:`~dnscost.observe.lab.
 Stub clients (``dnss``, ``unbound-dot``, ``knot-dot``, ``external``) listen on 127.0.0.1:53
 in the client namespace and are fed by the resolution loop (:mod:`.resolve`) through the
 system resolver; each forwards over its own encrypted transport with its own connection
-policy, which is what is observed."""
+policy, which is what is observed. Browsers (``chromium``) use their own DoH, forced by
+policy, and are driven by a local page whose timers fetch a fresh lab name at each tick."""
 
 from __future__ import annotations
 
+import json
+import os
 import shlex
 import shutil
 import subprocess
@@ -19,9 +22,23 @@ from dnscost.errors import MachineError, UsageError
 from dnscost.observe.lab import SERVER_ADDRESS, Lab
 from dnscost.proc import Child
 
-__all__ = ["CLIENTS", "Client", "Upstream", "client"]
+__all__ = ["CLIENTS", "Client", "Schedule", "Upstream", "client"]
 
 STUB_LISTEN = "127.0.0.1"
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """When the driver resolves: one fresh lab name every ``delay_s`` for ``duration_s``."""
+
+    delay_s: float
+    duration_s: float
+    names: int
+    tld: str = "test"
+
+    @property
+    def count(self) -> int:
+        return int(self.duration_s / self.delay_s - 1e-9) + 1
 
 
 @dataclass(frozen=True)
@@ -60,6 +77,11 @@ class Client:
     def argv(self, workdir: Path, upstream: Upstream) -> list[str]:
         raise NotImplementedError
 
+    def prepare(self, lab: Lab, workdir: Path, upstream: Upstream, schedule: Schedule) -> dict[str, str] | None:
+        """Writes what the client needs before it starts; returns its environment (``None``:
+        dnscost's own)."""
+        return None
+
     def version(self) -> str | None:
         if self.package is None:
             return None
@@ -68,12 +90,15 @@ class Client:
         )
         return r.stdout.strip() or None
 
-    def start(self, lab: Lab, workdir: Path, upstream: Upstream) -> Child:
-        """Starts the client in the lab's client namespace and waits until it listens."""
+    def start(self, lab: Lab, workdir: Path, upstream: Upstream, schedule: Schedule) -> Child:
+        """Starts the client in the lab's client namespace and waits until it listens (stubs)."""
         if self.program and shutil.which(self.program) is None:
             raise MachineError(f"{self.name}: {self.program} is not installed (run scripts/setup)")
+        env = self.prepare(lab, workdir, upstream, schedule)
         argv = self.argv(workdir, upstream)
-        child = Child(self.name, [*lab.exec_prefix("client"), *argv], log=workdir / f"{self.name}.log", cwd=workdir)
+        child = Child(
+            self.name, [*lab.exec_prefix("client"), *argv], log=workdir / f"{self.name}.log", cwd=workdir, env=env
+        )
         if self.stub:
             child.wait_for(lambda: _listening_udp(lab, 53), 15, f"while starting to listen on {STUB_LISTEN}:53")
         return child
@@ -193,7 +218,147 @@ class External(Client):
             raise UsageError(f"observe: --command: unknown or bad placeholder {e}") from None
 
 
-CLIENTS: dict[str, type[Client]] = {c.name: c for c in (Dnss, UnboundDot, KnotDot, External)}
+DRIVER_PAGE = """<!doctype html>
+<meta charset="utf-8"><title>dnscost observe driver</title>
+<script>
+// One fresh lab name fetched every `delay` ms, `count` times, on a fixed schedule: each fetch
+// makes the browser resolve the name (its own DoH); the connection then fails at once (the
+// lab has no route to the answer), which is all the page needs.
+const p = new URLSearchParams(location.hash.slice(1));
+const delay = Number(p.get("delay")), count = Number(p.get("count")), names = Number(p.get("names"));
+const width = String(Math.max(names - 1, 0)).length, tld = p.get("tld");
+const t0 = performance.now();
+function tick(k) {
+  if (k >= count) { document.title = "done"; return; }
+  const name = "q" + String(k % names).padStart(width, "0") + "." + tld;
+  fetch("http://" + name + ":81/", { mode: "no-cors", cache: "no-store" }).catch(() => {});
+  setTimeout(() => tick(k + 1), Math.max(0, t0 + (k + 1) * delay - performance.now()));
+}
+tick(0);
+</script>
+"""
+
+
+def _driver_url(workdir: Path, schedule: Schedule) -> str:
+    page = workdir / "driver.html"
+    page.write_text(DRIVER_PAGE)
+    ms = round(schedule.delay_s * 1000, 3)
+    return f"file://{page}#delay={ms:g}&count={schedule.count}&names={schedule.names}&tld={schedule.tld}"
+
+
+def _nss_trust(db: Path, ca: Path) -> None:
+    """An NSS database at ``db`` that trusts ``ca`` for servers (certutil, libnss3-tools)."""
+    if shutil.which("certutil") is None:
+        raise MachineError("certutil is not installed (libnss3-tools; run scripts/setup)")
+    db.mkdir(parents=True, exist_ok=True)
+    for args in (["-N", "--empty-password"], ["-A", "-t", "C,,", "-n", "dnscost-lab", "-i", str(ca)]):
+        r = subprocess.run(["certutil", "-d", f"sql:{db}", *args], capture_output=True, text=True, check=False)
+        if r.returncode != 0:
+            raise MachineError(f"certutil {args[0]} failed: {r.stderr.strip()}")
+
+
+class Chromium(Client):
+    """Chromium, headless (the full browser), its DoH forced by a managed policy (secure mode,
+    GET to the lab's resolver), the lab's CA trusted through an NSS database under a private
+    HOME, background networking turned down as far as flags and policies allow. Driven by a
+    local page (:data:`DRIVER_PAGE`). Each resolution asks A and HTTPS (``_81._https.<name>``)."""
+
+    name = "chromium"
+    package = "chromium"
+    program = "chromium"
+    transport = "doh"
+    stub = False
+
+    def prepare(self, lab: Lab, workdir: Path, upstream: Upstream, schedule: Schedule) -> dict[str, str] | None:
+        home = workdir / "home"
+        _nss_trust(home / ".pki" / "nssdb", upstream.ca)
+        policy = {
+            "DnsOverHttpsMode": "secure",
+            "DnsOverHttpsTemplates": f"{upstream.doh_url}{{?dns}}",
+            "BrowserNetworkTimeQueriesEnabled": False,
+        }
+        lab.write_etc("client", "chromium/policies/managed/dnscost-lab.json", json.dumps(policy))
+        self._url = _driver_url(workdir, schedule)
+        return {**os.environ, "HOME": str(home)}
+
+    def argv(self, workdir: Path, upstream: Upstream) -> list[str]:
+        return [
+            "chromium",
+            "--headless",
+            "--no-sandbox",
+            f"--user-data-dir={workdir / 'profile'}",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--disable-default-apps",
+            "--disable-features=OptimizationHints,Translate,MediaRouter",
+            "--disable-background-timer-throttling",
+            "--disable-renderer-backgrounding",
+            "--disable-backgrounding-occluded-windows",
+            self._url,
+        ]
+
+
+FIREFOX_PREFS = {
+    # DoH only (TRR mode 3), to the lab's resolver, no confirmation query.
+    "network.trr.mode": 3,
+    "network.trr.uri": "{doh_url}",
+    "network.trr.custom_uri": "{doh_url}",
+    "network.trr.confirmationNS": "skip",
+    "doh-rollout.disable-heuristics": True,
+    # Background traffic down as far as prefs allow (what remains is counted apart).
+    "network.captive-portal-service.enabled": False,
+    "network.connectivity-service.enabled": False,
+    "browser.safebrowsing.malware.enabled": False,
+    "browser.safebrowsing.phishing.enabled": False,
+    "browser.safebrowsing.downloads.enabled": False,
+    "browser.safebrowsing.update.enabled": False,
+    "datareporting.healthreport.uploadEnabled": False,
+    "datareporting.policy.dataSubmissionEnabled": False,
+    "toolkit.telemetry.enabled": False,
+    "app.normandy.enabled": False,
+    "app.update.auto": False,
+    "app.update.enabled": False,
+    "extensions.update.enabled": False,
+    "browser.search.update": False,
+    "browser.region.update.enabled": False,
+    "browser.region.network.url": "",
+    "services.settings.server": "http://127.0.0.1:9/",
+    "dom.push.connection.enabled": False,
+    "browser.shell.checkDefaultBrowser": False,
+    "browser.startup.homepage_override.mstone": "ignore",
+}
+
+
+class Firefox(Client):
+    """Firefox ESR, headless, DoH only (TRR mode 3, POST) to the lab's resolver, the lab's CA
+    in its profile's NSS database, background services turned off by prefs
+    (:data:`FIREFOX_PREFS`). Driven by the same page as Chromium. Each resolution asks A (and
+    AAAA only where IPv6 is up, which it is not in the lab)."""
+
+    name = "firefox"
+    package = "firefox-esr"
+    program = "firefox-esr"
+    transport = "doh"
+    stub = False
+
+    def prepare(self, lab: Lab, workdir: Path, upstream: Upstream, schedule: Schedule) -> dict[str, str] | None:
+        profile = workdir / "profile"
+        _nss_trust(profile, upstream.ca)
+        prefs = {k: v.format(doh_url=upstream.doh_url) if isinstance(v, str) else v for k, v in FIREFOX_PREFS.items()}
+        lines = [f"user_pref({json.dumps(k)}, {json.dumps(v)});" for k, v in prefs.items()]
+        (profile / "user.js").write_text("\n".join(lines) + "\n")
+        self._url = _driver_url(workdir, schedule)
+        home = workdir / "home"
+        home.mkdir(parents=True, exist_ok=True)
+        return {**os.environ, "HOME": str(home)}
+
+    def argv(self, workdir: Path, upstream: Upstream) -> list[str]:
+        return ["firefox-esr", "--headless", "--no-remote", "--profile", str(workdir / "profile"), self._url]
+
+
+CLIENTS: dict[str, type[Client]] = {c.name: c for c in (Dnss, UnboundDot, KnotDot, External, Chromium, Firefox)}
 
 
 def client(name: str, command: str | None = None) -> Client:

@@ -28,7 +28,7 @@ from dnscost.certs import make_tls
 from dnscost.engine import Responder
 from dnscost.errors import MachineError, UsageError
 from dnscost.observe.analysis import connections, read_jsonl, summarise
-from dnscost.observe.clients import STUB_LISTEN, Upstream, client
+from dnscost.observe.clients import STUB_LISTEN, Schedule, Upstream, client
 from dnscost.observe.lab import SERVER_ADDRESS, Lab
 from dnscost.proc import Child
 
@@ -95,14 +95,19 @@ class Plan:
     command: str | None = None
 
 
+def _resolution_loop(lab: Lab, out: Path, schedule: Schedule) -> Child:
+    argv = [sys.executable, "-m", "dnscost.observe.resolve", "--delay", str(schedule.delay_s),
+            "--duration", str(schedule.duration_s), "--names", str(schedule.names),
+            "--out", str(out / "resolutions.jsonl")]  # fmt: skip
+    return Child("resolve", [*lab.exec_prefix("client"), *argv], log=out / "resolve.log")
+
+
 def observe(plan: Plan, policies: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """Runs one observation (see the module's documentation); returns observation.json's
     content. Ctrl-C stops it early: what was logged is kept and summarised."""
     if plan.policy not in policies:
         raise UsageError(f"observe: unknown policy {plan.policy!r} (known: {', '.join(policies)})")
     the_client = client(plan.client, plan.command)
-    if not the_client.stub:
-        raise UsageError(f"observe: {plan.client} is not a stub client")
     out = plan.out
     out.mkdir(parents=True, exist_ok=True)
     tls = make_tls(out / "tls", addresses=[SERVER_ADDRESS])
@@ -155,29 +160,14 @@ def observe(plan: Plan, policies: dict[str, dict[str, Any]]) -> dict[str, Any]:
         record["origin_unix_us"] = responder.start_unix_us
         lab.write_etc("client", "resolv.conf", f"nameserver {STUB_LISTEN}\noptions attempts:1 timeout:5\n")
         upstream = Upstream(ca=tls.ca)
-        children.append(the_client.start(lab, out, upstream))
+        schedule = Schedule(plan.delay_s, plan.duration_s, NAMES)
+        children.append(the_client.start(lab, out, upstream, schedule))
         record["client_started_unix_us"] = time.time_ns() // 1000
-        loop = Child(
-            "resolve",
-            [
-                *lab.exec_prefix("client"),
-                sys.executable,
-                "-m",
-                "dnscost.observe.resolve",
-                "--delay",
-                str(plan.delay_s),
-                "--duration",
-                str(plan.duration_s),
-                "--names",
-                str(NAMES),
-                "--out",
-                str(out / "resolutions.jsonl"),
-            ],
-            log=out / "resolve.log",
-        )
-        children.append(loop)
-        deadline = time.monotonic() + plan.duration_s + 30
-        while loop.alive() and time.monotonic() < deadline:
+        if the_client.stub:
+            children.append(_resolution_loop(lab, out, schedule))
+        # Stubs: until the loop is done; browsers: for the duration (their page drives them).
+        deadline = time.monotonic() + plan.duration_s + (30 if the_client.stub else 0)
+        while time.monotonic() < deadline and (not the_client.stub or children[-1].alive()):
             if not children[0].alive():
                 raise MachineError(f"{plan.client} exited during the observation: {children[0].log_tail()}")
             time.sleep(0.2)

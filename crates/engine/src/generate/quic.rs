@@ -76,6 +76,9 @@ pub struct QuicStreams {
     /// An answer being handed out, framed: `ready.0[ready.1..]`.
     ready: (Vec<u8>, usize),
     failed: Vec<(u16, StreamFailure)>,
+    /// The DoH/3 server rejected a request (it does so above its GOAWAY): no new request goes
+    /// on this connection.
+    rejected: bool,
     /// The handshake's kind once known (a 0-RTT connection is handed over before).
     handshake: Option<Handshake>,
     counted: TcpCounts,
@@ -100,6 +103,7 @@ impl QuicStreams {
             answers: FuturesUnordered::new(),
             ready: (Vec::new(), 0),
             failed: Vec::new(),
+            rejected: false,
             handshake,
             counted: TcpCounts::default(),
         }
@@ -282,6 +286,9 @@ impl QuicStreams {
     /// Sends `frame` as a DoH/3 request, once a request stream is open.
     fn poll_write_h3(&mut self, cx: &mut Context<'_>, frame: &[u8]) -> Poll<std::io::Result<()>> {
         let Protocol::H3 { send, target } = &self.protocol else { unreachable!("an HTTP/3 connection") };
+        if self.rejected && self.h3_opening.is_none() {
+            return Poll::Ready(Err(std::io::Error::other(QuicEnd(Close::Goaway, "request rejected".into()))));
+        }
         let id = u16::from_be_bytes([frame[2], frame[3]]);
         let mut query = frame[2..].to_vec();
         query[..2].copy_from_slice(&[0, 0]);
@@ -335,7 +342,10 @@ impl tokio::io::AsyncRead for QuicStreams {
                     bytes[2..4].copy_from_slice(&id.to_be_bytes());
                     this.ready = (bytes, 0);
                 }
-                Poll::Ready(Some(Some((id, Err(f))))) => this.failed.push((id, f)),
+                Poll::Ready(Some(Some((id, Err(f))))) => {
+                    this.rejected |= f == StreamFailure::Rejected;
+                    this.failed.push((id, f));
+                }
                 Poll::Ready(Some(None)) => {}
                 Poll::Ready(None) | Poll::Pending => break,
             }

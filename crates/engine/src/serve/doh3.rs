@@ -11,7 +11,6 @@ use super::{Origin, Shared};
 use bytes::{Buf, BufMut, Bytes};
 use dnscost_stats::Close;
 use futures_util::stream::{FuturesUnordered, StreamExt as _};
-use futures_util::FutureExt as _;
 use http::{header, Method, Response, StatusCode};
 use std::sync::Arc;
 use tokio::sync::oneshot;
@@ -21,6 +20,11 @@ const DNS_MESSAGE: &str = "application/dns-message";
 use dnscost_transport::quic::H3_NO_ERROR;
 
 type Resolver = h3::server::RequestResolver<h3_quinn::Connection, Bytes>;
+
+/// After GOAWAY, how many "no request" answers from h3 before the server stops asking: each
+/// request rejected gives one (a client has at most `--quic-max-streams` open, 256 by
+/// default), and a client that said GOAWAY itself gives them at once and for ever.
+const MAX_REJECTED: u32 = 4096;
 
 /// Answers one request; true when a DNS answer was sent.
 async fn answer(resolver: Resolver, shared: Arc<Shared>, origin: Origin, path: Arc<str>) -> bool {
@@ -132,6 +136,7 @@ pub async fn serve(
     // another connection (RFC 9114 §4.1.1); the answers still owed go.
     let mut closing: Option<(Close, Instant)> = None;
     let mut accepting = true;
+    let mut rejected = 0u32;
     let ending = loop {
         let at_limit = closing.is_none() && max_queries > 0 && conn.queries >= max_queries;
         tokio::select! {
@@ -157,17 +162,13 @@ pub async fn serve(
                     timer.touch(Instant::now());
                     streams.push(answer(resolver, shared.clone(), conn.origin(), path.clone()));
                 }
-                // After our GOAWAY: h3 rejected a request and has none under way. Had the
-                // client said GOAWAY too, accepting would say so again at once: it opens no
-                // more requests, so stop asking.
-                Ok(None) if closing.is_some() => match h3.accept().now_or_never() {
-                    Some(Ok(Some(resolver))) => {
-                        conn.queries += 1;
-                        streams.push(answer(resolver, shared.clone(), conn.origin(), path.clone()));
-                    }
-                    Some(_) => accepting = false,
-                    None => {}
-                },
+                // After our GOAWAY: h3 rejected a request (each such answer takes one) and has
+                // none under way. Had the client said GOAWAY too, it would answer so at once
+                // for ever: after more of them than a connection can have requests, stop asking.
+                Ok(None) if closing.is_some() => {
+                    rejected += 1;
+                    accepting = rejected <= MAX_REJECTED;
+                }
                 // The client said GOAWAY and its requests are done.
                 Ok(None) => break Ending::Client(Close::Goaway, None),
                 Err(_) if closing.is_some() => accepting = false,
