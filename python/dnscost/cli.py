@@ -148,7 +148,7 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--check", action="store_true", help="open the report in headless Chromium and check it")
 
     ob = sub.add_parser("observe", help="watch how a real client uses DNS connections, in a lab of namespaces")
-    ob.add_argument("--client", required=True, help="dnss, unbound-dot, knot-dot, or external (with --command)")
+    ob.add_argument("--client", help="chromium, firefox, dnss, unbound-dot, knot-dot, or external (with --command)")
     ob.add_argument("--delay", default="50ms,1s,60s", help="times between resolutions (default 50ms,1s,60s)")
     ob.add_argument("--policy", default="google,cloudflare,quad9", help="the resolver's policies (default: three)")
     ob.add_argument("--duration", type=parse_duration_ms, help="per observation (default 30m; --quick: 2m)")
@@ -158,6 +158,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ob.add_argument("--policies", type=Path, help="a TOML file of more policies (see observe/policies.toml)")
     ob.add_argument("--output", type=Path, help="directory (default results/observe/<run-id>)")
+    ob.add_argument(
+        "--from",
+        dest="from_dir",
+        type=Path,
+        metavar="DIR",
+        help="observe nothing: recompute DIR's summaries and figures",
+    )
 
     cmp = sub.add_parser("compare", help="differences between two runs, with their uncertainty")
     cmp.add_argument("run_a", type=Path)
@@ -180,8 +187,19 @@ def _run_options(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_observe(a: argparse.Namespace) -> int:
-    from dnscost.observe.observation import Plan, load_policies, observe
+    from dnscost.observe.figure import write_all
+    from dnscost.observe.observation import Plan, load_policies, observe, resummarise
     from dnscost.results import new_run_id
+
+    if a.from_dir is not None:
+        cells = resummarise(a.from_dir)
+        if not cells:
+            raise UsageError(f"observe: --from {a.from_dir}: no observation.json under <client>/<cell>/")
+        for path in write_all(a.from_dir):
+            print(f"observe: wrote {path}")
+        return 0
+    if not a.client:
+        raise UsageError("observe: give --client (or --from DIR)")
 
     try:
         delays = [parse_duration_ms(d) / 1000 for d in a.delay.split(",") if d.strip()]
@@ -209,7 +227,8 @@ def cmd_observe(a: argparse.Namespace) -> int:
                 f"{s['resolutions']} resolutions ({s['resolutions_failed']} failed); closed: {closes}",
                 flush=True,
             )
-    print(f"observe: results in {out}")
+    for path in write_all(out):
+        print(f"observe: wrote {path}")
     return 0
 
 
@@ -750,7 +769,7 @@ def _interrupt(*_: object) -> None:
     raise KeyboardInterrupt
 
 
-PATH_ARGS = ("output", "spec", "resume", "engine_config", "dir", "run_dir", "run_a", "run_b", "policies")
+PATH_ARGS = ("output", "spec", "resume", "engine_config", "dir", "run_dir", "run_a", "run_b", "policies", "from_dir")
 """Every path a user gives: made absolute once, here, so that no later step (a resolver
 started in its own working directory, say) depends on where dnscost was started."""
 

@@ -87,6 +87,7 @@ def _observed(out: Path, client: str, delay: str, policy: str, duration: str, po
     code = main(["observe", "--client", client, "--delay", delay, "--policy", policy, "--duration", duration,
                  "--policies", str(policies), "--output", str(out)])  # fmt: skip
     assert code == 0
+    assert (out / f"figure2-{client}.svg").stat().st_size > 0 and (out / "observations.csv").exists()
     cell = next((out / client).iterdir())
     return {
         "observation": json.loads((cell / "observation.json").read_text()),
@@ -209,3 +210,36 @@ def test_a_browser_s_own_doh_meets_a_query_limit_and_an_idle_timeout(root: None,
     assert idle, got["connections"]
     assert got["observation"]["summary"]["lab_names"] >= 3, got["observation"]["summary"]
     _lab_gone()
+
+
+def test_figures_and_table_are_recomputed_from_the_logs_alone(tmp_path: Path) -> None:
+    """`observe --from DIR` redraws Figure 2 and the table from each observation's logs: the
+    summary in observation.json is recomputed (a stale one is overwritten)."""
+    cell = tmp_path / "dnss" / "1s-quad9"
+    cell.mkdir(parents=True)
+    conns = [
+        {"type": "connection", "role": "server", "transport": "doh", "id": i, "opened_us": 1_000_000 + i * 25_000_000,
+         "closed_us": 21_500_000 + i * 25_000_000, "queries": 1, "closed_by": "server", "close": "idle"}
+        for i in range(3)
+    ]  # fmt: skip
+    queries = [
+        {"type": "query", "t_us": 1_500_000 + i * 25_000_000, "transport": "doh", "connection": i,
+         "qname": f"q0000{i}.test."}
+        for i in range(3)
+    ]  # fmt: skip
+    (cell / "connections.jsonl").write_text("".join(json.dumps(c) + "\n" for c in conns))
+    (cell / "queries.jsonl").write_text("".join(json.dumps(q) + "\n" for q in queries))
+    meta = {"client": "dnss", "client_version": "1", "delay_s": 1.0, "policy": "quad9", "duration_s": 75.0,
+            "origin_unix_us": 10_000_000, "client_started_unix_us": 11_000_000, "summary": {"stale": True}}  # fmt: skip
+    (cell / "observation.json").write_text(json.dumps(meta))
+    assert main(["observe", "--from", str(tmp_path)]) == 0
+    s = json.loads((cell / "observation.json").read_text())["summary"]
+    assert (s["connections"], s["lab_queries"], s["closes"]) == (3, 3, {"server idle": 3}), s
+    assert s["duration_s"]["median"] == 20.5
+    import csv
+
+    rows = list(csv.DictReader((tmp_path / "observations.csv").open()))
+    assert len(rows) == 1 and rows[0]["closed_by_server"] == "3" and rows[0]["duration_median_s"] == "20.5", rows
+    svg = (tmp_path / "figure2-dnss.svg").read_text()
+    assert "dnss 1: connections to the resolver" in svg
+    assert main(["observe", "--from", str(tmp_path / "empty")]) == 2

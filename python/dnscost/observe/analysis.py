@@ -17,7 +17,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Connection", "Summary", "connections", "is_lab_name", "lab_name_of", "read_jsonl", "summarise"]
+__all__ = [
+    "Connection", "Observed", "Summary", "connections", "is_lab_name", "lab_name_of", "load", "read_jsonl", "summarise"
+]  # fmt: skip
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
@@ -155,3 +157,32 @@ def summarise(conns: list[Connection], resolutions: list[dict[str, Any]]) -> Sum
         resolutions_failed=sum(1 for r in resolutions if not r.get("ok")),
         resolution_ms={"median": statistics.median(times), "p99": p99} if times else {},
     )
+
+
+@dataclass(frozen=True)
+class Observed:
+    """One observation read back from its directory."""
+
+    path: Path
+    meta: dict[str, Any]
+    connections: list[Connection]
+
+    @property
+    def delay_s(self) -> float:
+        return float(self.meta["delay_s"])
+
+    @property
+    def policy(self) -> str:
+        return str(self.meta["policy"])
+
+
+def load(cell: Path) -> Observed:
+    """An observation's records, times counted from when its client started."""
+    meta = json.loads((cell / "observation.json").read_text())
+    origin = int(meta.get("origin_unix_us") or 0)
+    started = int(meta.get("client_started_unix_us") or origin)
+    conns = connections(
+        read_jsonl(cell / "connections.jsonl"), read_jsonl(cell / "queries.jsonl"), origin_us=started - origin
+    )
+    meta["summary"] = summarise(conns, read_jsonl(cell / "resolutions.jsonl")).as_dict()
+    return Observed(cell, meta, conns)

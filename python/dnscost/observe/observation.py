@@ -27,12 +27,12 @@ from dnscost import __version__
 from dnscost.certs import make_tls
 from dnscost.engine import Responder
 from dnscost.errors import MachineError, UsageError
-from dnscost.observe.analysis import connections, read_jsonl, summarise
+from dnscost.observe.analysis import load
 from dnscost.observe.clients import STUB_LISTEN, Schedule, Upstream, client
 from dnscost.observe.lab import SERVER_ADDRESS, Lab
 from dnscost.proc import Child
 
-__all__ = ["Plan", "load_policies", "observe", "policy_flags"]
+__all__ = ["Plan", "load_policies", "observe", "policy_flags", "resummarise"]
 
 NAMES = 100_000
 """Synthetic names the responder serves: fresh names for 30 minutes at 50 ms (36 000)."""
@@ -181,13 +181,18 @@ def observe(plan: Plan, policies: dict[str, dict[str, Any]]) -> dict[str, Any]:
             responder.stop()
         lab.remove()
     record["interrupted"] = interrupted
-    origin = record.get("origin_unix_us") or 0
-    started = record.get("client_started_unix_us", origin)
-    conns = connections(
-        read_jsonl(out / "connections.jsonl"), read_jsonl(out / "queries.jsonl"), origin_us=started - origin
-    )
-    record["summary"] = summarise(conns, read_jsonl(out / "resolutions.jsonl")).as_dict()
+    (out / "observation.json").write_text(json.dumps(record, indent=2) + "\n")
+    record = load(out).meta
     (out / "observation.json").write_text(json.dumps(record, indent=2) + "\n")
     if interrupted:
         raise KeyboardInterrupt
     return record
+
+
+def resummarise(out: Path) -> list[Path]:
+    """Recomputes the summary in every ``<client>/<cell>/observation.json`` under ``out``
+    from the cell's logs. Returns the cells."""
+    cells = [p.parent for p in sorted(out.glob("*/*/observation.json"))]
+    for cell in cells:
+        (cell / "observation.json").write_text(json.dumps(load(cell).meta, indent=2) + "\n")
+    return cells
