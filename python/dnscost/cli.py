@@ -158,6 +158,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ob.add_argument("--policies", type=Path, help="a TOML file of more policies (see observe/policies.toml)")
     ob.add_argument("--output", type=Path, help="directory (default results/observe/<run-id>)")
+    ob.add_argument("--capture", action="store_true", help="also capture packets at the resolver (capture.pcap)")
+    ob.add_argument("--pcap", type=Path, help="observe nothing: analyse this capture's connections with --server")
+    ob.add_argument("--server", help="--pcap: the resolver's ADDRESS:PORT")
     ob.add_argument(
         "--from",
         dest="from_dir",
@@ -186,11 +189,41 @@ def _run_options(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _observe_pcap(a: argparse.Namespace) -> int:
+    """``observe --pcap FILE --server ADDR:PORT``: a capture's connections, as a table and
+    (with --output) ``capture.json``."""
+    from collections import Counter
+
+    from dnscost.observe.capture import analyse
+
+    if not a.server:
+        raise UsageError("observe: --pcap needs --server ADDRESS:PORT")
+    captured = analyse(a.pcap, a.server)
+    print(f"{'client':<24} {'proto':<5} {'opened':>10} {'seconds':>9} {'closer':<7} {'how':<8} {'octets in/out':>15}")
+    t0 = min((c.opened_unix_s for c in captured), default=0.0)
+    for c in captured:
+        octets = f"{c.octets_from_client}/{c.octets_from_server}"
+        print(
+            f"{c.client:<24} {c.transport:<5} {c.opened_unix_s - t0:>10.3f} {c.closed_unix_s - c.opened_unix_s:>9.3f} "
+            f"{c.closer:<7} {c.how:<8} {octets:>15}"
+        )
+    closes = Counter(f"{c.closer} {c.how}" for c in captured)
+    print(f"{len(captured)} connections; closed: " + ", ".join(f"{k} {v}" for k, v in sorted(closes.items())))
+    if a.output:
+        a.output.mkdir(parents=True, exist_ok=True)
+        path = a.output / "capture.json"
+        path.write_text(json.dumps({"connections": [c.as_dict() for c in captured]}, indent=2) + "\n")
+        print(f"observe: wrote {path}")
+    return 0
+
+
 def cmd_observe(a: argparse.Namespace) -> int:
     from dnscost.observe.figure import write_all
     from dnscost.observe.observation import Plan, load_policies, observe, resummarise
     from dnscost.results import new_run_id
 
+    if a.pcap is not None:
+        return _observe_pcap(a)
     if a.from_dir is not None:
         cells = resummarise(a.from_dir)
         if not cells:
@@ -218,7 +251,7 @@ def cmd_observe(a: argparse.Namespace) -> int:
         for policy in chosen:
             cell = out / a.client / f"{delay:g}s-{policy}"
             print(f"observe: {a.client}, one query every {delay:g} s, {policy}, {duration_s:g} s -> {cell}", flush=True)
-            plan = Plan(a.client, delay, policy, duration_s, cell, a.external_command)
+            plan = Plan(a.client, delay, policy, duration_s, cell, a.external_command, a.capture)
             s = observe(plan, policies)["summary"]
             closes = ", ".join(f"{k} {v}" for k, v in sorted(s["closes"].items()))
             print(
@@ -769,7 +802,9 @@ def _interrupt(*_: object) -> None:
     raise KeyboardInterrupt
 
 
-PATH_ARGS = ("output", "spec", "resume", "engine_config", "dir", "run_dir", "run_a", "run_b", "policies", "from_dir")
+PATH_ARGS = (
+    "output", "spec", "resume", "engine_config", "dir", "run_dir", "run_a", "run_b", "policies", "from_dir", "pcap"
+)  # fmt: skip
 """Every path a user gives: made absolute once, here, so that no later step (a resolver
 started in its own working directory, say) depends on where dnscost was started."""
 

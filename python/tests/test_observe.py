@@ -83,9 +83,11 @@ def test_leftovers_of_a_killed_process_are_removed(root: None) -> None:
     assert name not in _namespaces() and not (ETC_NETNS / name).exists()
 
 
-def _observed(out: Path, client: str, delay: str, policy: str, duration: str, policies: Path) -> dict[str, Any]:
+def _observed(
+    out: Path, client: str, delay: str, policy: str, duration: str, policies: Path, *extra: str
+) -> dict[str, Any]:
     code = main(["observe", "--client", client, "--delay", delay, "--policy", policy, "--duration", duration,
-                 "--policies", str(policies), "--output", str(out)])  # fmt: skip
+                 "--policies", str(policies), "--output", str(out), *extra])  # fmt: skip
     assert code == 0
     assert (out / f"figure2-{client}.svg").stat().st_size > 0 and (out / "observations.csv").exists()
     cell = next((out / client).iterdir())
@@ -132,13 +134,29 @@ def test_unbound_forwarding_over_dot_meets_a_query_limit(root: None, tmp_path: P
     4 queries, closed by the server for that reason, and every resolution succeeded."""
     policies = tmp_path / "policies.toml"
     policies.write_text("[few]\nmax_queries_per_connection = 4\n")
-    got = _observed(tmp_path / "o", "unbound-dot", "200ms", "few", "3s", policies)
+    got = _observed(tmp_path / "o", "unbound-dot", "200ms", "few", "3s", policies, "--capture")
     assert len(got["resolutions"]) == 15 and all(r["ok"] for r in got["resolutions"]), got["resolutions"]
     used = [c for c in got["connections"] if c["queries"] > 0]
     assert all(c["transport"] == "dot" and c["queries"] <= 4 for c in used), used
     assert len(used) >= 4, used
     full = [c for c in used if c["queries"] == 4]
     assert len(full) >= 3 and all(c["closed_by"] == "server" and c["close"] == "max_queries" for c in full), used
+    # The packet capture, an observer apart from the server, sees every connection, and the
+    # server's closes as the server's (its close_notify, then its FIN). unbound's own close at
+    # the end is a close_notify without FIN: the server answers with close_notify and FIN,
+    # and unbound resets; the log says the client closed (TLS), the capture that the server
+    # sent the first FIN (TCP). Both views are kept.
+    cell = next((tmp_path / "o" / "unbound-dot").iterdir())
+    rows = json.loads((cell / "capture.json").read_text())["reconciled"]
+    assert len(rows) == len(got["connections"]) and all(r["capture_closer"] for r in rows), rows
+    by_server = [r for r in rows if r["log_closed_by"] == "server"]
+    assert len(by_server) >= 3 and all(r["agree"] and r["capture_how"] == "fin" for r in by_server), rows
+    assert got["observation"]["capture"]["closer_agrees"] == sum(r["agree"] for r in rows)
+    # The same capture analysed as a user's own (`observe --pcap`).
+    assert main(["observe", "--pcap", str(cell / "capture.pcap"), "--server", "198.18.0.1:853",
+                 "--output", str(tmp_path / "pcap")]) == 0  # fmt: skip
+    alone = json.loads((tmp_path / "pcap" / "capture.json").read_text())["connections"]
+    assert [c["client"] for c in alone] == [r["client"] for r in sorted(rows, key=lambda r: r["id"])]
     _lab_gone()
 
 

@@ -27,7 +27,8 @@ from dnscost import __version__
 from dnscost.certs import make_tls
 from dnscost.engine import Responder
 from dnscost.errors import MachineError, UsageError
-from dnscost.observe.analysis import load
+from dnscost.observe.analysis import load, read_jsonl
+from dnscost.observe.capture import analyse, reconcile
 from dnscost.observe.clients import STUB_LISTEN, Schedule, Upstream, client
 from dnscost.observe.lab import SERVER_ADDRESS, Lab
 from dnscost.proc import Child
@@ -93,6 +94,9 @@ class Plan:
     duration_s: float
     out: Path
     command: str | None = None
+    capture: bool = False
+    """Also capture the lab's packets (headers) at the resolver's side: ``capture.pcap``,
+    analysed in ``capture.json``."""
 
 
 def _resolution_loop(lab: Lab, out: Path, schedule: Schedule) -> Child:
@@ -100,6 +104,17 @@ def _resolution_loop(lab: Lab, out: Path, schedule: Schedule) -> Child:
             "--duration", str(schedule.duration_s), "--names", str(schedule.names),
             "--out", str(out / "resolutions.jsonl")]  # fmt: skip
     return Child("resolve", [*lab.exec_prefix("client"), *argv], log=out / "resolve.log")
+
+
+def _capture(lab: Lab, out: Path) -> Child:
+    """tcpdump on the resolver's end of the veth pair, headers only, each packet written at
+    once."""
+    log = out / "tcpdump.log"
+    argv = ["tcpdump", "-n", "--immediate-mode", "-U", "-s", "128", "-Z", "root", "-i", lab.info.server_device,
+            "-w", str(out / "capture.pcap"), "host", SERVER_ADDRESS]  # fmt: skip
+    child = Child("tcpdump", [*lab.exec_prefix("server"), *argv], log=log)
+    child.wait_for(lambda: "listening on" in log.read_text(errors="replace"), 10, "while starting to capture")
+    return child
 
 
 def observe(plan: Plan, policies: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -148,8 +163,11 @@ def observe(plan: Plan, policies: dict[str, dict[str, Any]]) -> dict[str, Any]:
     lab = Lab.create()
     children: list[Child] = []
     responder: Responder | None = None
+    dump: Child | None = None
     interrupted = False
     try:
+        if plan.capture:
+            dump = _capture(lab, out)
         responder = Responder(
             out,
             [f"doh://{SERVER_ADDRESS}:443/dns-query", f"dot://{SERVER_ADDRESS}:853", f"udp://{SERVER_ADDRESS}:53"],
@@ -179,8 +197,23 @@ def observe(plan: Plan, policies: dict[str, dict[str, Any]]) -> dict[str, Any]:
             child.stop()
         if responder is not None:
             responder.stop()
+        if dump is not None:
+            time.sleep(0.5)  # the last segments of the closes
+            dump.stop()
         lab.remove()
     record["interrupted"] = interrupted
+    if dump is not None and (out / "capture.pcap").exists():
+        captured = [c for port in (443, 853) for c in analyse(out / "capture.pcap", f"{SERVER_ADDRESS}:{port}")]
+        rows = reconcile(captured, read_jsonl(out / "connections.jsonl"), int(record.get("origin_unix_us") or 0))
+        (out / "capture.json").write_text(
+            json.dumps({"connections": [c.as_dict() for c in captured], "reconciled": rows}, indent=2) + "\n"
+        )
+        record["capture"] = {
+            "connections": len(captured),
+            "matched": sum(1 for r in rows if r["capture_closer"] is not None),
+            "closer_agrees": sum(1 for r in rows if r["agree"]),
+        }
+
     (out / "observation.json").write_text(json.dumps(record, indent=2) + "\n")
     record = load(out).meta
     (out / "observation.json").write_text(json.dumps(record, indent=2) + "\n")
