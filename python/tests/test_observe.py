@@ -261,3 +261,67 @@ def test_figures_and_table_are_recomputed_from_the_logs_alone(tmp_path: Path) ->
     svg = (tmp_path / "figure2-dnss.svg").read_text()
     assert "dnss 1: connections to the resolver" in svg
     assert main(["observe", "--from", str(tmp_path / "empty")]) == 2
+
+
+def test_a_profile_replayed_against_serve_reproduces_its_connections(tmp_path: Path) -> None:
+    """An observation of a client that closes its connections 1 s after their last query
+    (close_notify), one resolution every 1.5 s, becomes a profile; the engine replays three
+    such clients against `serve`, whose own log shows connections of one query each, closed by
+    the client about a second after it (within 15 % and 100 ms), as observed."""
+    cell = tmp_path / "obs" / "stub" / "1.5s-none"
+    cell.mkdir(parents=True)
+    conns, queries = [], []
+    for i in range(6):
+        t = 1_000_000 + i * 1_500_000
+        conns.append(
+            {
+                "type": "connection",
+                "role": "server",
+                "transport": "doh",
+                "id": i,
+                "opened_us": t - 2_000,
+                "closed_us": t + 1_000_000,
+                "queries": 1,
+                "closed_by": "client",
+                "close": "close_notify",
+            }
+        )
+        queries.append({"type": "query", "t_us": t, "transport": "doh", "connection": i, "qname": f"q0000{i}.test."})
+    (cell / "connections.jsonl").write_text("".join(json.dumps(c) + "\n" for c in conns))
+    (cell / "queries.jsonl").write_text("".join(json.dumps(q) + "\n" for q in queries))
+    meta = {"client": "stub", "transport": "doh", "delay_s": 1.5, "policy": "none", "duration_s": 10.0,
+            "origin_unix_us": 0, "client_started_unix_us": 0, "client_stopped_unix_us": 12_000_000}  # fmt: skip
+    (cell / "observation.json").write_text(json.dumps(meta))
+    assert main(["observe", "--from", str(tmp_path / "obs")]) == 0
+    profile = json.loads((cell / "profile.json").read_text())
+    assert profile["idle_timeout_ms"] == 1000 and profile["close"] == "graceful", profile
+    assert (profile["query_interval_ms"], profile["queries_per_resolution"], profile["connections"]) == (1500, 1, 1)
+
+    from dnscost.engine import Responder
+
+    log, qlog = tmp_path / "serve-connections.jsonl", tmp_path / "serve-queries.jsonl"
+    serve = Responder(
+        tmp_path / "serve",
+        ["doh://127.0.0.1:0/dns-query"],
+        extra=["--connections-log", str(log), "--queries-log", str(qlog)],
+    )
+    try:
+        e = serve.endpoints["doh"]
+        out = subprocess.run(
+            [str(engine_path()), "generate", "--profile", str(cell / "profile.json"), "--clients", "3",
+             "--target", e.address, "--ca", str(serve.ca), "--duration", "6s", "--warmup", "0s", "--quiet",
+             "--output", str(tmp_path / "replay.jsonl")],
+            capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        assert out.returncode == 0, out.stderr
+    finally:
+        serve.stop()
+    # The server's view: each connection carried one query and was closed by the client (the
+    # engine's graceful close over DoH: GOAWAY) one idle second after it.
+    replayed = [c for c in connections(read_jsonl(log), read_jsonl(qlog)) if c.lab_queries]
+    end = max(c.closed_s for c in replayed)  # the engine closes what is open when the run ends
+    own = [c for c in replayed if c.closed_by == "client" and c.close == "goaway" and c.closed_s < end - 0.1]
+    assert len(own) >= 9, replayed  # 3 clients, a query every 1.5 s for 6 s, less the last ones
+    assert all(c.lab_queries == 1 for c in replayed), replayed
+    idle = [c.closed_s - c.query_times_s[-1] for c in own]
+    assert all(abs(i - 1.0) <= 0.15 + 0.1 for i in idle), idle

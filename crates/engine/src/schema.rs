@@ -19,6 +19,7 @@ pub fn schemas() -> Vec<(&'static str, String)> {
     vec![
         ("engine-config.schema.json", pretty(schemars::schema_for!(EngineConfig))),
         ("engine-record.schema.json", pretty(schemars::schema_for!(Record))),
+        ("client-profile.schema.json", pretty(schemars::schema_for!(dnscost_load::ClientProfile))),
     ]
 }
 

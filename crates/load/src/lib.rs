@@ -9,6 +9,7 @@
 mod config;
 mod pacing;
 mod policy;
+mod profile;
 mod queries;
 mod rng;
 
@@ -18,6 +19,7 @@ pub use config::{
 };
 pub use pacing::{Pacer, TokenBucket};
 pub use policy::{ConnPolicy, PolicyClose};
+pub use profile::ClientProfile;
 pub use queries::{QuerySet, QuerySpecError};
 pub use rng::Rng;
 

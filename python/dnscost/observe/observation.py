@@ -31,6 +31,7 @@ from dnscost.observe.analysis import load, read_jsonl
 from dnscost.observe.capture import analyse, reconcile
 from dnscost.observe.clients import STUB_LISTEN, Schedule, Upstream, client
 from dnscost.observe.lab import SERVER_ADDRESS, Lab
+from dnscost.observe.profile import extract
 from dnscost.proc import Child
 
 __all__ = ["Plan", "load_policies", "observe", "policy_flags", "resummarise"]
@@ -215,17 +216,25 @@ def observe(plan: Plan, policies: dict[str, dict[str, Any]]) -> dict[str, Any]:
         }
 
     (out / "observation.json").write_text(json.dumps(record, indent=2) + "\n")
-    record = load(out).meta
-    (out / "observation.json").write_text(json.dumps(record, indent=2) + "\n")
+    record = _finish(out)
     if interrupted:
         raise KeyboardInterrupt
     return record
 
 
 def resummarise(out: Path) -> list[Path]:
-    """Recomputes the summary in every ``<client>/<cell>/observation.json`` under ``out``
-    from the cell's logs. Returns the cells."""
+    """Recomputes the summary in every ``<client>/<cell>/observation.json`` under ``out``, and
+    the cell's ``profile.json``, from the cell's logs. Returns the cells."""
     cells = [p.parent for p in sorted(out.glob("*/*/observation.json"))]
     for cell in cells:
-        (cell / "observation.json").write_text(json.dumps(load(cell).meta, indent=2) + "\n")
+        _finish(cell)
     return cells
+
+
+def _finish(cell: Path) -> dict[str, Any]:
+    """Writes the cell's summary (into observation.json) and its client profile
+    (profile.json), both from the cell's logs. Returns observation.json's content."""
+    observed = load(cell)
+    (cell / "observation.json").write_text(json.dumps(observed.meta, indent=2) + "\n")
+    (cell / "profile.json").write_text(json.dumps(extract(observed), indent=2) + "\n")
+    return observed.meta

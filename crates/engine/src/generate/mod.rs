@@ -45,6 +45,14 @@ pub struct GenerateArgs {
     /// JSON engine configuration (see `dnscost-engine schema`); flags override its fields.
     #[arg(long)]
     config: Option<PathBuf>,
+    /// A client profile (JSON, see `dnscost-engine schema`; `dnscost observe` writes them):
+    /// replays --clients such clients (connections, rate, idle timeout, lifetime, close),
+    /// over --config; flags override it.
+    #[arg(long, value_name = "FILE")]
+    profile: Option<PathBuf>,
+    /// With --profile: how many such clients.
+    #[arg(long, value_name = "N", default_value_t = 1, requires = "profile")]
+    clients: u32,
     /// udp, tcp, dot, doh, doq or doh3.
     #[arg(long, value_parser = token::<Transport>)]
     transport: Option<Transport>,
@@ -193,6 +201,12 @@ impl GenerateArgs {
             }
             None => EngineConfig::default(),
         };
+        if let Some(path) = &self.profile {
+            let text = std::fs::read_to_string(path).map_err(|e| EngineError::file(path, e))?;
+            let profile: dnscost_load::ClientProfile =
+                serde_json::from_str(&text).map_err(|e| EngineError::file(path, e))?;
+            profile.apply(&mut c, self.clients)?;
+        }
         macro_rules! set {
             ($($field:ident <- $arg:expr),* $(,)?) => { $( if let Some(v) = $arg { c.$field = v; } )* };
         }
