@@ -257,7 +257,14 @@ def _nss_trust(db: Path, ca: Path) -> None:
             raise MachineError(f"certutil {args[0]} failed: {r.stderr.strip()}")
 
 
-class Chromium(Client):
+class Browser(Client):
+    """A browser: its own DoH to the lab's resolver, driven by the page (:data:`DRIVER_PAGE`)."""
+
+    transport = "doh"
+    stub = False
+
+
+class Chromium(Browser):
     """Chromium, headless (the full browser), its DoH forced by a managed policy (secure mode,
     GET to the lab's resolver), the lab's CA trusted through an NSS database under a private
     HOME, background networking turned down as far as flags and policies allow. Driven by a
@@ -266,8 +273,6 @@ class Chromium(Client):
     name = "chromium"
     package = "chromium"
     program = "chromium"
-    transport = "doh"
-    stub = False
 
     def prepare(self, lab: Lab, workdir: Path, upstream: Upstream, schedule: Schedule) -> dict[str, str] | None:
         home = workdir / "home"
@@ -331,17 +336,15 @@ FIREFOX_PREFS = {
 }
 
 
-class Firefox(Client):
+class Firefox(Browser):
     """Firefox ESR, headless, DoH only (TRR mode 3, POST) to the lab's resolver, the lab's CA
     in its profile's NSS database, background services turned off by prefs
-    (:data:`FIREFOX_PREFS`). Driven by the same page as Chromium. Each resolution asks A (and
-    AAAA only where IPv6 is up, which it is not in the lab)."""
+    (:data:`FIREFOX_PREFS`). Firefox ESR 153 asks A and AAAA for each name, about three times
+    each (the page's connection to the answer fails at once), and HTTPS once."""
 
     name = "firefox"
     package = "firefox-esr"
     program = "firefox-esr"
-    transport = "doh"
-    stub = False
 
     def prepare(self, lab: Lab, workdir: Path, upstream: Upstream, schedule: Schedule) -> dict[str, str] | None:
         profile = workdir / "profile"
