@@ -819,8 +819,10 @@ def absolute_paths(args: argparse.Namespace) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = absolute_paths(build_parser().parse_args(argv))
-    # SIGTERM ends a run like Ctrl-C: children are stopped and measured data kept.
+    # SIGTERM ends a run like Ctrl-C: children are stopped and measured data kept. SIGINT is
+    # taken explicitly: a process started from a script's background job inherits it ignored.
     signal.signal(signal.SIGTERM, _interrupt)
+    signal.signal(signal.SIGINT, _interrupt)
     try:
         if args.command == "doctor":
             return cmd_doctor()
