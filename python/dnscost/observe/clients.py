@@ -14,6 +14,7 @@ import os
 import shlex
 import shutil
 import subprocess
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
@@ -59,7 +60,7 @@ class Upstream:
         return f"{self.address}:853"
 
 
-class Client:
+class Client(ABC):
     """One kind of client: how to start it (:meth:`start`) and what it is."""
 
     name: ClassVar[str]
@@ -74,8 +75,9 @@ class Client:
     def __init__(self, command: str | None = None) -> None:
         self.command = command
 
-    def argv(self, workdir: Path, upstream: Upstream) -> list[str]:
-        raise NotImplementedError
+    @abstractmethod
+    def argv(self, workdir: Path, upstream: Upstream, schedule: Schedule) -> list[str]:
+        """The command that runs the client (files it reads are written here)."""
 
     def prepare(self, lab: Lab, workdir: Path, upstream: Upstream, schedule: Schedule) -> dict[str, str] | None:
         """Writes what the client needs before it starts; returns its environment (``None``:
@@ -95,7 +97,7 @@ class Client:
         if self.program and shutil.which(self.program) is None:
             raise MachineError(f"{self.name}: {self.program} is not installed (run scripts/setup)")
         env = self.prepare(lab, workdir, upstream, schedule)
-        argv = self.argv(workdir, upstream)
+        argv = self.argv(workdir, upstream, schedule)
         child = Child(
             self.name, [*lab.exec_prefix("client"), *argv], log=workdir / f"{self.name}.log", cwd=workdir, env=env
         )
@@ -124,7 +126,7 @@ class Dnss(Client):
     program = "dnss"
     transport = "doh"
 
-    def argv(self, workdir: Path, upstream: Upstream) -> list[str]:
+    def argv(self, workdir: Path, upstream: Upstream, schedule: Schedule) -> list[str]:
         return [
             "dnss",
             "-enable_dns_to_https",
@@ -150,7 +152,7 @@ class UnboundDot(Client):
     program = "unbound"
     transport = "dot"
 
-    def argv(self, workdir: Path, upstream: Upstream) -> list[str]:
+    def argv(self, workdir: Path, upstream: Upstream, schedule: Schedule) -> list[str]:
         conf = workdir / "unbound.conf"
         conf.write_text(
             "server:\n"
@@ -178,7 +180,7 @@ class KnotDot(Client):
     program = "kresd"
     transport = "dot"
 
-    def argv(self, workdir: Path, upstream: Upstream) -> list[str]:
+    def argv(self, workdir: Path, upstream: Upstream, schedule: Schedule) -> list[str]:
         rundir = workdir / "kresd"
         rundir.mkdir(parents=True, exist_ok=True)
         conf = workdir / "kresd.conf"
@@ -201,7 +203,7 @@ class External(Client):
     name = "external"
     transport = "any"
 
-    def argv(self, workdir: Path, upstream: Upstream) -> list[str]:
+    def argv(self, workdir: Path, upstream: Upstream, schedule: Schedule) -> list[str]:
         if not self.command:
             raise UsageError("observe: --client external needs --command")
         fields = {
@@ -283,10 +285,9 @@ class Chromium(Browser):
             "BrowserNetworkTimeQueriesEnabled": False,
         }
         lab.write_etc("client", "chromium/policies/managed/dnscost-lab.json", json.dumps(policy))
-        self._url = _driver_url(workdir, schedule)
         return {**os.environ, "HOME": str(home)}
 
-    def argv(self, workdir: Path, upstream: Upstream) -> list[str]:
+    def argv(self, workdir: Path, upstream: Upstream, schedule: Schedule) -> list[str]:
         return [
             "chromium",
             "--headless",
@@ -301,7 +302,7 @@ class Chromium(Browser):
             "--disable-background-timer-throttling",
             "--disable-renderer-backgrounding",
             "--disable-backgrounding-occluded-windows",
-            self._url,
+            _driver_url(workdir, schedule),
         ]
 
 
@@ -352,13 +353,13 @@ class Firefox(Browser):
         prefs = {k: v.format(doh_url=upstream.doh_url) if isinstance(v, str) else v for k, v in FIREFOX_PREFS.items()}
         lines = [f"user_pref({json.dumps(k)}, {json.dumps(v)});" for k, v in prefs.items()]
         (profile / "user.js").write_text("\n".join(lines) + "\n")
-        self._url = _driver_url(workdir, schedule)
         home = workdir / "home"
         home.mkdir(parents=True, exist_ok=True)
         return {**os.environ, "HOME": str(home)}
 
-    def argv(self, workdir: Path, upstream: Upstream) -> list[str]:
-        return ["firefox-esr", "--headless", "--no-remote", "--profile", str(workdir / "profile"), self._url]
+    def argv(self, workdir: Path, upstream: Upstream, schedule: Schedule) -> list[str]:
+        profile = str(workdir / "profile")
+        return ["firefox-esr", "--headless", "--no-remote", "--profile", profile, _driver_url(workdir, schedule)]
 
 
 CLIENTS: dict[str, type[Client]] = {c.name: c for c in (Dnss, UnboundDot, KnotDot, External, Chromium, Firefox)}

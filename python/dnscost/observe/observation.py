@@ -203,18 +203,6 @@ def observe(plan: Plan, policies: dict[str, dict[str, Any]]) -> dict[str, Any]:
             dump.stop()
         lab.remove()
     record["interrupted"] = interrupted
-    if dump is not None and (out / "capture.pcap").exists():
-        captured = [c for port in (443, 853) for c in analyse(out / "capture.pcap", f"{SERVER_ADDRESS}:{port}")]
-        rows = reconcile(captured, read_jsonl(out / "connections.jsonl"), int(record.get("origin_unix_us") or 0))
-        (out / "capture.json").write_text(
-            json.dumps({"connections": [c.as_dict() for c in captured], "reconciled": rows}, indent=2) + "\n"
-        )
-        record["capture"] = {
-            "connections": len(captured),
-            "matched": sum(1 for r in rows if r["capture_closer"] is not None),
-            "closer_agrees": sum(1 for r in rows if r["agree"]),
-        }
-
     (out / "observation.json").write_text(json.dumps(record, indent=2) + "\n")
     record = _finish(out)
     if interrupted:
@@ -231,10 +219,29 @@ def resummarise(out: Path) -> list[Path]:
     return cells
 
 
+def _reconciled_capture(cell: Path, origin_unix_us: int) -> dict[str, int]:
+    """Analyses the cell's capture into capture.json (its connections with the resolver, and
+    each beside the server's log); returns the counts for observation.json."""
+    pcap = cell / "capture.pcap"
+    captured = [c for port in (443, 853) for c in analyse(pcap, f"{SERVER_ADDRESS}:{port}")]
+    rows = reconcile(captured, read_jsonl(cell / "connections.jsonl"), origin_unix_us)
+    (cell / "capture.json").write_text(
+        json.dumps({"connections": [c.as_dict() for c in captured], "reconciled": rows}, indent=2) + "\n"
+    )
+    return {
+        "connections": len(captured),
+        "matched": sum(1 for r in rows if r["capture_closer"] is not None),
+        "closer_agrees": sum(1 for r in rows if r["agree"]),
+    }
+
+
 def _finish(cell: Path) -> dict[str, Any]:
-    """Writes the cell's summary (into observation.json) and its client profile
-    (profile.json), both from the cell's logs. Returns observation.json's content."""
+    """Writes the cell's summary (into observation.json), its capture's analysis (with
+    ``--capture``) and its client profile (profile.json), all from the cell's records.
+    Returns observation.json's content."""
     observed = load(cell)
+    if (cell / "capture.pcap").exists():
+        observed.meta["capture"] = _reconciled_capture(cell, int(observed.meta.get("origin_unix_us") or 0))
     (cell / "observation.json").write_text(json.dumps(observed.meta, indent=2) + "\n")
     (cell / "profile.json").write_text(json.dumps(extract(observed), indent=2) + "\n")
     return observed.meta

@@ -175,10 +175,8 @@ pub async fn serve(
                 Err(e) => break super::doq::client_ending(&connection, Some(e.to_string()), &shared),
             },
             // The client closes once its answers are in; the server does after a second.
-            _ = connection.closed(), if closing.is_some() => break Ending::Server(closing.map_or(Close::End, |c| c.0)),
-            _ = tokio::time::sleep_until(closing.map_or_else(Instant::now, |c| c.1)), if closing.is_some() => {
-                break Ending::Server(closing.map_or(Close::End, |c| c.0));
-            }
+            _ = tokio::time::timeout_at(closing.map_or_else(Instant::now, |c| c.1), connection.closed()),
+                if closing.is_some() => break Ending::Server(closing.map_or(Close::End, |c| c.0)),
         }
     };
     if let Ending::Server(_) = ending {
