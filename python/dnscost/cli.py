@@ -633,7 +633,7 @@ def _report(run_dir: Path) -> Path:
     write_tables(a, run_dir / "tables")
     rows = headline(a)
     path = render_report(a, run_dir, headline=rows)
-    for line in format_headline(rows, a.tables["consistency"].rows):
+    for line in format_headline(rows, a.tables["consistency"].rows, a.tables["clients"].rows):
         print(line)
     return path
 
@@ -689,10 +689,16 @@ def _resumed_share(handshakes: dict[str, Any]) -> str:
     return f" ({share.median:.0%} of reconnections resumed)"
 
 
-def format_headline(rows: list[dict[str, Any]], contradictions: Sequence[dict[str, Any]] = ()) -> list[str]:
+def format_headline(
+    rows: list[dict[str, Any]], contradictions: Sequence[dict[str, Any]] = (), clients: Sequence[dict[str, Any]] = ()
+) -> list[str]:
     """Per target: CPU per query (the primary figure, with capacity per core), measured qps,
-    ratios to UDP and to persistent connections, handshake costs, memory per connection, each
-    with its interval; then the contradictions the consistency checks found."""
+    ratios to UDP and to persistent connections, handshake costs, memory per connection, real
+    clients replayed (the ``clients`` table), each with its interval; then the contradictions
+    the consistency checks found."""
+    from dnscost.analysis.rounds import Spread
+    from dnscost.analysis.tables import REFERENCE_QPS
+
     lines = []
     rounds = max((r["rounds"] for r in rows), default=0)
     marked = dearer = False
@@ -746,6 +752,20 @@ def format_headline(rows: list[dict[str, Any]], contradictions: Sequence[dict[st
             lines.append(
                 f"  energy per query ÷ UDP's (RAPL)           {each(persistent, lambda v: _iv(v['energy_ratio']))}"
             )
+        replayed = [c for c in clients if c["target"] == r["target"]]
+        if replayed:
+            ratios = ", ".join(
+                f"{c['profile']} "
+                + _iv(
+                    Spread(
+                        c["cpu_ratio_to_udp"], c["cpu_ratio_to_udp_min"], c["cpu_ratio_to_udp_max"], c["valid_reps"]
+                    ),
+                    1,
+                )
+                + ("" if (c["rate_qps"] or 0) >= REFERENCE_QPS else f" (at {c['rate_qps']:,.0f} qps)")
+                for c in replayed
+            )
+            lines.append(f"  real clients, CPU per query ÷ UDP's        {ratios}")
     lines.append(
         f"intervals: median [min-max] over {rounds} round{'s' if rounds != 1 else ''}, each ratio within its round; "
         "memory and idle CPU: fitted slope [95 % t interval]"

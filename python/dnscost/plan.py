@@ -33,6 +33,7 @@ __all__ = [
     "REFERENCE_GROUP",
     "REFERENCE_KNOBS",
     "TrialPlan",
+    "client_qps",
     "engine_knobs",
     "estimate_s",
     "expand",
@@ -98,7 +99,32 @@ IRRELEVANT: dict[str, dict[str, Any]] = {
 QUIC's)."""
 
 
+def client_qps(profile: dict[str, Any]) -> float:
+    """The queries per second one client of ``profile`` makes (as ``ClientProfile::apply`` in
+    the engine counts them, which sets the rate the trial runs at)."""
+    return float(profile.get("queries_per_resolution", 1)) * 1000.0 / float(profile["query_interval_ms"])
+
+
+def _replay(p: dict[str, Any], profile: dict[str, Any], max_connections: int) -> dict[str, Any]:
+    """A trial's knobs when it replays clients of ``profile`` (the profile itself in
+    ``profile``): ``clients`` of them, or when the group gives a ``rate`` as many as make it
+    within ``max_connections``; connections as many as the clients keep, ``rate`` the queries
+    per second they make together, resumption the profile's. Lifetime is the profile's to set
+    (the engine applies it), so None here."""
+    per_client = int(profile.get("connections", 1))
+    if isinstance(p.get("rate"), int | float):
+        clients = max(1, min(round(p["rate"] / client_qps(profile)), max_connections // per_client))
+    else:
+        clients = p["clients"]
+    p = {**p, "profile": profile, "clients": clients, "connections": clients * per_client}
+    p.update(lifetime=None, rate=round(clients * client_qps(profile), 3), doh_method=None)
+    p["resumption"] = float(profile.get("resumption") or 0.0)
+    return p
+
+
 def _normalise(kind: str, transport: str, p: dict[str, Any]) -> dict[str, Any]:
+    if "profile" in p:
+        return {**p, **IRRELEVANT[transport]}
     p = {**p, **IRRELEVANT[transport]}
     if p["lifetime"] == "forever":
         p["resumption"] = 0.0
@@ -133,6 +159,10 @@ def _label(key: str, value: Any) -> str:
     }
     if key in ("doh_method", "doh_headers", "cert_key", "tls_group"):
         return str(value)
+    if key == "profile":
+        return str(value["name"])
+    if key == "clients":
+        return f"n{value}"
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     return f"{short[key]}{value}"
@@ -146,7 +176,15 @@ def _group_trials(spec: Spec, g: Group, target: str, served: tuple[str, ...]) ->
         if transport not in served:
             continue
         for combo in itertools.product(*g.axes.values()):
-            p = _normalise(g.kind, transport, dict(zip(g.axes, combo, strict=True)))
+            p = dict(zip(g.axes, combo, strict=True))
+            if "profile" in p:
+                profile = g.settings["profiles"][p["profile"]]
+                if profile["transport"] != transport:
+                    continue
+                p = _replay(p, profile, int(g.settings["max_connections"]))
+            else:
+                p.pop("clients", None)
+            p = _normalise(g.kind, transport, p)
             key = (transport, *sorted((k, str(v)) for k, v in p.items()))
             if key in seen:
                 continue
@@ -173,6 +211,8 @@ def _group_trials(spec: Spec, g: Group, target: str, served: tuple[str, ...]) ->
                 and k not in IRRELEVANT[transport]
                 and not (k == "early_data" and not p["resumption"])  # none without resumption
             ]
+            if "profile" in p and "profile" not in swept:
+                labels.insert(0, _label("profile", p["profile"]))
             for rep in range(g.repetitions):
                 tid = "-".join([g.name, target, transport, *labels, f"r{rep}"])
                 out.append(TrialPlan(tid, g.name, g.kind, target, transport, params, rep, rep, analysis=g.analysis))
@@ -213,11 +253,14 @@ where one query per socket at a time leaves it waiting on round trips."""
 
 def _reference_trial(target: str, rnd: int, round_trials: list[TrialPlan]) -> TrialPlan | None:
     """The UDP reference of a round that loads the target: closed loop with
-    :data:`REFERENCE_KNOBS`, timed as the round's first closed-loop load trial."""
-    model = next((t for t in round_trials if t.kind == "load" and t.params.get("rate") == "max"), None)
+    :data:`REFERENCE_KNOBS`, timed as the round's first closed-loop load trial (else its first
+    load trial: a round of real clients replayed, all open loop)."""
+    loads = [t for t in round_trials if t.kind == "load"]
+    model = next((t for t in loads if t.params.get("rate") == "max"), loads[0] if loads else None)
     if model is None:
         return None
-    p = _normalise("load", "udp", {**model.params, **REFERENCE_KNOBS})
+    knobs = {k: v for k, v in model.params.items() if k not in ("profile", "clients")}
+    p = _normalise("load", "udp", {**knobs, **REFERENCE_KNOBS, "rate": "max"})
     tid = f"{REFERENCE_GROUP}-{target}-udp-r{rnd}"
     return TrialPlan(tid, REFERENCE_GROUP, "load", target, "udp", p, rnd, rnd)
 
@@ -269,6 +312,20 @@ def engine_knobs(t: TrialPlan) -> dict[str, Any]:
         "warmup_ms": round(p["warmup_s"] * 1000),
         "timeout_ms": round(p["timeout_s"] * 1000),
     }
+    if p.get("profile"):
+        # The engine applies the profile (transport, connections, rate, idle timeout, lifetime,
+        # close, resumption). Clients that keep their connections had them open before the
+        # measured period; clients that close them idle open them as their queries come, from
+        # the start, as such clients do all the time.
+        profile = p["profile"]
+        config.update(profile=profile, clients=p["clients"], in_flight=p["in_flight"])
+        if "idle_timeout_ms" not in profile and "lifetime" not in profile:
+            config["open_first"] = True
+        if p.get("open_rate"):
+            config["open_rate"] = p["open_rate"]
+        if p.get("early_data"):
+            config["early_data"] = p["early_data"]
+        return config
     if t.kind == "idle":
         # Figure 3 as the study measured it: every connection carries one query as soon as it
         # is open (so the target builds its TLS and HTTP/2 state), then stays idle.

@@ -6,11 +6,18 @@ A spec names targets and groups of trials. A group has a kind (``load``: the eng
 as fast as the target answers; ``idle``: hold connections open and measure memory; ``search``:
 the highest UDP rate answered with less than ``max_loss`` loss), transports, and engine knobs;
 a knob given as a list is a sweep axis, and a group's trials are the product of its axes.
+A group may replay real clients instead: ``profile`` names client profiles (shipped in
+``experiments/profiles/``, or JSON files beside the spec) that ``dnscost observe`` extracted,
+and ``clients`` how many such clients each trial replays, or ``rate`` the queries per second
+they make together (as many clients as that takes, at most ``max_connections`` connections);
+the profile sets the transport, connections per client, query rate per client, idle timeout,
+lifetime, close and resumption.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 import tomllib
 from dataclasses import dataclass
@@ -23,12 +30,15 @@ from dnscost.network import NETWORKS
 __all__ = [
     "ANALYSES",
     "KINDS",
+    "PROFILES_DIR",
+    "PROFILE_SETS",
     "SWEEPABLE",
     "TRANSPORTS",
     "Group",
     "Spec",
     "duration_s",
     "lifetime_fields",
+    "load_profile",
     "load_share",
     "load_spec",
     "parse_spec",
@@ -38,7 +48,7 @@ TRANSPORTS = ("udp", "tcp", "dot", "doh", "doq", "doh3")
 TLS_GROUPS = ("x25519", "secp256r1", "secp384r1", "x25519mlkem768")
 """Key-exchange groups the engine can pin (``dnscost-engine generate --tls-group``)."""
 KINDS = ("load", "idle", "search")
-ANALYSES = ("baseline", "memory", "connections", "establishment", "energy", "latency", "cost_model")
+ANALYSES = ("baseline", "memory", "connections", "establishment", "energy", "latency", "cost_model", "clients")
 
 SWEEPABLE = (
     "connections",
@@ -52,12 +62,21 @@ SWEEPABLE = (
     "cert_key",
     "tls_group",
     "early_data",
+    "profile",
+    "clients",
 )
 """Knobs a group can sweep (give a list); every other field takes one value."""
 
-GROUP_ANALYSES = ("connections", "establishment")
-"""The analyses that read load groups' trials (Figure 4; Figure 5, Table I and the ratios): a
-group feeds the one its ``analysis`` names, by default the one its name names."""
+GROUP_ANALYSES = ("connections", "establishment", "clients")
+"""The analyses that read load groups' trials (Figure 4; Figure 5, Table I and the ratios; real
+clients replayed): a group feeds the one its ``analysis`` names, by default ``clients`` for a
+group of profiles and otherwise the one its name names."""
+
+PROFILES_DIR = Path(__file__).parent / "experiments" / "profiles"
+"""The shipped client profiles (``<name>.json``), each from an observation on the project's machine."""
+
+PROFILE_SETS = ("connections", "lifetime", "doh_method", "resumption")
+"""Knobs a profile sets, which a group of profiles cannot also give."""
 
 _DURATION = re.compile(r"([0-9]*\.?[0-9]+)(ms|s|m|h)?")
 _DURATION_FIELDS = ("duration", "warmup", "timeout", "step_duration", "baseline")
@@ -74,6 +93,7 @@ _GROUP_FIELDS = {
     "capacity_of",
     "targets",
     "analysis",
+    "max_connections",
     *SWEEPABLE,
     *_DURATION_FIELDS,
 }
@@ -284,8 +304,10 @@ class _Checker:
 
 def _knob(c: _Checker, key: str, value: Any) -> Any:
     """One value of a sweepable knob, checked and normalised."""
-    if key == "connections":
+    if key in ("connections", "clients"):
         return c.integer(key, value, 1, 1_000_000)
+    if key == "profile":
+        return c.string(key, value)
     if key == "in_flight":
         return c.integer(key, value, 1, 65_535)
     if key in ("resumption", "early_data"):
@@ -336,6 +358,8 @@ def _settings(c: _Checker, table: dict[str, Any], keys: set[str]) -> dict[str, A
             out[key] = c.number(key, value, 0.001, 1.0)
         elif key == "max_steps":
             out[key] = c.integer(key, value, 1, 100)
+        elif key == "max_connections":
+            out[key] = c.integer(key, value, 1, 1_000_000)
         elif key in SWEEPABLE:
             values = value if isinstance(value, list) else [value]
             if not values:
@@ -358,6 +382,8 @@ GROUP_DEFAULTS: dict[str, Any] = {
     "cert_key": ("ecdsa-p256",),
     "tls_group": ("x25519",),
     "early_data": (0.0,),
+    "clients": (1,),
+    "max_connections": 10_000,
     "max_loss": 0.01,
     "start_qps": 20_000.0,
     "max_qps": 2_000_000.0,
@@ -409,14 +435,27 @@ def parse_spec(text: str, origin: str = "<spec>") -> Spec:
             gc.fail("name", f"another group is already called {gname!r}")
         kind = gc.choice("kind", raw.get("kind", "load"), KINDS)
         own_targets = gc.strings("targets", raw["targets"], tuple(TARGETS)) if "targets" in raw else None
-        analysis = gc.choice("analysis", raw["analysis"], GROUP_ANALYSES) if "analysis" in raw else gname
+        analysis = (
+            gc.choice("analysis", raw["analysis"], GROUP_ANALYSES)
+            if "analysis" in raw
+            else ("clients" if "profile" in raw else gname)
+        )
         if "analysis" in raw and kind != "load":
             gc.fail("analysis", f"the {analysis} analysis reads load groups")
         if "capacity_of" in raw:
             groups.append(_share_group(gc, raw, gname, kind, groups))
             continue
-        transports = gc.strings("transports", raw.get("transports"), TRANSPORTS)
         merged = {**defaults, **_settings(gc, raw, _GROUP_FIELDS)}
+        if "profile" in raw:
+            profiles = _profiles(gc, raw, kind, merged["profile"], Path(origin).parent)
+            merged["profiles"] = profiles
+            transports = tuple(dict.fromkeys(str(p["transport"]) for p in profiles.values()))
+        else:
+            for key in ("clients", "max_connections"):
+                if key in raw:
+                    gc.fail(key, "is about the clients a profile stands for: give profile too")
+                merged.pop(key, None)
+            transports = gc.strings("transports", raw.get("transports"), TRANSPORTS)
         if kind == "search" and transports != ("udp",):
             gc.fail("transports", 'a search group measures the UDP baseline: transports = ["udp"]')
         if kind == "idle" and "udp" in transports:
@@ -482,6 +521,45 @@ def _share_group(gc: _Checker, raw: dict[str, Any], name: str, kind: str, earlie
             gc.fail("in_flight", "one value: the open loop's ceiling for every cell")
         settings["in_flight"] = _knob(gc, "in_flight", raw["in_flight"])
     return Group(name, kind, transports, ref.repetitions, axes, settings, ref.targets, name)
+
+
+def load_profile(name: str, spec_dir: Path) -> dict[str, Any]:
+    """The client profile ``name``: a shipped one (:data:`PROFILES_DIR`), or a JSON file (a
+    name ending in ``.json``, relative to the spec's directory). ValueError with the reason
+    when it cannot be read or is not a profile; the engine checks the rest of it."""
+    path = (spec_dir / name) if name.endswith(".json") else PROFILES_DIR / f"{name}.json"
+    if not name.endswith(".json") and not path.exists():
+        shipped = ", ".join(sorted(p.stem for p in PROFILES_DIR.glob("*.json"))) or "none"
+        raise ValueError(f"no shipped profile {name!r} (shipped: {shipped})")
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ValueError(f"{path}: {getattr(e, 'strerror', None) or e}") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("name"), str) or doc.get("transport") not in TRANSPORTS:
+        raise ValueError(f"{path}: not a client profile (a name and a transport at least)")
+    return doc
+
+
+def _profiles(gc: _Checker, raw: dict[str, Any], kind: str, names: tuple[str, ...], spec_dir: Path) -> dict[str, Any]:
+    """A group of profiles' profiles by name, read once (recorded with the spec)."""
+    if kind != "load":
+        gc.fail("profile", "a profile is replayed by a load group")
+    for key in ("transports", *PROFILE_SETS):
+        if key in raw:
+            gc.fail(key, "a group of profiles takes it from each profile")
+    if ("clients" in raw) == ("rate" in raw):
+        gc.fail("profile", "give clients (how many clients to replay) or rate (the queries per second they make)")
+    rate = raw.get("rate")
+    rates: list[Any] = rate if isinstance(rate, list) else [rate]
+    if "rate" in raw and not all(isinstance(r, int | float) and not isinstance(r, bool) for r in rates):
+        gc.fail("rate", f"the clients' queries per second together, a number, got {raw['rate']!r}")
+    out: dict[str, Any] = {}
+    for name in names:
+        try:
+            out[name] = load_profile(name, spec_dir)
+        except ValueError as e:
+            gc.fail("profile", str(e))
+    return out
 
 
 def load_spec(path: Path) -> Spec:

@@ -295,7 +295,10 @@ def summarize_trial(
     generator_behind = not summ["generator_kept_up"] or off_schedule
     generator_bound = (generator_behind or generator_saturated) and not target_saturated
     expected_samples = seconds / ctx.meter_interval_s
-    persistent = config["transport"] != "udp" and _forever(config.get("lifetime"))
+    # Connections that live the whole run (a client closing idle ones holds fewer by design).
+    persistent = (
+        config["transport"] != "udp" and _forever(config.get("lifetime")) and config.get("idle_timeout_ms") is None
+    )
     counters_missing = ctx.target_keeps_counters and target_answers is None
     flags = [
         flag

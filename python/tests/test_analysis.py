@@ -409,3 +409,26 @@ def test_column_types_do_not_depend_on_which_values_are_present() -> None:
     assert column_type("target_version", [None]) == pa.string()
     assert column_type("connections", [1, None, 3]) == pa.int64()
     assert column_type("qps_median", [1, 2.5]) == pa.float64()
+
+
+def test_real_clients_replayed_cost_what_their_shape_costs(synthetic: Analysis) -> None:
+    """The clients table: per profile, the target's CPU per query is its query cost plus the
+    handshakes and the connection-seconds its clients spend per query (the fixture's cost
+    model), beside the round's UDP reference; energy for a day at 10 000 qps; how many clients
+    make 10 000 qps. Replays are kept out of the cost model's fit, latency and wire tables."""
+    c = MAKER.COST
+    stub, browser = (one(synthetic, "clients", profile=p) for p in ("stub-60s", "browser-1s"))
+    # stub: 100 qps, a full DoT handshake per query, 3 000 connections held a second each.
+    stub_us = c["dot"]["query"] + c["dot"]["full_handshake"] + c["dot"]["connection_second"] * 3000 / 100
+    browser_us = c["doh"]["query"] + c["doh"]["connection_second"] * 5000 / 10_000
+    assert stub["cpu_us_per_query"] == pytest.approx(stub_us, rel=0.05)
+    assert browser["cpu_us_per_query"] == pytest.approx(browser_us, rel=0.05)
+    assert stub["cpu_us_per_query_min"] <= stub["cpu_us_per_query"] <= stub["cpu_us_per_query_max"]
+    assert stub["cpu_ratio_to_udp"] == pytest.approx(stub_us / c["udp"]["query"], rel=0.08)
+    assert (stub["reps"], stub["valid_reps"], browser["valid_reps"]) == (3, 3, 3)
+    assert (stub["clients_at_10k_qps"], browser["clients_at_10k_qps"]) == (600_000, 5_000)
+    assert (stub["handshakes_per_1k_queries"], browser["handshakes_per_1k_queries"]) == (1000.0, 0.0)
+    kwh = stub_us * 1e-6 * MAKER.MODEL_WATTS_PER_CORE * 10_000 * 86_400 / 3.6e6
+    assert stub["kwh_per_day_at_10k_qps"] == pytest.approx(kwh, rel=0.05)
+    assert not rows(synthetic, "latency", group="clients")
+    assert not any(r["connections"] in (3000, 5000) for r in rows(synthetic, "wire", target="dnsdist"))

@@ -279,3 +279,70 @@ def test_resume_refuses_what_is_not_a_run(tmp_path: Path) -> None:
 @pytest.fixture(autouse=True)
 def _cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
+
+
+PROFILES = """
+name = "p"
+targets = ["dnsdist"]
+[[group]]
+name = "clients_1s"
+profile = ["chromium-1s-google", "stub.json"]
+rate = 10000
+max_connections = 4000
+in_flight = 16
+"""
+
+STUB = {"name": "stub", "transport": "dot", "query_interval_ms": 60000, "idle_timeout_ms": 30000, "resumption": 0.5}
+
+
+def test_a_group_of_profiles_replays_clients_at_a_rate(tmp_path: Path) -> None:
+    """A group of profiles: each trial replays as many clients of one profile as make the
+    group's rate (within max_connections), over the profile's transport; the engine gets the
+    profile itself; clients that keep their connections open them before the measured period."""
+    (tmp_path / "stub.json").write_text(json.dumps(STUB))
+    (tmp_path / "p.toml").write_text(PROFILES)
+    spec = load_spec(tmp_path / "p.toml")
+    plan = expand(spec)
+    by_profile = {t.params["profile"]["name"]: t for t in plan if t.group == "clients_1s"}
+    chromium, stub = by_profile["chromium-1s-google"], by_profile["stub"]
+    assert (chromium.transport, stub.transport) == ("doh", "dot")
+    assert chromium.analysis == stub.analysis == "clients"
+    per_client = chromium.params["profile"]["queries_per_resolution"]  # one resolution a second
+    assert chromium.params["clients"] == min(round(10000 / per_client), 4000)
+    assert chromium.params["rate"] == chromium.params["clients"] * per_client
+    # One query a minute each: 10 000 qps would take 600 000 clients; 4 000 connections allowed.
+    assert (stub.params["clients"], stub.params["connections"], stub.params["rate"]) == (4000, 4000, 66.667)
+    assert stub.params["resumption"] == 0.5 and stub.id == "clients_1s-dnsdist-dot-stub-r0"
+    knobs = engine_knobs(stub)
+    assert knobs["profile"] == STUB and knobs["clients"] == 4000 and "open_first" not in knobs
+    assert "rate" not in knobs and "lifetime" not in knobs  # the engine takes them from the profile
+    assert engine_knobs(chromium)["open_first"] is True  # Chromium keeps its connection
+    # Each round that loads the target holds a UDP reference, though every trial is open loop.
+    assert [t.transport for t in plan if t.group == "reference"] == ["udp"]
+    # The profiles are recorded with the spec.
+    assert spec.to_dict()["groups"][0]["settings"]["profiles"]["stub"] == STUB
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (("rate = 10000", "rate = 10000\nclients = 5"), "give clients (how many clients to replay) or rate"),
+        (("rate = 10000", ""), "give clients (how many clients to replay) or rate"),
+        (("rate = 10000", 'rate = "max"'), "rate: the clients' queries per second together"),
+        (("in_flight = 16", 'transports = ["doh"]'), "transports: a group of profiles takes it from each profile"),
+        (("in_flight = 16", "connections = 10"), "connections: a group of profiles takes it"),
+        (('"chromium-1s-google"', '"chrome-99"'), "no shipped profile 'chrome-99' (shipped: "),
+        (('"stub.json"', '"nowhere.json"'), "nowhere.json: No such file"),
+        (('profile = ["chromium-1s-google", "stub.json"]', 'transports = ["doh"]'), "clients: is about the clients"),
+    ],
+)
+def test_bad_groups_of_profiles_name_the_field(tmp_path: Path, change: tuple[str, str], message: str) -> None:
+    (tmp_path / "stub.json").write_text(json.dumps(STUB))
+    text = PROFILES.replace(*change)
+    if "rate = 10000" in change[0] and "clients" not in change[1] and "rate" not in change[1]:
+        text = text.replace("max_connections = 4000\n", "")
+    if "profile = [" in change[0]:
+        text = text.replace("rate = 10000", "clients = 3").replace("max_connections = 4000\n", "")
+    (tmp_path / "p.toml").write_text(text)
+    with pytest.raises(UsageError, match=message):
+        load_spec(tmp_path / "p.toml")

@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -160,6 +161,25 @@ def test_unbound_forwarding_over_dot_meets_a_query_limit(root: None, tmp_path: P
     _lab_gone()
 
 
+def test_knot_resolver_forwarding_over_dot_meets_a_query_limit(root: None, tmp_path: Path) -> None:
+    """Knot Resolver 5 as a DoT forwarder (policy.TLS_FORWARD), one query every 200 ms for 3 s,
+    against a resolver that closes a connection after its 4th answer: the server's log shows
+    connections of at most 4 queries (its own priming queries included), closed by the server for
+    that reason, and every resolution succeeded through it."""
+    need(shutil.which("kresd") is not None, "kresd is not installed (scripts/setup installs knot-resolver)")
+    policies = tmp_path / "policies.toml"
+    policies.write_text("[few]\nmax_queries_per_connection = 4\n")
+    got = _observed(tmp_path / "o", "knot-dot", "200ms", "few", "3s", policies)
+    assert len(got["resolutions"]) == 15 and all(r["ok"] for r in got["resolutions"]), got["resolutions"]
+    used = [c for c in got["connections"] if c["queries"] > 0]
+    assert used and all(c["transport"] == "dot" and c["queries"] <= 4 for c in used), used
+    full = [c for c in used if c["queries"] == 4]
+    assert len(full) >= 3 and all(c["closed_by"] == "server" and c["close"] == "max_queries" for c in full), used
+    s = got["observation"]["summary"]
+    assert s["lab_queries"] == 15 and s["lab_names"] == 15, s
+    _lab_gone()
+
+
 def test_analysis_matches_queries_to_their_connections_and_counts_background_apart() -> None:
     conns = [
         {"type": "connection", "role": "server", "transport": "doh", "id": 0, "opened_us": 1_000_000,
@@ -284,6 +304,7 @@ def test_a_profile_replayed_against_serve_reproduces_its_connections(tmp_path: P
                 "queries": 1,
                 "closed_by": "client",
                 "close": "close_notify",
+                "handshake": "full" if i == 0 else "resumed",
             }
         )
         queries.append({"type": "query", "t_us": t, "transport": "doh", "connection": i, "qname": f"q0000{i}.test."})
@@ -296,6 +317,7 @@ def test_a_profile_replayed_against_serve_reproduces_its_connections(tmp_path: P
     profile = json.loads((cell / "profile.json").read_text())
     assert profile["idle_timeout_ms"] == 1000 and profile["close"] == "graceful", profile
     assert (profile["query_interval_ms"], profile["queries_per_resolution"], profile["connections"]) == (1500, 1, 1)
+    assert profile["resumption"] == 1.0, profile  # every reconnection resumed
 
     from dnscost.engine import Responder
 
@@ -325,3 +347,6 @@ def test_a_profile_replayed_against_serve_reproduces_its_connections(tmp_path: P
     assert all(c.lab_queries == 1 for c in replayed), replayed
     idle = [c.closed_s - c.query_times_s[-1] for c in own]
     assert all(abs(i - 1.0) <= 0.15 + 0.1 for i in idle), idle
+    # Each client's first connection made a full handshake; every reconnection resumed, as observed.
+    kinds = Counter(c.handshake for c in replayed)
+    assert kinds["full"] == 3 and kinds["resumed"] == len(replayed) - 3, kinds

@@ -664,3 +664,18 @@ def test_table_i_says_which_key_type_the_study_matches() -> None:
     ]
     text = _study_table1(Analysis(run={}, trials=[], tables={"table1": _table("table1", rows)}))
     assert "rsa-2048: 1 of 1 TLS cells agree" in text and "closer: rsa-2048" in text
+
+
+def test_real_clients_replayed_sit_beside_table_i(tmp_path: Path) -> None:
+    """The synthetic run replays two profiles against dnsdist: the report's section shows each
+    with its CPU per query over rounds and Table I's synthetic kWh of the same transport, and
+    study.md the same table."""
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(Path(__file__).parent / "fixtures" / "runs" / "synthetic", run)
+    html = write_report(run).read_text()
+    section = html[html.index('id="clients"') : html.index('id="latency"')]
+    assert "stub-60s" in section and "browser-1s" in section and "Table I: persistent, kWh/day" in section
+    assert "600,000" in section  # a client resolving once a minute: 600 000 of them for 10 000 qps
+    assert "## Real clients replayed" in (run / "study.md").read_text()

@@ -1,5 +1,6 @@
 //! The engine's input contract: one JSON document, unknown fields rejected, every value bounded.
 
+use crate::profile::ClientProfile;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -307,6 +308,12 @@ pub struct EngineConfig {
     pub output: Option<PathBuf>,
     /// One JSON line per closed connection.
     pub connections_log: Option<PathBuf>,
+    /// A real client's profile (`dnscost observe` extracts them), replayed by `clients` such
+    /// clients: [`EngineConfig::apply_profile`] sets transport, connections, rate, idle
+    /// timeout, lifetime, close, DoH method and resumption from it.
+    pub profile: Option<ClientProfile>,
+    /// With `profile`: how many such clients (default 1).
+    pub clients: Option<u32>,
 }
 
 impl Default for EngineConfig {
@@ -352,6 +359,8 @@ impl Default for EngineConfig {
             seed: 1,
             output: None,
             connections_log: None,
+            profile: None,
+            clients: None,
         }
     }
 }
@@ -399,9 +408,22 @@ impl EngineConfig {
         Ok(c)
     }
 
+    /// Replays `profile` (if any) as `clients` clients: the fields it sets take its values
+    /// over any given beside it; the profile and the count stay, so the resolved configuration
+    /// says what it replays. Applying twice gives the same configuration.
+    pub fn apply_profile(&mut self) -> Result<(), ConfigError> {
+        match self.profile.clone() {
+            Some(p) => p.apply(self, self.clients.unwrap_or(1)),
+            None => Ok(()),
+        }
+    }
+
     /// Checks every bound and every field's relevance to the transport.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let t = self.transport;
+        if self.clients.is_some() && self.profile.is_none() {
+            return Err(ConfigError::Invalid { field: "clients", reason: "needs a profile to replay".into() });
+        }
         if self.target.is_empty() {
             return Err(ConfigError::Invalid { field: "target", reason: "required (address:port)".into() });
         }

@@ -35,6 +35,10 @@ pub struct ClientProfile {
     pub close: Option<CloseMode>,
     #[serde(default)]
     pub doh_method: Option<DohMethod>,
+    /// The share of the client's reconnections that resumed their TLS session (none seen:
+    /// absent).
+    #[serde(default)]
+    pub resumption: Option<f64>,
 }
 
 fn one() -> u32 {
@@ -71,6 +75,12 @@ impl ClientProfile {
         if self.doh_method.is_some() {
             config.doh_method = self.doh_method;
         }
+        if let Some(r) = self.resumption {
+            if !(0.0..=1.0).contains(&r) {
+                return Err(invalid("profile", format!("{}: resumption {r} is not a share in 0..=1", self.name)));
+            }
+            config.resumption = Some(r);
+        }
         Ok(())
     }
 }
@@ -94,6 +104,15 @@ mod tests {
             r => panic!("{r:?}"),
         }
         assert!(p.apply(&mut c, 0).is_err());
+        // In the configuration itself, applied once or twice alike.
+        let mut d = EngineConfig { profile: Some(p.clone()), clients: Some(1000), ..EngineConfig::default() };
+        d.apply_profile().unwrap();
+        let once = d.clone();
+        d.apply_profile().unwrap();
+        assert_eq!((d.connections, d.idle_timeout_ms), (1000, Some(30000)));
+        assert_eq!(d, once);
+        let orphan = EngineConfig { clients: Some(3), target: "127.0.0.1:53".into(), ..EngineConfig::default() };
+        assert!(orphan.validate().is_err(), "clients without a profile");
         assert!(serde_json::from_str::<ClientProfile>(
             r#"{"name":"x","transport":"doh","query_interval_ms":1,"nope":1}"#
         )

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from dnscost.analysis.clients import clients_rows
 from dnscost.analysis.consistency import apply_flags, consistency_rows
 from dnscost.analysis.costmodel import cost_model_rows
 from dnscost.analysis.headline import headline, headline_rows
@@ -64,6 +65,7 @@ def analyze(run_dir: Path) -> Analysis:
         "cost_model": cost_terms,
         "cost_model_fit": cost_fits,
         "wire": wire_rows(trials, rows),
+        "clients": clients_rows(rows, rounds),
         "rounds": rounds,
         "consistency": contradictions,
         "headline": [],

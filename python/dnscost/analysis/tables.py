@@ -40,8 +40,8 @@ COLUMNS: dict[str, list[str]] = {
     for name, columns in {
         "trials": """
             id group analysis kind target target_version transport connections lifetime resumption early_data rate
-            in_flight cert_key tls_group rep round network status valid flags measured_s offered_qps answered_qps
-            queries_answered connections_established
+            in_flight cert_key tls_group profile clients rep round network status valid flags measured_s offered_qps
+            answered_qps queries_answered connections_established
             handshakes_full handshakes_resumed handshakes_zero_rtt_accepted handshakes_zero_rtt_rejected
             connection_seconds target_cpu_us cpu_us_per_query
             cpu_us_per_new_connection target_cpu_share softirq_us engine_cpu_us rss_bytes rss_baseline_bytes
@@ -88,6 +88,11 @@ COLUMNS: dict[str, list[str]] = {
         "cost_model_fit": """
             target transport trials terms terms_identified r2 holdout_trials holdout_median_abs_error_pct
             holdout_max_abs_error_pct resamples
+        """,
+        "clients": """
+            target transport profile clients connections rate_qps clients_at_10k_qps reps valid_reps answered_qps
+            handshakes_per_1k_queries cpu_us_per_query cpu_us_per_query_min cpu_us_per_query_max cpu_ratio_to_udp
+            cpu_ratio_to_udp_min cpu_ratio_to_udp_max energy_j_per_query kwh_per_day_at_10k_qps energy_source
         """,
         "rounds": " ".join(ROUND_COLUMNS),
         "headline": "target figure transport profile value low high n interval unit",
@@ -231,6 +236,8 @@ def trial_row(trial: dict[str, Any], run: dict[str, Any]) -> Row:
         "in_flight": params.get("in_flight"),
         "cert_key": params.get("cert_key"),
         "tls_group": params.get("tls_group"),
+        "profile": _dict(params.get("profile")).get("name"),
+        "clients": params.get("clients"),
         "rep": trial.get("rep"),
         "round": trial.get("round") if trial.get("round") is not None else trial.get("rep"),
         "network": _network(trial, run),
@@ -458,7 +465,8 @@ def establishment_rows(rows: list[Row], baseline: list[Row]) -> list[Row]:
     return out
 
 
-def _energy_per_query(r: Row) -> float | None:
+def energy_per_query(r: Row) -> float | None:
+    """Marginal joules (above idle) per answered query."""
     e, q = r["energy_marginal_j"], r["queries_answered"]
     return e / q if e is not None and q else None
 
@@ -484,7 +492,7 @@ def energy_rows(rows: list[Row]) -> list[Row]:
     for key, g in _establishment_groups(rows).items():
         counted, below = per_unit_trials(g)
         cpu = median([r["cpu_us_per_query"] for r in counted if r["cpu_us_per_query"] is not None])
-        energy = median([e for r in counted if (e := _energy_per_query(r)) is not None])
+        energy = median([e for r in counted if (e := energy_per_query(r)) is not None])
         sources = sorted({str(r["energy_source"]) for r in counted if r["energy_source"] is not None})
         out.append(
             {
@@ -503,11 +511,11 @@ def energy_rows(rows: list[Row]) -> list[Row]:
 
 
 def latency_rows(rows: list[Row]) -> list[Row]:
-    """Latency percentiles of every load trial, medians over the valid repetitions. A trial at a
+    """Latency percentiles of every load trial (real clients replayed aside), medians over the valid repetitions. A trial at a
     share of capacity (a group with ``capacity_of``, its ``reference`` the saturation trial)
     is not a row of its own: its percentiles stand in the ``share_`` columns of its saturation
     cell's row, so latency at saturation (queueing) and below it sit side by side."""
-    load = [r for r in rows if r["kind"] == "load"]
+    load = [r for r in rows if r["kind"] == "load" and r["analysis"] != "clients"]  # keyed by profile there
     of = {r["id"]: r for r in load}
     keys = ("target", "transport", "group", "analysis", "lifetime", "resumption", "early_data", "connections")
     saturation = [r for r in load if not r.get("reference")]
@@ -601,7 +609,10 @@ def wire_rows(trials: list[dict[str, Any]], rows: list[Row]) -> list[Row]:
     measured = [
         (r, f)
         for t, r in zip(trials, rows, strict=True)
-        if r["kind"] == "load" and r["status"] == "done" and (f := _wire_figures(t)) is not None
+        if r["kind"] == "load"
+        and r["analysis"] != "clients"  # a replay of real clients is a shape, not a cell
+        and r["status"] == "done"
+        and (f := _wire_figures(t)) is not None
     ]
     keys = ("target", "transport", "lifetime", "resumption", "early_data", "cert_key", "connections")
     out = []

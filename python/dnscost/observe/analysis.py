@@ -59,6 +59,9 @@ class Connection:
     """When each lab query arrived."""
     names: frozenset[str] = frozenset()
     """The driver's names the lab queries asked about."""
+    handshake: str = ""
+    """The TLS handshake as the server saw it (``full``, ``resumed``, ``zero_rtt_accepted`` or
+    ``zero_rtt_rejected``; ``none`` or empty without TLS)."""
 
     @property
     def duration_s(self) -> float:
@@ -104,6 +107,7 @@ def connections(
                 close=c.get("close") or "unknown",
                 query_times_s=times,
                 names=frozenset(names.get(key, ())),
+                handshake=c.get("handshake") or "",
             )
         )
     out.sort(key=lambda c: (c.opened_s, c.id))

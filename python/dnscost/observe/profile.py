@@ -11,7 +11,9 @@ best taken from an observation under a policy that closes nothing (``google``, `
   for all its own closes;
 - ``close``: how it closed most often (TLS close_notify or HTTP/2 GOAWAY: ``graceful``);
 - ``connections``: the most connections carrying the driver's queries at once;
-- ``queries_per_resolution``: the driver's queries per name, rounded."""
+- ``queries_per_resolution``: the driver's queries per name, rounded;
+- ``resumption``: the share of its reconnections (connections carrying the driver's queries
+  after the first) whose TLS handshake resumed a session, as the server saw it."""
 
 from __future__ import annotations
 
@@ -63,6 +65,9 @@ def extract(o: Observed) -> dict[str, Any]:
         counts = {c.lab_queries + c.background_queries for c in own}
         if max(gaps) < 0.5 and len(counts) == 1:
             profile["lifetime"] = {"queries": counts.pop()}
+    again = [c for c in conns[1:] if c.handshake not in ("", "none")]
+    if again:  # resumed, or resumed with 0-RTT data (accepted or not)
+        profile["resumption"] = round(sum(c.handshake != "full" for c in again) / len(again), 3)
     closes = Counter(CLOSES[c.close] for c in own if c.close in CLOSES)
     if closes:
         profile["close"] = closes.most_common(1)[0][0]

@@ -50,9 +50,9 @@ pub struct GenerateArgs {
     /// over --config; flags override it.
     #[arg(long, value_name = "FILE")]
     profile: Option<PathBuf>,
-    /// With --profile: how many such clients.
-    #[arg(long, value_name = "N", default_value_t = 1, requires = "profile")]
-    clients: u32,
+    /// How many clients the profile stands for (--profile's, or the one in --config; default 1).
+    #[arg(long, value_name = "N")]
+    clients: Option<u32>,
     /// udp, tcp, dot, doh, doq or doh3.
     #[arg(long, value_parser = token::<Transport>)]
     transport: Option<Transport>,
@@ -203,10 +203,12 @@ impl GenerateArgs {
         };
         if let Some(path) = &self.profile {
             let text = std::fs::read_to_string(path).map_err(|e| EngineError::file(path, e))?;
-            let profile: dnscost_load::ClientProfile =
-                serde_json::from_str(&text).map_err(|e| EngineError::file(path, e))?;
-            profile.apply(&mut c, self.clients)?;
+            c.profile = Some(serde_json::from_str(&text).map_err(|e| EngineError::file(path, e))?);
         }
+        if self.clients.is_some() {
+            c.clients = self.clients;
+        }
+        c.apply_profile()?;
         macro_rules! set {
             ($($field:ident <- $arg:expr),* $(,)?) => { $( if let Some(v) = $arg { c.$field = v; } )* };
         }
