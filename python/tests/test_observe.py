@@ -280,6 +280,10 @@ def test_figures_and_table_are_recomputed_from_the_logs_alone(tmp_path: Path) ->
     assert len(rows) == 1 and rows[0]["closed_by_server"] == "3" and rows[0]["duration_median_s"] == "20.5", rows
     svg = (tmp_path / "figure2-dnss.svg").read_text()
     assert "dnss 1: connections to the resolver" in svg
+    # One page with all of it: the figure inline, the observation's row, its profile.
+    page = (tmp_path / "report.html").read_text()
+    assert page.count("<svg") == 1 and "figure2-dnss" in page and "server idle 3" in page, page[:2000]
+    assert "dnss-1s-quad9" in page
     assert main(["observe", "--from", str(tmp_path / "empty")]) == 2
 
 

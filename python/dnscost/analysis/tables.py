@@ -511,10 +511,11 @@ def energy_rows(rows: list[Row]) -> list[Row]:
 
 
 def latency_rows(rows: list[Row]) -> list[Row]:
-    """Latency percentiles of every load trial (real clients replayed aside), medians over the valid repetitions. A trial at a
-    share of capacity (a group with ``capacity_of``, its ``reference`` the saturation trial)
-    is not a row of its own: its percentiles stand in the ``share_`` columns of its saturation
-    cell's row, so latency at saturation (queueing) and below it sit side by side."""
+    """Latency percentiles of every load trial (real clients replayed aside), medians over the
+    valid repetitions. A trial at a share of capacity (a group with ``capacity_of``, its
+    ``reference`` the saturation trial) is not a row of its own: its percentiles stand in the
+    ``share_`` columns of its saturation cell's row, so latency at saturation (queueing) and
+    below it sit side by side."""
     load = [r for r in rows if r["kind"] == "load" and r["analysis"] != "clients"]  # keyed by profile there
     of = {r["id"]: r for r in load}
     keys = ("target", "transport", "group", "analysis", "lifetime", "resumption", "early_data", "connections")

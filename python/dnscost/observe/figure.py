@@ -55,7 +55,10 @@ def draw_figure(client: str, observed: list[Observed], out: Path) -> list[Path]:
     delays = sorted({o.delay_s for o in observed})
     policies = list(dict.fromkeys(o.policy for o in observed))
     fig, axes = plt.subplots(
-        len(delays), len(policies), figsize=(3.2 * len(policies) + 0.6, 2.2 * len(delays) + 0.8), squeeze=False
+        len(delays),
+        len(policies),
+        figsize=(max(3.2 * len(policies) + 0.6, 6.4), 2.2 * len(delays) + 0.8),
+        squeeze=False,
     )
     by = {(o.delay_s, o.policy): o for o in observed}
     for i, d in enumerate(delays):
@@ -126,7 +129,10 @@ def table(observed: list[Observed]) -> list[dict[str, Any]]:
 
 def write_all(out: Path) -> list[Path]:
     """Reads every observation under ``out`` (``<client>/<cell>/observation.json``), writes
-    ``observations.csv`` and one Figure 2 per client. Returns the files written."""
+    ``observations.csv``, one Figure 2 per client and ``report.html`` (all of them in one
+    page). Returns the files written."""
+    from dnscost.observe.report import write_report
+
     observed = [load(p.parent) for p in sorted(out.glob("*/*/observation.json"))]
     if not observed:
         return []
@@ -139,4 +145,5 @@ def write_all(out: Path) -> list[Path]:
     written = [path]
     for client in dict.fromkeys(o.meta["client"] for o in observed):
         written += draw_figure(client, [o for o in observed if o.meta["client"] == client], out)
+    written.append(write_report(out, observed))
     return written
