@@ -126,6 +126,9 @@ def test_dnss_meets_a_resolver_that_closes_idle_connections(root: None, tmp_path
     s = got["observation"]["summary"]
     assert s["connections"] == 4 and s["lab_queries"] == 4 and s["closes"]["server idle"] >= 3, s
     assert got["observation"]["client_version"], got["observation"]
+    # The observation lasts its 14 s, past the loop's last resolution (at 12 s).
+    o = got["observation"]
+    assert (o["client_stopped_unix_us"] - o["client_started_unix_us"]) / 1e6 >= 14 - 0.5, o
     _lab_gone()
 
 

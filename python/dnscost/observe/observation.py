@@ -184,9 +184,12 @@ def observe(plan: Plan, policies: dict[str, dict[str, Any]]) -> dict[str, Any]:
         record["client_started_unix_us"] = time.time_ns() // 1000
         if the_client.stub:
             children.append(_resolution_loop(lab, out, schedule))
-        # Stubs: until the loop is done; browsers: for the duration (their page drives them).
-        deadline = time.monotonic() + plan.duration_s + (30 if the_client.stub else 0)
-        while time.monotonic() < deadline and (not the_client.stub or children[-1].alive()):
+        # For the duration, whatever drives the client (what it does after its last query, an
+        # idle close, is part of what is observed); a stub's loop may take up to 30 s longer to
+        # finish its last resolutions.
+        end = time.monotonic() + plan.duration_s
+        limit = end + (30 if the_client.stub else 0)
+        while (now := time.monotonic()) < limit and (now < end or (the_client.stub and children[-1].alive())):
             if not children[0].alive():
                 raise MachineError(f"{plan.client} exited during the observation: {children[0].log_tail()}")
             time.sleep(0.2)
