@@ -70,6 +70,8 @@ def test_reproduce_quick_builtin_and_dnsdist(tmp_path: Path) -> None:
         # QUIC's groups run on their targets among --targets: builtin's DoQ and DoH/3.
         "quic_connections",
         "quic_establishment",
+        # Real clients: the shipped profiles replayed.
+        "clients",
     }
 
     # Every derived table, as Parquet and CSV; the headline figures are there for both targets.
@@ -114,6 +116,18 @@ def test_reproduce_quick_builtin_and_dnsdist(tmp_path: Path) -> None:
     for row in quic:
         early = float(row["handshakes_zero_rtt_accepted"]) / max(float(row["handshakes_resumed"]), 1.0)
         assert (early > 0.9) == (row["early_data"] == "1.0"), row
+    # Real clients replayed against dnsdist: every profile, and what its shape costs. dnss
+    # resolving once a minute opens a connection (a full TLS handshake: it does not resume) per
+    # query, so each of its queries costs dnsdist several times one of dnss resolving every
+    # 50 ms over one connection.
+    with (out / "tables" / "clients.csv").open() as f:
+        clients = {row["profile"]: row for row in csv.DictReader(f) if row["target"] == "dnsdist"}
+    assert len(clients) == 9 and {p.split("-")[0] for p in clients} == {"chromium", "firefox", "dnss"}, clients
+    rare, busy = clients["dnss-60s-google"], clients["dnss-0.05s-google"]
+    assert 800 <= float(rare["handshakes_per_1k_queries"]) <= 1200, rare
+    assert float(busy["handshakes_per_1k_queries"]) < 10, busy
+    assert float(rare["cpu_us_per_query"]) > 3 * float(busy["cpu_us_per_query"]), (rare, busy)
+    assert "Real clients replayed" in (out / "report.html").read_text()
     # The cost model: every term that applies, each identified or saying why not (never 0).
     with (out / "tables" / "cost_model.csv").open() as f:
         terms = [row for row in csv.DictReader(f) if row["target"] == "dnsdist"]

@@ -107,6 +107,19 @@ fn lifecycle(transport: &str) {
     let idle = run.summary()["total"]["connections"]["closed_by_client"]["idle"].as_u64().unwrap();
     assert!(idle + 1 >= conns.len() as u64 && idle <= conns.len() as u64, "{idle} idle closes");
 
+    // A client that closes idle connections opens its first one when its first query is due,
+    // as every later one: 4 slots at a query a second each, due 250 ms apart, idle close after
+    // 300 ms. Their first connections open over most of the first second, not all at the start.
+    let (_, conns) = scenario(
+        transport,
+        "idle-first",
+        &[],
+        &["--connections", "4", "--idle-timeout", "300ms", "--rate", "4", "--duration", "1500ms"],
+    );
+    let mut opened: Vec<u64> = conns.iter().map(|c| c["opened_us"].as_u64().unwrap()).collect();
+    opened.sort_unstable();
+    assert!(opened.len() >= 5 && opened[3] - opened[0] >= 600_000, "first opens {opened:?}");
+
     // Open-rate cap: one query per connection as fast as possible, at most 20 openings/s.
     let (_, conns) = scenario(
         transport,

@@ -74,12 +74,14 @@ pub async fn run_slot(ctx: Rc<Ctx>, mut sched: Schedule, slot: u64, mut rng: Rng
     // The first connection lives a uniform share of the lifetime (Lifetime::first), so that
     // renewals run at the steady-state rate from the start instead of all at once.
     let first_lifetime = cfg.lifetime.first(1.0 - rng.next_f64());
+    // The first connection opens at the start (so that idle connections can be held), unless
+    // the client closes idle connections and need not open first: then, as every later one,
+    // when the slot's next query is due, as such a client does.
+    let lazy = cfg.idle_timeout_ms.is_some() && !cfg.open_first;
     'slot: loop {
-        // The first connection opens at the start (so that idle connections can be held);
-        // every later one when the slot's next query is due, as a real client does.
         let now = ctx.now();
         let mut not_before = now + backoff_ms * 1_000_000;
-        if !first {
+        if !first || lazy {
             match sched.next_start(now) {
                 Some(t) => not_before = not_before.max(t),
                 None => break,
