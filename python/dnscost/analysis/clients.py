@@ -61,7 +61,8 @@ def clients_rows(rows: list[Row], rounds: list[Row]) -> list[Row]:
                 "clients": clients,
                 "connections": g[0]["connections"],
                 "rate_qps": rate,
-                "clients_at_10k_qps": round(clients * REFERENCE_QPS / rate) if rate else None,
+                # To three significant digits: the rate replayed is rounded to the millisecond.
+                "clients_at_10k_qps": round(float(f"{clients * REFERENCE_QPS / rate:.3g}")) if rate else None,
                 "reps": len(g),
                 "valid_reps": len(valid),
                 "answered_qps": median([r["answered_qps"] for r in valid if r["answered_qps"] is not None]),
