@@ -63,23 +63,33 @@ impl Plan {
 /// across threads.
 pub struct Gate {
     pending: std::sync::atomic::AtomicU64,
+    /// When the last slot arrived (run time), `u64::MAX` until then.
+    opened_ns: std::sync::atomic::AtomicU64,
     open: tokio::sync::Notify,
 }
 
 impl Gate {
     pub fn new(slots: u64) -> Self {
-        Gate { pending: slots.into(), open: tokio::sync::Notify::new() }
+        Gate { pending: slots.into(), opened_ns: u64::MAX.into(), open: tokio::sync::Notify::new() }
     }
 
-    /// One slot's first connection is settled.
-    pub fn arrive(&self) {
+    /// One slot's first connection is settled, at run time `now`.
+    pub fn arrive(&self, now: u64) {
         if self.pending.fetch_sub(1, std::sync::atomic::Ordering::AcqRel) == 1 {
+            self.opened_ns.store(now, std::sync::atomic::Ordering::Release);
             self.open.notify_waiters();
         }
     }
 
     fn is_open(&self) -> bool {
         self.pending.load(std::sync::atomic::Ordering::Acquire) == 0
+    }
+
+    /// When the gate opened for a wait bounded by `deadline_ns`: when the last slot arrived,
+    /// or the deadline if that came first. Every slot's schedule starts then, also a slot whose
+    /// own first connection settled later (its queries are due meanwhile, as a client's are).
+    pub fn opened_at(&self, deadline_ns: u64) -> u64 {
+        self.opened_ns.load(std::sync::atomic::Ordering::Acquire).min(deadline_ns)
     }
 
     /// Waits until every slot has arrived, the run time `deadline_ns` passes or the run stops.
@@ -484,6 +494,23 @@ mod tests {
         let mut c = Counters::default();
         s.close(450 * MS, &mut c);
         assert_eq!(c.offered, 45);
+    }
+
+    #[test]
+    fn every_slot_s_schedule_starts_when_the_gate_opened() {
+        // Two slots: the last arrives at 300 ms and opens the gate; a slot that passes it at
+        // 700 ms (its own first connection settled late) starts its schedule at 300 ms, so the
+        // queries due since are its to offer.
+        let gate = Gate::new(2);
+        gate.arrive(100 * MS);
+        assert_eq!(gate.opened_at(2000 * MS), 2000 * MS, "not open yet: the deadline");
+        gate.arrive(300 * MS);
+        assert_eq!(gate.opened_at(2000 * MS), 300 * MS);
+        assert_eq!(gate.opened_at(200 * MS), 200 * MS, "the deadline came first");
+        let pacer = Pacer::new(Arrival::Constant, 100.0, 1, 0, 0, Rng::new(1, 0));
+        let mut s = Schedule::new(Some(pacer), 2000 * MS).hold();
+        s.start_at(gate.opened_at(2000 * MS).min(700 * MS));
+        assert_eq!(s.next_due(700 * MS), Some(300 * MS), "due since the gate opened");
     }
 
     #[test]

@@ -45,14 +45,16 @@ pub async fn wait_until(
 
 /// With `open_first`, after the slot's first connection attempt: waits until every slot's
 /// first attempt is settled (until the warm-up ends; without one, until the end of sending at
-/// most), then starts the slot's schedule.
+/// most), then starts the slot's schedule from when the gate opened, the same moment for every
+/// slot: a slot whose first connection settled after it owes the queries due since (a
+/// schedule started at each slot's own passage would offer less than the rate asks).
 async fn pass_gate(ctx: &Ctx, stop: &mut tokio::sync::watch::Receiver<Stop>, sched: &mut Schedule) {
     if let Some(g) = &ctx.plan.gate {
-        g.arrive();
+        g.arrive(ctx.now());
         let cfg = &ctx.plan.config;
-        let until = if cfg.warmup_ms > 0 { cfg.warmup_ms } else { cfg.warmup_ms + cfg.duration_ms };
-        g.wait(ctx, stop, until * 1_000_000).await;
-        sched.start_at(ctx.now());
+        let until = (if cfg.warmup_ms > 0 { cfg.warmup_ms } else { cfg.warmup_ms + cfg.duration_ms }) * 1_000_000;
+        g.wait(ctx, stop, until).await;
+        sched.start_at(g.opened_at(until).min(ctx.now()));
     }
 }
 
