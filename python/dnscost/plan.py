@@ -253,10 +253,12 @@ where one query per socket at a time leaves it waiting on round trips."""
 
 def _reference_trial(target: str, rnd: int, round_trials: list[TrialPlan]) -> TrialPlan | None:
     """The UDP reference of a round that loads the target: closed loop with
-    :data:`REFERENCE_KNOBS`, timed as the round's first closed-loop load trial (else its first
-    load trial: a round of real clients replayed, all open loop)."""
+    :data:`REFERENCE_KNOBS`, timed as the round's first closed-loop load trial (else, in a round
+    of real clients replayed, all open loop, as its first replay); a round of other open-loop
+    trials alone gets none."""
     loads = [t for t in round_trials if t.kind == "load"]
-    model = next((t for t in loads if t.params.get("rate") == "max"), loads[0] if loads else None)
+    replays = [t for t in loads if t.params.get("profile")]
+    model = next((t for t in loads if t.params.get("rate") == "max"), replays[0] if replays else None)
     if model is None:
         return None
     knobs = {k: v for k, v in model.params.items() if k not in ("profile", "clients")}

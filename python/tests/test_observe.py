@@ -354,6 +354,8 @@ def test_a_profile_replayed_against_serve_reproduces_its_connections(tmp_path: P
     assert all(c.lab_queries == 1 for c in replayed), replayed
     idle = [c.closed_s - c.query_times_s[-1] for c in own]
     assert all(abs(i - 1.0) <= 0.15 + 0.1 for i in idle), idle
-    # Each client's first connection made a full handshake; every reconnection resumed, as observed.
+    # Every reconnection resumed, as observed. (A client's first connection may resume too: the
+    # engine keeps one session store per thread, and the clients open their first connections
+    # as their first queries come, after another's handshake.)
     kinds = Counter(c.handshake for c in replayed)
-    assert kinds["full"] == 3 and kinds["resumed"] == len(replayed) - 3, kinds
+    assert 1 <= kinds["full"] <= 3 and kinds["resumed"] == len(replayed) - kinds["full"], kinds

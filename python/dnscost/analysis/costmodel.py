@@ -136,7 +136,7 @@ def cost_model_rows(rows: list[Row]) -> tuple[list[Row], list[Row]]:
     # One certificate key type: a full handshake's cost depends on it.
     # Real clients replayed (the clients analysis) run far below saturation, where a query costs
     # more than the model's linear terms say (the target batches less): not fitted.
-    candidates = [r for r in reference_key(rows) if r["kind"] in ("load", "idle") and r["analysis"] != "clients"]
+    candidates = [r for r in reference_key(rows) if r["kind"] in ("load", "idle") and r.get("analysis") != "clients"]
     targets = list(dict.fromkeys(r["target"] for r in candidates))
     transports = list(dict.fromkeys(r["transport"] for r in candidates))
     groups = group_by(candidates, lambda r: (r["target"], r["transport"]))

@@ -516,7 +516,7 @@ def latency_rows(rows: list[Row]) -> list[Row]:
     ``reference`` the saturation trial) is not a row of its own: its percentiles stand in the
     ``share_`` columns of its saturation cell's row, so latency at saturation (queueing) and
     below it sit side by side."""
-    load = [r for r in rows if r["kind"] == "load" and r["analysis"] != "clients"]  # keyed by profile there
+    load = [r for r in rows if r["kind"] == "load" and r.get("analysis") != "clients"]  # keyed by profile there
     of = {r["id"]: r for r in load}
     keys = ("target", "transport", "group", "analysis", "lifetime", "resumption", "early_data", "connections")
     saturation = [r for r in load if not r.get("reference")]
@@ -611,7 +611,7 @@ def wire_rows(trials: list[dict[str, Any]], rows: list[Row]) -> list[Row]:
         (r, f)
         for t, r in zip(trials, rows, strict=True)
         if r["kind"] == "load"
-        and r["analysis"] != "clients"  # a replay of real clients is a shape, not a cell
+        and r.get("analysis") != "clients"  # a replay of real clients is a shape, not a cell
         and r["status"] == "done"
         and (f := _wire_figures(t)) is not None
     ]
