@@ -57,16 +57,27 @@ pub fn udp_connect(target: SocketAddr, source: Option<IpAddr>, buffer: usize) ->
     tokio::net::UdpSocket::from_std(socket.into())
 }
 
-/// A UDP socket bound to `addr`, sharing the port with others (SO_REUSEPORT) so that several
-/// threads can each own one.
-pub fn udp_listen(addr: SocketAddr, buffer: usize) -> io::Result<tokio::net::UdpSocket> {
+/// A UDP socket bound to `addr`; with `share_port`, sharing the port with others
+/// (SO_REUSEPORT) so that several threads can each own one. A port-0 bind that shares may be
+/// given a port another process's sharing socket holds (the kernel then splits the datagrams
+/// between them): bind such sockets to the address [`free_udp_port`] gives.
+pub fn udp_listen(addr: SocketAddr, buffer: usize, share_port: bool) -> io::Result<tokio::net::UdpSocket> {
     let socket = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
-    socket.set_reuse_port(true)?;
+    if share_port {
+        socket.set_reuse_port(true)?;
+    }
     let _ = socket.set_recv_buffer_size(buffer);
     let _ = socket.set_send_buffer_size(buffer);
     socket.bind(&addr.into())?;
     socket.set_nonblocking(true)?;
     tokio::net::UdpSocket::from_std(socket.into())
+}
+
+/// `addr`, or for port 0 a port nobody holds: a plain bind, which fails with "address in use"
+/// if any socket holds the port (sharing or not), and is given by the kernel a port no socket
+/// holds. The socket is closed again, so that port-sharing sockets can be bound to the address.
+pub fn free_udp_port(addr: SocketAddr) -> io::Result<SocketAddr> {
+    std::net::UdpSocket::bind(addr)?.local_addr()
 }
 
 /// A TCP listener on `addr` with a deep accept queue.

@@ -367,24 +367,19 @@ async fn run(
         let b = match url.transport {
             Transport::Udp => {
                 // Our sockets share the port (SO_REUSEPORT), so binding would also succeed next
-                // to another process's, which would then get part of the queries. A plain bind
-                // first fails with "address in use" if anyone holds the port.
-                if url.addr.port() != 0 {
-                    drop(std::net::UdpSocket::bind(url.addr).map_err(|e| cannot(url, e))?);
-                }
-                let first = socket::udp_listen(url.addr, UDP_BUFFER).map_err(|e| cannot(url, e))?;
-                let addr = first.local_addr().map_err(|e| cannot(url, e))?;
-                let mut sockets = vec![first];
-                for _ in 1..threads {
-                    sockets.push(socket::udp_listen(addr, UDP_BUFFER).map_err(|e| cannot(url, e))?);
+                // to another process's sharing socket, which would then get part of the queries
+                // (for port 0 the kernel may even choose such a port): the port is taken free.
+                let addr = socket::free_udp_port(url.addr).map_err(|e| cannot(url, e))?;
+                let mut sockets = Vec::with_capacity(threads);
+                for _ in 0..threads.max(1) {
+                    sockets.push(socket::udp_listen(addr, UDP_BUFFER, true).map_err(|e| cannot(url, e))?);
                 }
                 (addr, Bound::Udp(sockets))
             }
             Transport::Doq | Transport::Doh3 => {
-                if url.addr.port() != 0 {
-                    drop(std::net::UdpSocket::bind(url.addr).map_err(|e| cannot(url, e))?);
-                }
-                let s = socket::udp_listen(url.addr, UDP_BUFFER).map_err(|e| cannot(url, e))?.into_std()?;
+                // One socket, the port its own: two tests' servers given one port by the kernel
+                // mixed their QUIC packets (a DoH/3 client reached a DoQ server).
+                let s = socket::udp_listen(url.addr, UDP_BUFFER, false).map_err(|e| cannot(url, e))?.into_std()?;
                 (s.local_addr().map_err(|e| cannot(url, e))?, Bound::Quic(s))
             }
             _ => {
