@@ -116,16 +116,22 @@ def _replay(p: dict[str, Any], profile: dict[str, Any], max_connections: int) ->
         clients = max(1, min(round(p["rate"] / client_qps(profile)), max_connections // per_client))
     else:
         clients = p["clients"]
-    p = {**p, "profile": profile, "clients": clients, "connections": clients * per_client}
-    p.update(lifetime=None, rate=round(clients * client_qps(profile), 3), doh_method=None)
-    p["resumption"] = float(profile.get("resumption") or 0.0)
-    return p
+    return {
+        **p,
+        "profile": profile,
+        "clients": clients,
+        "connections": clients * per_client,
+        "rate": round(clients * client_qps(profile), 3),
+        "lifetime": None,
+        "resumption": float(profile.get("resumption") or 0.0),
+        "doh_method": None,
+    }
 
 
 def _normalise(kind: str, transport: str, p: dict[str, Any]) -> dict[str, Any]:
-    if "profile" in p:
-        return {**p, **IRRELEVANT[transport]}
     p = {**p, **IRRELEVANT[transport]}
+    if "profile" in p:  # a replay: lifetime and resumption are the profile's
+        return p
     if p["lifetime"] == "forever":
         p["resumption"] = 0.0
     if not p["resumption"]:
