@@ -20,6 +20,10 @@ pub enum EngineError {
     /// TLS material cannot be loaded or generated (exit code 2).
     #[error(transparent)]
     Transport(#[from] dnscost_transport::TransportError),
+    /// `link`: a bad argument (exit code 2), a namespace or device it cannot use (3), a
+    /// direction that failed while forwarding (1).
+    #[error(transparent)]
+    Link(#[from] crate::link::LinkError),
     /// Anything else that stopped the run (exit code 1).
     #[error("{0}")]
     Io(#[from] std::io::Error),
@@ -37,6 +41,7 @@ impl EngineError {
             | EngineError::Queries { .. }
             | EngineError::Transport(_) => 2,
             EngineError::Address(_) => 3,
+            EngineError::Link(e) => e.exit_code(),
             EngineError::Io(_) => 1,
         }
     }

@@ -1,9 +1,9 @@
-//! `dnscost-engine`: generate DNS load, serve DNS, print the JSON Schemas of both. The binary
-//! (`main.rs`) only calls [`run`]; everything else is this library, so that tests and tools
-//! can reach the engine's parts without a process.
+//! `dnscost-engine`: generate DNS load, serve DNS, emulate a network link, print the JSON
+//! Schemas. The binary (`main.rs`) only calls [`run`]; everything else is this library, so that
+//! tests and tools can reach the engine's parts without a process.
 //!
 //! No unsafe code but the generator's timer (a timerfd: microsecond wake-ups without a
-//! busy loop).
+//! busy loop) and the link's system calls (`link/sys.rs`: TUN devices, namespaces, ppoll).
 #![deny(unsafe_code)]
 
 use clap::{Parser, Subcommand};
@@ -11,6 +11,7 @@ use std::process::ExitCode;
 
 mod error;
 pub mod generate;
+pub mod link;
 mod quic;
 pub mod schema;
 pub mod serve;
@@ -30,6 +31,9 @@ enum Command {
     Generate(Box<generate::GenerateArgs>),
     /// Answer DNS over udp, tcp, dot, doh, doq and doh3, logging every connection's life.
     Serve(Box<serve::ServeArgs>),
+    /// Join two network namespaces by an emulated link (TUN devices): delay, jitter, loss and
+    /// rate per direction.
+    Link(Box<link::LinkArgs>),
     /// Print the JSON Schemas of the configuration and of the output records.
     Schema(schema::SchemaArgs),
 }
@@ -40,6 +44,7 @@ pub fn run() -> ExitCode {
     let result = match cli.command {
         Command::Generate(args) => generate::main(*args),
         Command::Serve(args) => serve::main(*args),
+        Command::Link(args) => link::main(*args),
         Command::Schema(args) => schema::main(args),
     };
     match result {
