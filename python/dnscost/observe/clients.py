@@ -23,7 +23,18 @@ from dnscost.errors import MachineError, UsageError
 from dnscost.observe.lab import SERVER_ADDRESS, Lab
 from dnscost.proc import Child
 
-__all__ = ["CLIENTS", "Client", "Schedule", "Upstream", "client"]
+__all__ = [
+    "CHROMIUM_FLAGS",
+    "CHROMIUM_POLICY_FILE",
+    "CLIENTS",
+    "FIREFOX_PREFS",
+    "Client",
+    "Schedule",
+    "Upstream",
+    "chromium_policy",
+    "client",
+    "nss_trust",
+]
 
 STUB_LISTEN = "127.0.0.1"
 
@@ -248,7 +259,7 @@ def _driver_url(workdir: Path, schedule: Schedule) -> str:
     return f"file://{page}#delay={ms:g}&count={schedule.count}&names={schedule.names}&tld={schedule.tld}"
 
 
-def _nss_trust(db: Path, ca: Path) -> None:
+def nss_trust(db: Path, ca: Path) -> None:
     """An NSS database at ``db`` that trusts ``ca`` for servers (certutil, libnss3-tools)."""
     if shutil.which("certutil") is None:
         raise MachineError("certutil is not installed (libnss3-tools; run scripts/setup)")
@@ -266,6 +277,37 @@ class Browser(Client):
     stub = False
 
 
+CHROMIUM_FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-default-apps",
+    "--disable-features=OptimizationHints,Translate,MediaRouter",
+    "--disable-background-timer-throttling",
+    "--disable-renderer-backgrounding",
+    "--disable-backgrounding-occluded-windows",
+)
+"""Headless (the full browser), as root, background networking turned down as far as flags
+allow, timers of a page in the background not throttled; the profile directory is added."""
+CHROMIUM_POLICY_FILE = "chromium/policies/managed/dnscost-lab.json"
+"""Where Chromium's managed policy goes, under the client namespace's ``/etc``."""
+
+
+def chromium_policy(doh_url: str | None) -> dict[str, object]:
+    """Chromium's managed policy: its DoH forced to ``doh_url`` (secure mode, GET), or off
+    (``None``: the system resolver; with any managed policy DoH must be set explicitly, or
+    Chromium turns it off itself), and no network-time queries."""
+    dns: dict[str, object] = (
+        {"DnsOverHttpsMode": "secure", "DnsOverHttpsTemplates": f"{doh_url}{{?dns}}"}
+        if doh_url is not None
+        else {"DnsOverHttpsMode": "off"}
+    )
+    return {**dns, "BrowserNetworkTimeQueriesEnabled": False}
+
+
 class Chromium(Browser):
     """Chromium, headless (the full browser), its DoH forced by a managed policy (secure mode,
     GET to the lab's resolver), the lab's CA trusted through an NSS database under a private
@@ -278,32 +320,12 @@ class Chromium(Browser):
 
     def prepare(self, lab: Lab, workdir: Path, upstream: Upstream, schedule: Schedule) -> dict[str, str] | None:
         home = workdir / "home"
-        _nss_trust(home / ".pki" / "nssdb", upstream.ca)
-        policy = {
-            "DnsOverHttpsMode": "secure",
-            "DnsOverHttpsTemplates": f"{upstream.doh_url}{{?dns}}",
-            "BrowserNetworkTimeQueriesEnabled": False,
-        }
-        lab.write_etc("client", "chromium/policies/managed/dnscost-lab.json", json.dumps(policy))
+        nss_trust(home / ".pki" / "nssdb", upstream.ca)
+        lab.write_etc("client", CHROMIUM_POLICY_FILE, json.dumps(chromium_policy(upstream.doh_url)))
         return {**os.environ, "HOME": str(home)}
 
     def argv(self, workdir: Path, upstream: Upstream, schedule: Schedule) -> list[str]:
-        return [
-            "chromium",
-            "--headless",
-            "--no-sandbox",
-            f"--user-data-dir={workdir / 'profile'}",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--disable-default-apps",
-            "--disable-features=OptimizationHints,Translate,MediaRouter",
-            "--disable-background-timer-throttling",
-            "--disable-renderer-backgrounding",
-            "--disable-backgrounding-occluded-windows",
-            _driver_url(workdir, schedule),
-        ]
+        return ["chromium", *CHROMIUM_FLAGS, f"--user-data-dir={workdir / 'profile'}", _driver_url(workdir, schedule)]
 
 
 FIREFOX_PREFS = {
@@ -349,7 +371,7 @@ class Firefox(Browser):
 
     def prepare(self, lab: Lab, workdir: Path, upstream: Upstream, schedule: Schedule) -> dict[str, str] | None:
         profile = workdir / "profile"
-        _nss_trust(profile, upstream.ca)
+        nss_trust(profile, upstream.ca)
         prefs = {k: v.format(doh_url=upstream.doh_url) if isinstance(v, str) else v for k, v in FIREFOX_PREFS.items()}
         lines = [f"user_pref({json.dumps(k)}, {json.dumps(v)});" for k, v in prefs.items()]
         (profile / "user.js").write_text("\n".join(lines) + "\n")
