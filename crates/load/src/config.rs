@@ -228,6 +228,35 @@ impl Lifetime {
     }
 }
 
+/// How a UDP query unanswered is sent again, as a stub resolver does: a query without an answer
+/// `timeout_ms` after its last send is sent again, with the same DNS ID and the same octets,
+/// until it has been sent `attempts` times in all; then it times out `timeout_ms` after its last
+/// send at the latest (the whole query's timeout is `attempts` × `timeout_ms` from its intended
+/// time). An answer to any of the sends answers it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UdpRetry {
+    /// How long each try waits for an answer, in ms (1 to 60 000): resolv.conf's `timeout`.
+    pub timeout_ms: u64,
+    /// Sends of a query in all, the first included (1 to 10; 1 sends no retransmission):
+    /// resolv.conf's `attempts`.
+    pub attempts: u32,
+}
+
+impl UdpRetry {
+    /// glibc's stub resolver with one nameserver and no resolv.conf options: `RES_TIMEOUT` (5 s
+    /// a try) and `RES_DFLRETRY` (2 tries in all), from `resolv.h`. `res_send.c`'s `send_dg`
+    /// waits `retrans << ns` seconds (divided by the number of nameservers for `ns` > 0), so
+    /// with one nameserver (`ns` = 0) every try waits the same 5 s, and `__res_context_send`
+    /// sends a query `retry` times (resolv.conf's `attempts`) with the same ID: 10 s in all.
+    pub const GLIBC: UdpRetry = UdpRetry { timeout_ms: 5_000, attempts: 2 };
+
+    /// The whole query's timeout: every try's.
+    pub fn total_ms(&self) -> u64 {
+        self.timeout_ms * u64::from(self.attempts)
+    }
+}
+
 /// Everything `dnscost-engine generate` needs. Serialised back, resolved, into its output.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
@@ -282,8 +311,14 @@ pub struct EngineConfig {
     pub duration_ms: u64,
     /// Load sent before the measured period, reported in records marked warmup.
     pub warmup_ms: u64,
-    /// A query without an answer this long after its intended send time has timed out.
+    /// A query without an answer this long after its intended send time has timed out. With
+    /// `udp_retry` the value given is replaced by `udp_retry.attempts` × `udp_retry.timeout_ms`
+    /// (the start record shows the value used).
     pub timeout_ms: u64,
+    /// udp only: send an unanswered query again as a stub resolver does (absent: never; a load
+    /// generator adds no load it was not asked for). The query's timeout (`timeout_ms`) becomes
+    /// `attempts` × `timeout_ms` of this.
+    pub udp_retry: Option<UdpRetry>,
     /// dnsperf-format query file; when absent, `synthetic` names are used.
     pub queries_file: Option<PathBuf>,
     /// Number of synthetic names of equal length under `tld` (default 10 000).
@@ -345,6 +380,7 @@ impl Default for EngineConfig {
             duration_ms: 10_000,
             warmup_ms: 0,
             timeout_ms: 2_000,
+            udp_retry: None,
             queries_file: None,
             synthetic: None,
             tld: "test".into(),
@@ -491,6 +527,13 @@ impl EngineConfig {
                 return na("close");
             }
         }
+        if t != Transport::Udp && self.udp_retry.is_some() {
+            return na("udp_retry");
+        }
+        if let Some(r) = self.udp_retry {
+            check("udp_retry.timeout_ms", r.timeout_ms, 1, 60_000, "1..=60000")?;
+            check("udp_retry.attempts", r.attempts, 1, 10, "1..=10")?;
+        }
         if !t.uses_tls() {
             if self.resumption.is_some() {
                 return na("resumption");
@@ -589,6 +632,11 @@ impl EngineConfig {
         })
     }
 
+    /// A query's whole timeout in ms: `timeout_ms`, or with `udp_retry` every try's.
+    pub fn query_timeout_ms(&self) -> u64 {
+        self.udp_retry.map_or(self.timeout_ms, |r| r.total_ms())
+    }
+
     /// The number of synthetic names, defaulted (when no query file is given).
     pub fn synthetic_count(&self) -> u64 {
         self.synthetic.unwrap_or(10_000)
@@ -629,6 +677,21 @@ pub fn parse_lifetime(s: &str) -> Result<Lifetime, String> {
         }
     }
     Ok(l)
+}
+
+/// Parses `--udp-retry`: `TIMEOUT,ATTEMPTS` (a per-try timeout as for the other durations, and
+/// the sends in all, e.g. `5s,2` or `500ms,3`), or `glibc` for [`UdpRetry::GLIBC`].
+pub fn parse_udp_retry(s: &str) -> Result<UdpRetry, String> {
+    let s = s.trim();
+    if s == "glibc" {
+        return Ok(UdpRetry::GLIBC);
+    }
+    let bad = || format!("{s:?} is not TIMEOUT,ATTEMPTS (examples: 5s,2, 500ms,3) nor glibc");
+    let (timeout, attempts) = s.split_once(',').ok_or_else(bad)?;
+    Ok(UdpRetry {
+        timeout_ms: parse_duration_ms(timeout).map_err(|_| bad())?,
+        attempts: attempts.trim().parse().map_err(|_| bad())?,
+    })
 }
 
 /// Parses a CPU list such as `1`, `0,2` or `2-5,8`.
@@ -753,6 +816,30 @@ mod tests {
         assert!(parse_lifetime("xq").is_err());
         assert_eq!(parse_cpus("1,3-5"), Ok(vec![1, 3, 4, 5]));
         assert!(parse_cpus("5-3").is_err());
+    }
+
+    #[test]
+    fn udp_retry_is_bounded_udp_only_and_sets_the_query_timeout() {
+        let c = cfg(r#"{"transport":"udp","target":"a:1","udp_retry":{"timeout_ms":5000,"attempts":2}}"#).unwrap();
+        assert_eq!(c.udp_retry, Some(UdpRetry::GLIBC));
+        assert_eq!((c.timeout_ms, c.query_timeout_ms()), (2_000, 10_000), "every try's, whatever timeout_ms says");
+        assert_eq!(cfg(r#"{"transport":"udp","target":"a:1"}"#).unwrap().query_timeout_ms(), 2_000);
+        let e = cfg(r#"{"transport":"tcp","target":"a:1","udp_retry":{"timeout_ms":5000,"attempts":2}}"#).unwrap_err();
+        assert_eq!(e.to_string(), "udp_retry does not apply to tcp");
+        let e = cfg(r#"{"transport":"udp","target":"a:1","udp_retry":{"timeout_ms":0,"attempts":2}}"#).unwrap_err();
+        assert_eq!(e.to_string(), "udp_retry.timeout_ms: 0 is out of range 1..=60000");
+        let e = cfg(r#"{"transport":"udp","target":"a:1","udp_retry":{"timeout_ms":500,"attempts":11}}"#).unwrap_err();
+        assert_eq!(e.to_string(), "udp_retry.attempts: 11 is out of range 1..=10");
+        assert!(cfg(r#"{"transport":"udp","target":"a:1","udp_retry":{"timeout_ms":60000,"attempts":10}}"#).is_ok());
+        assert!(cfg(r#"{"transport":"udp","target":"a:1","udp_retry":{"timeout_ms":500}}"#).is_err());
+        let e = cfg(r#"{"transport":"udp","target":"a:1","udp_retry":{"timeout_ms":5,"attempts":2,"x":1}}"#);
+        assert!(e.unwrap_err().to_string().contains("unknown field `x`"));
+        assert_eq!(parse_udp_retry("glibc"), Ok(UdpRetry::GLIBC));
+        assert_eq!(parse_udp_retry("5s,2"), Ok(UdpRetry::GLIBC));
+        assert_eq!(parse_udp_retry("500ms, 3"), Ok(UdpRetry { timeout_ms: 500, attempts: 3 }));
+        for bad in ["5s", "5s,", "soon,2", "5s,two", "5s,-1", ""] {
+            assert!(parse_udp_retry(bad).is_err(), "{bad:?}");
+        }
     }
 
     #[test]

@@ -14,8 +14,8 @@ mod queries;
 mod rng;
 
 pub use config::{
-    parse_cpus, parse_duration_ms, parse_lifetime, Arrival, CloseMode, ConfigError, DohHeaders, DohMethod,
-    EngineConfig, Lifetime, Rate, TlsGroup, TlsVersion, Transport, CPU_SETSIZE,
+    parse_cpus, parse_duration_ms, parse_lifetime, parse_udp_retry, Arrival, CloseMode, ConfigError, DohHeaders,
+    DohMethod, EngineConfig, Lifetime, Rate, TlsGroup, TlsVersion, Transport, UdpRetry, CPU_SETSIZE,
 };
 pub use pacing::{Pacer, TokenBucket};
 pub use policy::{ConnPolicy, PolicyClose};

@@ -222,6 +222,8 @@ pub struct Counters {
     pub offered: u64,
     /// Queries written to the target.
     pub sent: u64,
+    /// Sends of queries after their first (udp with a retransmission policy).
+    pub retransmitted: u64,
     pub answered: u64,
     pub rcodes: [u64; 16],
     pub timed_out: u64,
@@ -255,6 +257,7 @@ impl Default for Counters {
         Counters {
             offered: 0,
             sent: 0,
+            retransmitted: 0,
             answered: 0,
             rcodes: [0; 16],
             timed_out: 0,
@@ -313,6 +316,7 @@ impl Counters {
     pub fn merge(&mut self, other: &Counters) {
         self.offered += other.offered;
         self.sent += other.sent;
+        self.retransmitted += other.retransmitted;
         self.answered += other.answered;
         self.timed_out += other.timed_out;
         self.aborted += other.aborted;
@@ -360,13 +364,14 @@ mod tests {
         a.answer(3, 200);
         a.fail(ErrorKind::ConnectionLost, 1);
         a.closed(Close::Rst);
-        let mut b = Counters { offered: 2, sent: 1, timed_out: 1, ..Default::default() };
+        let mut b = Counters { offered: 2, sent: 1, retransmitted: 2, timed_out: 1, ..Default::default() };
         b.fail(ErrorKind::Unsent, 1);
         b.answer(0, 5000);
         let mut total = Counters::default();
         total.merge(&a);
         total.merge(&b);
         assert_eq!(total.offered, 5);
+        assert_eq!(total.retransmitted, 2);
         assert_eq!(total.resolved(), 6);
         assert_eq!(total.rcodes[0], 2);
         assert_eq!(total.rcodes[3], 1);

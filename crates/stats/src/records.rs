@@ -53,6 +53,11 @@ pub struct QueryCounts {
     pub offered: u64,
     /// Queries written to the target (counted when the write completed; once per query).
     pub sent: u64,
+    /// Sends of a query after its first: udp with `udp_retry` sends a query unanswered after a
+    /// try's timeout again (a query sent three times counts 2). Not a query outcome; over udp
+    /// `traffic.packets_sent` is `sent` + `retransmitted`.
+    #[serde(default)]
+    pub retransmitted: u64,
     pub answered: u64,
     /// Answers by RCODE (lower-case names; only those seen).
     pub rcodes: BTreeMap<String, u64>,
@@ -203,6 +208,7 @@ impl Totals {
             queries: QueryCounts {
                 offered: c.offered,
                 sent: c.sent,
+                retransmitted: c.retransmitted,
                 answered: c.answered,
                 rcodes: nonzero(&codes, &c.rcodes, |k| dnscost_wire::Rcode::name(k).to_string()),
                 timed_out: c.timed_out,

@@ -22,8 +22,8 @@ mod window;
 use crate::EngineError;
 use ctx::{Connectors, Ctx, Plan, Schedule, Stop};
 use dnscost_load::{
-    parse_cpus, parse_duration_ms, parse_lifetime, EngineConfig, Pacer, QuerySet, Rate, Rng, TlsGroup, TlsVersion,
-    TokenBucket, Transport,
+    parse_cpus, parse_duration_ms, parse_lifetime, parse_udp_retry, EngineConfig, Pacer, QuerySet, Rate, Rng, TlsGroup,
+    TlsVersion, TokenBucket, Transport,
 };
 use dnscost_stats::Counters;
 use dnscost_transport::tls;
@@ -129,9 +129,17 @@ pub struct GenerateArgs {
     /// Load before the measured period.
     #[arg(long, value_parser = parse_duration_ms)]
     warmup: Option<u64>,
-    /// Query timeout, counted from the intended send time.
+    /// Query timeout, counted from the intended send time (with --udp-retry: its attempts ×
+    /// its timeout instead).
     #[arg(long, value_parser = parse_duration_ms)]
     timeout: Option<u64>,
+    /// udp: send a query unanswered TIMEOUT after its last send again (same ID, same octets),
+    /// ATTEMPTS sends in all, as a stub resolver does (e.g. 5s,2 or 500ms,3; TIMEOUT 1 ms to
+    /// 60 s, ATTEMPTS 1 to 10), or glibc (5s,2: glibc's defaults, resolv.conf timeout:5
+    /// attempts:2, one nameserver). The query's timeout becomes ATTEMPTS × TIMEOUT from its
+    /// intended time, replacing --timeout (the start record shows it). Default: never.
+    #[arg(long, value_parser = parse_udp_retry, value_name = "TIMEOUT,ATTEMPTS|glibc")]
+    udp_retry: Option<dnscost_load::UdpRetry>,
     /// Query file in dnsperf's format (name type per line).
     #[arg(long)]
     queries: Option<PathBuf>,
@@ -225,7 +233,7 @@ impl GenerateArgs {
                   ca_file <- self.ca,
                   sni <- self.sni, keylog_file <- self.keylog, idle_timeout_ms <- self.idle_timeout,
                   open_rate <- self.open_rate, resumption <- self.resumption, early_data <- self.early_data,
-                  close <- self.close,
+                  close <- self.close, udp_retry <- self.udp_retry,
                   queries_file <- self.queries, pacing_resolution_us <- self.pacing_resolution_us, synthetic <- self.synthetic, output <- self.output,
                   connections_log <- self.connections_log);
         if let Some(list) = &self.cpus {
@@ -260,8 +268,9 @@ pub fn check_cpus(cpus: &[u32]) -> Result<(), EngineError> {
 
 /// Resolves names and files once, before any thread starts.
 fn plan(mut config: EngineConfig) -> Result<Plan, EngineError> {
-    // Resolved once and recorded: the start record shows the value used.
+    // Resolved once and recorded: the start record shows the values used.
     config.pacing_resolution_us = Some(config.pacing_resolution_us());
+    config.timeout_ms = config.query_timeout_ms();
     let target: SocketAddr = config
         .target
         .to_socket_addrs()
@@ -652,5 +661,31 @@ mod tests {
         let e = GenerateArgs { config: Some(file), ..Default::default() }.resolve().unwrap_err();
         assert!(e.to_string().contains("unknown field `bogus`"), "{e}");
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn udp_retry_takes_a_timeout_and_attempts_or_glibc() {
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            args: GenerateArgs,
+        }
+        let resolve = |retry: &str| {
+            let argv = ["generate", "--transport", "udp", "--target", "127.0.0.1:53", "--udp-retry", retry];
+            <Cli as clap::Parser>::try_parse_from(argv)
+                .map_err(|e| e.to_string())?
+                .args
+                .resolve()
+                .map_err(|e| e.to_string())
+        };
+        let glibc = resolve("glibc").unwrap();
+        assert_eq!(glibc.udp_retry, Some(dnscost_load::UdpRetry { timeout_ms: 5_000, attempts: 2 }));
+        assert_eq!(glibc.query_timeout_ms(), 10_000);
+        assert_eq!(
+            resolve("500ms,3").unwrap().udp_retry,
+            Some(dnscost_load::UdpRetry { timeout_ms: 500, attempts: 3 })
+        );
+        assert!(resolve("2").unwrap_err().contains("TIMEOUT,ATTEMPTS"));
+        assert!(resolve("5s,0").unwrap_err().contains("udp_retry.attempts: 0 is out of range 1..=10"));
     }
 }

@@ -74,6 +74,16 @@ pub trait Session {
     /// Appends every query due that the connection can take now (the driver has already
     /// counted what could not go in time).
     fn send(&mut self, step: &mut Step<'_>) -> Sent;
+    /// Appends the outstanding queries due to be sent again (udp with `udp_retry`: unanswered
+    /// a try's timeout after their last send), also while the run drains; returns how many
+    /// (counted `retransmitted` once `out` is written).
+    fn retransmit(&mut self, _step: &mut Step<'_>) -> u64 {
+        0
+    }
+    /// When [`Session::retransmit`] has something to send next.
+    fn next_retransmit(&self) -> Option<u64> {
+        None
+    }
     /// `n` bytes were read into [`Session::spare`]. Returns the end of the session when the
     /// bytes end it (a protocol error; what to say to the server is in `step.out`).
     fn receive(&mut self, step: &mut Step<'_>, n: usize) -> Option<SessionEnd>;
@@ -93,6 +103,10 @@ pub trait Session {
     /// outstanding. Only sessions over datagram and QUIC carriers have such queries.
     fn forget(&mut self, _id: u16) -> Option<super::window::Outstanding> {
         None
+    }
+    /// Whether the outstanding query `id` was last sent by [`Session::retransmit`].
+    fn resent(&self, _id: u16) -> bool {
+        false
     }
 }
 

@@ -3,8 +3,9 @@
 //! lifetime policy, the server or the run ends it, close as configured, log, and open again.
 //!
 //! [`drive`] is the one loop every session runs in: it owns the clock, expiry, unsent
-//! accounting, writes bounded by a deadline and an abort, the meter and wake-ups; the session
-//! (`tcp.rs`, `doh.rs`) only turns time and bytes into bytes.
+//! accounting, retransmissions, writes bounded by a deadline and an abort, the meter and
+//! wake-ups; the session (`tcp.rs`, `doh.rs`) only turns time and bytes into bytes. Its steps
+//! without I/O ([`turn`], [`wake_at`]) are what `udp.rs`'s tests take in virtual time.
 
 use super::carrier::{Carrier, Dial, Established, Resume, TcpMeter};
 use super::ctx::{Ctx, Schedule, Stop};
@@ -267,12 +268,11 @@ pub async fn drive<S: Session>(
     conn: &mut Connection,
     out: &mut Vec<u8>,
 ) -> SessionEnd {
-    let plan = &ctx.plan;
-    let timeout = plan.timeout_ns;
-    let in_flight = plan.config.in_flight as usize;
+    let timeout = ctx.plan.timeout_ns;
     let mut stop = ctx.stop.clone();
-    // First sends in `out`: counted `sent` once the write completes.
-    let mut fresh = 0u64;
+    // First sends and retransmissions in `out`: counted `sent` and `retransmitted` once the
+    // write completes.
+    let (mut fresh, mut resent) = (0u64, 0u64);
     macro_rules! step {
         ($now:expr) => {
             Step {
@@ -294,27 +294,20 @@ pub async fn drive<S: Session>(
             ctx.sub_in_flight(n);
             return SessionEnd::client(Close::End);
         }
-        let expired = now.checked_sub(timeout).map_or(0, |deadline| session.expire(&mut step!(now), deadline));
-        if expired > 0 {
-            ctx.counters.borrow_mut().timed_out += expired;
-            ctx.sub_in_flight(expired);
-            conn.policy.on_resolved(now);
-        }
         conn.meter.tick(now, &mut *carrier, &mut ctx.counters.borrow_mut());
-        let mut room = false;
-        if state == Stop::Running {
-            let free = in_flight.saturating_sub(session.outstanding()) as u64;
-            sched.expire_unsent(now, timeout, free, &mut ctx.counters.borrow_mut());
-            let sent = session.send(&mut step!(now));
-            fresh += sent.fresh;
-            room = sent.room;
-        }
+        let t = turn(ctx, sched, session, conn, out, now, state);
+        fresh += t.fresh;
+        resent += t.resent;
         if !out.is_empty() {
             let deadline = session.oldest().unwrap_or(now) + timeout;
             match write_bounded(ctx, carrier, out, &mut stop, deadline).await {
                 Written::Done => {
                     out.clear();
-                    ctx.counters.borrow_mut().sent += std::mem::take(&mut fresh);
+                    {
+                        let mut c = ctx.counters.borrow_mut();
+                        c.sent += std::mem::take(&mut fresh);
+                        c.retransmitted += std::mem::take(&mut resent);
+                    }
                     settle_refusals(ctx, carrier, session, sched);
                 }
                 Written::Failed(e) => {
@@ -342,18 +335,7 @@ pub async fn drive<S: Session>(
         if let Some(p) = conn.policy.close_now(now, session.outstanding()) {
             return p.into();
         }
-        let mut wake = u64::MAX;
-        if let Some(oldest) = session.oldest() {
-            wake = wake.min(oldest + timeout);
-        }
-        if state == Stop::Running {
-            if let Some(t) = sched.wake(now, room, timeout) {
-                wake = wake.min(t);
-            }
-        }
-        if let Some(d) = conn.policy.deadline().filter(|d| *d > now) {
-            wake = wake.min(d);
-        }
+        let wake = wake_at(session, sched, conn, now, state, t.room, timeout);
         tokio::select! {
             biased;
             r = carrier.read(session.spare()) => match r {
@@ -377,6 +359,69 @@ pub async fn drive<S: Session>(
             r = stop.changed() => { if r.is_err() { return SessionEnd::client(Close::End); } }
         }
     }
+}
+
+/// What one turn of [`drive`] appended to `out`: first sends and retransmissions (counted
+/// `sent` and `retransmitted` once written), and whether the connection has room for a query
+/// more.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Turn {
+    pub fresh: u64,
+    pub resent: u64,
+    pub room: bool,
+}
+
+/// One turn of [`drive`] at run time `now`, without I/O: outstanding queries past their timeout
+/// time out, those due to be sent again (udp with `udp_retry`) are appended to `out`, also while
+/// the run drains, and while it runs what could not be sent in time is counted and what is due
+/// is appended.
+pub fn turn<S: Session>(
+    ctx: &Ctx,
+    sched: &mut Schedule,
+    session: &mut S,
+    conn: &mut Connection,
+    out: &mut Vec<u8>,
+    now: u64,
+    state: Stop,
+) -> Turn {
+    let timeout = ctx.plan.timeout_ns;
+    let mut step =
+        Step { ctx, sched: &mut *sched, policy: &mut conn.policy, tally: &mut conn.tally, out: &mut *out, now };
+    let expired = now.checked_sub(timeout).map_or(0, |deadline| session.expire(&mut step, deadline));
+    if expired > 0 {
+        ctx.counters.borrow_mut().timed_out += expired;
+        ctx.sub_in_flight(expired);
+        step.policy.on_resolved(now);
+    }
+    let mut t = Turn { resent: session.retransmit(&mut step), ..Turn::default() };
+    if state == Stop::Running {
+        let free = (ctx.plan.config.in_flight as usize).saturating_sub(session.outstanding()) as u64;
+        step.sched.expire_unsent(now, timeout, free, &mut ctx.counters.borrow_mut());
+        let sent = session.send(&mut step);
+        (t.fresh, t.room) = (sent.fresh, sent.room);
+    }
+    t
+}
+
+/// When [`drive`] must take its next turn unless bytes arrive first: the oldest outstanding
+/// query's timeout, the next retransmission, the schedule (while the run goes on) and the
+/// policy's deadline, whichever comes first (`u64::MAX`: none).
+pub fn wake_at<S: Session>(
+    session: &S,
+    sched: &Schedule,
+    conn: &Connection,
+    now: u64,
+    state: Stop,
+    room: bool,
+    timeout: u64,
+) -> u64 {
+    let due = [
+        session.oldest().map(|oldest| oldest + timeout),
+        session.next_retransmit(),
+        (state == Stop::Running).then(|| sched.wake(now, room, timeout)).flatten(),
+        conn.policy.deadline().filter(|d| *d > now),
+    ];
+    due.into_iter().flatten().min().unwrap_or(u64::MAX)
 }
 
 /// What the network refused on a UDP carrier (an ICMP port unreachable surfaces on a
@@ -425,8 +470,14 @@ fn settle_refusals<S: Session>(ctx: &Ctx, carrier: &mut Carrier, session: &mut S
         c.conn_fail(ErrorKind::Refused);
     }
     for id in sends {
+        // The refused send was the query's first (not sent after all) or a retransmission.
+        let resent = session.resent(id);
         if session.forget(id).is_some() {
-            c.sent -= 1;
+            if resent {
+                c.retransmitted -= 1;
+            } else {
+                c.sent -= 1;
+            }
             c.fail(ErrorKind::Refused, 1);
             ctx.sub_in_flight(1);
         }

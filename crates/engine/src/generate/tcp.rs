@@ -52,7 +52,7 @@ impl Session for DnsStream<'_> {
         while !self.window.is_full() && s.policy.may_send(s.now) && s.sched.due(s.now) {
             let (intended, again) = s.sched.take(s.now, &mut c);
             let q = again.unwrap_or_else(|| ctx.next_query());
-            let id = self.window.insert(intended, q).expect("window has room");
+            let id = self.window.insert(intended, q, s.now).expect("window has room");
             ctx.plan.queries.get(q).write_framed(id, s.out);
             s.policy.on_send(s.now);
             fresh += u64::from(again.is_none());
@@ -60,6 +60,15 @@ impl Session for DnsStream<'_> {
             ctx.add_in_flight(1);
         }
         Sent { fresh, room: !self.window.is_full() && s.policy.may_send(s.now) }
+    }
+
+    fn retransmit(&mut self, s: &mut Step<'_>) -> u64 {
+        let (queries, out) = (&s.ctx.plan.queries, &mut *s.out);
+        self.window.retransmit(s.now, |id, q| queries.get(q).write_framed(id, out))
+    }
+
+    fn next_retransmit(&self) -> Option<u64> {
+        self.window.next_retransmit()
     }
 
     fn receive(&mut self, s: &mut Step<'_>, n: usize) -> Option<SessionEnd> {
@@ -119,6 +128,10 @@ impl Session for DnsStream<'_> {
 
     fn forget(&mut self, id: u16) -> Option<super::window::Outstanding> {
         self.window.remove(id)
+    }
+
+    fn resent(&self, id: u16) -> bool {
+        self.window.resent(id)
     }
 }
 

@@ -1,15 +1,26 @@
-//! Outstanding queries of one socket or connection: ID allocation, matching, and expiry in
-//! send order. No I/O; times in nanoseconds since the start of the run.
+//! Outstanding queries of one socket or connection: ID allocation, matching, expiry in send
+//! order, and (udp with a retransmission policy) sending again. No I/O; times in nanoseconds
+//! since the start of the run.
 
 use std::collections::VecDeque;
 
 #[derive(Debug, Clone, Copy, Default)]
 struct Entry {
     live: bool,
+    /// How many times the query was sent (with a retransmission policy; else 1).
+    sends: u8,
     id: u16,
     generation: u32,
     intended: u64,
     query: u64,
+}
+
+/// A stub resolver's retransmission: a query unanswered `every_ns` after its last send is sent
+/// again, `attempts` sends in all (the first included).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Retransmit {
+    pub every_ns: u64,
+    pub attempts: u8,
 }
 
 /// A query that left the window: answered or expired.
@@ -31,6 +42,11 @@ pub struct Window {
     fifo: VecDeque<(u16, u32, u64)>,
     len: usize,
     capacity: usize,
+    retransmit: Option<Retransmit>,
+    /// With `retransmit`: the outstanding queries that have sends left, as (ID, generation,
+    /// when they go again). Every try waits as long, so send order is the order they come due
+    /// in. Its front is live or it is empty.
+    resend: VecDeque<(u16, u32, u64)>,
 }
 
 impl Window {
@@ -46,7 +62,19 @@ impl Window {
             fifo: VecDeque::with_capacity(capacity),
             len: 0,
             capacity,
+            retransmit: None,
+            resend: VecDeque::new(),
         }
+    }
+
+    /// The window sends unanswered queries again as `policy` says ([`Window::retransmit`]); a
+    /// policy of one attempt, or none, sends nothing again.
+    pub fn retransmitting(mut self, policy: Option<Retransmit>) -> Self {
+        self.retransmit = policy.filter(|p| p.attempts > 1);
+        if self.retransmit.is_some() {
+            self.resend = VecDeque::with_capacity(self.capacity);
+        }
+        self
     }
 
     #[inline]
@@ -59,9 +87,9 @@ impl Window {
         self.len >= self.capacity
     }
 
-    /// Takes an ID for a query sent at intended time `intended`; None when full.
+    /// Takes an ID for a query of intended time `intended`, sent at `now`; None when full.
     #[inline]
-    pub fn insert(&mut self, intended: u64, query: u64) -> Option<u16> {
+    pub fn insert(&mut self, intended: u64, query: u64, now: u64) -> Option<u16> {
         if self.is_full() {
             return None;
         }
@@ -72,8 +100,11 @@ impl Window {
             let e = &mut self.table[id as usize & self.mask];
             if !e.live {
                 self.generation = self.generation.wrapping_add(1);
-                *e = Entry { live: true, id, generation: self.generation, intended, query };
+                *e = Entry { live: true, sends: 1, id, generation: self.generation, intended, query };
                 self.fifo.push_back((id, self.generation, intended));
+                if let Some(r) = self.retransmit {
+                    self.resend.push_back((id, self.generation, now + r.every_ns));
+                }
                 self.len += 1;
                 return Some(id);
             }
@@ -95,13 +126,55 @@ impl Window {
     }
 
     fn trim(&mut self) {
-        while let Some(&(id, generation, _)) = self.fifo.front() {
-            let e = &self.table[id as usize & self.mask];
-            if e.live && e.generation == generation {
-                break;
-            }
+        let live = |table: &[Entry], &(id, generation, _): &(u16, u32, u64)| {
+            let e = &table[id as usize & self.mask];
+            e.live && e.generation == generation
+        };
+        while self.fifo.front().is_some_and(|f| !live(&self.table, f)) {
             self.fifo.pop_front();
         }
+        while self.resend.front().is_some_and(|r| !live(&self.table, r)) {
+            self.resend.pop_front();
+        }
+    }
+
+    /// When the next query is to be sent again, if any is ([`Window::retransmitting`]).
+    #[inline]
+    pub fn next_retransmit(&self) -> Option<u64> {
+        self.resend.front().map(|&(_, _, at)| at)
+    }
+
+    /// Hands every query due to be sent again at `now` to `send` (its ID and its index in the
+    /// query set: the same message as its first send) and returns how many went. Each waits a
+    /// try's timeout again if it has sends left; after its last it waits for its answer or its
+    /// expiry.
+    pub fn retransmit(&mut self, now: u64, mut send: impl FnMut(u16, u64)) -> u64 {
+        let Some(r) = self.retransmit else { return 0 };
+        let mut n = 0;
+        while let Some(&(id, generation, at)) = self.resend.front() {
+            if at > now {
+                break;
+            }
+            self.resend.pop_front();
+            let e = &mut self.table[id as usize & self.mask];
+            if !(e.live && e.generation == generation) {
+                continue;
+            }
+            e.sends += 1;
+            send(id, e.query);
+            n += 1;
+            if e.sends < r.attempts {
+                self.resend.push_back((id, generation, now + r.every_ns));
+            }
+        }
+        self.trim();
+        n
+    }
+
+    /// Whether the outstanding query `id` was last sent as a retransmission.
+    pub fn resent(&self, id: u16) -> bool {
+        let e = &self.table[id as usize & self.mask];
+        e.live && e.id == id && e.sends > 1
     }
 
     /// Removes and counts the queries whose intended time is at or before `deadline`.
@@ -140,6 +213,7 @@ impl Window {
             }
         }
         self.len = 0;
+        self.resend.clear();
         gone
     }
 
@@ -153,6 +227,7 @@ impl Window {
             }
         }
         self.len = 0;
+        self.resend.clear();
         n
     }
 }
@@ -294,14 +369,14 @@ mod tests {
     #[test]
     fn ids_are_unique_among_outstanding_and_match_once() {
         let mut w = Window::new(4, 65_534);
-        let ids: Vec<u16> = (0..4).map(|i| w.insert(i, i).unwrap()).collect();
+        let ids: Vec<u16> = (0..4).map(|i| w.insert(i, i, i).unwrap()).collect();
         assert_eq!(ids, vec![65_534, 65_535, 0, 1]);
         assert!(w.is_full());
-        assert_eq!(w.insert(9, 9), None);
+        assert_eq!(w.insert(9, 9, 9), None);
         assert_eq!(w.remove(0), Some(Outstanding { intended: 2, query: 2 }));
         assert_eq!(w.remove(0), None, "an answer counts once");
         assert_eq!(w.remove(7), None, "unknown IDs do not match");
-        let id = w.insert(10, 10).unwrap();
+        let id = w.insert(10, 10, 10).unwrap();
         assert!(!ids[..2].contains(&id) && id != ids[3]);
         assert_eq!(w.len(), 4);
     }
@@ -310,7 +385,7 @@ mod tests {
     fn expiry_follows_send_order_and_skips_answered() {
         let mut w = Window::new(100, 0);
         for t in 0..10 {
-            w.insert(t * 10, t);
+            w.insert(t * 10, t, t * 10);
         }
         w.remove(1);
         w.remove(3);
@@ -323,7 +398,7 @@ mod tests {
         assert_eq!(left, [5, 6, 8, 9], "in send order, without the answered one");
         assert_eq!(w.len(), 0);
         for t in 0..5 {
-            w.insert(t, t);
+            w.insert(t, t, t);
         }
         assert_eq!(w.clear(), 5);
         assert_eq!(w.len(), 0);
@@ -333,10 +408,62 @@ mod tests {
     #[test]
     fn a_reused_slot_is_not_expired_by_its_old_entry() {
         let mut w = Window::new(1, 0);
-        let a = w.insert(0, 0).unwrap();
+        let a = w.insert(0, 0, 0).unwrap();
         w.remove(a);
-        let b = w.insert(100, 1).unwrap();
+        let b = w.insert(100, 1, 100).unwrap();
         assert_eq!(w.expire(50), 0);
         assert_eq!(w.remove(b), Some(Outstanding { intended: 100, query: 1 }));
+    }
+
+    #[test]
+    fn unanswered_queries_go_again_a_try_after_their_last_send_until_their_attempts_are_spent() {
+        const T: u64 = 200;
+        let mut w = Window::new(8, 7).retransmitting(Some(Retransmit { every_ns: T, attempts: 3 }));
+        let a = w.insert(0, 10, 5).unwrap();
+        let b = w.insert(50, 11, 50).unwrap();
+        assert_eq!(w.next_retransmit(), Some(5 + T), "a try after the first send, not the intended time");
+        let mut sent = Vec::new();
+        assert_eq!(w.retransmit(5 + T - 1, |id, q| sent.push((id, q))), 0);
+        assert_eq!(w.retransmit(5 + T, |id, q| sent.push((id, q))), 1);
+        assert_eq!(sent, [(a, 10)], "the same ID and query");
+        assert!(w.resent(a) && !w.resent(b));
+        assert_eq!(w.next_retransmit(), Some(50 + T));
+        // b is answered: it goes no more; a goes a third and last time.
+        assert_eq!(w.remove(b), Some(Outstanding { intended: 50, query: 11 }));
+        assert_eq!(w.next_retransmit(), Some(5 + 2 * T));
+        assert_eq!(w.retransmit(1_000, |id, q| sent.push((id, q))), 1);
+        assert_eq!(sent, [(a, 10), (a, 10)]);
+        assert_eq!(w.next_retransmit(), None, "three sends in all");
+        assert_eq!(w.retransmit(10_000, |_, _| panic!("nothing left to send")), 0);
+        assert_eq!((w.len(), w.expire(3 * T)), (1, 1), "then it waits for its expiry");
+        // Expired, drained or cleared queries go no more; one attempt sends nothing again.
+        w.insert(700, 12, 700).unwrap();
+        assert_eq!(w.expire(700), 1);
+        assert_eq!(w.next_retransmit(), None);
+        w.insert(800, 13, 800).unwrap();
+        assert_eq!(w.clear(), 1);
+        assert_eq!(w.next_retransmit(), None);
+        let mut once = Window::new(8, 0).retransmitting(Some(Retransmit { every_ns: T, attempts: 1 }));
+        once.insert(0, 0, 0).unwrap();
+        assert_eq!((once.next_retransmit(), once.retransmit(u64::MAX / 2, |_, _| {})), (None, 0));
+    }
+
+    #[test]
+    fn a_reused_slot_is_not_sent_again_for_its_old_entry() {
+        let mut w = Window::new(2, 0).retransmitting(Some(Retransmit { every_ns: 100, attempts: 2 }));
+        let x = w.insert(0, 0, 0).unwrap();
+        // a is answered behind x, which keeps a's retransmission queued; its slot is taken again.
+        let a = w.insert(1, 1, 1).unwrap();
+        w.remove(a);
+        for t in 2..4 {
+            let id = w.insert(t, t, t).unwrap();
+            w.remove(id);
+        }
+        let d = w.insert(4, 4, 4).unwrap();
+        assert_eq!(d as usize & w.mask, a as usize & w.mask, "d reuses a's slot");
+        let mut sent = Vec::new();
+        assert_eq!(w.retransmit(101, |id, q| sent.push((id, q))), 1, "x; a's retransmission is gone with it");
+        assert_eq!(w.retransmit(104, |id, q| sent.push((id, q))), 1);
+        assert_eq!(sent, [(x, 0), (d, 4)]);
     }
 }
