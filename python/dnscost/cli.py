@@ -169,6 +169,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="observe nothing: recompute DIR's summaries and figures",
     )
 
+    from dnscost.client.command import add_parser as add_client_parser
+
+    add_client_parser(sub)
+
     cmp = sub.add_parser("compare", help="differences between two runs, with their uncertainty")
     cmp.add_argument("run_a", type=Path)
     cmp.add_argument("run_b", type=Path)
@@ -823,7 +827,8 @@ def _interrupt(*_: object) -> None:
 
 
 PATH_ARGS = (
-    "output", "spec", "resume", "engine_config", "dir", "run_dir", "run_a", "run_b", "policies", "from_dir", "pcap"
+    "output", "spec", "resume", "engine_config", "dir", "run_dir", "run_a", "run_b", "policies", "from_dir", "pcap",
+    "presets",
 )  # fmt: skip
 """Every path a user gives: made absolute once, here, so that no later step (a resolver
 started in its own working directory, say) depends on where dnscost was started."""
@@ -856,6 +861,10 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_report(args)
         if args.command == "observe":
             return cmd_observe(args)
+        if args.command == "client":
+            from dnscost.client.command import main as client_main
+
+            return client_main(args)
         return cmd_compare(args)
     except DnscostError as e:
         print(f"dnscost: {e}", file=sys.stderr)

@@ -167,9 +167,11 @@ def generate(
     name: str = "engine",
     watchdog: Callable[[], None] | None = None,
     started: Callable[[int], None] | None = None,
+    exec_prefix: Sequence[str] = (),
 ) -> list[dict[str, Any]]:
     """Runs one ``generate`` with ``config`` (the engine's JSON configuration; its output and
-    connections-log paths are set here), pinned to ``cpus``. Returns its records. Ctrl-C is
+    connections-log paths are set here), pinned to ``cpus``, behind ``exec_prefix`` (e.g. a
+    lab namespace's ``ip netns exec``). Returns its records. Ctrl-C is
     passed on to the engine, which drains and still writes its summary. ``watchdog`` is called
     every 200 ms while the engine runs; if it raises, the engine is stopped the same way (its
     records are kept on disk) and the exception propagates. ``started`` gets the engine's PID.
@@ -184,9 +186,14 @@ def generate(
     path = workdir / f"{name}-config.json"
     path.write_text(json.dumps(config, indent=2) + "\n")
     child = Child(
-        name, [str(engine_path()), "generate", "--config", str(path), "--quiet"], log=workdir / f"{name}.log", cpus=cpus
+        name,
+        [*exec_prefix, str(engine_path()), "generate", "--config", str(path), "--quiet"],
+        log=workdir / f"{name}.log",
+        cpus=cpus,
     )
     timeout_s = float(config.get("timeout_ms", 2000)) / 1000
+    if retry := config.get("udp_retry"):  # it replaces timeout_ms: a query's tries in all
+        timeout_s = float(retry["timeout_ms"]) * int(retry["attempts"]) / 1000
     limit_s = (
         float(config.get("warmup_ms", 0)) / 1000 + float(config.get("duration_ms", 10_000)) / 1000 + 2 * timeout_s + 30
     )

@@ -172,8 +172,16 @@ def check_target(name: str, transport: str) -> None:
         raise UsageError(f"{name} does not serve {transport} (it serves {', '.join(cls.transports)})")
 
 
-def fill_cache(target: Target, workdir: Path, cpus: Sequence[int], names: int, transports: Sequence[str]) -> None:
-    """Queries every name once on every transport (the study's cache pre-fill)."""
+def fill_cache(
+    target: Target,
+    workdir: Path,
+    cpus: Sequence[int],
+    names: int,
+    transports: Sequence[str],
+    exec_prefix: Sequence[str] = (),
+) -> None:
+    """Queries every name once on every transport (the study's cache pre-fill), from behind
+    ``exec_prefix`` (a lab's namespace)."""
     rate = min(names, 20_000)
     for transport in transports:
         ep = target.endpoints[transport]
@@ -189,7 +197,7 @@ def fill_cache(target: Target, workdir: Path, cpus: Sequence[int], names: int, t
             "timeout_ms": 2000,
             **_tls_options(transport, target, ep),
         }
-        generate(config, workdir, cpus=cpus, name=f"fill-{transport}")
+        generate(config, workdir, cpus=cpus, name=f"fill-{transport}", exec_prefix=exec_prefix)
 
 
 def cache_hit_ratio(target: Target, workdir: Path, cpus: Sequence[int], names: int) -> float | None:

@@ -9,6 +9,13 @@ outside the pair fails at once instead of leaving the machine. Files under
 counterparts for programs started with :meth:`Lab.exec_prefix` (``ip netns exec`` bind-mounts
 them), and for nothing else.
 
+A lab may instead be joined by an *emulated link* (:meth:`Lab.create` with a network preset,
+``dnscost client``): ``dnscost-engine link`` makes a TUN device in each namespace and forwards
+every packet between them with the preset's delay, jitter, loss and rates (this machine's kernel,
+like many VM kernels, has no ``netem``); with an upstream split, packets between the server and
+:data:`UPSTREAM_ADDRESS` (the client namespace's loopback, where an authoritative server for
+cold-cache runs listens) take a link of their own. The link process dies with the lab.
+
 Everything made here (namespaces, links, ``/etc/netns`` directories) is removed by
 :meth:`Lab.remove`, at exit, and, for a dnscost process that was killed, by the next
 :meth:`Lab.create` (names carry the PID of the process that made them)."""
@@ -22,14 +29,22 @@ import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from dnscost.errors import MachineError
 from dnscost.network import _ip, _pid_alive, orphans
+
+if TYPE_CHECKING:
+    from dnscost.client.presets import Preset
+    from dnscost.proc import Child
 
 __all__ = ["Lab", "remove_leftovers"]
 
 SERVER_ADDRESS = "198.18.0.1"
 CLIENT_ADDRESS = "198.18.0.2"
+UPSTREAM_ADDRESS = "198.18.0.5"
+"""Where an authoritative server behind an emulated link's upstream split listens (on the client
+namespace's loopback, reached from the server's namespace through the link)."""
 _NAME = re.compile(r"dnscost-lab-(\d+)-(\d+)-([cs])$")
 ETC_NETNS = Path("/etc/netns")
 _live: set[Lab] = set()
@@ -44,6 +59,10 @@ class LabInfo:
     client_address: str
     server_device: str
     client_device: str
+    preset: str | None = None
+    """The emulated link's network preset (None: a plain veth pair)."""
+    upstream: str | None = None
+    """The upstream split's preset, if any."""
 
 
 def _remove(server_netns: str, client_netns: str, client_device: str) -> None:
@@ -74,32 +93,101 @@ class Lab:
 
     def __init__(self, info: LabInfo) -> None:
         self.info = info
+        self.link: Child | None = None
+        self.workdir: Path | None = None
 
     @classmethod
-    def create(cls) -> Lab:
+    def create(
+        cls, preset: Preset | None = None, *, upstream: Preset | None = None, workdir: Path | None = None
+    ) -> Lab:
+        """A lab joined by a veth pair, or with ``preset``, by an emulated link (whose log
+        and counters go to ``workdir``); ``upstream`` splits the link for
+        :data:`UPSTREAM_ADDRESS`."""
         global _made
+        if preset is None and upstream is not None:
+            raise ValueError("an upstream split needs an emulated link")
         remove_leftovers()
         _made += 1
         pid = os.getpid()
         base = f"dnscost-lab-{pid}-{_made}"
         sns, cns = f"{base}-s", f"{base}-c"
         sdev, cdev = f"dl{pid}-{_made}s", f"dl{pid}-{_made}c"
-        lab = cls(LabInfo(sns, cns, SERVER_ADDRESS, CLIENT_ADDRESS, sdev, cdev))
+        info = LabInfo(
+            sns, cns, SERVER_ADDRESS, CLIENT_ADDRESS, sdev, cdev,
+            preset.name if preset else None, upstream.name if upstream else None,
+        )  # fmt: skip
+        lab = cls(info)
         _live.add(lab)
         try:
             _ip("netns", "add", sns)
             _ip("netns", "add", cns)
-            _ip("link", "add", cdev, "type", "veth", "peer", "name", sdev)
-            for dev, ns, addr in ((sdev, sns, SERVER_ADDRESS), (cdev, cns, CLIENT_ADDRESS)):
-                _ip("link", "set", dev, "addrgenmode", "none")  # no IPv6 chatter on the pair
-                _ip("link", "set", dev, "netns", ns)
-                _ip("-n", ns, "addr", "add", f"{addr}/30", "dev", dev)
-                _ip("-n", ns, "link", "set", dev, "up")
+            for ns in (sns, cns):
                 _ip("-n", ns, "link", "set", "lo", "up")
+            if preset is None:
+                _ip("link", "add", cdev, "type", "veth", "peer", "name", sdev)
+                for dev, ns, addr in ((sdev, sns, SERVER_ADDRESS), (cdev, cns, CLIENT_ADDRESS)):
+                    _ip("link", "set", dev, "addrgenmode", "none")  # no IPv6 chatter on the pair
+                    _ip("link", "set", dev, "netns", ns)
+                    _ip("-n", ns, "addr", "add", f"{addr}/30", "dev", dev)
+                    _ip("-n", ns, "link", "set", dev, "up")
+            else:
+                lab._start_link(preset, upstream, workdir or Path.cwd())
         except BaseException:
             lab.remove()
             raise
         return lab
+
+    def _start_link(self, preset: Preset, upstream: Preset | None, workdir: Path) -> None:
+        import json
+
+        from dnscost.engine import engine_path
+        from dnscost.proc import Child
+
+        i = self.info
+        workdir.mkdir(parents=True, exist_ok=True)
+        self.workdir = workdir
+        argv = [
+            str(engine_path()), "link",
+            "--a", f"{i.client_netns}:{i.client_device}", "--b", f"{i.server_netns}:{i.server_device}",
+            "--a-to-b", preset.link("up"), "--b-to-a", preset.link("down"),
+            "--stats", str(workdir / "link-stats.json"),
+            "--realtime",  # wakes on time on a busy machine: the delay is the preset's, not the load's
+        ]  # fmt: skip
+        if upstream is not None:
+            # The resolver in the server's namespace is the client of that link.
+            argv += ["--split", UPSTREAM_ADDRESS, "--split-a-to-b", upstream.link("down")]
+            argv += ["--split-b-to-a", upstream.link("up")]
+        ready = workdir / "link.out"
+        out = ready.open("wb")
+        self.link = Child("link", argv, log=workdir / "link.log", stdout=out)
+        out.close()
+
+        def is_ready() -> bool:
+            lines = ready.read_text().splitlines()
+            return bool(lines) and bool(json.loads(lines[0]).get("ready"))
+
+        self.link.wait_for(is_ready, 10, "while making the lab's link")
+        for ns, dev, addr, peer in ((i.server_netns, i.server_device, SERVER_ADDRESS, CLIENT_ADDRESS),
+                                    (i.client_netns, i.client_device, CLIENT_ADDRESS, SERVER_ADDRESS)):  # fmt: skip
+            # No IPv6 on the link: the kernel's own solicitations would cross it.
+            _ip("netns", "exec", ns, "sysctl", "-qw", f"net.ipv6.conf.{dev}.disable_ipv6=1")
+            _ip("-n", ns, "addr", "add", addr, "peer", f"{peer}/32", "dev", dev)
+            _ip("-n", ns, "link", "set", dev, "up")
+        if upstream is not None:
+            _ip("-n", i.client_netns, "addr", "add", f"{UPSTREAM_ADDRESS}/32", "dev", "lo")
+            _ip("-n", i.server_netns, "route", "add", f"{UPSTREAM_ADDRESS}/32", "dev", i.server_device)
+
+    def link_stats(self) -> dict[str, Any] | None:
+        """The emulated link's counters (written when it stops: after :meth:`remove`)."""
+        import json
+
+        if self.workdir is None:
+            return None
+        path = self.workdir / "link-stats.json"
+        if not path.exists():
+            return None
+        doc: dict[str, Any] = json.loads(path.read_text())
+        return doc
 
     def exec_prefix(self, side: str) -> list[str]:
         """A command prefix that runs a program in the ``client``'s or the ``server``'s
@@ -121,6 +209,9 @@ class Lab:
     def remove(self) -> None:
         """Removes the namespaces, the veth pair and the ``/etc/netns`` files. Safe to call
         twice."""
+        if self.link is not None:
+            self.link.stop()
+            self.link = None
         if self in _live:
             i = self.info
             _remove(i.server_netns, i.client_netns, i.client_device)

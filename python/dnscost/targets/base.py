@@ -189,9 +189,11 @@ class Target(ABC):
             raise
 
     def answers(self, transport: str) -> bool:
-        """Whether a query for a name of the synthetic set is answered over ``transport``."""
+        """Whether a query for a name of the synthetic set is answered over ``transport``
+        (asked from the target's own namespace, where its address is always reachable)."""
         ep = self.endpoints[transport]
         argv = [
+            *self.exec_prefix,
             str(engine_path()),
             "generate",
             "--transport",

@@ -1,0 +1,104 @@
+"""Emulated networks: named presets (``presets.toml``, each with its source, or the user's own).
+
+A preset describes the client's access link: a round-trip time (half of it added in each
+direction), jitter, random loss in each direction, and rate limits up (client to server) and
+down. :meth:`Preset.link` gives one direction's parameters in the form of
+``dnscost-engine link`` (the user-space link emulator that joins a lab's namespaces when it is
+shaped: this machine's kernel, like many VM kernels, has no ``netem``)."""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import asdict, dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from dnscost.errors import UsageError
+
+__all__ = ["Preset", "load_presets", "parse_preset"]
+
+_FIELDS = {"label", "rtt_ms", "jitter_ms", "loss_pct", "down_kbps", "up_kbps", "source"}
+
+
+@dataclass(frozen=True)
+class Preset:
+    """One emulated link (see the module's documentation)."""
+
+    name: str
+    label: str
+    source: str
+    rtt_ms: float
+    jitter_ms: float = 0.0
+    loss_pct: float = 0.0
+    down_kbps: float | None = None
+    up_kbps: float | None = None
+
+    @property
+    def shaped(self) -> bool:
+        return bool(self.rtt_ms or self.jitter_ms or self.loss_pct or self.down_kbps or self.up_kbps)
+
+    def link(self, direction: str) -> str:
+        """One direction's parameters, ``up`` (client to server) or ``down``, as
+        ``dnscost-engine link`` takes them (``delay=35ms,loss=1%,rate=12000kbit``)."""
+        if direction not in ("up", "down"):
+            raise ValueError(direction)
+        parts = [f"delay={self.rtt_ms * 500:g}us"]
+        if self.jitter_ms:
+            parts.append(f"jitter={self.jitter_ms * 1000:g}us")
+        if self.loss_pct:
+            parts.append(f"loss={self.loss_pct:g}%")
+        rate = self.up_kbps if direction == "up" else self.down_kbps
+        if rate:
+            parts.append(f"rate={rate:g}kbit")
+        return ",".join(parts)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _number(name: str, table: dict[str, Any], key: str, lo: float, hi: float, *, optional: bool) -> float | None:
+    if key not in table:
+        if optional:
+            return None
+        raise UsageError(f"preset {name}: {key} is missing")
+    v = table[key]
+    if isinstance(v, bool) or not isinstance(v, int | float) or not lo <= v <= hi:
+        raise UsageError(f"preset {name}: {key} must be a number in [{lo:g}, {hi:g}], not {v!r}")
+    return float(v)
+
+
+def parse_preset(name: str, table: Any) -> Preset:
+    """One preset from its TOML table; errors name the preset and the field."""
+    if not isinstance(table, dict):
+        raise UsageError(f"preset {name}: must be a table")
+    unknown = sorted(set(table) - _FIELDS)
+    if unknown:
+        raise UsageError(f"preset {name}: unknown field {unknown[0]!r} (known: {', '.join(sorted(_FIELDS))})")
+    for key in ("label", "source"):
+        if not isinstance(table.get(key), str) or not table[key].strip():
+            raise UsageError(f"preset {name}: {key} must be a non-empty string (every preset names its source)")
+    rtt = _number(name, table, "rtt_ms", 0, 10_000, optional=False)
+    jitter = _number(name, table, "jitter_ms", 0, 10_000, optional=True) or 0.0
+    loss = _number(name, table, "loss_pct", 0, 50, optional=True) or 0.0
+    down = _number(name, table, "down_kbps", 8, 100_000_000, optional=True)
+    up = _number(name, table, "up_kbps", 8, 100_000_000, optional=True)
+    assert rtt is not None
+    if jitter > rtt / 2:
+        raise UsageError(f"preset {name}: jitter_ms ({jitter:g}) exceeds each direction's delay ({rtt / 2:g} ms)")
+    return Preset(name, table["label"], table["source"], rtt, jitter, loss, down, up)
+
+
+def load_presets(extra: Path | None = None) -> dict[str, Preset]:
+    """The shipped presets, with those of ``extra`` (a TOML file of the same form) added or
+    replacing them by name."""
+    text = resources.files("dnscost.client").joinpath("presets.toml").read_text()
+    tables = tomllib.loads(text)
+    if extra is not None:
+        try:
+            tables.update(tomllib.loads(extra.read_text()))
+        except OSError as e:
+            raise UsageError(f"presets: cannot read {extra}: {e.strerror}") from None
+        except tomllib.TOMLDecodeError as e:
+            raise UsageError(f"presets: {extra}: {e}") from None
+    return {name: parse_preset(name, t) for name, t in tables.items()}
