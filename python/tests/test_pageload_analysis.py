@@ -76,16 +76,16 @@ def test_compare_summarises_each_preset_and_transport(tmp_path: Path) -> None:
     summary = compare(records)
     lte = summary["presets"]["lte"]
     assert summary["baseline"] == "do53" and list(lte) == ["do53", "doh"]
-    assert "difference" not in lte["do53"]
+    assert lte["do53"]["difference"] is None
     d = lte["doh"]["difference"]
     assert d["pairs"] == 12 and d["unpaired"] == 1  # round 3's page 0: both sides failed
     assert d["median_ms"] == 21.0 and d["interval_ms"] == [20.0, 22.0] and d["coverage"] >= 0.95
     assert [p[0] for p in d["cdf"]] == sorted([20.0] * 4 + [21.0] * 4 + [22.0] * 4) and d["cdf"][-1][1] == 1.0
     assert lte["doh"]["loads"] == 13 and lte["doh"]["completed"] == 12 and lte["doh"]["failures"] == {"no beacon": 1}
     assert lte["do53"]["failures"] == {"incomplete": 1}
-    assert lte["do53"]["page_load"] == {"n": 12, "median_ms": 115.0, "p90_ms": 130.0}
-    assert lte["doh"]["dns"] == {"n": 36, "median_ms": 7.0, "p90_ms": 9.0}
-    assert lte["do53"]["dns"] == {"n": 24, "median_ms": 2.0, "p90_ms": 3.0}
+    assert lte["do53"]["page_load"] == {"n": 12, "median_ms": 115.0, "interval_ms": [100.0, 130.0], "p90_ms": 130.0}
+    assert lte["doh"]["dns"] == {"n": 36, "median_ms": 7.0, "interval_ms": [5.0, 9.0], "p90_ms": 9.0}
+    assert lte["do53"]["dns"] == {"n": 24, "median_ms": 2.0, "interval_ms": [1.0, 3.0], "p90_ms": 3.0}
     # Read back from a run's loads.jsonl (a line cut short by a crash is skipped), and drawn.
     (tmp_path / "loads.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records) + '{"preset": "lt')
     assert compare(read_records(tmp_path / "loads.jsonl")) == summary

@@ -4,14 +4,22 @@ or Firefox in the client namespace, its names answered by ``dnscost-engine serve
 
 - ``do53``: the system resolver (the client namespace's ``resolv.conf`` points at the server,
   glibc's defaults: timeout 5 s, 2 attempts), the browser's DoH off;
-- ``dot``: unbound in the client namespace as a stub on 127.0.0.1:53 forwarding over TLS to
-  the server's port 853, one thread, reusing its connection and closing it after 10 s idle
-  (``tcp-reuse-timeout``, Stubby's ``idle_timeout`` default, as Hounsel et al. used);
-  ``resolv.conf`` points at it. Its cache is left on: ``cache-max-ttl: 0`` would rewrite every
+- ``dot``: Stubby (getdns) in the client namespace as a stub on 127.0.0.1:53, as Hounsel et
+  al. used it: one upstream, TLS authenticated by name against the run's CA, no DNSSEC, no
+  round robin, its connection reused and closed after 10 s idle (``idle_timeout: 10000``, its
+  default); no cache. ``resolv.conf`` points at it;
+- ``dot-unbound``: unbound in its place (one thread, ``tcp-reuse-timeout: 10000``), to show
+  what the stub changes. Its cache is left on: ``cache-max-ttl: 0`` would rewrite every
   answer's TTL to 0 on its way to the browser, which would then resolve a host again for each
   connection, a cost no cacheless stub adds; the cache never answers a page's name, since
   every load asks names never asked before, and the run checks it (each session's names asked
   upstream, ``dns_check`` in ``pageload.json``);
+
+  Both stubs reach the lab's DoT through :mod:`.dotrelay`, a front on the server's port 853
+  that writes every answer in a TLS record of its own (getdns reads one answer per read event,
+  and the responder writes the answers ready at once in one record: Stubby would hold all but
+  the first until the next packet); each DoT connection reaches the responder as one tcp
+  connection of its own;
 - ``doh``: the browser's own DoH to ``https://<server>/dns-query`` (Chromium: managed policy,
   secure mode; Firefox: TRR mode 3).
 
@@ -30,15 +38,23 @@ Files in the output directory:
 - ``loads.jsonl``: one line per load, written as it comes (:func:`load_record`);
 - ``sessions.jsonl``: one line per session;
 - ``pageload.json``: the settings resolved, versions, the corpus, the plan's counts, and after
-  the run each session's names as the resolver saw them (``dns_check``);
+  the run each session's names as the resolver saw them and each DoT session's connections
+  (``dns_check``);
 - ``beacons.jsonl`` (the pages' raw reports), ``queries.jsonl`` and ``connections.jsonl``
-  (the resolver's logs), ``corpus.zone``, ``pages/``, ``sessions/<n>/`` (browser and stub
-  logs)."""
+  (the resolver's logs), ``dot-connections.jsonl`` (the DoT front's log of the stubs'
+  connections), ``corpus.zone``, ``pages/``, ``sessions/<n>/`` (browser and stub logs).
+
+:func:`run_pageload_presets` runs the whole experiment once per network preset, each in a lab
+of its own joined by the preset's emulated link, into ``<out>/<preset>/`` (the files above),
+with ``<out>/presets.json`` listing them and, from
+:func:`~dnscost.client.pageload_analysis.write_outputs`, ``<out>/summary.json``,
+``<out>/table.md`` and ``<out>/figures/``."""
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import json
 import os
 import random
@@ -52,7 +68,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from dnscost import __version__
@@ -75,6 +91,7 @@ from dnscost.observe.clients import (
     CHROMIUM_POLICY_FILE,
     FIREFOX_PREFS,
     STUB_LISTEN,
+    Client,
     Schedule,
     UnboundDot,
     Upstream,
@@ -85,21 +102,34 @@ from dnscost.observe.lab import Lab
 from dnscost.observe.observation import ZONE
 from dnscost.proc import Child
 
+if TYPE_CHECKING:
+    from dnscost.client.presets import Preset
+
 __all__ = [
     "BROWSERS",
+    "DEFAULT_TRANSPORTS",
+    "STUBS",
     "TRANSPORTS",
     "PageloadSettings",
     "PlannedLoad",
     "Session",
     "SessionLabels",
+    "StubbyDot",
+    "UnboundStub",
+    "dns_check",
+    "dot_connections",
     "load_record",
     "main",
     "plan_sessions",
     "run_in_new_lab",
+    "run_pageload_presets",
     "run_pageloads",
 ]
 
-TRANSPORTS = ("do53", "dot", "doh")
+TRANSPORTS = ("do53", "dot", "dot-unbound", "doh")
+"""Every transport a run may take: ``dot`` is Stubby, ``dot-unbound`` unbound (see the module's
+documentation)."""
+DEFAULT_TRANSPORTS = ("do53", "dot", "doh")
 BROWSERS = ("chromium", "firefox")
 START_ALLOWANCE_S = 30.0
 """How long a browser may take to start before its first page's timeout begins."""
@@ -114,7 +144,7 @@ class PageloadSettings:
 
     pages: int = 10
     rounds: int = 3
-    transports: tuple[str, ...] = TRANSPORTS
+    transports: tuple[str, ...] = DEFAULT_TRANSPORTS
     browser: str = "chromium"
     seed: int = 1
     loads_per_page: int = 1
@@ -434,8 +464,51 @@ class _Firefox(_Browser):
 _BROWSERS: dict[str, type[_Browser]] = {"chromium": _Chromium, "firefox": _Firefox}
 
 
-class StubDot(UnboundDot):
-    """unbound as the DoT stub of the module's documentation."""
+class StubbyDot(Client):
+    """Stubby (getdns) as the DoT stub, the one Hounsel et al. used (they state Stubby and its
+    10 s idle timeout; the rest is Stubby's shipped configuration or our choice): strict TLS to
+    one upstream (the lab's DoT, authenticated by name against the run's CA), round robin off,
+    no DNSSEC, its connection closed after ``idle_timeout_ms`` without queries (Stubby's
+    default, 10 s), EDNS padding to 128 octets and a private client subnet as shipped. It has
+    no cache, and like unbound it leaves Nagle's algorithm on (no ``TCP_NODELAY``): a query
+    written while an earlier one is unacknowledged waits for that acknowledgement, about a
+    round trip. Log level 6 (info): each connection's open and close, with its responses, in
+    ``stubby.log``."""
+
+    name = "stubby"
+    package = "stubby"
+    program = "stubby"
+    transport = "dot"
+
+    def __init__(self, idle_timeout_ms: int) -> None:
+        super().__init__()
+        self.idle_timeout_ms = idle_timeout_ms
+
+    def argv(self, workdir: Path, upstream: Upstream, schedule: Schedule) -> list[str]:
+        conf = workdir / "stubby.yml"
+        conf.write_text(
+            "resolution_type: GETDNS_RESOLUTION_STUB\n"
+            "dns_transport_list:\n  - GETDNS_TRANSPORT_TLS\n"
+            "tls_authentication: GETDNS_AUTHENTICATION_REQUIRED\n"
+            "tls_query_padding_blocksize: 128\n"
+            "edns_client_subnet_private: 1\n"
+            "round_robin_upstreams: 0\n"
+            f"idle_timeout: {self.idle_timeout_ms}\n"
+            f"tls_ca_file: {json.dumps(str(upstream.ca))}\n"
+            f"appdata_dir: {json.dumps(str(workdir))}\n"
+            f"listen_addresses:\n  - {STUB_LISTEN}@53\n"
+            "upstream_recursive_servers:\n"
+            f"  - address_data: {upstream.address}\n"
+            "    tls_port: 853\n"
+            f"    tls_auth_name: {json.dumps(upstream.server_name)}\n"
+        )
+        return ["stubby", "-C", str(conf), "-v", "6"]
+
+
+class UnboundStub(UnboundDot):
+    """unbound as the second DoT stub (``dot-unbound``; see the module's documentation)."""
+
+    name = "unbound"
 
     def __init__(self, idle_timeout_ms: int) -> None:
         super().__init__()
@@ -460,6 +533,10 @@ class StubDot(UnboundDot):
         return ["unbound", "-d", "-p", "-c", str(conf)]
 
 
+STUBS: dict[str, type[StubbyDot] | type[UnboundStub]] = {"dot": StubbyDot, "dot-unbound": UnboundStub}
+"""The DoT transports and the stub each starts in the client namespace."""
+
+
 _NO_SCHEDULE = Schedule(delay_s=1.0, duration_s=1.0, names=1)
 
 START_PAGE = """<!doctype html>
@@ -474,11 +551,12 @@ then would fail its lookups or time a start-up, not a transport."""
 
 def _set_dns(lab: Lab, workdir: Path, transport: str, upstream: Upstream, settings: PageloadSettings) -> Child | None:
     """Points the client namespace's system resolver where ``transport`` needs it; for
-    ``dot``, starts the stub. (For ``doh`` the browser uses its own DoH; its resolv.conf
+    ``dot`` and ``dot-unbound``, starts the stub. (For ``doh`` the browser uses its own DoH; its resolv.conf
     names the server so that any leak would show as udp queries.)"""
-    if transport == "dot":
+    stub = STUBS.get(transport)
+    if stub is not None:
         lab.write_etc("client", "resolv.conf", f"nameserver {STUB_LISTEN}\n")
-        return StubDot(settings.stub_idle_timeout_ms).start(lab, workdir, upstream, _NO_SCHEDULE)
+        return stub(settings.stub_idle_timeout_ms).start(lab, workdir, upstream, _NO_SCHEDULE)
     lab.write_etc("client", "resolv.conf", f"nameserver {lab.info.server_address}\n")
     return None
 
@@ -603,6 +681,67 @@ def dns_check(queries: Sequence[dict[str, Any]], sessions: Sequence[Session], co
     return out
 
 
+BURST_GAP_US = 1000
+"""Queries on one connection that reach the resolver less than this apart are one burst: they
+were in flight together (the link's round trip is longer)."""
+
+
+def dot_connections(
+    queries: Sequence[dict[str, Any]],
+    responder_connections: Sequence[dict[str, Any]],
+    front_connections: Sequence[dict[str, Any]],
+    sessions: Sequence[Session],
+) -> dict[int, list[dict[str, Any]]]:
+    """Each session's DoT connections, as the resolver and the DoT front saw them: the front's
+    connection (the stub's), the resolver's tcp connection it was relayed on (joined by the
+    front's local address), how many queries it carried (all, and this session's names), the
+    first and last (resolver's clock, µs), its bursts (:data:`BURST_GAP_US`: the largest and
+    how many), how long it was idle before it closed and who closed it. Pure."""
+    session_of = {p.load: s.number for s in sessions for p in s.loads}
+    front_by_backend = {str(c.get("backend_address")): c for c in front_connections}
+    responder_by_id = {int(c["id"]): c for c in responder_connections if c.get("transport") == "tcp"}
+    times: dict[int, list[int]] = defaultdict(list)
+    mine: dict[int, Counter[int]] = defaultdict(Counter)
+    for q in queries:
+        if q.get("transport") != "tcp" or q.get("connection") is None:
+            continue
+        conn = int(q["connection"])
+        times[conn].append(int(q["t_us"]))
+        m = _LAB_NAME.search(str(q.get("qname", "")).lower())
+        if m and int(m.group(2)) in session_of:
+            mine[session_of[int(m.group(2))]][conn] += 1
+    out: dict[int, list[dict[str, Any]]] = {}
+    for session, counts in mine.items():
+        rows = []
+        for conn in sorted(counts):
+            ts = sorted(times[conn])
+            bursts = [1]
+            for a, b in itertools.pairwise(ts):
+                if b - a < BURST_GAP_US:
+                    bursts[-1] += 1
+                else:
+                    bursts.append(1)
+            resp = responder_by_id.get(conn, {})
+            front = front_by_backend.get(str(resp.get("peer_address")), {})
+            closed = resp.get("closed_us")
+            rows.append({
+                "connection": conn,
+                "front_connection": front.get("id"),
+                "queries": len(ts),
+                "session_queries": counts[conn],
+                "first_query_us": ts[0],
+                "last_query_us": ts[-1],
+                "bursts": len(bursts),
+                "max_burst": max(bursts),
+                "idle_before_close_ms": round((int(closed) - ts[-1]) / 1000, 1) if closed is not None else None,
+                "closed_by": front.get("closed_by"),
+                "close": front.get("close"),
+                "front_median_us": front.get("relay_median_us"),
+            })  # fmt: skip
+        out[session] = rows
+    return out
+
+
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:
     out = []
     with contextlib.suppress(FileNotFoundError), path.open() as f:
@@ -628,8 +767,10 @@ def run_pageloads(lab: Lab, out: Path, settings: PageloadSettings) -> Path:
     browser_class = _BROWSERS[settings.browser]
     if shutil.which(browser_class.program) is None:
         raise MachineError(f"pageload: {browser_class.program} is not installed (run scripts/setup)")
-    if "dot" in settings.transports and shutil.which("unbound") is None:
-        raise MachineError("pageload: unbound is not installed (run scripts/setup)")
+    for t in settings.transports:
+        stub = STUBS.get(t)
+        if stub is not None and shutil.which(stub.program) is None:
+            raise MachineError(f"pageload: {stub.program} is not installed (run scripts/setup)")
     out.mkdir(parents=True, exist_ok=True)
     address = lab.info.server_address
     tld = settings.corpus.tld
@@ -658,7 +799,7 @@ def run_pageloads(lab: Lab, out: Path, settings: PageloadSettings) -> Path:
         "engine": engine_version(),
         "settings": settings.as_dict(),
         "browser_version": browser.version(),
-        "unbound_version": _package_version("unbound") if "dot" in settings.transports else None,
+        "stub_versions": {t: _package_version(STUBS[t].package or "") for t in settings.transports if t in STUBS},
         "server_address": address,
         "sessions": len(sessions),
         "loads": sum(len(s.loads) for s in sessions),
@@ -669,11 +810,13 @@ def run_pageloads(lab: Lab, out: Path, settings: PageloadSettings) -> Path:
     }
     _write_json(out / "pageload.json", doc)
 
-    listen = [f"udp://{address}:53", f"tcp://{address}:53", f"dot://{address}:853", f"doh://{address}:443/dns-query"]
+    dot = any(t in STUBS for t in settings.transports)
+    listen = [f"udp://{address}:53", f"tcp://{address}:53", f"doh://{address}:443/dns-query"]
     flags = ["--cert", str(tls.cert), "--key", str(tls.key), "--zone", str(zone), "--outside", "nxdomain",
              "--connections-log", str(out / "connections.jsonl"),
              "--queries-log", str(out / "queries.jsonl")]  # fmt: skip
     responder: Responder | None = None
+    relay: Child | None = None
     web: Child | None = None
     loads = _Writer(out / "loads.jsonl")
     session_lines = _Writer(out / "sessions.jsonl")
@@ -681,6 +824,8 @@ def run_pageloads(lab: Lab, out: Path, settings: PageloadSettings) -> Path:
     try:
         responder = Responder(out, listen, extra=flags, exec_prefix=lab.exec_prefix("server"))
         doc["responder_start_unix_us"] = responder.start_unix_us
+        if dot:
+            relay = _start_dot_relay(lab, out, address, tls.cert, tls.key)
         web = _start_webserver(lab, out, address, pages_dir)
         beacons = _Beacons(out / "beacons.jsonl")
         for s in sessions:
@@ -689,13 +834,23 @@ def run_pageloads(lab: Lab, out: Path, settings: PageloadSettings) -> Path:
     finally:
         if web is not None:
             web.stop()
+        if relay is not None:
+            relay.stop()
         if responder is not None:
             responder.stop()
         loads.close()
         session_lines.close()
         doc["status"] = status
         doc["ended_unix_us"] = time.time_ns() // 1000
-        doc["dns_check"] = dns_check(_read_jsonl(out / "queries.jsonl"), sessions, corpus)
+        queries = _read_jsonl(out / "queries.jsonl")
+        doc["dns_check"] = dns_check(queries, sessions, corpus)
+        if dot:
+            conns = dot_connections(
+                queries, _read_jsonl(out / "connections.jsonl"), _read_jsonl(out / "dot-connections.jsonl"), sessions
+            )
+            for check in doc["dns_check"]:
+                if check["transport"] in STUBS:
+                    check["dot_connections"] = conns.get(check["session"], [])
         records = _read_jsonl(out / "loads.jsonl")
         doc["loads_ok"] = sum(1 for r in records if r.get("ok"))
         doc["loads_failed"] = sum(1 for r in records if not r.get("ok"))
@@ -713,6 +868,18 @@ def _start_webserver(lab: Lab, out: Path, address: str, pages: Path) -> Child:
     return child
 
 
+def _start_dot_relay(lab: Lab, out: Path, address: str, cert: Path, key: Path) -> Child:
+    """The DoT front (:mod:`.dotrelay`) on ``address``:853, relaying to the responder's tcp."""
+    ready = out / "dotrelay.out"
+    argv = [sys.executable, "-m", "dnscost.client.dotrelay", "--listen", f"{address}:853",
+            "--backend", f"{address}:53", "--cert", str(cert), "--key", str(key),
+            "--log", str(out / "dot-connections.jsonl")]  # fmt: skip
+    with ready.open("wb") as stdout:
+        child = Child("dotrelay", [*lab.exec_prefix("server"), *argv], log=out / "dotrelay.log", stdout=stdout)
+    child.wait_for(lambda: '"listening"' in ready.read_text(), 15, "while starting to listen")
+    return child
+
+
 def run_in_new_lab(out: Path, settings: PageloadSettings) -> Path:
     """:func:`run_pageloads` in a plain lab made for it, removed afterwards (also on Ctrl-C)."""
     lab = Lab.create()
@@ -722,18 +889,85 @@ def run_in_new_lab(out: Path, settings: PageloadSettings) -> Path:
         lab.remove()
 
 
+PRESETS_FORMAT = 1
+
+
+def run_pageload_presets(out: Path, presets: Sequence[Preset], settings: PageloadSettings) -> Path:
+    """:func:`run_pageloads` once per preset, in that order, each in a lab of its own joined by
+    the preset's emulated link (a plain veth pair for a preset without shaping), into
+    ``out/<preset>/``; every record carries the preset's name (``settings.preset`` is replaced).
+    ``out/presets.json`` lists the presets (their parameters, directory, status, and the link's
+    counters once its lab is gone), rewritten as each ends; a preset whose run fails is recorded
+    (``status: failed``, ``error``) and the next one runs. Then the analysis
+    (:func:`~dnscost.client.pageload_analysis.write_outputs`): ``summary.json``, ``table.md``,
+    ``figures/``. Returns ``presets.json``."""
+    from dnscost.client.pageload_analysis import write_outputs
+
+    settings.check()
+    names = [p.name for p in presets]
+    if not names:
+        raise UsageError("pageload: give at least one preset")
+    if len(set(names)) != len(names):
+        raise UsageError("pageload: give each preset once")
+    out.mkdir(parents=True, exist_ok=True)
+    doc: dict[str, Any] = {
+        "format": PRESETS_FORMAT,
+        "dnscost": __version__,
+        "settings": {k: v for k, v in settings.as_dict().items() if k != "preset"},
+        "presets": {p.name: {**p.to_dict(), "dir": p.name, "status": "pending"} for p in presets},
+        "started_unix_us": time.time_ns() // 1000,
+        "status": "running",
+    }
+    _write_json(out / "presets.json", doc)
+    status = "interrupted"
+    try:
+        for preset in presets:
+            entry = doc["presets"][preset.name]
+            entry["status"] = "running"
+            entry["started_unix_us"] = time.time_ns() // 1000
+            _write_json(out / "presets.json", doc)
+            run_dir = out / preset.name
+            lab = Lab.create(preset if preset.shaped else None, workdir=run_dir / "lab")
+            try:
+                run_pageloads(lab, run_dir, replace(settings, preset=preset.name))
+                entry["status"] = "done"
+            except DnscostError as e:
+                entry["status"], entry["error"] = "failed", str(e)
+            finally:
+                if entry["status"] == "running":
+                    entry["status"] = "interrupted"
+                lab.remove()
+                entry["link"] = lab.link_stats()
+                entry["ended_unix_us"] = time.time_ns() // 1000
+                _write_json(out / "presets.json", doc)
+        status = "done"
+    finally:
+        doc["status"] = status
+        doc["ended_unix_us"] = time.time_ns() // 1000
+        _write_json(out / "presets.json", doc)
+    write_outputs(out)
+    return out / "presets.json"
+
+
 def main(argv: list[str] | None = None) -> int:
-    """``python -m dnscost.client.pageload``: a run in a plain lab, for manual runs."""
+    """``python -m dnscost.client.pageload``: a run in a plain lab, or with ``--presets`` one
+    per network preset (:func:`run_pageload_presets`), for manual runs."""
     parser = argparse.ArgumentParser(prog="python -m dnscost.client.pageload", description=__doc__.splitlines()[0])
     d = PageloadSettings()
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--pages", type=int, default=d.pages)
     parser.add_argument("--rounds", type=int, default=d.rounds)
-    parser.add_argument("--transports", default=",".join(d.transports), help="comma-separated: do53,dot,doh")
+    parser.add_argument(
+        "--transports", default=",".join(d.transports), help=f"comma-separated, of {','.join(TRANSPORTS)}"
+    )
     parser.add_argument("--browser", default=d.browser, choices=BROWSERS)
     parser.add_argument("--seed", type=int, default=d.seed)
     parser.add_argument("--loads-per-page", type=int, default=d.loads_per_page)
-    parser.add_argument("--preset", default=d.preset, help="the label recorded for the lab's network")
+    parser.add_argument("--preset", default=d.preset, help="the label recorded for a plain lab's network")
+    parser.add_argument(
+        "--presets", help="comma-separated network presets (dnscost client presets), one lab each, e.g. lte,3g"
+    )
+    parser.add_argument("--presets-file", type=Path, help="a TOML file of more presets")
     parser.add_argument("--page-timeout", type=float, default=d.page_timeout_s, help="seconds")
     parser.add_argument("--size-scale", type=float, default=1.0, help="every corpus size multiplied by this")
     args = parser.parse_args(argv)
@@ -749,6 +983,19 @@ def main(argv: list[str] | None = None) -> int:
         corpus=replace(CorpusParams(), size_scale=args.size_scale),
     )
     try:
+        if args.presets:
+            from dnscost.client.pageload_analysis import presets_table, summarise_presets
+            from dnscost.client.presets import load_presets
+
+            known = load_presets(args.presets_file)
+            chosen = [t.strip() for t in args.presets.split(",") if t.strip()]
+            unknown = [n for n in chosen if n not in known]
+            if unknown:
+                raise UsageError(f"pageload: unknown presets {unknown} (known: {', '.join(known)})")
+            out = args.out.absolute()
+            run_pageload_presets(out, [known[n] for n in chosen], settings)
+            print(presets_table(summarise_presets(out)))
+            return 0
         path = run_in_new_lab(args.out.absolute(), settings)
     except DnscostError as e:
         print(f"pageload: {e}", file=sys.stderr)

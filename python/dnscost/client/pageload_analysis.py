@@ -13,7 +13,14 @@ below 6 pairs at 95 %), with its exact coverage.
 
 DNS time is per lookup: each hostname of a load once, its longest DNS time among its
 Navigation and Resource Timing entries (``lookups_us`` of the records), over every load but the
-warm-ups."""
+warm-ups.
+
+Several presets (:func:`dnscost.client.pageload.run_pageload_presets`): :func:`summarise_presets`
+reads ``<out>/presets.json`` and every preset's ``<out>/<preset>/loads.jsonl`` and
+``pageload.json`` and gives, per preset and transport, the page-load and DNS times with their
+medians' intervals, the difference with Do53, the failures and the DNS path's check, beside
+Hounsel et al.'s medians (:data:`HOUNSEL`, paired with our presets by :data:`PAIRING`);
+:func:`write_outputs` writes it (``summary.json``), its table (``table.md``) and the figure."""
 
 from __future__ import annotations
 
@@ -27,16 +34,30 @@ from pathlib import Path
 from typing import Any, NotRequired, TypedDict, cast
 
 __all__ = [
+    "HOUNSEL",
+    "HOUNSEL_SOURCE",
+    "PAIRING",
+    "Comparison",
+    "Difference",
+    "DnsPath",
     "LoadRecord",
     "Pair",
+    "PresetInfo",
+    "PresetsSummary",
+    "Published",
+    "Quantiles",
     "ResourceTiming",
+    "TransportSummary",
     "cdf",
     "compare",
     "draw_figure",
     "median_interval",
     "pairs",
+    "presets_table",
     "read_records",
+    "summarise_presets",
     "summarise_run",
+    "write_outputs",
 ]
 
 
@@ -80,8 +101,129 @@ class LoadRecord(TypedDict):
     received_unix_us: NotRequired[int]
 
 
-DISPLAY = {"do53": "Do53", "dot": "DoT", "doh": "DoH"}
-COLOURS = {"dot": "#2ca02c", "doh": "#d62728", "do53": "#1f77b4"}
+class Quantiles(TypedDict):
+    """Times in ms: the median with its order-statistic interval (95 %; None below 6 values) and
+    the 90th percentile (nearest rank)."""
+
+    n: int
+    median_ms: float | None
+    interval_ms: list[float] | None
+    p90_ms: float | None
+
+
+class Difference(TypedDict):
+    """A transport's per-page differences with the baseline (ms): pairs, the pages that could
+    not be paired, the median with its interval and exact coverage, the CDF's points."""
+
+    pairs: int
+    unpaired: int
+    median_ms: float | None
+    interval_ms: list[float] | None
+    coverage: float | None
+    cdf: list[list[float]]
+
+
+class DnsPath(TypedDict):
+    """The DNS path as the resolver saw a preset's sessions of one transport (``dns_check`` of
+    ``pageload.json``): names asked against expected, queries by the transport they came over
+    (``tcp`` for DoT, relayed by the front), and for DoT the connections per session, the
+    queries per connection (median) and the largest burst of queries in flight together."""
+
+    sessions: int
+    names_expected: int
+    names_asked: int
+    queries: dict[str, int]
+    connections: int | None
+    connections_per_session_max: int | None
+    queries_per_connection_median: float | None
+    max_burst: int | None
+
+
+class TransportSummary(TypedDict):
+    loads: int
+    completed: int
+    failed: int
+    failures: dict[str, int]
+    page_load: Quantiles
+    dns: Quantiles
+    difference: Difference | None
+    """None for the baseline."""
+    dns_path: NotRequired[DnsPath | None]
+    """From :func:`summarise_presets` only."""
+
+
+class Comparison(TypedDict):
+    baseline: str
+    presets: dict[str, dict[str, TransportSummary]]
+    """Preset → transport (the baseline first) → its summary."""
+
+
+class Published(TypedDict):
+    """One of Hounsel et al.'s medians: their network, the value (ms; None when they gave a
+    bound only) and how it is written."""
+
+    network: str
+    median_ms: float | None
+    text: str
+
+
+class PresetInfo(TypedDict):
+    """A preset as ``presets.json`` records it."""
+
+    label: str
+    rtt_ms: float
+    loss_pct: float
+    down_kbps: float | None
+    up_kbps: float | None
+    source: str
+    dir: str
+    status: str
+    error: str | None
+
+
+class PresetsSummary(TypedDict):
+    """:func:`summarise_presets`: ``presets`` as :class:`Comparison`'s (in the run's order, each
+    transport with its ``dns_path``), the presets' parameters, Hounsel et al.'s medians beside
+    each preset paired with one of their networks (transport → median), and the figures."""
+
+    format: int
+    baseline: str
+    presets: dict[str, dict[str, TransportSummary]]
+    networks: dict[str, PresetInfo]
+    published: dict[str, dict[str, Published]]
+    published_source: str
+    pairing_note: str
+    figures: list[str]
+
+
+DISPLAY = {"do53": "Do53", "dot": "DoT", "dot-unbound": "DoT (unbound)", "doh": "DoH"}
+COLOURS = {"dot": "#2ca02c", "dot-unbound": "#9467bd", "doh": "#d62728", "do53": "#1f77b4"}
+SUMMARY_FORMAT = 1
+FIGURE_STEM = "pageload-cdf"
+
+HOUNSEL_SOURCE = (
+    "Hounsel, Borgolte, Schmitt, Holland and Feamster, 'Comparing the Effects of DNS, DoT, and DoH on "
+    "Web Performance', WWW 2020: the median per-site difference of page-load time against Do53 (Firefox; "
+    "DoT through Stubby, 10 s idle timeout; DoH the browser's own), per emulated network; the values as "
+    "quoted in dnscost issue 13, not re-read from the paper here"
+)
+HOUNSEL: dict[str, dict[str, tuple[float | None, str]]] = {
+    "default": {"dot": (None, "< +1"), "doh": (16.0, "+16")},
+    "4G": {"dot": (-6.0, "-6"), "doh": (66.0, "+66")},
+    "lossy 4G": {"dot": (-101.0, "-101"), "doh": (-45.0, "-45")},
+    "3G": {"dot": (137.0, "+137"), "doh": (328.0, "+328")},
+}
+"""Their network → transport → (median difference with Do53 in ms, or None for a bound; as
+written). Their networks were their own emulations, not our presets."""
+PAIRING = {"native": "default", "lte": "4G", "lossy-lte": "lossy 4G", "3g": "3G"}
+"""Our preset → the network of theirs we set it beside. The pairing is ours: their "4G",
+"lossy 4G" and "3G" settings are not in the sources at hand, and our `lossy-lte`'s loss rate is
+our choice (``presets.toml``)."""
+PAIRING_NOTE = (
+    "Hounsel et al.'s networks were their own emulations; we set native beside their 'default', lte "
+    "beside '4G', lossy-lte beside 'lossy 4G' and 3g beside '3G'. The pairing is ours, not theirs, and "
+    "the presets are not their settings (lossy-lte's loss rate is our choice)."
+)
 
 
 @dataclass(frozen=True)
@@ -176,43 +318,42 @@ def median_interval(values: Sequence[float], confidence: float = 0.95) -> tuple[
     return xs[k - 1], xs[n - k], 1 - 2 * below
 
 
-def _quantiles(values: Sequence[float]) -> dict[str, float | int | None]:
+def _quantiles(values: Sequence[float]) -> Quantiles:
     if not values:
-        return {"n": 0, "median_ms": None, "p90_ms": None}
+        return {"n": 0, "median_ms": None, "interval_ms": None, "p90_ms": None}
     xs = sorted(values)
     p90 = xs[min(len(xs) - 1, math.ceil(0.9 * len(xs)) - 1)]  # nearest rank
-    return {"n": len(xs), "median_ms": round(statistics.median(xs), 3), "p90_ms": round(p90, 3)}
+    interval = median_interval(xs)
+    return {
+        "n": len(xs),
+        "median_ms": round(statistics.median(xs), 3),
+        "interval_ms": [round(interval[0], 3), round(interval[1], 3)] if interval else None,
+        "p90_ms": round(p90, 3),
+    }
 
 
-def compare(records: Iterable[Mapping[str, Any]], baseline: str = "do53") -> dict[str, Any]:
+def compare(records: Iterable[Mapping[str, Any]], baseline: str = "do53") -> Comparison:
     """Per preset: each transport's pairwise difference against ``baseline`` (pairs, median
     with its interval, CDF points, unpaired), its page-load and DNS times, its loads and
     failures by reason."""
     records = list(records)
     all_pairs, unpaired = pairs(records, baseline)
-    out: dict[str, Any] = {"baseline": baseline, "presets": {}}
+    out: Comparison = {"baseline": baseline, "presets": {}}
     presets = sorted({str(r["preset"]) for r in records})
     for preset in presets:
         mine = [r for r in _measured(records) if str(r["preset"]) == preset]
-        transports = sorted({str(r["transport"]) for r in mine}, key=lambda t: (t != baseline, t))
-        per: dict[str, Any] = {}
+        transports = sorted({str(r["transport"]) for r in mine}, key=lambda t: (t != baseline, _ORDER.get(t, 9), t))
+        per: dict[str, TransportSummary] = {}
         for t in transports:
             rs = [r for r in mine if r["transport"] == t]
             failures = Counter(str(r.get("failure")) for r in rs if not r.get("ok"))
             loads = [float(r["page_load_us"]) / 1000 for r in rs if r.get("ok") and r.get("page_load_us") is not None]
             lookups = [float(v) / 1000 for r in rs for v in (r.get("lookups_us") or {}).values()]
-            entry: dict[str, Any] = {
-                "loads": len(rs),
-                "completed": sum(1 for r in rs if r.get("ok")),
-                "failed": sum(failures.values()),
-                "failures": dict(sorted(failures.items())),
-                "page_load": _quantiles(loads),
-                "dns": _quantiles(lookups),
-            }
+            difference: Difference | None = None
             if t != baseline:
                 diffs = [p.difference_ms for p in all_pairs if p.preset == preset and p.transport == t]
                 interval = median_interval(diffs)
-                entry["difference"] = {
+                difference = {
                     "pairs": len(diffs),
                     "unpaired": unpaired[(preset, t)],
                     "median_ms": round(statistics.median(diffs), 3) if diffs else None,
@@ -220,30 +361,180 @@ def compare(records: Iterable[Mapping[str, Any]], baseline: str = "do53") -> dic
                     "coverage": round(interval[2], 4) if interval else None,
                     "cdf": [[round(x, 3), round(f, 6)] for x, f in cdf(diffs)],
                 }
-            per[t] = entry
+            per[t] = {
+                "loads": len(rs),
+                "completed": sum(1 for r in rs if r.get("ok")),
+                "failed": sum(failures.values()),
+                "failures": dict(sorted(failures.items())),
+                "page_load": _quantiles(loads),
+                "dns": _quantiles(lookups),
+                "difference": difference,
+            }
         out["presets"][preset] = per
     return out
 
 
-def summarise_run(run_dir: Path, baseline: str = "do53") -> dict[str, Any]:
+_ORDER = {"do53": 0, "dot": 1, "dot-unbound": 2, "doh": 3}
+
+
+def summarise_run(run_dir: Path, baseline: str = "do53") -> Comparison:
     """:func:`compare` over one run's ``loads.jsonl`` (or several runs': pass their records
     to :func:`compare` together)."""
     return compare(read_records(run_dir / "loads.jsonl"), baseline)
 
 
-def draw_figure(summary: Mapping[str, Any], out: Path, stem: str = "pageload-cdf") -> list[Path]:
-    """The CDF of per-page differences against the baseline, one panel per preset, one line per
-    transport, its median marked (dashed) and written beside it. SVG and PNG in ``out``."""
+def _dns_path(checks: Sequence[Mapping[str, Any]]) -> DnsPath | None:
+    if not checks:
+        return None
+    queries: Counter[str] = Counter()
+    for c in checks:
+        queries.update({str(k): int(v) for k, v in (c.get("queries") or {}).items()})
+    conns = [c.get("dot_connections") for c in checks]
+    dot = [row for rows in conns if rows for row in rows]
+    return {
+        "sessions": len(checks),
+        "names_expected": sum(int(c.get("names_expected", 0)) for c in checks),
+        "names_asked": sum(int(c.get("names_asked", 0)) for c in checks),
+        "queries": dict(sorted(queries.items())),
+        "connections": len(dot) if any(r is not None for r in conns) else None,
+        "connections_per_session_max": max((len(r) for r in conns if r is not None), default=None),
+        "queries_per_connection_median": statistics.median(int(r["queries"]) for r in dot) if dot else None,
+        "max_burst": max((int(r["max_burst"]) for r in dot), default=None),
+    }
+
+
+def _published(preset: str) -> dict[str, Published]:
+    network = PAIRING.get(preset)
+    if network is None:
+        return {}
+    return {t: {"network": network, "median_ms": v, "text": text} for t, (v, text) in HOUNSEL[network].items()}
+
+
+def summarise_presets(out: Path, baseline: str = "do53") -> PresetsSummary:
+    """The experiment of :func:`dnscost.client.pageload.run_pageload_presets` in ``out``
+    (see :class:`PresetsSummary`): every preset's ``loads.jsonl`` and ``pageload.json``, in the
+    order of ``presets.json`` (without it, every ``<out>/*/loads.jsonl`` by name). Reads stored
+    files only; the figures listed are those :func:`write_outputs` drew, if it has."""
+    meta_path = out / "presets.json"
+    meta: dict[str, Any] = json.loads(meta_path.read_text()) if meta_path.exists() else {"presets": {}}
+    names = list(meta["presets"]) or sorted(p.parent.name for p in out.glob("*/loads.jsonl"))
+    records: list[LoadRecord] = []
+    networks: dict[str, PresetInfo] = {}
+    checks: dict[str, list[dict[str, Any]]] = {}
+    for name in names:
+        m = meta["presets"].get(name, {})
+        run = out / str(m.get("dir", name))
+        if (run / "loads.jsonl").exists():
+            records += read_records(run / "loads.jsonl")
+        doc = json.loads((run / "pageload.json").read_text()) if (run / "pageload.json").exists() else {}
+        checks[name] = list(doc.get("dns_check") or [])
+        networks[name] = {
+            "label": str(m.get("label", name)),
+            "rtt_ms": float(m.get("rtt_ms", 0.0)),
+            "loss_pct": float(m.get("loss_pct", 0.0)),
+            "down_kbps": m.get("down_kbps"),
+            "up_kbps": m.get("up_kbps"),
+            "source": str(m.get("source", "")),
+            "dir": str(m.get("dir", name)),
+            "status": str(m.get("status", doc.get("status", "unknown"))),
+            "error": m.get("error"),
+        }
+    compared = compare(records, baseline)["presets"]
+    presets: dict[str, dict[str, TransportSummary]] = {}
+    for name in names:
+        per = compared.get(name, {})
+        for t, entry in per.items():
+            entry["dns_path"] = _dns_path([c for c in checks[name] if c.get("transport") == t])
+        presets[name] = per
+    figures = [str(p) for p in (out / "figures" / f"{FIGURE_STEM}.svg", out / "figures" / f"{FIGURE_STEM}.png")]
+    return {
+        "format": SUMMARY_FORMAT,
+        "baseline": baseline,
+        "presets": presets,
+        "networks": networks,
+        "published": {name: _published(name) for name in names},
+        "published_source": HOUNSEL_SOURCE,
+        "pairing_note": PAIRING_NOTE,
+        "figures": [f for f in figures if Path(f).exists()],
+    }
+
+
+def _ms(v: float | None, signed: bool = False) -> str:
+    if v is None:
+        return "n/a"
+    return f"{v:+.1f}" if signed else f"{v:.0f}"
+
+
+def presets_table(summary: Mapping[str, Any]) -> str:
+    """A Markdown table of :func:`summarise_presets`' output: per preset and transport, the
+    page-load median [interval], the difference with the baseline, median [interval] (pairs),
+    Hounsel et al.'s median where the preset is paired with one of their networks, the DNS
+    lookup median, failed loads; then the source and the pairing's note."""
+    base = summary["baseline"]
+    lines = [
+        f"| preset | transport | page load, median [95 % interval], ms | difference with {base}, median "
+        "[95 % interval] (pairs), ms | Hounsel et al., ms | DNS per lookup, median, ms | failed loads |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for preset, per in summary["presets"].items():
+        published = summary.get("published", {}).get(preset, {})
+        for t, e in per.items():
+            pl = e["page_load"]
+            load = _ms(pl["median_ms"])
+            if pl.get("interval_ms"):
+                load += f" [{_ms(pl['interval_ms'][0])}, {_ms(pl['interval_ms'][1])}]"
+            d = e.get("difference")
+            diff = ""
+            if d:
+                diff = _ms(d["median_ms"], True)
+                if d.get("interval_ms"):
+                    diff += f" [{_ms(d['interval_ms'][0], True)}, {_ms(d['interval_ms'][1], True)}]"
+                diff += f" ({d['pairs']})"
+            theirs = published.get(t)
+            hounsel = f"{theirs['text']} ({theirs['network']})" if theirs else ""
+            dns = e["dns"]["median_ms"]
+            lines.append(
+                f"| {preset} | {t} | {load} | {diff} | {hounsel} | "
+                f"{'n/a' if dns is None else f'{dns:.1f}'} | {e['failed']} of {e['loads']} |"
+            )
+    lines += ["", f"Hounsel et al.: {summary.get('published_source', HOUNSEL_SOURCE)}.",
+              summary.get("pairing_note", PAIRING_NOTE)]  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
+def write_outputs(out: Path, baseline: str = "do53") -> PresetsSummary:
+    """:func:`summarise_presets` of ``out``, its figure (``figures/pageload-cdf.svg``, ``.png``),
+    ``summary.json`` and ``table.md``. Returns the summary."""
+    summary = summarise_presets(out, baseline)
+    if any(summary["presets"].values()):
+        draw_figure(summary, out / "figures", FIGURE_STEM)
+        summary = summarise_presets(out, baseline)
+    (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    (out / "table.md").write_text(presets_table(summary))
+    return summary
+
+
+def draw_figure(summary: Mapping[str, Any], out: Path, stem: str = FIGURE_STEM) -> list[Path]:
+    """The CDF of per-page differences against the baseline, one panel per preset (in the
+    summary's order), one line per transport, its median marked (dashed) and written beside it;
+    where the summary pairs the preset with one of Hounsel et al.'s networks (``published``),
+    their medians are written under the panel's title. SVG and PNG in ``out``; returns them."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    presets = list(summary["presets"])
+    presets = [p for p, per in summary["presets"].items() if per]
     base = DISPLAY.get(summary["baseline"], summary["baseline"])
-    fig, axes = plt.subplots(1, max(len(presets), 1), figsize=(4.2 * max(len(presets), 1) + 0.6, 3.4), squeeze=False)
-    for ax, preset in zip(axes[0], presets, strict=False):
-        for row, (t, entry) in enumerate(summary["presets"][preset].items()):
+    published = summary.get("published") or {}
+    n = max(len(presets), 1)
+    cols = min(n, 3)
+    rows = math.ceil(n / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(4.4 * cols + 0.4, 3.7 * rows), squeeze=False)
+    flat = [ax for row in axes for ax in row]
+    for ax, preset in zip(flat, presets, strict=False):
+        drawn = 0
+        for t, entry in summary["presets"][preset].items():
             diff = entry.get("difference")
             if not diff or not diff["cdf"]:
                 continue
@@ -254,14 +545,25 @@ def draw_figure(summary: Mapping[str, Any], out: Path, stem: str = "pageload-cdf
             ax.step([xs[0], *xs], [0.0, *ys], where="post", color=colour, label=label)
             median = diff["median_ms"]
             ax.axvline(median, color=colour, linestyle="--", linewidth=1)
-            ax.text(median, 0.04 + 0.08 * row, f" median {median:+.0f} ms", color=colour, fontsize=7, ha="left")
+            ax.text(median, 0.04 + 0.08 * drawn, f" median {median:+.0f} ms", color=colour, fontsize=7, ha="left")
+            drawn += 1
         ax.axvline(0, color="black", linewidth=0.6, alpha=0.5)
-        ax.set_title(preset, fontsize=9)
+        theirs = published.get(preset) or {}
+        title = preset
+        if theirs:
+            network = next(iter(theirs.values()))["network"]
+            medians = ", ".join(f"{DISPLAY.get(t, t)} {v['text']}" for t, v in theirs.items())
+            title += f"\nHounsel et al. '{network}': {medians} ms (pairing ours)"
+        ax.set_title(title, fontsize=8)
         ax.set_xlabel(f"page-load time difference vs {base} (ms)", fontsize=8)
         ax.set_ylim(0, 1.02)
         ax.tick_params(labelsize=7)
-        ax.legend(fontsize=7, loc="upper left")
-    axes[0][0].set_ylabel("CDF of pages", fontsize=8)
+        if drawn:
+            ax.legend(fontsize=7, loc="upper left")
+    for ax in flat[len(presets) :]:
+        ax.set_visible(False)
+    for row in axes:
+        row[0].set_ylabel("CDF of pages", fontsize=8)
     fig.tight_layout()
     out.mkdir(parents=True, exist_ok=True)
     paths = [out / f"{stem}.svg", out / f"{stem}.png"]
