@@ -173,6 +173,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_client_parser(sub)
 
+    from dnscost.capacity_command import add_parser as add_plan_parser
+
+    add_plan_parser(sub)
+
     cmp = sub.add_parser("compare", help="differences between two runs, with their uncertainty")
     cmp.add_argument("run_a", type=Path)
     cmp.add_argument("run_b", type=Path)
@@ -828,7 +832,7 @@ def _interrupt(*_: object) -> None:
 
 PATH_ARGS = (
     "output", "spec", "resume", "engine_config", "dir", "run_dir", "run_a", "run_b", "policies", "from_dir", "pcap",
-    "presets",
+    "presets", "mix_file",
 )  # fmt: skip
 """Every path a user gives: made absolute once, here, so that no later step (a resolver
 started in its own working directory, say) depends on where dnscost was started."""
@@ -865,6 +869,10 @@ def main(argv: list[str] | None = None) -> int:
             from dnscost.client.command import main as client_main
 
             return client_main(args)
+        if args.command == "plan":
+            from dnscost.capacity_command import main as plan_main
+
+            return plan_main(args)
         return cmd_compare(args)
     except DnscostError as e:
         print(f"dnscost: {e}", file=sys.stderr)

@@ -13,6 +13,7 @@ identify it (:func:`identification`); otherwise it is "not identified", never 0.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from dnscost.analysis.stats import (
@@ -32,7 +33,9 @@ __all__ = [
     "RESAMPLES",
     "SEED",
     "TERMS",
+    "TransportFit",
     "cost_model_rows",
+    "fit_transports",
     "identification",
     "predict_cpu_us",
 ]
@@ -126,13 +129,27 @@ def identification(
     return estimate, ""
 
 
-def cost_model_rows(rows: list[Row]) -> tuple[list[Row], list[Row]]:
-    """The ``cost_model`` rows (one per term that applies to the transport) and
-    ``cost_model_fit`` rows (one per target x transport). A term the trials do not identify has
-    no estimate (``us`` None), status "not identified" and the reason; its bootstrap interval,
-    when there is one, is kept (its upper end bounds the term)."""
-    terms_out: list[Row] = []
-    fits: list[Row] = []
+@dataclass(frozen=True, eq=False)
+class TransportFit:
+    """The cost model of one target x transport: its terms (:data:`APPLIES`), the design it was
+    fitted on (``x``: the trials' counts of the terms, ``y``: their CPU-µs), the fit and its
+    bootstrap (None when the fit has too few trials for one, :data:`MIN_SPARE_TRIALS`), and per
+    term the estimate reported (None: not identified) with the reason."""
+
+    target: Any
+    transport: str
+    terms: tuple[str, ...]
+    x: list[list[float]]
+    y: list[float]
+    fit: NonNegativeFit | None
+    boot: Bootstrap | None
+    estimates: tuple[float | None, ...]
+    reasons: tuple[str, ...]
+
+
+def fit_transports(rows: list[Row]) -> list[TransportFit]:
+    """The cost model fitted per target x transport over the ``trials`` table's rows, target by
+    target in the order the plan measured them."""
     # One certificate key type: a full handshake's cost depends on it.
     # Real clients replayed (the clients analysis) run far below saturation, where a query costs
     # more than the model's linear terms say (the target batches less): not fitted.
@@ -140,6 +157,7 @@ def cost_model_rows(rows: list[Row]) -> tuple[list[Row], list[Row]]:
     targets = list(dict.fromkeys(r["target"] for r in candidates))
     transports = list(dict.fromkeys(r["transport"] for r in candidates))
     groups = group_by(candidates, lambda r: (r["target"], r["transport"]))
+    out = []
     # Target by target, whatever order the plan measured them in.
     for target, transport in sorted(groups, key=lambda k: (targets.index(k[0]), transports.index(k[1]))):
         terms = APPLIES.get(transport, tuple(TERMS))
@@ -147,31 +165,55 @@ def cost_model_rows(rows: list[Row]) -> tuple[list[Row], list[Row]]:
         fit = fit_non_negative(x, y, relative=True)
         enough = len(y) >= len(terms) + MIN_SPARE_TRIALS
         boot = bootstrap_non_negative(x, y, relative=True, resamples=RESAMPLES, seed=SEED) if fit and enough else None
-        identified = 0
-        for k, term in enumerate(terms):
-            estimate, reason = identification(fit, boot, k, terms)
-            identified += estimate is not None
+        judged = [identification(fit, boot, k, terms) for k in range(len(terms))]
+        out.append(
+            TransportFit(
+                target=target,
+                transport=str(transport),
+                terms=terms,
+                x=x,
+                y=y,
+                fit=fit,
+                boot=boot,
+                estimates=tuple(e for e, _ in judged),
+                reasons=tuple(r for _, r in judged),
+            )
+        )
+    return out
+
+
+def cost_model_rows(rows: list[Row]) -> tuple[list[Row], list[Row]]:
+    """The ``cost_model`` rows (one per term that applies to the transport) and
+    ``cost_model_fit`` rows (one per target x transport). A term the trials do not identify has
+    no estimate (``us`` None), status "not identified" and the reason; its bootstrap interval,
+    when there is one, is kept (its upper end bounds the term)."""
+    terms_out: list[Row] = []
+    fits: list[Row] = []
+    for f in fit_transports(rows):
+        boot = f.boot
+        for k, term in enumerate(f.terms):
+            estimate = f.estimates[k]
             terms_out.append(
                 {
-                    "target": target,
-                    "transport": transport,
+                    "target": f.target,
+                    "transport": f.transport,
                     "term": term,
                     "us": estimate,
                     "ci95_low": boot.low[k] if boot else None,
                     "ci95_high": boot.high[k] if boot else None,
                     "status": STATUS_IDENTIFIED if estimate is not None else STATUS_NOT_IDENTIFIED,
-                    "reason": reason or None,
+                    "reason": f.reasons[k] or None,
                 }
             )
-        errors = leave_one_out_errors_pct(x, y, relative=True)
+        errors = leave_one_out_errors_pct(f.x, f.y, relative=True)
         fits.append(
             {
-                "target": target,
-                "transport": transport,
-                "trials": len(y),
-                "terms": len(terms),
-                "terms_identified": identified,
-                "r2": fit.r2 if fit else None,
+                "target": f.target,
+                "transport": f.transport,
+                "trials": len(f.y),
+                "terms": len(f.terms),
+                "terms_identified": sum(e is not None for e in f.estimates),
+                "r2": f.fit.r2 if f.fit else None,
                 "holdout_trials": len(errors),
                 "holdout_median_abs_error_pct": median(errors),
                 "holdout_max_abs_error_pct": max(errors, default=None),

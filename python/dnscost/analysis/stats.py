@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
@@ -197,13 +197,16 @@ class Bootstrap:
     (as many points as there are, drawn with replacement): ``low`` and ``high`` over the
     resamples whose design identifies the column (None when none does); ``identified_share``,
     the share of resamples that identify it; ``zero_share``, the share of those that put it at
-    exactly 0, its bound."""
+    exactly 0, its bound. ``values`` holds every resample's fitted coefficients (one row per
+    resample, NaN where that resample does not identify the column), for quantities computed
+    from several coefficients at once (the capacity plan evaluates itself on each row)."""
 
     low: list[float | None]
     high: list[float | None]
     identified_share: list[float]
     zero_share: list[float | None]
     resamples: int
+    values: Matrix = field(default_factory=lambda: np.zeros((0, 0)), compare=False, repr=False)
 
 
 def bootstrap_non_negative(
@@ -245,7 +248,7 @@ def bootstrap_non_negative(
         low.append(float(np.percentile(v, tail)))
         high.append(float(np.percentile(v, 100 - tail)))
         zero_share.append(float((v <= 0).mean()))
-    return Bootstrap(low, high, identified_share, zero_share, resamples)
+    return Bootstrap(low, high, identified_share, zero_share, resamples, values)
 
 
 def leave_one_out_errors_pct(
