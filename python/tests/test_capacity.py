@@ -280,7 +280,7 @@ def test_a_term_the_run_does_not_identify_gives_not_identified(blind: Path, caps
     (p,) = plan(parse_mix("udp=0.6,dot:persistent=0.4", 50_000, 1.5, profiles), model).targets
     assert p.cpu_us_per_s.value is not None and p.cores.value is not None
     (u,) = plan(parse_mix("udp=1", 50_000, 1.5, profiles), model).targets
-    assert u.memory_bytes.value == pytest.approx(BASE_RSS + BASE_KERNEL)
+    assert u.memory_bytes.value == pytest.approx(BASE_RSS + BASE_KERNEL) and u.memory_bytes.low is None
     # Nor does a transport the run never measured get a number.
     (q,) = plan(parse_mix("doq=1", 1000, 1.0, profiles), model).targets
     assert q.cpu_us_per_s.value is None and q.cpu_us_per_s.reason == "doq: no valid trial of it in this run"
@@ -391,6 +391,19 @@ def test_the_what_if_table_covers_every_standard_mix_and_rate(tiny: Path) -> Non
     # The tiny run has no doh: the browser mixes say so, with no number.
     browsers = by[("udp=0.7,chromium-1s-google=0.3", 10_000)]
     assert browsers["cores"] is None and browsers["cores_reason"] == "doh: no valid trial of it in this run"
+
+
+def test_the_report_has_the_what_if_table(tiny: Path, tmp_path: Path) -> None:
+    import shutil
+
+    from dnscost.report import write_report
+
+    run = tmp_path / "run"
+    shutil.copytree(tiny, run)
+    html = write_report(run).read_text()
+    assert 'id="what-if"' in html and "dot:1s=1" in html and "doh: no valid trial of it in this run" in html
+    md = (run / "study.md").read_text()
+    assert "## What if: capacity for standard mixes" in md and "| udp=1 |" in md
 
 
 def test_on_the_quick_runs_stored_records(capsys: pytest.CaptureFixture[str]) -> None:

@@ -573,8 +573,8 @@ def _energy(tm: TargetModel, mix: Mix, cpu: _Cpu) -> tuple[Estimate, list[str]]:
         high_draws = high_draws + d * max(j)
     low = _percentiles(low_draws)[0]
     high = _percentiles(high_draws)[1]
-    if math.isnan(low) or math.isnan(high):
-        return Estimate(value * day, None, None), []
+    if not cpu.bootstrapped or math.isnan(low) or math.isnan(high):
+        return Estimate(value * day, None, None), []  # as CPU: no interval
     return Estimate(value * day, low * day, high * day), []
 
 
@@ -613,6 +613,8 @@ def _memory(tm: TargetModel, shares: list[SharePlan]) -> tuple[Estimate, list[st
         high += s.connections_held * (uh + kh)
     if missing:
         return Estimate.missing(missing), []
+    if not any(s.connections_held for s in shares):
+        return Estimate(value, None, None), notes  # the idle target's memory alone: one measurement
     return Estimate(value, low, high), notes
 
 

@@ -837,6 +837,72 @@ def _cost_context(a: Analysis) -> dict[str, Any]:
     return {"terms": terms_table, "fits": fits_table}
 
 
+def _interval_text(value: Any, low: Any, high: Any, scale: float = 1.0, digits: int = 3) -> str:
+    """``value [low-high]`` scaled, or the value alone when it has no interval."""
+    v = _num(value)
+    if v is None:
+        return NOT_IDENTIFIED
+    lo, hi = _num(low), _num(high)
+    text = fmt(v / scale, digits)
+    return text + (
+        f" [{fmt(lo / scale, digits)}-{fmt(hi / scale, digits)}]" if lo is not None and hi is not None else ""
+    )
+
+
+def _what_if(a: Analysis) -> Table | None:
+    """The capacity plan of a few standard mixes at 10 000 and 50 000 qps, per target
+    (:func:`dnscost.analysis.capacity.what_if_rows`, from the run's cost model)."""
+    from dnscost.analysis.capacity import run_model, what_if_rows
+    from dnscost.spec import load_profile
+
+    model = run_model(_rows(a, "trials"), _rows(a, "memory_points"))
+    if not model.targets:
+        return None
+    rows = what_if_rows(model, lambda name: load_profile(name, Path.cwd()))
+    body, classes = [], []
+    for r in rows:
+        reasons = [
+            f"{what}: {r[f'{name}_reason']}"
+            for what, name in (("CPU", "cores"), ("memory", "memory_bytes"))
+            if r.get(f"{name}_reason")
+        ]
+        body.append(
+            [
+                r["mix"],
+                r["description"],
+                r["qps"],
+                r["target"],
+                _interval_text(r["cores"], r["cores_low"], r["cores_high"], digits=4),
+                _interval_text(r["cpu_us_per_s"], r["cpu_us_per_s_low"], r["cpu_us_per_s_high"], 1e6),
+                _interval_text(r["memory_bytes"], r["memory_bytes_low"], r["memory_bytes_high"], 2**20),
+                _interval_text(r["kwh_per_day"], r["kwh_per_day_low"], r["kwh_per_day_high"]),
+                _num(r["connections_held"]),
+                "; ".join(reasons) or None,
+            ]
+        )
+        classes.append("not-identified" if r["cores"] is None else "")
+    return _table(
+        [
+            "mix (dnscost plan --mix)",
+            "what",
+            "qps",
+            "target",
+            "cores",
+            "CPU, cores",
+            "memory, MiB",
+            "kWh/day above idle",
+            "connections held",
+            "why not identified",
+        ],
+        body,
+        text_columns={0, 1, 3, 9},
+        row_classes=classes,
+        caption="What if: the cores, memory and energy a day each target needs for a few standard mixes of "
+        "transports and clients at a steady rate (dnscost plan, docs/capacity.md); 95 % intervals over the "
+        "cost model's bootstrap resamples (memory: the memory fit's intervals added)",
+    )
+
+
 def _validity(a: Analysis) -> Table | None:
     table_rows = {r.get("id"): r for r in _rows(a, "trials")}
     body, classes = [], []
@@ -927,6 +993,7 @@ _NAV = (
     ("clients", "Real clients", "clients"),
     ("latency", "Latency", "latency"),
     ("cost-model", "Cost model", "cost_model"),
+    ("what-if", "What if", "cost_model"),
     ("wire", "Wire", None),
     ("study", "Study", None),
     ("validity", "Validity", None),
@@ -1000,6 +1067,7 @@ def render_report(a: Analysis, run_dir: Path, *, headline: list[Row] | None = No
         "clients": _clients_table(a),
         "latency": _latency_table(a),
         "cost": _cost_context(a),
+        "what_if": _what_if(a) if "cost_model" in shown else None,
         "wire": _wire_context(a),
         "study": _comparison(a),
         "consistency": _consistency(a),
