@@ -75,6 +75,14 @@ def read_mix(a: argparse.Namespace) -> Any:
     return mix_from_fields(qps, peak, shares, _load_profile(path.parent), str(path))
 
 
+def _shown(path: Path) -> str:
+    """A path as the user would give it: relative to the working directory when it is under it."""
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
 def load_tables(run_dir: Path) -> tuple[list[Row], list[Row], str]:
     """The run's ``trials`` and ``memory_points`` rows and what to call it: a run directory is
     analysed again from its records; a directory of tables is read as it is."""
@@ -92,7 +100,7 @@ def load_tables(run_dir: Path) -> tuple[list[Row], list[Row], str]:
                 list(pq.read_table(path).to_pylist()) if path.exists() else []
                 for path in (tables / "trials.parquet", tables / "memory_points.parquet")
             ]
-            return read[0], read[1], f"{run_dir} (its tables)"
+            return read[0], read[1], f"{_shown(run_dir)} (its tables)"
     raise UsageError(f"{run_dir}: neither a run directory (run.json) nor a run's tables (tables/trials.parquet)")
 
 
@@ -124,17 +132,18 @@ def render(p: Any, source: str) -> list[str]:
     """The plan as lines of text: the mix, one row per target, then what is not identified and
     the notes on the intervals."""
     mix = p.mix
+    width = max(len(s.label) for s in mix.shares)
     lines = [
         f"plan: {_g(mix.qps)} qps on average, peak x{mix.peak:g} = {_g(mix.peak_qps)} qps; run {source}",
-        f"  {'share':>6}  {'shape':<32} {'transport':<9} {'handshakes/query':>16} {'resumed':>7} "
+        f"  {'share':>6}  {'shape':<{width}} {'transport':<9} {'handshakes/query':>16} {'resumed':>7} "
         f"{'connection-s/query':>18}",
     ]
     for s in mix.shares:
         hold = "as measured" if s.shape.connection_s_per_query is None else _g(s.shape.connection_s_per_query)
         resumed = f"{s.shape.resumed_share * 100:.3g}%" if s.shape.handshakes_per_query else "-"
         lines.append(
-            f"  {s.share * 100:>5.3g}%  {s.label:<32} {s.shape.transport:<9} {_g(s.shape.handshakes_per_query):>16} "
-            f"{resumed:>7} {hold:>18}"
+            f"  {s.share * 100:>5.3g}%  {s.label:<{width}} {s.shape.transport:<9} "
+            f"{_g(s.shape.handshakes_per_query):>16} {resumed:>7} {hold:>18}"
         )
     header = (
         f"{'target':<22} {'cores at peak':<14} {'CPU at peak, cores':<24} {'memory at peak, MiB':<26} "

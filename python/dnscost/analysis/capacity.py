@@ -246,7 +246,8 @@ def _share(where: str, raw: Mapping[str, Any], load_profile: ProfileLoader, labe
     if queries == 1 and "qps_per_connection" in raw:
         raise _fail(where, "qps_per_connection: a connection carries one query (lifetime 1q)")
     shape = _connected_shape(str(transport), seconds, queries, resumption, per_connection)
-    return Share(label or str(transport), share, shape)
+    given = [f"{k}={raw[k]}" for k in ("lifetime", "resumption", "qps_per_connection") if k in raw]
+    return Share(label or ":".join([str(transport), *given]), share, shape)
 
 
 def mix_from_fields(
@@ -605,9 +606,18 @@ def _memory(tm: TargetModel, shares: list[SharePlan]) -> tuple[Estimate, list[st
         given = [m.get(f"{kind}_ci95_{end}") for kind in ("user", "kernel") for end in ("low", "high")]
         bounds = [float(b) for b in given if b is not None]
         if len(bounds) < len(given):
-            notes.append(f"{s.transport} memory per connection (a fit of {m.get('points')} points, no interval)")
+            notes.append(
+                f"held at its estimate in the interval: {s.transport} memory per connection "
+                f"(a fit of {m.get('points')} points, no interval)"
+            )
             bounds = [float(user), float(user), float(kernel), float(kernel)]
         ul, uh, kl, kh = (max(0.0, b) for b in bounds)  # bytes per connection are never below 0
+        measured = m.get("max_connections")
+        if measured is not None and s.connections_held > float(measured):
+            notes.append(
+                f"memory: {s.transport}'s {s.connections_held:,.0f} connections are beyond the "
+                f"{float(measured):,.0f} its memory fit measured (extrapolated)"
+            )
         value += s.connections_held * per
         low += s.connections_held * (ul + kl)
         high += s.connections_held * (uh + kh)
@@ -659,7 +669,7 @@ def _target_plan(tm: TargetModel, mix: Mix) -> TargetPlan:
         for f in dict.fromkeys(peak.fixed):
             notes.append(f"held at its estimate in the interval: {f}")
     memory, memory_notes = _memory(tm, shares)
-    notes += [f"held at its estimate in the interval: {n}" for n in memory_notes]
+    notes += memory_notes
     energy, _ = _energy(tm, mix, _cpu(tm, mix, mix.qps))
     return TargetPlan(
         target=tm.target,
