@@ -59,20 +59,20 @@ def read_mix(a: argparse.Namespace) -> Any:
     try:
         doc = tomllib.loads(path.read_text(encoding="utf-8"))
     except OSError as e:
-        raise UsageError(f"{path}: {e.strerror or e}") from None
+        raise UsageError(f"{_shown(path)}: {e.strerror or e}") from None
     except UnicodeDecodeError as e:
-        raise UsageError(f"{path}: not a TOML mix (not UTF-8 text at byte {e.start})") from None
+        raise UsageError(f"{_shown(path)}: not a TOML mix (not UTF-8 text at byte {e.start})") from None
     except tomllib.TOMLDecodeError as e:
-        raise UsageError(f"{path}: not valid TOML: {e}") from None
+        raise UsageError(f"{_shown(path)}: not valid TOML: {e}") from None
     unknown = sorted(set(doc) - {"qps", "peak", "share"})
     if unknown:
-        raise UsageError(f"{path}: unknown field {unknown[0]!r} (known: qps, peak, share)")
+        raise UsageError(f"{_shown(path)}: unknown field {unknown[0]!r} (known: qps, peak, share)")
     shares = doc.get("share", [])
     if not isinstance(shares, list) or not all(isinstance(s, dict) for s in shares):
-        raise UsageError(f"{path}: share: expected [[share]] tables")
+        raise UsageError(f"{_shown(path)}: share: expected [[share]] tables")
     qps = a.qps if a.qps is not None else doc.get("qps")
     peak = a.peak if a.peak is not None else doc.get("peak")
-    return mix_from_fields(qps, peak, shares, _load_profile(path.parent), str(path))
+    return mix_from_fields(qps, peak, shares, _load_profile(path.parent), _shown(path))
 
 
 def _shown(path: Path) -> str:
