@@ -293,7 +293,8 @@ def parse_mix(text: str, qps: Any, peak: Any, load_profile: ProfileLoader, where
     """A mix from the command line: comma-separated ``SHAPE=SHARE`` (the share a fraction or a
     percentage; the last ``=`` separates it). A shape is a client profile's name (or a JSON
     file), or a transport followed by ``:`` options: a lifetime (``persistent``, ``30s``,
-    ``1q``, ``100q``, ``30s,100q`` is not allowed here; or ``lifetime=...``), ``resumption=R``,
+    ``1q``, ``100q``, or ``lifetime=...``; both a duration and a count only in a mix file, since
+    ``,`` separates shares), ``resumption=R``,
     ``qps_per_connection=N``, or ``profile=NAME``. Examples: ``udp=0.7,chromium-1s-google=0.3``;
     ``dot:1s:resumption=0.5=1``."""
     shares: list[dict[str, Any]] = []
