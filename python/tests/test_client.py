@@ -3,6 +3,7 @@ latency check's cases and verdicts, and the check itself over emulated links (ro
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -135,9 +136,67 @@ def test_latency_check_at_two_rtts_over_the_emulated_link(root: None, tmp_path: 
             assert rtt / 2 * 1000 <= applied["delay_min_us"] <= applied["delay_mean_us"] < rtt / 2 * 1000 + 1000
     assert all(v is not None for v in doc["link"].values())
     netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True).stdout
-    assert "dnscost-lab" not in netns
+    assert f"dnscost-lab-{os.getpid()}-" not in netns  # this process's labs (another's may run)
 
 
 def test_presets_are_distinct_objects() -> None:
     a = Preset("a", "l", "s", 10.0)
     assert a.to_dict()["rtt_ms"] == 10.0
+
+
+def test_client_specs_parse_and_bad_ones_name_the_field(tmp_path: Path) -> None:
+    from dnscost.client.spec import load_spec, parse_spec
+
+    shipped = Path(__file__).parents[1] / "dnscost" / "experiments"
+    for name in ("client.toml", "client-quick.toml"):
+        spec = load_spec(shipped / name)
+        assert spec.check and spec.times and spec.pageload
+        assert set(spec.presets) >= {p.name for p in spec.times.presets} | {"upstream"}
+        assert spec.to_dict()["times"]["upstream"] == "upstream"
+    for doc, message in [
+        ({}, "give at least one of"),
+        ({"times": {"presets": ["mars"]}}, "times.presets: unknown preset 'mars'"),
+        ({"times": {"presets": ["lte"], "qps": 0}}, "times.qps must be a number in [0.1, 100]"),
+        ({"times": {"presets": ["lte"], "targets": ["bind"]}}, "times.targets: unknown 'bind'"),
+        ({"check": {"rtt_ms": [0]}}, "check.rtt_ms must be a number in [1, 2000]"),
+        ({"check": {"transports": ["udp", "udp"]}}, "check.transports names an entry twice"),
+        ({"pageload": {"presets": ["lte"], "browser": "lynx"}}, "pageload.browser: unknown 'lynx'"),
+        ({"pageload": {"presets": ["lte"], "pages": 2.5}}, "pageload.pages must be an integer"),
+        ({"check": {}, "extra": 1}, "client spec: unknown field 'extra'"),
+    ]:
+        with pytest.raises(UsageError) as e:
+            parse_spec(doc)
+        assert message in str(e.value), (doc, str(e.value))
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[check\n")
+    from dnscost.cli import main
+
+    assert main(["client", "run", str(bad), "--output", str(tmp_path / "out")]) == 2
+    assert not (tmp_path / "out").exists()  # refused before anything ran
+
+
+@pytest.mark.root
+@pytest.mark.resolver
+def test_response_times_cold_cross_both_links_and_warm_one(root: None, tmp_path: Path) -> None:
+    """Through unbound in the lab: a cold query costs the client's RTT plus the upstream's, a
+    warm one the client's alone, on every transport; unbound's own counters say which was which."""
+    import shutil
+
+    from conftest import need
+
+    need(shutil.which("unbound") is not None, "needs unbound")
+    from dnscost.client.times import TimesSettings, run_times
+
+    lan = Preset("lan", "20 ms", "test", 20.0)
+    up = Preset("up", "30 ms", "test", 30.0)
+    settings = TimesSettings("unbound", ("udp", "dot"), qps=10, queries=10, caches=("cold", "warm"))
+    rows = run_times(tmp_path, [lan], up, settings)
+    assert {(r["cache"], r["transport"]) for r in rows} == {(c, t) for c in ("cold", "warm") for t in ("udp", "dot")}
+    for r in rows:
+        assert r["answered"] == r["offered"] > 0, r
+        # DoT's first query opens the connection (3 round trips): the median is past it.
+        expected = 20 + (30 if r["cache"] == "cold" else 0)
+        assert expected <= r["p50_ms"] < expected + 6, r
+        assert r["cache_hit_ratio"] == (0.0 if r["cache"] == "cold" else 1.0), r
+    netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True).stdout
+    assert f"dnscost-lab-{os.getpid()}-" not in netns  # this process's labs (another's may run)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
 from dnscost.errors import UsageError
 
@@ -26,6 +27,21 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     ch.add_argument("--transports", default=",".join(LISTEN), help=f"default {','.join(LISTEN)}")
     ch.add_argument("--queries", type=int, default=10, help="measured queries per case (default 10)")
     ch.add_argument("--output", type=Path, help="directory (default results/client/<run-id>)")
+    run = csub.add_parser("run", help="run a client spec (default experiments/client.toml) and write its report")
+    run.add_argument("spec", type=Path, nargs="?", help="the spec (TOML; see experiments/client.toml)")
+    run.add_argument("--quick", action="store_true", help="experiments/client-quick.toml: a few minutes")
+    run.add_argument("--output", type=Path, help="directory (default results/client/<run-id>)")
+    tm = csub.add_parser("times", help="response times per transport and cache, through a real resolver")
+    tm.add_argument("--preset", default="lte", help="network presets, comma-separated (default lte)")
+    tm.add_argument("--upstream", default="upstream", help="the resolver's link to the authoritative server")
+    tm.add_argument("--target", default="unbound", help="the resolver (default unbound)")
+    tm.add_argument("--transports", default="udp,tcp,dot,doh", help="default udp,tcp,dot,doh")
+    tm.add_argument("--qps", type=float, default=4.0, help="the client's queries a second (default 4)")
+    tm.add_argument("--queries", type=int, default=200, help="queries per run (default 200)")
+    tm.add_argument("--presets", type=Path, help="a TOML file of more presets")
+    tm.add_argument("--output", type=Path, help="directory (default results/client/<run-id>)")
+    rp = csub.add_parser("report", help="recompute a client run's report.html from its records")
+    rp.add_argument("run_dir", type=Path)
     pr = csub.add_parser("presets", help="the network presets, their parameters and sources")
     pr.add_argument("--presets", type=Path, help="a TOML file of more presets (see client/presets.toml)")
 
@@ -51,14 +67,72 @@ def main(a: argparse.Namespace) -> int:
             print(f"{p.name:<10} {p.rtt_ms:>6g} ms RTT  ±{p.jitter_ms:g} ms  {p.loss_pct:g} % loss  {rates}")
             print(f"{'':<10} {p.source}")
         return 0
-    from dnscost.client.latency import run_check, table
+    from dnscost.client.report import write_report
     from dnscost.results import new_run_id
+
+    if a.action == "report":
+        if not (a.run_dir / "client.json").exists():
+            raise UsageError(f"client report: {a.run_dir} has no client.json")
+        print(f"client: wrote {write_report(a.run_dir)}")
+        return 0
+    out = a.output or Path("results", "client", new_run_id()).resolve()
+    if a.action == "run":
+        return _run(a, out)
+    if a.action == "times":
+        return _times(a, out)
+    return _check(a, out)
+
+
+def _run(a: argparse.Namespace, out: Path) -> int:
+    from importlib import resources
+
+    from dnscost.client.report import write_report
+    from dnscost.client.run import run_client
+    from dnscost.client.spec import load_spec
+
+    if a.spec is not None and a.quick:
+        raise UsageError("client run: give a spec or --quick, not both")
+    name = "client-quick.toml" if a.quick else "client.toml"
+    path = a.spec or Path(str(resources.files("dnscost.experiments").joinpath(name)))
+    spec = load_spec(path)
+    print(f"client: {path} -> {out}", flush=True)
+    try:
+        run_client(spec, out, say=lambda text: print(text, flush=True))
+    finally:
+        if (out / "client.json").exists():
+            print(f"client: wrote {write_report(out)}")
+    return 0
+
+
+def _times(a: argparse.Namespace, out: Path) -> int:
+    from dnscost.client.report import write_report
+    from dnscost.client.run import run_client
+    from dnscost.client.spec import parse_spec
+
+    doc: dict[str, Any] = {
+        "times": {
+            "presets": [p.strip() for p in a.preset.split(",") if p.strip()],
+            "upstream": a.upstream,
+            "targets": [a.target],
+            "transports": [t.strip() for t in a.transports.split(",") if t.strip()],
+            "qps": a.qps,
+            "queries": a.queries,
+        }
+    }
+    if a.presets is not None:
+        doc["presets_file"] = str(a.presets)
+    run_client(parse_spec(doc), out, say=lambda text: print(text, flush=True))
+    print(f"client: wrote {write_report(out)}")
+    return 0
+
+
+def _check(a: argparse.Namespace, out: Path) -> int:
+    from dnscost.client.latency import run_check, table
 
     rtts = _durations_ms(a.rtt, "--rtt")
     if a.queries < 3:
         raise UsageError("client check: --queries must be at least 3")
     transports = [t.strip() for t in a.transports.split(",") if t.strip()]
-    out = a.output or Path("results", "client", new_run_id()).resolve()
     print(f"client check: {len(rtts)} round-trip times, transports {','.join(transports)} -> {out}", flush=True)
     rows = run_check(out, rtts, transports, queries=a.queries)
     print(table(rows))
