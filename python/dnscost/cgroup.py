@@ -213,8 +213,12 @@ class Cgroup:
         stat = parse_flat_keyed((self.dirs["unified"] / "cpu.stat").read_text())
         return CpuTime(stat.get("user_usec", 0), stat.get("system_usec", 0))
 
-    def memory(self) -> MemoryUsage:
+    def memory(self) -> MemoryUsage | None:
+        """None where the cgroup has no memory accounting (an external target's v1 ``cpuacct``
+        directory without a ``memory`` twin, or a v2 one without the memory controller)."""
         if self.version == 1:
+            if "memory" not in self.dirs:
+                return None
             d = self.dirs["memory"]
             stat = parse_flat_keyed((d / "memory.stat").read_text())
             return MemoryUsage(
@@ -225,6 +229,8 @@ class Cgroup:
                 slab_bytes=None,
             )
         d = self.dirs["unified"]
+        if not (d / "memory.current").exists():
+            return None
         stat = parse_flat_keyed((d / "memory.stat").read_text())
         return MemoryUsage(
             usage_bytes=_read_int(d / "memory.current") or 0,

@@ -112,7 +112,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     ld = sub.add_parser("load", help="one measured trial against a target")
     ld.add_argument(
-        "--target", required=True, help="dnsdist, knot-resolver, unbound, bind9, pdns-recursor, builtin, coredns"
+        "--target",
+        required=True,
+        help="dnsdist, knot-resolver, unbound, bind9, pdns-recursor, builtin, coredns, or external",
     )
     ld.add_argument("--transport", required=True, choices=TRANSPORTS)
     for flag, field, kind, text in ENGINE_KNOBS:
@@ -126,6 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
     ld.add_argument("--cert-key", choices=KEY_TYPES, default=DEFAULT_KEY_TYPE, help="the target's certificate key")
     ld.add_argument("--network", choices=NETWORKS, help=f"where the target sits (default {DEFAULT_NETWORK})")
     ld.add_argument("--output", type=Path, help="results directory (default results/load/<run-id>)")
+    _external_options(ld)
 
     r = sub.add_parser("run", help="run an experiment spec (TOML) and write its report")
     r.add_argument("spec", type=Path, nargs="?", help="the spec (not needed with --resume)")
@@ -185,6 +188,42 @@ def build_parser() -> argparse.ArgumentParser:
     )
     cmp.add_argument("--json", action="store_true", help="one JSON document (every row, rel_diff included)")
     return p
+
+
+def _external_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("external target (--target external: a server you started; docs/targets.md)")
+    g.add_argument(
+        "--external-endpoint",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="udp|tcp|dot|tls|doh|https|doq|quic|doh3|h3://ADDR:PORT[/path], once per transport",
+    )
+    g.add_argument("--external-pid", type=int, metavar="PID", help="meter this process (and its threads)")
+    g.add_argument("--external-cgroup", type=Path, metavar="DIR", help="meter this cgroup (v2, or v1 cpuacct)")
+    g.add_argument("--external-ca", metavar="FILE", help="CA of its certificates, or 'insecure' (not verified)")
+    g.add_argument("--external-sni", metavar="NAME", help="TLS server name (default: the engine's)")
+    g.add_argument("--external-version", metavar="TEXT", help="its version, recorded as given")
+
+
+def external_settings(a: argparse.Namespace, target: str) -> Any:
+    """The external target's settings, resolved once; None for other targets (whose
+    ``--external-*`` options are refused)."""
+    from dnscost.targets.external import EXTERNAL, resolve_external
+
+    given = [a.external_endpoint, a.external_pid, a.external_cgroup, a.external_ca, a.external_sni]
+    if target != EXTERNAL:
+        if any(v for v in given) or a.external_version:
+            raise UsageError(f"--external-* options are for --target external, not {target}")
+        return None
+    return resolve_external(
+        a.external_endpoint,
+        pid=a.external_pid,
+        cgroup=a.external_cgroup,
+        ca=a.external_ca,
+        sni=a.external_sni,
+        version=a.external_version,
+    )
 
 
 def _run_options(p: argparse.ArgumentParser) -> None:
@@ -388,6 +427,7 @@ def cmd_load(a: argparse.Namespace) -> int:
         fill=not a.no_fill,
         cert_key=a.cert_key,
         network=a.network or DEFAULT_NETWORK,
+        external=external_settings(a, a.target),
     )
     settings.validate()
     check_config({**settings.engine, "transport": a.transport, "synthetic": a.names, "tld": a.tld}, "dnscost load")
@@ -467,6 +507,8 @@ def print_summary(record: dict[str, Any], out: Path) -> None:
         f"answers engine/target {v['engine_answered']}/{v['target_answered']} "
         f"({_fmt(agreement and 100 * agreement, ' %', 2)})"
     )
+    if v.get("unchecked"):
+        print(f"  not checked     {', '.join(v['unchecked'])} (docs/results.md, Validity)")
     if v["flags"]:
         print(f"  INVALID         {', '.join(v['flags'])} (docs/results.md, Validity)")
     print(f"  results         {out}")
@@ -832,7 +874,7 @@ def _interrupt(*_: object) -> None:
 
 PATH_ARGS = (
     "output", "spec", "resume", "engine_config", "dir", "run_dir", "run_a", "run_b", "policies", "from_dir", "pcap",
-    "presets", "mix_file",
+    "presets", "mix_file", "external_cgroup",
 )  # fmt: skip
 """Every path a user gives: made absolute once, here, so that no later step (a resolver
 started in its own working directory, say) depends on where dnscost was started."""

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from dnscost.certs import DEFAULT_KEY_TYPE, TlsFiles, make_tls
-from dnscost.engine import TLS_TRANSPORTS, Endpoint, Responder, generate
+from dnscost.engine import Endpoint, Responder, generate
 from dnscost.errors import TargetError, UsageError
 from dnscost.network import (
     DEFAULT_NETWORK,
@@ -29,6 +29,7 @@ from dnscost.network import (
 from dnscost.results import write_json
 from dnscost.targets import make_target
 from dnscost.targets.base import Target
+from dnscost.targets.external import EXTERNAL, ExternalSettings, ExternalTarget, pid_affinity
 from dnscost.trial_summary import CounterDelta, SummaryContext, summarize_trial
 
 __all__ = [
@@ -65,11 +66,26 @@ class LoadSettings:
     """Key type of the target's certificate (``dnscost.certs.KEY_TYPES``)."""
     network: str = DEFAULT_NETWORK
     """Where the target sits: ``loopback``, ``veth`` or ``veth-rps`` (see dnscost.network)."""
+    external: ExternalSettings | None = None
+    """With target ``external``: the operator's server (dnscost.targets.external)."""
 
     def validate(self) -> None:
         """Fails early, before anything starts, on settings that cannot be run."""
-        check_target(self.target, self.transport)
         check_network(self.network)
+        if self.target == EXTERNAL:
+            if self.external is None:
+                raise UsageError("--target external needs at least one --external-endpoint URL")
+            served = self.external.parsed()
+            if self.transport not in served:
+                raise UsageError(
+                    f"external target: no --external-endpoint for {self.transport} (given: {', '.join(served)})"
+                )
+            if self.network != DEFAULT_NETWORK:
+                raise UsageError(
+                    f"external target: --network {self.network} is not possible (dnscost places only its own targets)"
+                )
+        else:
+            check_target(self.target, self.transport)
         if set(self.target_cpus) & set(self.generator_cpus):
             raise UsageError(f"target CPUs {self.target_cpus} and generator CPUs {self.generator_cpus} overlap")
         if not self.generator_cpus:
@@ -77,9 +93,7 @@ class LoadSettings:
 
 
 def _tls_options(transport: str, target: Target, ep: Endpoint) -> dict[str, Any]:
-    opts: dict[str, Any] = {}
-    if transport in TLS_TRANSPORTS:
-        opts.update(ca_file=str(target.tls.ca), sni="localhost")
+    opts: dict[str, Any] = target.client_tls(transport)
     if transport in ("doh", "doh3") and ep.path:
         opts["doh_path"] = ep.path
     return opts
@@ -118,8 +132,18 @@ class Testbed:
         transports: Sequence[str] | None = None,
         cert_key: str = DEFAULT_KEY_TYPE,
         network: Network | None = None,
+        external: ExternalSettings | None = None,
     ) -> Testbed:
         net = network or Network.loopback()
+        if external is not None:
+            ca = Path(external.ca) if external.ca else workdir / "no-ca"
+            files = TlsFiles(ca=ca, cert=ca, key=ca, leaf=ca)
+            return cls(
+                ExternalTarget(workdir / "target", external, cpus=target_cpus, tls=files, tld=tld, synthetic=names),
+                None,
+                files,
+                net,
+            )
         tls = make_tls(workdir / "tls", addresses=[net.info.target_address], key_type=cert_key)
         responder = None
         if name != "builtin":
@@ -241,6 +265,7 @@ def start_bed(s: LoadSettings, workdir: Path, *, fill: bool | None = None) -> tu
             tld=s.tld,
             cert_key=s.cert_key,
             network=network,
+            external=s.external if s.target == EXTERNAL else None,
         )
     except BaseException:
         network.remove()
@@ -255,7 +280,18 @@ def start_bed(s: LoadSettings, workdir: Path, *, fill: bool | None = None) -> tu
             "network": network.info.to_dict(),
             "listen_backlog": listen_backlog(target, network),
         }
-        if (s.fill if fill is None else fill) and s.target != "builtin":
+        if isinstance(target, ExternalTarget):
+            info["external"] = target.settings.to_dict()
+            if target.settings.pid is not None:
+                info["target_pid"] = target.settings.pid
+                info["external"]["affinity"] = pid_affinity(target.settings.pid)
+        if (s.fill if fill is None else fill) and isinstance(target, ExternalTarget):
+            # No counters to check the hits with: every name twice on every endpoint instead.
+            for k in (1, 2):
+                fill_cache(target, workdir / f"fill-{k}", s.generator_cpus, s.names, list(target.endpoints))
+            info["cache_hit_ratio"] = None
+            info["cache_fill"] = "twice, hits not checked (the target keeps no counters dnscost reads)"
+        elif (s.fill if fill is None else fill) and s.target != "builtin":
             info["cache_hit_ratio"] = warm_cache(target, workdir / "fill", s.generator_cpus, s.names)
     except BaseException:
         bed.stop()
@@ -339,12 +375,11 @@ def measure(
     ports = [e.port for e in target.endpoints.values()]
     engine_pids: list[int] = []
     start_mono, start_unix_ms = time.monotonic(), time.time() * 1000
-    cgroup = target.cgroup
     sampler = meter.Sampler(
         trial_dir / "meter.jsonl",
         start_monotonic=start_mono,
-        target_cgroup=cgroup,
-        target_pids=lambda: cgroup.pids() if cgroup else [],
+        target_cgroup=target.meter_cgroup(),
+        target_pids=target.meter_pids,
         target_ports=ports,
         target_cpus=s.target_cpus,
         generator_pids=lambda: list(engine_pids),
@@ -385,6 +420,7 @@ def measure(
         target_keeps_counters=target.keeps_counters,
         meter_interval_s=sampler.interval_s,
         cache_filled=s.fill,
+        unchecked=_unchecked(target, s),
     )
     counters = {"before": asdict(counters_before), "after": asdict(counters_after)}
     return {
@@ -396,6 +432,14 @@ def measure(
         "counters": counters,
         "softnet": softnet,
     }
+
+
+def _unchecked(target: Target, s: LoadSettings) -> tuple[str, ...]:
+    """The validity checks this trial cannot run (``dnscost.validity.UNCHECKED``)."""
+    out = [c for c in target.unchecked if c != "cache-hits" or s.fill]
+    if isinstance(target, ExternalTarget) and not s.fill:
+        out.append("fresh-target")  # a trial without a fill wants a fresh target (idle trials)
+    return tuple(out)
 
 
 def run_trial(settings: LoadSettings, trial_dir: Path) -> dict[str, Any]:

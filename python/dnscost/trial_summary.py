@@ -51,6 +51,7 @@ class Validity(TypedDict):
     core_time_source: str
     meter_samples: int
     flags: list[str]
+    unchecked: list[str]
     valid: bool
 
 
@@ -133,9 +134,16 @@ class SummaryContext:
     cache_filled: bool = True
     """Whether the target's cache was filled for this trial: a trial that did not fill it (the
     memory trials: their one query per connection is not about answers) is not judged on it."""
+    unchecked: tuple[str, ...] = ()
+    """Validity checks this trial could not run (``validity.UNCHECKED``: an external target's)."""
 
     def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "target_cpus": list(self.target_cpus), "generator_cpus": list(self.generator_cpus)}
+        return {
+            **asdict(self),
+            "target_cpus": list(self.target_cpus),
+            "generator_cpus": list(self.generator_cpus),
+            "unchecked": list(self.unchecked),
+        }
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> SummaryContext:
@@ -148,6 +156,7 @@ class SummaryContext:
             target_keeps_counters=bool(d.get("target_keeps_counters", True)),
             meter_interval_s=float(d.get("meter_interval_s", 0.1)),
             cache_filled=bool(d.get("cache_filled", True)),
+            unchecked=tuple(d.get("unchecked", ())),
         )
 
 
@@ -379,6 +388,7 @@ def summarize_trial(
             "listen_overflow_share": overflow_share,
             "meter_samples": window.samples_fast,
             "flags": flags,
+            "unchecked": list(ctx.unchecked),
             "valid": not flags,
         },
         "wire": _wire(total),

@@ -38,6 +38,19 @@ target-core-shared  load trials: the target's cores were busy with work not char
                     and throughput are not its own
 ==================  ====================================================================
 
+Checks a trial could not run are named in its ``validity.unchecked`` (:data:`UNCHECKED`); they
+leave it valid, since nothing was found wrong, but say what was not verified:
+
+==================  ====================================================================
+unchecked           why
+==================  ====================================================================
+answer-count        the target keeps no counters dnscost reads (an external target): the
+                    engine's answers are not compared with the target's
+cache-hits          same: the cache was filled (twice) but its hit ratio not measured
+fresh-target        a trial that wants a target of its own (idle trials, no fill) ran on
+                    the external target as it was: dnscost cannot restart it
+==================  ====================================================================
+
 Consistency flags (:data:`CONSISTENCY_FLAGS`) are raised by the analysis across trials
 (:mod:`dnscost.analysis.consistency`), on every trial of both cells that contradict each other
 beyond their intervals. They leave the trials valid, since a contradiction does not say which
@@ -76,6 +89,7 @@ __all__ = [
     "MIN_SAMPLES",
     "ONE_ROUND_SPREAD",
     "SATURATED",
+    "UNCHECKED",
     "flags_from_conditions",
 ]
 
@@ -115,6 +129,9 @@ FLAGS = (
     "meter-gaps",
     "target-core-shared",
 )
+
+UNCHECKED = ("answer-count", "cache-hits", "fresh-target")
+"""Checks a trial could not run; recorded, they do not invalidate (see above)."""
 
 CONSISTENCY_FLAGS = ("inconsistent-lifetime", "inconsistent-resumption", "memory-below-kernel")
 """Flags the analysis raises across trials; they do not invalidate (see above)."""

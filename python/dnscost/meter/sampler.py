@@ -275,6 +275,7 @@ class Sampler:
         now = time.monotonic()
         target: dict[str, Any] = {}
         cgroup_cpu: int | None = None
+        mem = None
         if self.cgroup is not None:
             cpu = self.cgroup.cpu()
             cgroup_cpu = self._cgroup_cpu_total_us(self.cgroup)
@@ -285,6 +286,9 @@ class Sampler:
                 cgroup_cpu_total_us=cgroup_cpu,
                 cgroup_cpu_user_us=cpu.user_us,
                 cgroup_cpu_system_us=cpu.system_us,
+            )
+        if self.cgroup is not None and mem is not None:
+            target.update(
                 cgroup_usage_bytes=mem.usage_bytes,
                 cgroup_anon_bytes=mem.anon_bytes,
                 cgroup_kernel_bytes=mem.kernel_bytes,

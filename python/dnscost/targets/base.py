@@ -18,7 +18,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from dnscost.certs import TlsFiles
 from dnscost.cgroup import Cgroup
@@ -98,6 +98,9 @@ class Target(ABC):
     """Per transport, the accept queue of a listener the kernel does not hold (a QUIC stack's
     own queue of handshaken connections waiting for the server to take them), where it is
     fixed in the server's code; a listener the kernel holds is read from it instead."""
+    unchecked: ClassVar[tuple[str, ...]] = ()
+    """Validity checks its trials cannot run (``dnscost.validity.UNCHECKED``), recorded in each
+    trial's ``validity.unchecked``."""
 
     def __init__(
         self,
@@ -188,6 +191,19 @@ class Target(ABC):
             self.stop()  # leave no process or cgroup behind: ``with`` does not call __exit__ here
             raise
 
+    def client_tls(self, transport: str) -> dict[str, Any]:
+        """The engine configuration fields that make a client trust this target over
+        ``transport`` (the run's CA and its certificate's name; nothing without TLS)."""
+        return {"ca_file": str(self.tls.ca), "sni": "localhost"} if transport in TLS_TRANSPORTS else {}
+
+    def meter_cgroup(self) -> Cgroup | None:
+        """The cgroup the meter reads its CPU and memory from (None: from procfs only)."""
+        return self.cgroup
+
+    def meter_pids(self) -> list[int]:
+        """The processes the meter reads (``/proc/PID/stat``, ``smaps_rollup``)."""
+        return self.cgroup.pids() if self.cgroup else []
+
     def answers(self, transport: str) -> bool:
         """Whether a query for a name of the synthetic set is answered over ``transport``
         (asked from the target's own namespace, where its address is always reachable)."""
@@ -216,8 +232,13 @@ class Target(ABC):
             "--output",
             "/dev/stdout",
         ]
-        if transport in TLS_TRANSPORTS:
-            argv += ["--ca", str(self.tls.ca), "--sni", "localhost"]
+        tls = self.client_tls(transport)
+        if "ca_file" in tls:
+            argv += ["--ca", str(tls["ca_file"])]
+        if tls.get("insecure"):
+            argv.append("--insecure")
+        if "sni" in tls:
+            argv += ["--sni", str(tls["sni"])]
         if transport in ("doh", "doh3") and ep.path:
             argv += ["--doh-path", ep.path]
         out = subprocess.run(argv, capture_output=True, text=True, timeout=10, check=False)

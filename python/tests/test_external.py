@@ -1,0 +1,198 @@
+"""``--target external``: a server the test starts itself (``dnscost-engine serve``, the
+"operator's server"), loaded by ``dnscost load`` and metered by its PID or by a cgroup the test
+makes; its CPU checked against an observer other than the meter; never stopped by dnscost.
+Bad input: one line, exit 2, nothing measured."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from conftest import need
+from dnscost.cgroup import Cgroup
+from dnscost.engine import engine_path
+
+DNSCOST = [sys.executable, "-m", "dnscost.cli"]
+HZ = os.sysconf("SC_CLK_TCK")
+
+
+@dataclass
+class Server:
+    proc: subprocess.Popen[bytes]
+    urls: dict[str, str]
+    ca: Path
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[Server]:
+    need(os.geteuid() == 0, "root (cgroups)")
+    need(len(os.sched_getaffinity(0)) >= 2, "two CPUs")
+    listen = tmp_path / "listening.jsonl"
+    ca = tmp_path / "ca.pem"
+    with listen.open("wb") as out:
+        proc = subprocess.Popen(
+            [str(engine_path()), "serve", "--synthetic", "1000", "--tld", "test", "--ca-out", str(ca)]
+            + [a for t in ("udp", "dot") for a in ("--listen", f"{t}://127.0.0.1:0")],
+            stdout=out,
+            stderr=subprocess.DEVNULL,
+            preexec_fn=lambda: os.sched_setaffinity(0, {0}),
+        )
+    try:
+        deadline = time.monotonic() + 10
+        records: list[dict[str, str]] = []
+        while len(records) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+            records = [json.loads(line) for line in listen.read_text().splitlines() if '"listening"' in line]
+        assert len(records) == 2, "serve did not bind"
+        # The schemes operators use: tls:// is dot.
+        schemes = {"udp": "udp", "dot": "tls"}
+        yield Server(proc, {r["transport"]: f"{schemes[r['transport']]}://{r['address']}" for r in records}, ca)
+    finally:
+        proc.kill()  # by the PID the test holds
+        proc.wait()
+
+
+def cpu_us(pid: int) -> int:
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) * 1_000_000 // HZ
+
+
+class Observer:
+    """``/proc/PID/stat`` read every 20 ms with the wall clock: the test's own view."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid, self.samples, self._stop = pid, list[tuple[float, int]](), threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.02):
+            self.samples.append((time.time() * 1000, cpu_us(self.pid)))
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def delta(self, t0_ms: float, t1_ms: float) -> int:
+        def at(t: float) -> int:
+            return next(c for ts, c in self.samples if ts >= t)
+
+        return at(t1_ms) - at(t0_ms)
+
+
+def load(out: Path, server: Server, *meter: str, transport: str = "dot") -> subprocess.CompletedProcess[str]:
+    argv = [
+        *DNSCOST,
+        "load",
+        "--target",
+        "external",
+        "--transport",
+        transport,
+        *(a for u in server.urls.values() for a in ("--external-endpoint", u)),
+        "--external-ca",
+        str(server.ca),
+        "--external-version",
+        "serve (the test's)",
+        *meter,
+        "--names",
+        "1000",
+        "--duration",
+        "2s",
+        "--warmup",
+        "500ms",
+        "--rate",
+        "20000",
+        "--connections",
+        "4",
+        "--target-cpus",
+        "0",
+        "--generator-cpus",
+        "1",
+        "--output",
+        str(out),
+    ]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+
+
+def check_trial(out: Path, server: Server, observer: Observer) -> dict[str, object]:
+    trial = json.loads((out / "trials" / "load-external-dot" / "trial.json").read_text())
+    assert trial["status"] == "done"
+    summary, ext = trial["summary"], trial["external"]
+    assert summary["queries_answered"] > 10_000
+    assert ext["endpoints"] == [u.replace("tls://", "dot://") for u in server.urls.values()]
+    assert ext["version"] == trial["target_version"] == "serve (the test's)"
+    validity = summary["validity"]
+    assert validity["target_answered"] is None and validity["answer_count_agreement"] is None
+    assert validity["unchecked"] == ["answer-count", "cache-hits"]
+    assert "no-counters" not in validity["flags"] and "answer-mismatch" not in validity["flags"]
+    # The meter's CPU against the test's own reading of /proc/PID/stat over the same window.
+    metered = summary["target_cpu_us"]
+    start = trial["summary_context"]["sampler_start_unix_ms"]
+    seen = observer.delta(start + summary["meter"]["t0_ms"], start + summary["meter"]["t1_ms"])
+    assert metered > 0 and seen > 0
+    assert abs(metered - seen) <= 0.15 * seen + 60_000, (metered, seen)
+    assert server.proc.poll() is None, "dnscost stopped the operator's server"
+    run = json.loads((out / "run.json").read_text())
+    assert run["spec"]["settings"]["external"]["endpoints"] == ext["endpoints"]
+    return trial
+
+
+def test_external_by_pid(server: Server, tmp_path: Path) -> None:
+    observer = Observer(server.proc.pid)
+    r = load(tmp_path / "run", server, "--external-pid", str(server.proc.pid))
+    observer.stop()
+    assert r.returncode == 0, r.stderr
+    assert "not checked     answer-count, cache-hits" in r.stdout
+    trial = check_trial(tmp_path / "run", server, observer)
+    assert trial["target_pid"] == server.proc.pid
+    assert trial["summary"]["meter"]["cpu_source"] == "proc"  # type: ignore[index]
+
+
+def test_external_by_cgroup(server: Server, tmp_path: Path) -> None:
+    cg = Cgroup.create(f"dnscost-test-external-{os.getpid()}")
+    try:
+        cg.attach(server.proc.pid)
+        path = cg.dirs["cpuacct"] if cg.version == 1 else cg.dirs["unified"]
+        observer = Observer(server.proc.pid)
+        r = load(tmp_path / "run", server, "--external-cgroup", str(path))
+        observer.stop()
+        assert r.returncode == 0, r.stderr
+        trial = check_trial(tmp_path / "run", server, observer)
+        assert trial["external"]["cgroup"] == str(path)  # type: ignore[index]
+        assert trial["summary"]["meter"]["cpu_source"] == "cgroup"  # type: ignore[index]
+        assert trial["summary"]["meter"]["cgroup_cpu_total_us"] > 0  # type: ignore[index]
+    finally:
+        server.proc.kill()
+        server.proc.wait()
+        cg.remove()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--external-endpoint", "gopher://127.0.0.1:53", "--external-pid", "1"], "unknown scheme 'gopher'"),
+        (["--external-pid", "1"], "needs at least one --external-endpoint"),
+        (["--external-endpoint", "udp://127.0.0.1:53", "--external-pid", "999999999"], "no such process"),
+        (
+            ["--external-endpoint", "udp://127.0.0.1:53", "--external-pid", "1", "--external-cgroup", "/sys/fs/cgroup"],
+            "either --external-pid or --external-cgroup",
+        ),
+        (["--external-endpoint", "dot://127.0.0.1:853", "--external-pid", "1"], "--external-ca"),
+    ],
+)
+def test_external_bad_input(args: list[str], message: str, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    argv = [*DNSCOST, "load", "--target", "external", "--transport", "udp", *args, "--output", str(out)]
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], r.stderr
+    assert not out.exists()  # nothing measured
