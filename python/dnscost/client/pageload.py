@@ -15,7 +15,12 @@ or Firefox in the client namespace, its names answered by ``dnscost-engine serve
   every load asks names never asked before, and the run checks it (each session's names asked
   upstream, ``dns_check`` in ``pageload.json``);
 
-  Both stubs reach the lab's DoT through :mod:`.dotrelay`, a front on the server's port 853
+- ``dot-nodelay``: a diagnostic, Stubby with ``TCP_NODELAY`` forced on its TLS connection by an
+  ``LD_PRELOAD`` shim (:class:`StubbyNoDelay`): neither stub sets it, so a query written while
+  an earlier one is unacknowledged waits for that acknowledgement (Nagle's algorithm), about a
+  round trip; this measures what that costs;
+
+  The stubs reach the lab's DoT through :mod:`.dotrelay`, a front on the server's port 853
   that writes every answer in a TLS record of its own (getdns reads one answer per read event,
   and the responder writes the answers ready at once in one record: Stubby would hold all but
   the first until the next packet); each DoT connection reaches the responder as one tcp
@@ -115,6 +120,7 @@ __all__ = [
     "Session",
     "SessionLabels",
     "StubbyDot",
+    "StubbyNoDelay",
     "UnboundStub",
     "dns_check",
     "dot_connections",
@@ -126,9 +132,9 @@ __all__ = [
     "run_pageloads",
 ]
 
-TRANSPORTS = ("do53", "dot", "dot-unbound", "doh")
-"""Every transport a run may take: ``dot`` is Stubby, ``dot-unbound`` unbound (see the module's
-documentation)."""
+TRANSPORTS = ("do53", "dot", "dot-unbound", "dot-nodelay", "doh")
+"""Every transport a run may take: ``dot`` is Stubby, ``dot-unbound`` unbound, ``dot-nodelay``
+Stubby with Nagle's algorithm off, a diagnostic (see the module's documentation)."""
 DEFAULT_TRANSPORTS = ("do53", "dot", "doh")
 BROWSERS = ("chromium", "firefox")
 START_ALLOWANCE_S = 30.0
@@ -533,7 +539,51 @@ class UnboundStub(UnboundDot):
         return ["unbound", "-d", "-p", "-c", str(conf)]
 
 
-STUBS: dict[str, type[StubbyDot] | type[UnboundStub]] = {"dot": StubbyDot, "dot-unbound": UnboundStub}
+NODELAY_SHIM = r"""
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+/* dnscost: TCP_NODELAY on every TCP socket the program connects (Nagle's algorithm off). */
+int connect(int fd, const struct sockaddr *addr, socklen_t len) {
+    static int (*real)(int, const struct sockaddr *, socklen_t);
+    int type = 0, one = 1;
+    socklen_t size = sizeof type;
+    if (!real)
+        real = (int (*)(int, const struct sockaddr *, socklen_t))dlsym(RTLD_NEXT, "connect");
+    if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &size) == 0 && type == SOCK_STREAM &&
+        (addr->sa_family == AF_INET || addr->sa_family == AF_INET6))
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    return real(fd, addr, len);
+}
+"""
+"""The ``LD_PRELOAD`` shim of :class:`StubbyNoDelay`, compiled with ``cc`` into the session's
+directory."""
+
+
+class StubbyNoDelay(StubbyDot):
+    """A diagnostic: :class:`StubbyDot` with Nagle's algorithm off on its TLS connection
+    (``TCP_NODELAY`` set by :data:`NODELAY_SHIM` when it connects), to measure what Nagle's
+    algorithm costs DoT; Stubby itself never sets it."""
+
+    def prepare(self, lab: Lab, workdir: Path, upstream: Upstream, schedule: Schedule) -> dict[str, str] | None:
+        if shutil.which("cc") is None:
+            raise MachineError("pageload: dot-nodelay needs a C compiler, cc (build-essential; run scripts/setup)")
+        source, shim = workdir / "nodelay.c", workdir / "nodelay.so"
+        source.write_text(NODELAY_SHIM)
+        r = subprocess.run(["cc", "-shared", "-fPIC", "-O2", "-o", str(shim), str(source), "-ldl"],
+                           capture_output=True, text=True, check=False)  # fmt: skip
+        if r.returncode != 0:
+            raise MachineError(f"pageload: cannot build the TCP_NODELAY shim: {r.stderr.strip()[-300:]}")
+        return {**os.environ, "LD_PRELOAD": str(shim)}
+
+
+STUBS: dict[str, type[StubbyDot] | type[UnboundStub]] = {
+    "dot": StubbyDot,
+    "dot-unbound": UnboundStub,
+    "dot-nodelay": StubbyNoDelay,
+}
 """The DoT transports and the stub each starts in the client namespace."""
 
 

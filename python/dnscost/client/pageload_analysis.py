@@ -196,8 +196,8 @@ class PresetsSummary(TypedDict):
     figures: list[str]
 
 
-DISPLAY = {"do53": "Do53", "dot": "DoT", "dot-unbound": "DoT (unbound)", "doh": "DoH"}
-COLOURS = {"dot": "#2ca02c", "dot-unbound": "#9467bd", "doh": "#d62728", "do53": "#1f77b4"}
+DISPLAY = {"do53": "Do53", "dot": "DoT", "dot-unbound": "DoT (unbound)", "dot-nodelay": "DoT (no Nagle)", "doh": "DoH"}
+COLOURS = {"dot": "#2ca02c", "dot-unbound": "#9467bd", "dot-nodelay": "#17becf", "doh": "#d62728", "do53": "#1f77b4"}
 SUMMARY_FORMAT = 1
 FIGURE_STEM = "pageload-cdf"
 
@@ -374,7 +374,7 @@ def compare(records: Iterable[Mapping[str, Any]], baseline: str = "do53") -> Com
     return out
 
 
-_ORDER = {"do53": 0, "dot": 1, "dot-unbound": 2, "doh": 3}
+_ORDER = {"do53": 0, "dot": 1, "dot-unbound": 2, "dot-nodelay": 3, "doh": 4}
 
 
 def summarise_run(run_dir: Path, baseline: str = "do53") -> Comparison:
