@@ -13,7 +13,7 @@ from pathlib import Path
 
 from dnscost.errors import MachineError
 
-__all__ = ["DEFAULT_KEY_TYPE", "KEY_TYPES", "TlsFiles", "make_tls"]
+__all__ = ["DEFAULT_KEY_TYPE", "KEY_TYPES", "TlsFiles", "make_cluster_tls", "make_tls"]
 
 _NEWKEY = {
     "ecdsa-p256": ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1"],
@@ -114,3 +114,34 @@ def make_tls(
         directory / "server-leaf.pem",
         key_type,
     )
+
+
+def make_cluster_tls(directory: Path, days: int = 30) -> tuple[Path, Path, Path]:
+    """A CA of its own and one certificate it signed, for a Dask cluster's TLS: ``ca.pem``,
+    ``cluster.pem`` and ``cluster.key`` in ``directory`` (returned in that order). The scheduler,
+    the workers and the orchestrator all present that certificate (server and client use) and
+    accept only peers whose certificate the CA signed; Dask does not check host names, so one
+    identity serves every host. ``ca.key`` stays in ``directory``: keep it to sign no more."""
+    directory.mkdir(parents=True, exist_ok=True)
+    ec = [*_NEWKEY[DEFAULT_KEY_TYPE], "-nodes"]
+    _openssl(
+        ["req", "-x509", *ec, "-keyout", "ca.key", "-out", "ca.pem", "-days", str(days), "-subj",
+         "/CN=dnscost cluster CA", "-addext", "basicConstraints=critical,CA:TRUE"],
+        directory,
+    )  # fmt: skip
+    ext = directory / "cluster.ext"
+    ext.write_text(
+        "basicConstraints=critical,CA:FALSE\n"
+        "keyUsage=critical,digitalSignature\n"
+        "extendedKeyUsage=serverAuth,clientAuth\n"
+        "subjectAltName=DNS:dnscost-cluster\n"
+    )
+    _openssl(["req", *ec, "-keyout", "cluster.key", "-out", "cluster.csr", "-subj", "/CN=dnscost-cluster"], directory)
+    _openssl(
+        ["x509", "-req", "-in", "cluster.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial", "-out",
+         "cluster.pem", "-days", str(days), "-extfile", "cluster.ext"],
+        directory,
+    )  # fmt: skip
+    (directory / "cluster.key").chmod(0o600)
+    (directory / "ca.key").chmod(0o600)
+    return directory / "ca.pem", directory / "cluster.pem", directory / "cluster.key"

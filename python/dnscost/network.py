@@ -303,6 +303,56 @@ class Network:
         net.info = NetworkInfo(kind, taddr, gaddr, sources, netns, tdev, gdev, rps)
         return net
 
+    @classmethod
+    def cluster_host(cls, sources: int = 8) -> Network:
+        """A "host" of a namespace cluster (:mod:`dnscost.cluster.netns`): a network namespace
+        of its own joined to the root namespace by a veth pair in a /26 of RFC 2544's range,
+        ``.1/30`` on the root's side (``generator_address``: where the root namespace, and so the
+        target and the scheduler, are reached), ``.2/30`` on the host's (``target_address``:
+        where its worker listens), and ``sources`` addresses from ``.32`` (``/32`` each on the
+        host's device, routed there from the root namespace) that its engine's connections come
+        from; the host's default route goes to the root's side. Removed like a bed's."""
+        global _made
+        if os.geteuid() != 0:
+            raise UsageError("a namespace cluster makes network namespaces and veth pairs: run as root")
+        if not 1 <= sources <= 32:
+            raise ValueError(f"1 to 32 sources per host, not {sources}")
+        remove_leftovers()
+        _made += 1
+        pid = os.getpid()
+        netns, hdev, rdev = f"dnscost-{pid}-{_made}", f"dc{pid}-{_made}t", f"dc{pid}-{_made}g"
+        _LOCK.parent.mkdir(parents=True, exist_ok=True)
+        with _LOCK.open("w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            used = _used_subnets()
+            subnet = next((s for s in BENCH_NET.subnets(new_prefix=BED_PREFIX) if s not in used), None)
+            if subnet is None:
+                raise MachineError(f"no free /{BED_PREFIX} left in {BENCH_NET}")
+            root_addr, host_addr = str(subnet[1]), str(subnet[2])
+            own = tuple(str(subnet[32 + i]) for i in range(sources))
+            net = cls(NetworkInfo("cluster-host", host_addr, root_addr, own, netns, hdev, rdev))
+            _live.add(net)
+            try:
+                _ip("netns", "add", netns)
+                _ip("link", "add", rdev, "type", "veth", "peer", "name", hdev)
+                for dev in (rdev, hdev):
+                    _ip("link", "set", dev, "addrgenmode", "none")
+                _ip("link", "set", hdev, "netns", netns)
+                _ip("addr", "add", f"{root_addr}/30", "dev", rdev)
+                _ip("link", "set", rdev, "up")
+                _ip("-n", netns, "link", "set", "lo", "up")
+                _ip("-n", netns, "addr", "add", f"{host_addr}/30", "dev", hdev)
+                for a in own:
+                    _ip("-n", netns, "addr", "add", f"{a}/32", "dev", hdev)
+                _ip("-n", netns, "link", "set", hdev, "up")
+                _ip("-n", netns, "route", "add", "default", "via", root_addr)
+                for a in own:
+                    _ip("route", "add", f"{a}/32", "via", host_addr, "dev", rdev)
+            except BaseException:
+                net.remove()
+                raise
+        return net
+
     def remove(self) -> None:
         """Removes the namespace and the veth pair. Safe to call twice."""
         info = self.info

@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dnscost.certs import DEFAULT_KEY_TYPE
 from dnscost.engine import check_config
@@ -36,7 +36,10 @@ from dnscost.network import DEFAULT_NETWORK
 from dnscost.plan import TrialPlan, engine_knobs, estimate_s, share_rate
 from dnscost.results import Run, write_json
 from dnscost.spec import Spec
-from dnscost.trial import LoadSettings, Testbed, describe_failure, measure, start_bed
+from dnscost.trial import LoadSettings, Testbed, cluster_network, describe_failure, measure, start_bed
+
+if TYPE_CHECKING:
+    from dnscost.cluster import Cluster
 
 __all__ = ["Progress", "check_plan", "default_cpus", "preflight", "run_plan", "search", "settings_for"]
 
@@ -179,6 +182,7 @@ def search(
     trial_dir: Path,
     cache_hit_ratio: float | None,
     on_step: Callable[[dict[str, Any]], None] = lambda _: None,
+    cluster: Cluster | None = None,
 ) -> dict[str, Any]:
     """The highest offered UDP rate answered with loss below ``max_loss``: double from
     ``start_qps`` until a step fails, then bisect until the bracket is within ``precision``.
@@ -203,7 +207,11 @@ def search(
             "threads": max(1, min(len(s.generator_cpus), p["connections"])),
         }
         step = measure(
-            bed, replace(s, engine=engine), trial_dir / "steps" / f"{k:02d}", cache_hit_ratio=cache_hit_ratio
+            bed,
+            replace(s, engine=engine),
+            trial_dir / "steps" / f"{k:02d}",
+            cache_hit_ratio=cache_hit_ratio,
+            cluster=cluster,
         )
         v = step["summary"]["validity"]
         loss = v["loss"]
@@ -262,8 +270,11 @@ def run_plan(
     generator_cpus: Sequence[int],
     progress: Progress | None = None,
     network: str = DEFAULT_NETWORK,
+    cluster: Cluster | None = None,
 ) -> dict[str, int]:
-    """Runs every trial of ``plan`` not yet done in ``run``; returns counts by status."""
+    """Runs every trial of ``plan`` not yet done in ``run``; returns counts by status. With
+    ``cluster``, every trial's load is split over its workers and the targets listen where they
+    reach them."""
     progress = progress or Progress(len(plan))
     estimates = [estimate_s(t) for t in plan]
     counts = {"done": 0, "failed": 0, "skipped": 0, "not_run": 0}
@@ -321,7 +332,7 @@ def run_plan(
             starting = True
             try:
                 if t.kind == "idle":
-                    own_bed, info = start_bed(s, trial_dir / "bed", fill=False)
+                    own_bed, info = start_bed(s, trial_dir / "bed", fill=False, network=bed_network(cluster))
                     current = own_bed
                 else:
                     # One bed per target and certificate key type, restarted when either changes.
@@ -330,7 +341,9 @@ def run_plan(
                         bed = None
                     if bed is None:
                         beds += 1
-                        bed, bed_info = start_bed(s, run.dir / "beds" / f"{t.target}-{beds}")
+                        bed, bed_info = start_bed(
+                            s, run.dir / "beds" / f"{t.target}-{beds}", network=bed_network(cluster)
+                        )
                         bed_target = (t.target, s.cert_key)
                         bed_info["bed"] = f"beds/{t.target}-{beds}"
                     current, info = bed, bed_info
@@ -347,7 +360,9 @@ def run_plan(
                         text = f"{st['offered_qps']:,.0f} qps offered: loss {100 * (loss or 0):.2f} % ({verdict})"
                         progress.note(text)
 
-                    record.update(search(current, s, t, trial_dir, info.get("cache_hit_ratio"), step_note))
+                    record.update(
+                        search(current, s, t, trial_dir, info.get("cache_hit_ratio"), step_note, cluster=cluster)
+                    )
                     if "summary" not in record:
                         raise TargetError(f"{t.target}: no offered rate was answered with loss below the limit")
                 else:
@@ -358,6 +373,7 @@ def run_plan(
                             trial_dir,
                             cache_hit_ratio=info.get("cache_hit_ratio"),
                             backlog=info.get("listen_backlog"),
+                            cluster=cluster,
                         )
                     )
                 record["status"] = "done"
@@ -391,6 +407,11 @@ def run_plan(
         if bed is not None:
             bed.stop()
     return counts
+
+
+def bed_network(cluster: Cluster | None) -> Any:
+    """The network set-up of a bed loaded by ``cluster`` (None without one: the run's own)."""
+    return cluster_network(cluster.target_address) if cluster is not None else None
 
 
 def read_record(trial_dir: Path) -> dict[str, Any] | None:

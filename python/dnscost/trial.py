@@ -14,7 +14,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dnscost.certs import DEFAULT_KEY_TYPE, TlsFiles, make_tls
 from dnscost.engine import Endpoint, Responder, generate
@@ -22,6 +22,7 @@ from dnscost.errors import TargetError, UsageError
 from dnscost.network import (
     DEFAULT_NETWORK,
     Network,
+    NetworkInfo,
     check_network,
     read_softnet,
     softnet_delta,
@@ -32,10 +33,14 @@ from dnscost.targets.base import Target
 from dnscost.targets.external import EXTERNAL, ExternalSettings, ExternalTarget, pid_affinity
 from dnscost.trial_summary import CounterDelta, SummaryContext, summarize_trial
 
+if TYPE_CHECKING:
+    from dnscost.cluster import Cluster
+
 __all__ = [
     "LoadSettings",
     "Testbed",
     "check_target",
+    "cluster_network",
     "describe_failure",
     "engine_config",
     "fill_cache",
@@ -250,11 +255,22 @@ def warm_cache(target: Target, workdir: Path, cpus: Sequence[int], names: int, a
     raise TargetError(f"{target.name}: cache still cold after {attempts} fills ({100 * (ratio or 0):.1f} % hits)")
 
 
-def start_bed(s: LoadSettings, workdir: Path, *, fill: bool | None = None) -> tuple[Testbed, dict[str, Any]]:
+def cluster_network(target_address: str) -> Network:
+    """The set-up of a bed loaded by a cluster (:mod:`dnscost.cluster`): the target in the root
+    namespace on ``target_address``, an address the workers reach; the upstream on loopback.
+    Nothing is made (or removed)."""
+    return Network(NetworkInfo("cluster", target_address, "127.0.0.1", ()))
+
+
+def start_bed(
+    s: LoadSettings, workdir: Path, *, fill: bool | None = None, network: Network | None = None
+) -> tuple[Testbed, dict[str, Any]]:
     """Creates and starts the target of ``s`` (with its upstream) in ``workdir`` and, unless
     ``fill`` is false, fills its cache. Returns the bed and what is known of it (version, PID,
-    endpoints, cache-hit ratio after the fill)."""
-    network = Network.create(s.network, target_cpus=s.target_cpus, generator_cpus=s.generator_cpus)
+    endpoints, cache-hit ratio after the fill). ``network``: a set-up made elsewhere (a
+    cluster's, :func:`cluster_network`), instead of the one ``s`` names."""
+    if network is None:
+        network = Network.create(s.network, target_cpus=s.target_cpus, generator_cpus=s.generator_cpus)
     try:
         bed = Testbed.create(
             s.target,
@@ -364,10 +380,12 @@ def measure(
     *,
     cache_hit_ratio: float | None,
     backlog: dict[str, int] | None = None,
+    cluster: Cluster | None = None,
 ) -> dict[str, Any]:
     """One measured engine run against the started ``bed``: idle baseline, load, summary.
     Raw data goes to ``trial_dir`` as it is produced; returns the engine configuration, the
-    summary and the target's counters."""
+    summary and the target's counters. With ``cluster``, the load is split over its workers
+    (:meth:`dnscost.cluster.Cluster.generate`) and the record says how (``cluster``)."""
     from dnscost import meter
 
     target = bed.target
@@ -397,14 +415,17 @@ def measure(
         counters_before = target.counters()
         config = engine_config(s, target, trial_dir, backlog, bed.network.info.sources)
         softnet_before = read_softnet()
-        records = generate(
-            config,
-            trial_dir,
-            cpus=s.generator_cpus,
-            name="engine",
-            watchdog=target.check_alive,
-            started=engine_started,
-        )
+        if cluster is not None:
+            records, cluster_record = cluster.generate(config, trial_dir, watchdog=target.check_alive)
+        else:
+            records = generate(
+                config,
+                trial_dir,
+                cpus=s.generator_cpus,
+                name="engine",
+                watchdog=target.check_alive,
+                started=engine_started,
+            )
         softnet = softnet_delta(softnet_before, read_softnet())
         target.check_alive()
         counters_after = target.counters()
@@ -421,9 +442,11 @@ def measure(
         meter_interval_s=sampler.interval_s,
         cache_filled=s.fill,
         unchecked=_unchecked(target, s),
+        generator_cores=cluster.generator_cores if cluster is not None else None,
     )
     counters = {"before": asdict(counters_before), "after": asdict(counters_after)}
     return {
+        **({"cluster": cluster_record} if cluster is not None else {}),
         "engine_config": config,
         "summary": summarize_trial(
             records, samples, CounterDelta.from_counters(counters["before"], counters["after"]), context
@@ -442,9 +465,10 @@ def _unchecked(target: Target, s: LoadSettings) -> tuple[str, ...]:
     return tuple(out)
 
 
-def run_trial(settings: LoadSettings, trial_dir: Path) -> dict[str, Any]:
+def run_trial(settings: LoadSettings, trial_dir: Path, cluster: Cluster | None = None) -> dict[str, Any]:
     """Runs one trial on a target of its own into ``trial_dir`` and returns its record (also
-    written to ``trial.json``). Every process started is stopped, whatever happens."""
+    written to ``trial.json``), its load from ``cluster``'s workers when given. Every process
+    started is stopped, whatever happens."""
     s = settings
     s.validate()
     trial_dir.mkdir(parents=True, exist_ok=True)
@@ -456,12 +480,18 @@ def run_trial(settings: LoadSettings, trial_dir: Path) -> dict[str, Any]:
     write()
     bed: Testbed | None = None
     try:
-        bed, info = start_bed(s, trial_dir)
+        network = cluster_network(cluster.target_address) if cluster is not None else None
+        bed, info = start_bed(s, trial_dir, network=network)
         record.update(info)
         write()
         record.update(
             measure(
-                bed, s, trial_dir, cache_hit_ratio=record.get("cache_hit_ratio"), backlog=record.get("listen_backlog")
+                bed,
+                s,
+                trial_dir,
+                cache_hit_ratio=record.get("cache_hit_ratio"),
+                backlog=record.get("listen_backlog"),
+                cluster=cluster,
             )
         )
         record["status"] = "done"

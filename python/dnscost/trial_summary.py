@@ -136,6 +136,11 @@ class SummaryContext:
     memory trials: their one query per connection is not about answers) is not judged on it."""
     unchecked: tuple[str, ...] = ()
     """Validity checks this trial could not run (``validity.UNCHECKED``: an external target's)."""
+    generator_cores: int | None = None
+    """None: the generator ran on this host's ``generator_cpus``, metered by the kernel. A
+    number: it ran on cluster workers (:mod:`dnscost.cluster`) with that many cores in all,
+    beyond the meter: its CPU time is the engines' own accounting, its busy share that time
+    over those cores."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -157,6 +162,7 @@ class SummaryContext:
             meter_interval_s=float(d.get("meter_interval_s", 0.1)),
             cache_filled=bool(d.get("cache_filled", True)),
             unchecked=tuple(d.get("unchecked", ())),
+            generator_cores=d.get("generator_cores"),
         )
 
 
@@ -238,6 +244,10 @@ def summarize_trial(
         for r in samples
         if r.get("type") == "fast" and t0 <= r["t_ms"] <= t1
     )
+    generator_cores = len(ctx.generator_cpus)
+    if ctx.generator_cores is not None:  # on cluster workers: the engines' own accounting
+        generator_cpu_us = float(m["engine"]["cpu_user_us"] + m["engine"]["cpu_system_us"])
+        generator_seen, generator_cores = True, ctx.generator_cores
 
     # Connections the target held, counted on its side (its sockets on its ports, from ss in
     # its namespace) less those it held idle (its listeners).
@@ -290,9 +300,9 @@ def summarize_trial(
         else None
     )
     loaded = config.get("rate") != "once"  # an idle trial measures memory, not CPU
-    generator_busy_us = _busy_us(window, ctx.generator_cpus)
+    generator_busy_us = _busy_us(window, ctx.generator_cpus) if ctx.generator_cores is None else generator_cpu_us or 0.0
     target_saturated = target_busy_us >= V.SATURATED * len(ctx.target_cpus) * capacity_us
-    generator_saturated = generator_busy_us >= V.SATURATED * len(ctx.generator_cpus) * capacity_us
+    generator_saturated = generator_busy_us >= V.SATURATED * generator_cores * capacity_us
     # The schedule, as configured, against what the engine offered: an observer of the
     # engine's own kept-up verdict. Offering more than scheduled is falling behind too: queries
     # due before the window (held back by the in-flight limit while queries timed out, or while
@@ -377,7 +387,7 @@ def summarize_trial(
             "target_busy_share": target_busy_us / (len(ctx.target_cpus) * capacity_us),
             "target_foreign_share": foreign_share,
             "core_time_source": core_time_source(window, ctx.target_cpus),
-            "generator_busy_share": generator_busy_us / (len(ctx.generator_cpus) * capacity_us),
+            "generator_busy_share": generator_busy_us / (generator_cores * capacity_us),
             "loss": loss,
             "accounting_balanced": summ["accounting"]["balanced"],
             "cache_hit_ratio": cache_hit_ratio,

@@ -63,6 +63,15 @@ def resummarize(trial_dir: Path, doc: dict[str, Any]) -> dict[str, Any] | None:
     from dnscost.trial_summary import CounterDelta, SummaryContext, summarize_trial
 
     records = read_records(trial_dir / "engine.jsonl")
+    cluster = doc.get("cluster")
+    if isinstance(cluster, dict) and isinstance(doc.get("engine_config"), dict):
+        # A cluster trial: its workers' records merged again under today's definitions.
+        from dnscost.cluster.shares import merge_records
+
+        parts = [read_records(trial_dir / str(w["dir"]) / "engine.jsonl") for w in cluster["workers"]]
+        if not all(parts):
+            return None
+        records = merge_records(parts, doc["engine_config"])
     samples = read_records(trial_dir / "meter.jsonl")
     if not records or records[-1].get("type") != "summary" or not samples:
         return None

@@ -1,0 +1,181 @@
+"""One trial's engine configuration split into workers' shares, and their records merged back
+into the records of one engine. Pure (no process, no clock, no file): the orchestrator calls it
+as a cluster trial ends, and ``dnscost report`` calls it again on the stored per-worker records
+(:func:`dnscost.analysis.load.resummarize`).
+
+Splitting: worker *i* of *n* gets ``connections // n`` connections (the first
+``connections % n`` one more) and the rate of its connections (``rate * its connections /
+connections``; likewise ``open_rate``), so every connection offers what it would have offered
+on one host; ``"max"`` and ``"once"`` stay as they are (every connection runs its own closed loop,
+or sends its one query). Per-connection knobs (lifetime, in-flight window, resumption, ...)
+are unchanged. Worker *i* > 0 draws with ``seed + i``: the workers do not ask the same names in
+the same order. The generator's CPUs, threads and source addresses are each worker's own, set
+where it runs (:func:`dnscost.cluster.dask.run_share`).
+
+Merging: counters sum, HDR histograms merge bucket by bucket (:func:`dnscost.analysis.hdr.merge`;
+their percentiles are then computed as the engine computes them), and the merged trial kept up
+only if every worker did. Each worker's times are its own clock's: the merged start is the mean
+of the workers' starts, and the measured window runs from the mean of their window starts to the
+mean of their window ends, so that the sum of the workers' counts over it is their summed rate.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from dnscost.analysis import hdr
+from dnscost.errors import EngineError, UsageError
+
+__all__ = ["HOST_KNOBS", "merge_records", "merge_totals", "split_config"]
+
+HOST_KNOBS = ("cpus", "threads", "sources", "output", "connections_log")
+"""Engine knobs that belong to the host that runs the engine: never split, set by each worker."""
+
+
+def split_config(config: Mapping[str, Any], workers: int) -> list[dict[str, Any]]:
+    """``config`` (one trial's engine configuration) as ``workers`` shares; see the module's
+    documentation. Raises UsageError when the trial cannot be split so."""
+    if workers < 1:
+        raise UsageError("a cluster trial needs at least one worker")
+    if config.get("profile") is not None or config.get("clients") is not None:
+        raise UsageError("a replay of client profiles cannot be split over cluster workers (not implemented)")
+    if config.get("sources"):
+        raise UsageError("engine sources are each cluster worker's own addresses: leave sources out of the trial")
+    connections = int(config.get("connections", 1))
+    if connections < workers:
+        raise UsageError(f"{connections} connections cannot be split over {workers} cluster workers")
+    base = {k: v for k, v in config.items() if k not in HOST_KNOBS}
+    shares = []
+    for i in range(workers):
+        own = connections // workers + (1 if i < connections % workers else 0)
+        share = {**base, "connections": own}
+        for key in ("rate", "open_rate"):
+            value = config.get(key)
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                share[key] = value * own / connections
+        if i > 0:
+            share["seed"] = int(config.get("seed", 1)) + i
+        shares.append(share)
+    return shares
+
+
+def _merge_histograms(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """HistogramSummary records merged: their HDR histograms summed, every figure recomputed
+    as the engine's HdrHistogram computes it."""
+    layout, buckets = hdr.merge([str(p["hdr"]) for p in parts])
+    encoded = hdr.encode(layout, buckets)
+    total = sum(c for _, c in buckets)
+    if total == 0:
+        return {
+            "count": 0,
+            "min_us": 0,
+            "mean_us": 0.0,
+            **{k: 0 for k in ("p50_us", "p90_us", "p99_us", "p999_us", "max_us")},
+            "hdr": encoded,
+        }
+
+    def at(q: float) -> int:
+        rank = max(1, math.ceil(q * total))
+        seen = 0
+        for value, count in buckets:
+            seen += count
+            if seen >= rank:
+                return hdr.highest_equivalent(layout, value)
+        return hdr.highest_equivalent(layout, buckets[-1][0])
+
+    def median_equivalent(value: int) -> int:
+        low = value
+        return low + (hdr.highest_equivalent(layout, value) - low + 1) // 2
+
+    mean = sum(median_equivalent(v) * c for v, c in buckets) / total
+    return {
+        "count": total,
+        "min_us": min(int(p["min_us"]) for p in parts if p["count"]),
+        "mean_us": round(mean * 10) / 10,
+        "p50_us": at(0.5),
+        "p90_us": at(0.9),
+        "p99_us": at(0.99),
+        "p999_us": at(0.999),
+        "max_us": at(1.0),
+        "hdr": encoded,
+    }
+
+
+def merge_totals(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Engine ``Totals`` (or any of their tables) summed key by key: numbers add, booleans hold
+    when all do, histograms merge (:func:`_merge_histograms`)."""
+    keys = list(dict.fromkeys(k for p in parts for k in p))
+    out: dict[str, Any] = {}
+    for key in keys:
+        values = [p[key] for p in parts if key in p]
+        first = values[0]
+        if isinstance(first, Mapping) and "hdr" in first:
+            out[key] = _merge_histograms(values)
+        elif isinstance(first, Mapping):
+            out[key] = merge_totals(values)
+        elif isinstance(first, bool):
+            out[key] = all(values)
+        elif isinstance(first, int | float):
+            out[key] = sum(values)
+        else:
+            out[key] = first
+    return out
+
+
+def merge_records(
+    workers: Sequence[Sequence[Mapping[str, Any]]], config: Mapping[str, Any], *, max_skew_ms: float | None = None
+) -> list[dict[str, Any]]:
+    """The records of one engine run with ``config`` (the trial's whole configuration) from
+    those of its workers' runs: a ``start``, the ``interval`` records all workers wrote
+    (summed index by index), and a ``summary``. Raises EngineError when a worker wrote no
+    summary, or when the workers started more than ``max_skew_ms`` apart."""
+    if not workers:
+        raise EngineError("no worker records to merge")
+    starts: list[Mapping[str, Any]] = []
+    summaries: list[Mapping[str, Any]] = []
+    for k, records in enumerate(workers):
+        first = next((r for r in records if r.get("type") == "start"), None)
+        if first is None or not records or records[-1].get("type") != "summary":
+            raise EngineError(f"cluster worker {k} wrote no start or no summary")
+        starts.append(first)
+        summaries.append(records[-1])
+    started = [float(s["started_unix_ms"]) for s in starts]
+    skew = max(started) - min(started)
+    if max_skew_ms is not None and skew > max_skew_ms:
+        raise EngineError(f"cluster workers started {skew:.0f} ms apart, more than {max_skew_ms:.0f} ms")
+    t0 = round(sum(started) / len(started))
+
+    def mean_time(values: Sequence[float]) -> int:
+        return max(0, round(sum(values) / len(values) - t0))
+
+    start: dict[str, Any] = {**starts[0], "config": dict(config), "started_unix_ms": t0}
+    intervals = [[r for r in records if r.get("type") == "interval"] for records in workers]
+    merged: list[dict[str, Any]] = [start]
+    for same in zip(*intervals, strict=False):
+        # An interval record is its totals, flattened, beside its index, phase and times.
+        own = ("type", "index", "phase", "start_ms", "end_ms")
+        merged.append(
+            {
+                **{k: same[0][k] for k in own[:3]},
+                "start_ms": mean_time([s + r["start_ms"] for s, r in zip(started, same, strict=True)]),
+                "end_ms": mean_time([s + r["end_ms"] for s, r in zip(started, same, strict=True)]),
+                **merge_totals([{k: v for k, v in r.items() if k not in own} for r in same]),
+            }
+        )
+    merged.append(
+        {
+            "type": "summary",
+            "measure_start_ms": mean_time([s + r["measure_start_ms"] for s, r in zip(started, summaries, strict=True)]),
+            "measure_end_ms": mean_time([s + r["measure_end_ms"] for s, r in zip(started, summaries, strict=True)]),
+            "interrupted": any(r["interrupted"] for r in summaries),
+            "aborted": any(r["aborted"] for r in summaries),
+            "answered_qps": sum(r["answered_qps"] for r in summaries),
+            "generator_kept_up": all(r["generator_kept_up"] for r in summaries),
+            "measured": merge_totals([r["measured"] for r in summaries]),
+            "total": merge_totals([r["total"] for r in summaries]),
+            "accounting": merge_totals([r["accounting"] for r in summaries]),
+        }
+    )
+    return merged

@@ -1,0 +1,362 @@
+"""The Dask side of a cluster trial: connecting to a scheduler over TLS, asking every worker what
+it is (its host, CPUs, engine), and running one trial's shares on them, all starting at one
+scheduled instant.
+
+The instant: the orchestrator picks a wall-clock time a little ahead (:data:`LEAD_S`, plus a
+tenth of a second per worker) and every worker sleeps until it before it spawns its engine
+(:func:`run_share`). A field of the engine's configuration would do the same from inside the
+engine, a few milliseconds later in its start-up; the sleep keeps the engine's configuration
+(strictly validated, recorded, replayable with ``dnscost-engine generate --config``) free of a
+time that means nothing once the trial is over. What the wait cannot make equal, the process's
+start, is measured: each engine records its own start (``started_unix_ms``), the spread of the
+workers' starts is recorded as ``start_skew_ms`` and a trial whose workers started more than
+:func:`max_skew_ms` apart fails (its windows would not overlap). Hosts' clocks must agree (NTP):
+on one machine's namespaces they are one clock.
+
+Each worker runs ``dnscost-engine generate`` from its own installation of dnscost
+(:func:`dnscost.engine.engine_path`, on the worker's host), on the CPUs its process may use,
+from the source addresses ``$DNSCOST_WORKER_SOURCES`` lists (comma-separated; unset: the
+host's route chooses), and hands back its records.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import json
+import os
+import shutil
+import socket
+import tempfile
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, TypedDict
+
+from dnscost.cluster.shares import merge_records, split_config
+from dnscost.errors import DnscostError, EngineError, UsageError
+
+__all__ = [
+    "LEAD_S",
+    "Cluster",
+    "ClusterRecord",
+    "ClusterTls",
+    "ShareResult",
+    "WorkerFacts",
+    "WorkerShare",
+    "max_skew_ms",
+    "run_share",
+    "worker_facts",
+]
+
+LEAD_S = 1.0
+"""How far ahead the common start is scheduled (plus 0.1 s per worker): time for every worker
+to receive its share."""
+SOURCES_ENV = "DNSCOST_WORKER_SOURCES"
+
+
+@dataclass(frozen=True)
+class ClusterTls:
+    """The files of a cluster's TLS: its CA, and the certificate and key that the scheduler,
+    the workers and the orchestrator present (one identity, signed by that CA)."""
+
+    ca: Path
+    cert: Path
+    key: Path
+
+    @classmethod
+    def in_dir(cls, directory: Path) -> ClusterTls:
+        """The files ``dnscost cluster tls DIR`` writes; UsageError naming the missing one."""
+        tls = cls(directory / "ca.pem", directory / "cluster.pem", directory / "cluster.key")
+        for path in (tls.ca, tls.cert, tls.key):
+            if not path.is_file():
+                raise UsageError(
+                    f"cluster TLS: {path} not found (make the files with: dnscost cluster tls {directory})"
+                )
+        return tls
+
+    def to_dict(self) -> dict[str, str]:
+        return {k: str(v) for k, v in asdict(self).items()}
+
+
+class WorkerFacts(TypedDict):
+    """What a worker says of itself before the first trial."""
+
+    address: str
+    name: str
+    host: str
+    cpus: list[int]
+    sources: list[str]
+    engine: str
+    engine_version: str
+
+
+class ShareResult(TypedDict):
+    """One worker's run of its share, as it hands it back."""
+
+    address: str
+    host: str
+    config: dict[str, Any]
+    """The share as the engine ran it (with the host's CPUs, threads and sources)."""
+    late_ms: float
+    """How long after the scheduled instant the engine was spawned (0: on time)."""
+    records: list[dict[str, Any]]
+    connections_log_gz: bytes | None
+
+
+class WorkerShare(TypedDict):
+    """One worker's part of a trial, as ``trial.json`` records it (``cluster.workers``)."""
+
+    address: str
+    name: str
+    host: str
+    dir: str
+    """Its records and configuration, under the trial's directory."""
+    connections: int
+    rate: float | str
+    cpus: list[int]
+    sources: list[str]
+    late_ms: float
+    started_unix_ms: int
+    summary: dict[str, Any]
+    """Its own engine summary: offered, answered, answered_qps, generator_kept_up, the engine's
+    CPU, latency p50/p99."""
+
+
+class ClusterRecord(TypedDict):
+    """How a trial was split and merged (``trial.json`` ``cluster``): enough to merge again."""
+
+    address: str
+    tls_ca: str
+    start_at_unix_ms: int
+    start_skew_ms: int
+    max_skew_ms: float
+    generator_cores: int
+    workers: list[WorkerShare]
+
+
+def max_skew_ms(config: Mapping[str, Any]) -> float:
+    """How far apart the workers' engines may start: half the warm-up, at least 100 ms."""
+    return max(100.0, float(config.get("warmup_ms", 0)) / 2)
+
+
+def _sources() -> list[str]:
+    return [s.strip() for s in os.environ.get(SOURCES_ENV, "").split(",") if s.strip()]
+
+
+def worker_facts(dask_worker: Any = None) -> WorkerFacts:
+    """Runs on a worker (``Client.run``): its host, CPUs, sources and engine. Raises
+    MachineError when the worker's host has no engine."""
+    from dnscost.engine import engine_path, engine_version
+
+    return {
+        "address": str(dask_worker.address) if dask_worker is not None else "",
+        "name": str(dask_worker.name) if dask_worker is not None else "",
+        "host": socket.gethostname(),
+        "cpus": sorted(os.sched_getaffinity(0)),
+        "sources": _sources(),
+        "engine": str(engine_path()),
+        "engine_version": engine_version(),
+    }
+
+
+def run_share(share: dict[str, Any], start_at_unix_ms: float, label: str) -> ShareResult:
+    """Runs on a worker: sleeps until ``start_at_unix_ms``, then runs the engine with ``share``
+    on this process's CPUs and from this host's sources; returns its records."""
+    from distributed import get_worker
+
+    from dnscost.engine import generate
+
+    workdir = Path(tempfile.mkdtemp(prefix=f"dnscost-{label}-"))
+    try:
+        cpus = sorted(os.sched_getaffinity(0))
+        sources = _sources()
+        config = {**share, **({"sources": sources} if sources else {})}
+        config["threads"] = max(1, min(len(cpus), int(config.get("connections", 1))))
+        config["connections_log"] = str(workdir / "engine-connections.jsonl")
+        wait_s = start_at_unix_ms / 1000 - time.time()
+        if wait_s > 0:
+            time.sleep(wait_s)
+        late_ms = max(0.0, time.time() * 1000 - start_at_unix_ms)
+        records = generate(config, workdir, cpus=cpus, name="engine")
+        log = workdir / "engine-connections.jsonl"
+        ran = json.loads((workdir / "engine-config.json").read_text())
+        return {
+            "address": str(get_worker().address),
+            "host": socket.gethostname(),
+            "config": ran,
+            "late_ms": round(late_ms, 1),
+            "records": records,
+            "connections_log_gz": gzip.compress(log.read_bytes(), 6) if log.exists() else None,
+        }
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _own_summary(records: list[dict[str, Any]]) -> dict[str, Any]:
+    s = records[-1]
+    m = s["measured"]
+    return {
+        "offered": m["queries"]["offered"],
+        "answered": m["queries"]["answered"],
+        "answered_qps": s["answered_qps"],
+        "generator_kept_up": s["generator_kept_up"],
+        "engine_cpu_us": m["engine"]["cpu_user_us"] + m["engine"]["cpu_system_us"],
+        "latency_p50_us": m["latency"]["p50_us"],
+        "latency_p99_us": m["latency"]["p99_us"],
+    }
+
+
+class Cluster:
+    """A connected Dask cluster: the client, the workers' facts and, for a namespace cluster
+    dnscost started itself, what to stop (``owned``)."""
+
+    def __init__(
+        self,
+        address: str,
+        tls: ClusterTls,
+        *,
+        target_address: str,
+        expect_workers: int = 1,
+        owned: Any = None,
+        connect_timeout_s: float = 10.0,
+    ) -> None:
+        from distributed import Client
+        from distributed.security import Security
+
+        if not address.startswith("tls://"):
+            raise UsageError(f"cluster {address}: the scheduler's address must be tls://HOST:PORT (TLS only)")
+        self.address, self.tls, self.target_address, self.owned = address, tls, target_address, owned
+        security = Security(
+            tls_ca_file=str(tls.ca), tls_client_cert=str(tls.cert), tls_client_key=str(tls.key), require_encryption=True
+        )
+        try:
+            self.client = Client(address, security=security, timeout=f"{connect_timeout_s}s", set_as_default=False)
+        except (OSError, TimeoutError) as e:
+            raise UsageError(f"cluster {address}: scheduler not reachable ({e})") from None
+        try:
+            self.client.wait_for_workers(expect_workers, timeout=connect_timeout_s)
+        except (OSError, TimeoutError):
+            count = len(self.client.scheduler_info().get("workers", {}))
+            self.client.close()
+            raise UsageError(f"cluster {address}: {count} workers, {expect_workers} needed") from None
+        facts = self.client.run(worker_facts, on_error="return")
+        self.workers: list[WorkerFacts] = []
+        for addr, fact in sorted(facts.items()):
+            if isinstance(fact, BaseException):
+                self.client.close()
+                raise UsageError(f"cluster worker {addr}: {fact}") from None
+            self.workers.append(fact)
+
+    @property
+    def generator_cores(self) -> int:
+        """Distinct cores the workers run on (a host's CPUs counted once, whatever the number of
+        workers sharing them)."""
+        return len({(w["host"], c) for w in self.workers for c in w["cpus"]})
+
+    def describe(self) -> dict[str, Any]:
+        """What run.json records of the cluster."""
+        return {
+            "address": self.address,
+            "tls": self.tls.to_dict(),
+            "target_address": self.target_address,
+            "workers": list(self.workers),
+        }
+
+    def generate(
+        self, config: dict[str, Any], trial_dir: Path, *, watchdog: Callable[[], None] | None = None
+    ) -> tuple[list[dict[str, Any]], ClusterRecord]:
+        """Runs ``config`` (one trial's engine configuration) split over the workers, all
+        starting together; writes each worker's records under ``trial_dir/workers/`` and the
+        merged ones to ``trial_dir/engine.jsonl``. Returns the merged records and the record of
+        the split."""
+        shares = split_config(config, len(self.workers))
+        start_at = round(time.time() * 1000 + (LEAD_S + 0.1 * len(self.workers)) * 1000)
+        futures = [
+            self.client.submit(
+                run_share,
+                share,
+                start_at,
+                f"w{k}",
+                workers=[w["address"]],
+                allow_other_workers=False,
+                pure=False,
+            )
+            for k, (w, share) in enumerate(zip(self.workers, shares, strict=True))
+        ]
+        timeout_s = float(config.get("timeout_ms", 2000)) / 1000
+        limit_s = (
+            LEAD_S
+            + 0.1 * len(self.workers)
+            + (float(config.get("warmup_ms", 0)) + float(config.get("duration_ms", 10_000))) / 1000
+            + 2 * timeout_s
+            + 60
+        )
+        deadline = time.monotonic() + limit_s
+        try:
+            while not all(f.done() for f in futures):
+                time.sleep(0.2)
+                if watchdog is not None:
+                    watchdog()
+                if time.monotonic() > deadline:
+                    raise EngineError(f"cluster workers did not finish within {limit_s:.0f} s")
+        except BaseException:
+            self.client.cancel(futures)
+            raise
+        results: list[ShareResult] = []
+        for w, f in zip(self.workers, futures, strict=True):
+            try:
+                results.append(f.result())
+            except DnscostError:
+                raise
+            except Exception as e:
+                raise EngineError(f"cluster worker {w['address']}: {e}") from None
+        workers_dir = trial_dir / "workers"
+        shares_out: list[WorkerShare] = []
+        for k, (w, r) in enumerate(zip(self.workers, results, strict=True)):
+            d = workers_dir / str(k)
+            d.mkdir(parents=True, exist_ok=True)
+            (d / "engine-config.json").write_text(json.dumps(r["config"], indent=2) + "\n")
+            (d / "engine.jsonl").write_text("".join(json.dumps(x) + "\n" for x in r["records"]))
+            if r["connections_log_gz"] is not None:
+                (d / "engine-connections.jsonl.gz").write_bytes(r["connections_log_gz"])
+            start = next(x for x in r["records"] if x.get("type") == "start")
+            shares_out.append(
+                {
+                    "address": w["address"],
+                    "name": w["name"],
+                    "host": w["host"],
+                    "dir": f"workers/{k}",
+                    "connections": int(r["config"]["connections"]),
+                    "rate": r["config"].get("rate", "max"),
+                    "cpus": list(r["config"].get("cpus", [])),
+                    "sources": list(r["config"].get("sources", [])),
+                    "late_ms": r["late_ms"],
+                    "started_unix_ms": int(start["started_unix_ms"]),
+                    "summary": _own_summary(r["records"]),
+                }
+            )
+        skew = max_skew_ms(config)
+        merged = merge_records([r["records"] for r in results], config, max_skew_ms=skew)
+        (trial_dir / "engine-config.json").write_text(json.dumps(config, indent=2) + "\n")
+        (trial_dir / "engine.jsonl").write_text("".join(json.dumps(x) + "\n" for x in merged))
+        starts = [s["started_unix_ms"] for s in shares_out]
+        record: ClusterRecord = {
+            "address": self.address,
+            "tls_ca": str(self.tls.ca),
+            "start_at_unix_ms": start_at,
+            "start_skew_ms": max(starts) - min(starts),
+            "max_skew_ms": skew,
+            "generator_cores": self.generator_cores,
+            "workers": shares_out,
+        }
+        return merged, record
+
+    def close(self) -> None:
+        """Closes the client, and stops the cluster when dnscost started it. Safe twice."""
+        with contextlib.suppress(Exception):
+            self.client.close()
+        if self.owned is not None:
+            self.owned.stop()
+            self.owned = None

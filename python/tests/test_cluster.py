@@ -1,0 +1,197 @@
+"""Multi-host trials on Dask (dnscost.cluster): the split of a configuration, the merge of the
+workers' records (on two engine runs recorded in fixtures/cluster/), HDR histograms encoded
+again, the settings' one-line errors, and, as root, two-worker trials in namespace hosts against
+builtin and dnsdist whose merged answers equal the target's own count."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import need
+from dnscost.analysis import hdr
+from dnscost.cluster import ClusterSettings, merge_records, split_config
+from dnscost.errors import EngineError, UsageError
+
+CLUSTER_FIXTURES = Path(__file__).parent / "fixtures" / "cluster"
+
+
+def _records(k: int) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (CLUSTER_FIXTURES / f"worker-{k}.jsonl").read_text().splitlines()]
+
+
+def test_split_gives_every_connection_its_own_rate() -> None:
+    config = {"transport": "udp", "connections": 10, "rate": 3000.0, "open_rate": 100, "seed": 7, "threads": 1}
+    shares = split_config(config, 3)
+    assert [s["connections"] for s in shares] == [4, 3, 3]
+    assert [s["rate"] for s in shares] == pytest.approx([1200.0, 900.0, 900.0])
+    assert sum(s["open_rate"] for s in shares) == pytest.approx(100)
+    assert [s.get("seed") for s in shares] == [7, 8, 9]
+    assert all("threads" not in s for s in shares)
+    assert [s["rate"] for s in split_config({"connections": 4, "rate": "max"}, 2)] == ["max", "max"]
+
+
+@pytest.mark.parametrize(
+    ("config", "workers", "says"),
+    [
+        ({"connections": 1, "rate": 10.0}, 2, "cannot be split"),
+        ({"connections": 4, "sources": ["192.0.2.1"]}, 2, "sources"),
+        ({"connections": 4, "profile": {}, "clients": 4}, 2, "profiles"),
+    ],
+)
+def test_split_refuses_with_one_line(config: dict[str, Any], workers: int, says: str) -> None:
+    with pytest.raises(UsageError, match=says):
+        split_config(config, workers)
+
+
+def test_hdr_encoding_round_trips() -> None:
+    for k in (0, 1):
+        encoded = _records(k)[-1]["measured"]["latency"]["hdr"]
+        layout, buckets = hdr.decode_with_layout(encoded)
+        assert buckets
+        assert hdr.decode_with_layout(hdr.encode(layout, buckets)) == (layout, buckets)
+
+
+def test_merge_of_one_worker_is_that_worker() -> None:
+    """The percentiles recomputed from a merged histogram are the engine's own."""
+    records = _records(0)
+    merged = merge_records([records], records[0]["config"])
+    mine, theirs = merged[-1]["measured"], records[-1]["measured"]
+    for key in ("count", "min_us", "p50_us", "p90_us", "p99_us", "p999_us", "max_us"):
+        assert mine["latency"][key] == theirs["latency"][key], key
+    assert mine["latency"]["mean_us"] == pytest.approx(theirs["latency"]["mean_us"], abs=0.2)
+    assert mine["queries"] == theirs["queries"]
+    assert merged[-1]["measure_end_ms"] - merged[-1]["measure_start_ms"] == (
+        records[-1]["measure_end_ms"] - records[-1]["measure_start_ms"]
+    )
+
+
+def test_merge_sums_counters_and_histograms() -> None:
+    a, b = _records(0), _records(1)
+    config = {**a[0]["config"], "connections": 8, "rate": 6000.0}
+    merged = merge_records([a, b], config)
+    s = merged[-1]
+    assert merged[0]["config"] == config
+    for key in ("offered", "answered", "sent"):
+        assert s["measured"]["queries"][key] == a[-1]["measured"]["queries"][key] + b[-1]["measured"]["queries"][key]
+    assert (
+        s["total"]["traffic"]["bytes_sent"]
+        == a[-1]["total"]["traffic"]["bytes_sent"] + b[-1]["total"]["traffic"]["bytes_sent"]
+    )
+    assert s["answered_qps"] == pytest.approx(a[-1]["answered_qps"] + b[-1]["answered_qps"])
+    lat = s["measured"]["latency"]
+    assert lat["count"] == a[-1]["measured"]["latency"]["count"] + b[-1]["measured"]["latency"]["count"]
+    assert sum(c for _, c in hdr.decode(lat["hdr"])) == lat["count"]
+    low = min(a[-1]["measured"]["latency"]["p50_us"], b[-1]["measured"]["latency"]["p50_us"])
+    high = max(a[-1]["measured"]["latency"]["p50_us"], b[-1]["measured"]["latency"]["p50_us"])
+    assert low <= lat["p50_us"] <= high
+    assert lat["max_us"] == max(a[-1]["measured"]["latency"]["max_us"], b[-1]["measured"]["latency"]["max_us"])
+    assert s["accounting"]["balanced"] is True
+    assert len([r for r in merged if r["type"] == "interval"]) == min(
+        len([r for r in x if r["type"] == "interval"]) for x in (a, b)
+    )
+    # One worker behind: the merged trial is behind.
+    behind = [*b[:-1], {**b[-1], "generator_kept_up": False}]
+    assert merge_records([a, behind], config)[-1]["generator_kept_up"] is False
+    assert merge_records([a, b], config)[-1]["generator_kept_up"] is (
+        a[-1]["generator_kept_up"] and b[-1]["generator_kept_up"]
+    )
+
+
+def test_merge_refuses_workers_that_started_apart() -> None:
+    a, b = _records(0), _records(1)
+    late = [{**b[0], "started_unix_ms": a[0]["started_unix_ms"] + 5000}, *b[1:]]
+    with pytest.raises(EngineError, match="apart"):
+        merge_records([a, late], a[0]["config"], max_skew_ms=1000)
+    with pytest.raises(EngineError, match="no start or no summary"):
+        merge_records([a, b[:-1]], a[0]["config"])
+
+
+@pytest.mark.parametrize(
+    ("settings", "says"),
+    [
+        (ClusterSettings("tcp://127.0.0.1:8786", "/tmp", "127.0.0.1"), "TLS only"),
+        (ClusterSettings("tls://127.0.0.1:8786", None, "127.0.0.1"), "--cluster-tls"),
+        (ClusterSettings("tls://127.0.0.1:8786", "/tmp", None), "--cluster-target-address"),
+        (ClusterSettings("netns:0"), "at least one host"),
+        (ClusterSettings("netns:2", "/tmp"), "makes its own"),
+    ],
+)
+def test_settings_refuse_with_one_line(settings: ClusterSettings, says: str) -> None:
+    with pytest.raises(UsageError, match=says):
+        settings.validate()
+
+
+def test_unreachable_scheduler_is_a_usage_error(tmp_path: Path) -> None:
+    from dnscost.certs import make_cluster_tls
+    from dnscost.cluster import open_cluster
+    from dnscost.targets.base import free_port
+
+    need(shutil.which("openssl") is not None, "needs openssl")
+    make_cluster_tls(tmp_path / "tls")
+    settings = ClusterSettings(f"tls://127.0.0.1:{free_port()}", str(tmp_path / "tls"), "127.0.0.1")
+    with pytest.raises(UsageError, match="not reachable"):
+        open_cluster(settings, tmp_path)
+    with pytest.raises(UsageError, match="not found"):
+        open_cluster(ClusterSettings(settings.address, str(tmp_path / "none"), "127.0.0.1"), tmp_path)
+
+
+def _builtin_answers(log: Path, sources: set[str]) -> int:
+    """Answers the builtin target's connections log counts to connections from ``sources``."""
+    total = 0
+    for line in log.read_text().splitlines():
+        r = json.loads(line)
+        if r["peer_address"].rpartition(":")[0].strip("[]") in sources:
+            total += int(r["answers"])
+    return total
+
+
+@pytest.mark.root
+@pytest.mark.parametrize(
+    ("target", "transports"),
+    [("builtin", ("dot",)), pytest.param("dnsdist", ("udp", "dot"), marks=pytest.mark.resolver)],
+)
+def test_two_namespace_hosts_answers_equal_the_targets(
+    root: None, tmp_path: Path, target: str, transports: tuple[str, ...]
+) -> None:
+    """Two workers, each in a namespace host of its own, load one target for two seconds; the
+    merged answers equal the target's own count (dnsdist's counters; the builtin responder's
+    connections log, which counts every answer of every connection)."""
+    import os
+
+    from dnscost.cluster import open_cluster
+    from dnscost.trial import LoadSettings, run_trial
+
+    need(target == "builtin" or shutil.which(target) is not None, f"needs {target}")
+    need(len(os.sched_getaffinity(0)) >= 2, "needs two CPUs")
+    cluster = open_cluster(ClusterSettings("netns:2"), tmp_path / "cluster", cpus=[1])
+    try:
+        assert len(cluster.workers) == 2
+        sources = {a for w in cluster.workers for a in w["sources"]}
+        assert len({w["sources"][0] for w in cluster.workers}) == 2
+        for transport in transports:
+            trial_dir = tmp_path / f"{target}-{transport}"
+            engine = {"connections": 4, "rate": 2000.0, "warmup_ms": 500, "duration_ms": 2000, "threads": 1}
+            record = run_trial(LoadSettings(target, transport, engine, [0], [1], names=1000), trial_dir, cluster)
+            assert record["status"] == "done"
+            workers = record["cluster"]["workers"]
+            assert [w["connections"] for w in workers] == [2, 2]
+            assert [w["rate"] for w in workers] == [1000.0, 1000.0]
+            assert {w["host"] for w in workers} == {w["host"] for w in cluster.workers}
+            assert record["cluster"]["start_skew_ms"] <= record["cluster"]["max_skew_ms"]
+            v = record["summary"]["validity"]
+            own = [json.loads((trial_dir / w["dir"] / "engine.jsonl").read_text().splitlines()[-1]) for w in workers]
+            assert all(o["total"]["queries"]["answered"] > 0 for o in own)
+            assert v["engine_answered"] == sum(o["total"]["queries"]["answered"] for o in own)
+            if target == "builtin":
+                assert _builtin_answers(trial_dir / "target" / "connections.jsonl", sources) == v["engine_answered"]
+            else:
+                assert v["target_answered"] == v["engine_answered"]
+            assert v["generator_kept_up"], v
+            assert math.isclose(record["summary"]["answered_qps"], 2000, rel_tol=0.05)
+    finally:
+        cluster.close()
