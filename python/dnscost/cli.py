@@ -19,6 +19,10 @@ from typing import Any
 
 from dnscost import __version__
 from dnscost.certs import DEFAULT_KEY_TYPE, KEY_TYPES
+from dnscost.cluster import ClusterSettings
+from dnscost.cluster.command import add_options as add_cluster_options
+from dnscost.cluster.command import add_parser as add_cluster_parser
+from dnscost.cluster.command import settings_from as cluster_settings
 from dnscost.engine import TRANSPORTS
 from dnscost.errors import DnscostError, MachineError, TargetError, UsageError
 from dnscost.network import DEFAULT_NETWORK, NETWORKS, check_network
@@ -129,6 +133,7 @@ def build_parser() -> argparse.ArgumentParser:
     ld.add_argument("--network", choices=NETWORKS, help=f"where the target sits (default {DEFAULT_NETWORK})")
     ld.add_argument("--output", type=Path, help="results directory (default results/load/<run-id>)")
     _external_options(ld)
+    add_cluster_options(ld)
 
     r = sub.add_parser("run", help="run an experiment spec (TOML) and write its report")
     r.add_argument("spec", type=Path, nargs="?", help="the spec (not needed with --resume)")
@@ -179,6 +184,7 @@ def build_parser() -> argparse.ArgumentParser:
     from dnscost.capacity_command import add_parser as add_plan_parser
 
     add_plan_parser(sub)
+    add_cluster_parser(sub)
 
     cmp = sub.add_parser("compare", help="differences between two runs, with their uncertainty")
     cmp.add_argument("run_a", type=Path)
@@ -234,6 +240,7 @@ def _run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--network", choices=NETWORKS, help=f"where the target sits (default: the spec's, else {DEFAULT_NETWORK})"
     )
+    add_cluster_options(p)
 
 
 def _observe_pcap(a: argparse.Namespace) -> int:
@@ -431,21 +438,33 @@ def cmd_load(a: argparse.Namespace) -> int:
     )
     settings.validate()
     check_config({**settings.engine, "transport": a.transport, "synthetic": a.names, "tld": a.tld}, "dnscost load")
+    cluster_given = cluster_settings(a)
+    _check_cluster(cluster_given, settings.network, a.target)
     pin_self(generator_cpus)
     out = a.output or Path("results", "load", new_run_id()).resolve()
     trial_id = f"load-{a.target}-{a.transport}"
     plan = [{"id": trial_id, "group": "load", "kind": "load", "target": a.target, "transport": a.transport}]
-    spec = {"command": "load", "settings": asdict(settings)}
+    spec = {
+        "command": "load",
+        "settings": asdict(settings),
+        **({"cluster": cluster_given.to_dict()} if cluster_given else {}),
+    }
     run = Run.create(
         out, "load", spec=spec, spec_toml="", plan=plan, facts=facts(), versions={"dnscost-engine": engine_version()}
     )
     use_ledger(run.ledger)
+    cluster = None
     try:
-        record = run_trial(settings, run.trial_dir(trial_id))
+        if cluster_given is not None:
+            cluster = _open_cluster(cluster_given, run, generator_cpus)
+        record = run_trial(settings, run.trial_dir(trial_id), cluster)
     except BaseException as e:
         run.set_trial(trial_id, "interrupted" if isinstance(e, KeyboardInterrupt) else "failed", str(e))
         run.finish("interrupted" if isinstance(e, KeyboardInterrupt) else "failed")
         raise
+    finally:
+        if cluster is not None:
+            cluster.close()
     run.doc["versions"][a.target] = record.get("target_version", "")
     run.set_trial(trial_id, "done")
     run.finish("done")
@@ -543,6 +562,8 @@ def cmd_run(a: argparse.Namespace) -> int:
         network = run.doc["spec"].get("network", "loopback")
         if a.network and a.network != network:
             raise UsageError(f"{a.resume}: the run was made with --network {network}, not {a.network}")
+        recorded = run.doc["spec"].get("cluster")
+        cluster_given = cluster_settings(a, ClusterSettings.from_dict(recorded) if recorded else None)
     else:
         if a.command == "reproduce":
             path = experiments_dir() / ("study-quick.toml" if a.quick else "study.toml")
@@ -558,11 +579,13 @@ def cmd_run(a: argparse.Namespace) -> int:
             a.target_cpus or spec.target_cpus, a.generator_cpus or spec.generator_cpus
         )
         network = a.network or spec.network or DEFAULT_NETWORK
+        cluster_given = cluster_settings(a, spec.cluster)
     if set(target_cpus) & set(generator_cpus) or not generator_cpus:
         raise UsageError(
             f"target CPUs {target_cpus} and generator CPUs {generator_cpus} must be disjoint and non-empty"
         )
     check_network(network)
+    _check_cluster(cluster_given, network, *spec.all_targets())
     plan = expand(spec)
     if not plan:
         raise UsageError(f"{spec.origin}: no trial to run (do the targets serve the transports?)")
@@ -577,6 +600,7 @@ def cmd_run(a: argparse.Namespace) -> int:
             "only_targets": list(only) if only is not None else None,
             "cpus": {"target": target_cpus, "generator": generator_cpus},
             "network": network,
+            **({"cluster": cluster_given.to_dict()} if cluster_given else {}),
         }
         run = Run.create(
             out,
@@ -591,7 +615,11 @@ def cmd_run(a: argparse.Namespace) -> int:
     progress = Progress(len(plan))
     print(f"dnscost: {len(plan)} trials of {spec.name} into {run.dir}", file=sys.stderr)
     run.doc["status"] = "running"
+    cluster = None
     try:
+        if cluster_given is not None:
+            cluster = _open_cluster(cluster_given, run, generator_cpus)
+            progress.note(f"cluster {cluster.address}: {len(cluster.workers)} workers, {cluster.generator_cores} cores")
         remaining = [t for t in plan if not run.done(t.id)]
         preflight(
             spec,
@@ -610,12 +638,16 @@ def cmd_run(a: argparse.Namespace) -> int:
             generator_cpus=generator_cpus,
             progress=progress,
             network=network,
+            cluster=cluster,
         )
     except BaseException as e:
         run.finish("interrupted" if isinstance(e, KeyboardInterrupt) else "failed")
         if isinstance(e, KeyboardInterrupt):
             print(f"dnscost: resume with: dnscost {a.command} --resume {run.dir}", file=sys.stderr)
         raise
+    finally:
+        if cluster is not None:
+            cluster.close()
     counts = run.trial_counts()
     done = counts.get("done", 0)
     # A trial not run because its reference measured no valid capacity is no failure of the run.
@@ -630,6 +662,25 @@ def cmd_run(a: argparse.Namespace) -> int:
     else:
         print(f"results: {run.dir}")
     return 0 if complete else 4
+
+
+def _check_cluster(cluster: ClusterSettings | None, network: str, *targets: str) -> None:
+    """A cluster loads a target in the root namespace, where its workers reach it."""
+    if cluster is None:
+        return
+    if network != DEFAULT_NETWORK:
+        raise UsageError(f"--cluster loads the target where its workers reach it: --network {network} is not possible")
+    if "external" in targets:
+        raise UsageError("--cluster with an external target is not implemented")
+
+
+def _open_cluster(settings: ClusterSettings, run: Any, generator_cpus: Sequence[int]) -> Any:
+    """Connects to (for netns:N, starts) the cluster and records its workers in run.json."""
+    from dnscost.cluster import open_cluster
+
+    cluster = open_cluster(settings, run.dir / "cluster", cpus=generator_cpus)
+    run.doc["cluster"] = cluster.describe()
+    return cluster
 
 
 def _count_line(run: Any, plan: Sequence[Any]) -> str:
@@ -874,7 +925,7 @@ def _interrupt(*_: object) -> None:
 
 PATH_ARGS = (
     "output", "spec", "resume", "engine_config", "dir", "run_dir", "run_a", "run_b", "policies", "from_dir", "pcap",
-    "presets", "mix_file", "external_cgroup",
+    "presets", "mix_file", "external_cgroup", "cluster_tls",
 )  # fmt: skip
 """Every path a user gives: made absolute once, here, so that no later step (a resolver
 started in its own working directory, say) depends on where dnscost was started."""
@@ -911,6 +962,10 @@ def main(argv: list[str] | None = None) -> int:
             from dnscost.client.command import main as client_main
 
             return client_main(args)
+        if args.command == "cluster":
+            from dnscost.cluster.command import main as cluster_main
+
+            return cluster_main(args)
         if args.command == "plan":
             from dnscost.capacity_command import main as plan_main
 

@@ -211,7 +211,7 @@ def search(
             replace(s, engine=engine),
             trial_dir / "steps" / f"{k:02d}",
             cache_hit_ratio=cache_hit_ratio,
-            cluster=cluster,
+            **({"cluster": cluster} if cluster is not None else {}),
         )
         v = step["summary"]["validity"]
         loss = v["loss"]
@@ -373,7 +373,7 @@ def run_plan(
                             trial_dir,
                             cache_hit_ratio=info.get("cache_hit_ratio"),
                             backlog=info.get("listen_backlog"),
-                            cluster=cluster,
+                            **({"cluster": cluster} if cluster is not None else {}),
                         )
                     )
                 record["status"] = "done"

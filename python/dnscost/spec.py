@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from dnscost.cluster import ClusterSettings
 from dnscost.errors import UsageError
 from dnscost.network import NETWORKS
 
@@ -112,7 +113,9 @@ _TOP_FIELDS = {
     "analyses",
     "defaults",
     "group",
+    "cluster",
 }
+_CLUSTER_FIELDS = {"address", "tls", "target_address"}
 
 
 def duration_s(text: str) -> float:
@@ -195,6 +198,9 @@ class Spec:
     network: str | None = None
     """``loopback``, ``veth`` or ``veth-rps`` (see dnscost.network); None: ``--network``, else
     the default."""
+    cluster: ClusterSettings | None = None
+    """The ``[cluster]`` table: the Dask cluster every trial's load is split over
+    (:mod:`dnscost.cluster`); None: ``--cluster``, else none."""
 
     def all_targets(self) -> tuple[str, ...]:
         """Every target some group runs on, in order: the spec's, then those groups add."""
@@ -239,6 +245,7 @@ class Spec:
                 for g in self.groups
             ],
             "origin": self.origin,
+            **({"cluster": self.cluster.to_dict()} if self.cluster is not None else {}),
         }
 
 
@@ -414,6 +421,7 @@ def parse_spec(text: str, origin: str = "<spec>") -> Spec:
     target_cpus = top.cpus("target_cpus", doc["target_cpus"]) if "target_cpus" in doc else None
     generator_cpus = top.cpus("generator_cpus", doc["generator_cpus"]) if "generator_cpus" in doc else None
     network = top.choice("network", doc["network"], NETWORKS) if "network" in doc else None
+    cluster = _cluster(origin, doc["cluster"]) if "cluster" in doc else None
     analyses = top.strings("analyses", doc.get("analyses", list(ANALYSES)), ANALYSES)
     raw_defaults = doc.get("defaults", {})
     if not isinstance(raw_defaults, dict):
@@ -480,7 +488,29 @@ def parse_spec(text: str, origin: str = "<spec>") -> Spec:
         source=text,
         origin=origin,
         network=network,
+        cluster=cluster,
     )
+
+
+def _cluster(origin: str, raw: Any) -> ClusterSettings:
+    """The ``[cluster]`` table: ``address`` (``tls://HOST:PORT`` or ``netns:N``), ``tls`` (a
+    directory, relative to the spec's), ``target_address``."""
+    if not isinstance(raw, dict):
+        raise UsageError(f"{origin}: cluster: expected a table")
+    c = _Checker(origin, "cluster", raw, _CLUSTER_FIELDS)
+    tls = c.string("tls", raw["tls"]) if "tls" in raw else None
+    if tls is not None:
+        tls = str((Path(origin).parent / tls).resolve())
+    settings = ClusterSettings(
+        c.string("address", raw.get("address")),
+        tls,
+        c.string("target_address", raw["target_address"]) if "target_address" in raw else None,
+    )
+    try:
+        settings.validate()
+    except UsageError as e:
+        raise UsageError(f"{origin}: cluster: {e}") from None
+    return settings
 
 
 def _share_group(gc: _Checker, raw: dict[str, Any], name: str, kind: str, earlier: list[Group]) -> Group:

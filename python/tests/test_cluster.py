@@ -195,3 +195,44 @@ def test_two_namespace_hosts_answers_equal_the_targets(
             assert math.isclose(record["summary"]["answered_qps"], 2000, rel_tol=0.05)
     finally:
         cluster.close()
+
+
+SPEC = """
+name = "c"
+targets = ["builtin"]
+[[group]]
+name = "load"
+transports = ["udp"]
+connections = 4
+rate = 1000
+duration = "2s"
+"""
+
+
+def test_spec_cluster_table(tmp_path: Path) -> None:
+    from dnscost.spec import parse_spec
+
+    origin = str(tmp_path / "c.toml")
+    assert parse_spec(SPEC, origin).cluster is None
+    spec = parse_spec(SPEC + '[cluster]\naddress = "netns:2"\n', origin)
+    assert spec.cluster == ClusterSettings("netns:2")
+    assert spec.to_dict()["cluster"]["address"] == "netns:2"
+    remote = '[cluster]\naddress = "tls://192.0.2.1:8786"\ntls = "tls"\ntarget_address = "192.0.2.2"\n'
+    assert parse_spec(SPEC + remote, origin).cluster == ClusterSettings(
+        "tls://192.0.2.1:8786", str(tmp_path / "tls"), "192.0.2.2"
+    )
+    with pytest.raises(UsageError, match="cluster: workers: unknown field"):
+        parse_spec(SPEC + '[cluster]\naddress = "netns:2"\nworkers = 2\n', origin)
+    with pytest.raises(UsageError, match=r"cluster: .*--cluster-tls"):
+        parse_spec(SPEC + '[cluster]\naddress = "tls://192.0.2.1:8786"\n', origin)
+
+
+def test_cli_refuses_a_cluster_with_another_network(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from dnscost.cli import main
+
+    spec = tmp_path / "c.toml"
+    spec.write_text(SPEC)
+    assert main(["run", str(spec), "--cluster", "netns:2", "--network", "veth", "--output", str(tmp_path / "r")]) == 2
+    assert "--network veth is not possible" in capsys.readouterr().err
+    assert main(["run", str(spec), "--cluster-tls", str(tmp_path)]) == 2
+    assert "go with --cluster" in capsys.readouterr().err
