@@ -211,7 +211,7 @@ def search(
             replace(s, engine=engine),
             trial_dir / "steps" / f"{k:02d}",
             cache_hit_ratio=cache_hit_ratio,
-            **({"cluster": cluster} if cluster is not None else {}),
+            **_with_cluster(cluster),
         )
         v = step["summary"]["validity"]
         loss = v["loss"]
@@ -373,7 +373,7 @@ def run_plan(
                             trial_dir,
                             cache_hit_ratio=info.get("cache_hit_ratio"),
                             backlog=info.get("listen_backlog"),
-                            **({"cluster": cluster} if cluster is not None else {}),
+                            **_with_cluster(cluster),
                         )
                     )
                 record["status"] = "done"
@@ -407,6 +407,11 @@ def run_plan(
         if bed is not None:
             bed.stop()
     return counts
+
+
+def _with_cluster(cluster: Cluster | None) -> dict[str, Any]:
+    """``measure``'s cluster argument, given only with a cluster (tests stand in for measure)."""
+    return {"cluster": cluster} if cluster is not None else {}
 
 
 def bed_network(cluster: Cluster | None) -> Any:

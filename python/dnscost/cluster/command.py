@@ -59,12 +59,21 @@ def main(a: argparse.Namespace) -> int:
         from dnscost.certs import make_cluster_tls
 
         ca, cert, key = make_cluster_tls(Path(a.dir))
+        roles = "".join(f"      {r}: {{cert: {cert}, key: {key}}}\n" for r in ("scheduler", "worker", "client"))
+        (Path(a.dir) / "distributed.yaml").write_text(
+            "# Dask's TLS for every member of a dnscost cluster: copy to ~/.config/dask/ on each host\n"
+            f"distributed:\n  comm:\n    require-encryption: true\n    tls:\n      ca-file: {ca}\n{roles}"
+        )
         flags = f"--tls-ca-file {ca} --tls-cert {cert} --tls-key {key}"
         print(f"scheduler: python -m distributed.cli.dask_scheduler --protocol tls {flags}")
         print(f"worker:    python -m distributed.cli.dask_worker tls://SCHEDULER:8786 {flags}")
         print(
             f"dnscost:   dnscost run SPEC --cluster tls://SCHEDULER:8786 --cluster-tls {a.dir}"
             " --cluster-target-address ADDR"
+        )
+        print(
+            f"or, for any Dask program (SSHCluster, dask-jobqueue): copy {Path(a.dir) / 'distributed.yaml'}"
+            " to ~/.config/dask/"
         )
         return 0
     from dnscost.cluster.netns import NamespaceCluster
