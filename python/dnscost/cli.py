@@ -502,12 +502,29 @@ def print_summary(record: dict[str, Any], out: Path) -> None:
         f"  target CPU      {_fmt(s['target_cpu_us_per_query'], ' µs/query', 2)}, "
         f"{_fmt(s['target_cpu_share'] and 100 * s['target_cpu_share'], ' % of a core')}"
     )
-    print(
-        f"  generator CPU   {_fmt(s.get('generator_cpu_us_per_query'), ' µs/query', 2)} (kernel's accounting; "
-        f"engine's own {_fmt(s['engine_cpu_us'] / s['queries_answered'] if s['queries_answered'] else None, '', 2)}), "
-        f"{_fmt(100 * v['generator_busy_share'] if v.get('generator_busy_share') is not None else None, ' %')} "
-        f"of its cores busy"
-    )
+    cluster = record.get("cluster")
+    if cluster:
+        print(
+            f"  generator CPU   {_fmt(s.get('generator_cpu_us_per_query'), ' µs/query', 2)} (the engines' own), "
+            f"{_fmt(100 * v['generator_busy_share'] if v.get('generator_busy_share') is not None else None, ' %')} "
+            f"of the workers' {cluster['generator_cores']} cores busy"
+        )
+        print(f"  cluster         {len(cluster['workers'])} workers, started within {cluster['start_skew_ms']} ms:")
+        for w in cluster["workers"]:
+            own, who = w["summary"], w["name"] or w["address"]
+            print(
+                f"    {who:<12} {w['connections']} connections, {_fmt(own['answered_qps'], ' qps', 0)} "
+                f"answered, p50 {own['latency_p50_us']} µs, p99 {own['latency_p99_us']} µs, "
+                f"kept up: {own['generator_kept_up']}"
+            )
+    else:
+        own_cpu = s["engine_cpu_us"] / s["queries_answered"] if s["queries_answered"] else None
+        print(
+            f"  generator CPU   {_fmt(s.get('generator_cpu_us_per_query'), ' µs/query', 2)} (kernel's accounting; "
+            f"engine's own {_fmt(own_cpu, '', 2)}), "
+            f"{_fmt(100 * v['generator_busy_share'] if v.get('generator_busy_share') is not None else None, ' %')} "
+            f"of its cores busy"
+        )
     print(
         f"  memory          {_fmt(kib(s['user_bytes_per_connection']), ' KiB')} user, "
         f"{_fmt(kib(s['kernel_bytes_per_connection']), ' KiB')} kernel per open connection "
