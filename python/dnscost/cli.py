@@ -562,7 +562,7 @@ def cmd_run(a: argparse.Namespace) -> int:
     from dnscost.plan import expand
     from dnscost.proc import use_ledger
     from dnscost.results import Run, new_run_id
-    from dnscost.runner import Progress, check_plan, default_cpus, preflight, run_plan
+    from dnscost.runner import Progress, check_plan, check_split, default_cpus, preflight, run_plan
     from dnscost.spec import load_spec, parse_spec
 
     if a.resume:
@@ -637,6 +637,7 @@ def cmd_run(a: argparse.Namespace) -> int:
         if cluster_given is not None:
             cluster = _open_cluster(cluster_given, run, generator_cpus)
             progress.note(f"cluster {cluster.address}: {len(cluster.workers)} workers, {cluster.generator_cores} cores")
+            check_split(spec, plan, len(cluster.workers), target_cpus, generator_cpus)
         remaining = [t for t in plan if not run.done(t.id)]
         preflight(
             spec,

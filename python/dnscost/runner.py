@@ -41,7 +41,16 @@ from dnscost.trial import LoadSettings, Testbed, cluster_network, describe_failu
 if TYPE_CHECKING:
     from dnscost.cluster import Cluster
 
-__all__ = ["Progress", "check_plan", "default_cpus", "preflight", "run_plan", "search", "settings_for"]
+__all__ = [
+    "Progress",
+    "check_plan",
+    "check_split",
+    "default_cpus",
+    "preflight",
+    "run_plan",
+    "search",
+    "settings_for",
+]
 
 SHARE_PLACEHOLDER_QPS = 1000.0
 """The rate :func:`check_plan` validates a trial at a share of capacity with (its real rate is
@@ -407,6 +416,29 @@ def run_plan(
         if bed is not None:
             bed.stop()
     return counts
+
+
+def check_split(
+    spec: Spec,
+    plan: Sequence[TrialPlan],
+    workers: int,
+    target_cpus: Sequence[int],
+    generator_cpus: Sequence[int],
+) -> None:
+    """Fails before the first trial, with one line naming it, on a trial whose load cannot be
+    split over ``workers`` cluster workers (:func:`dnscost.cluster.shares.split_config`)."""
+    from dnscost.cluster.shares import split_config
+    from dnscost.errors import UsageError
+
+    for t in plan:
+        if t.kind == "search":
+            continue
+        if t.reference is not None:
+            t = replace(t, params={**t.params, "rate": SHARE_PLACEHOLDER_QPS})
+        try:
+            split_config(settings_for(spec, t, target_cpus, generator_cpus).engine, workers)
+        except UsageError as e:
+            raise UsageError(f"{t.id}: {e}") from None
 
 
 def _with_cluster(cluster: Cluster | None) -> dict[str, Any]:

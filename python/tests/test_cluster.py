@@ -236,3 +236,15 @@ def test_cli_refuses_a_cluster_with_another_network(tmp_path: Path, capsys: pyte
     assert "--network veth is not possible" in capsys.readouterr().err
     assert main(["run", str(spec), "--cluster-tls", str(tmp_path)]) == 2
     assert "go with --cluster" in capsys.readouterr().err
+
+
+def test_a_plan_that_cannot_be_split_fails_before_the_first_trial(tmp_path: Path) -> None:
+    from dnscost.plan import expand
+    from dnscost.runner import check_split
+    from dnscost.spec import parse_spec
+
+    spec = parse_spec(SPEC, str(tmp_path / "c.toml"))
+    plan = expand(spec)
+    check_split(spec, plan, 2, [0], [1])
+    with pytest.raises(UsageError, match=rf"{plan[0].id}: 4 connections cannot be split over 8"):
+        check_split(spec, plan, 8, [0], [1])
