@@ -54,6 +54,9 @@ LEAD_S = 1.0
 """How far ahead the common start is scheduled (plus 0.1 s per worker): time for every worker
 to receive its share."""
 SOURCES_ENV = "DNSCOST_WORKER_SOURCES"
+SHIPPED_FILES = ("ca_file", "queries_file")
+"""Engine knobs naming files of this host (the target's CA, a query list): their contents go
+with each share and the worker writes them where its engine reads them."""
 
 
 @dataclass(frozen=True)
@@ -161,9 +164,12 @@ def worker_facts(dask_worker: Any = None) -> WorkerFacts:
     }
 
 
-def run_share(share: dict[str, Any], start_at_unix_ms: float, label: str) -> ShareResult:
+def run_share(
+    share: dict[str, Any], start_at_unix_ms: float, label: str, files: dict[str, bytes] | None = None
+) -> ShareResult:
     """Runs on a worker: sleeps until ``start_at_unix_ms``, then runs the engine with ``share``
-    on this process's CPUs and from this host's sources; returns its records."""
+    on this process's CPUs and from this host's sources, the ``files`` it names
+    (:data:`SHIPPED_FILES`) written on this host first; returns its records."""
     from distributed import get_worker
 
     from dnscost.engine import generate
@@ -175,6 +181,10 @@ def run_share(share: dict[str, Any], start_at_unix_ms: float, label: str) -> Sha
         config = {**share, **({"sources": sources} if sources else {})}
         config["threads"] = max(1, min(len(cpus), int(config.get("connections", 1))))
         config["connections_log"] = str(workdir / "engine-connections.jsonl")
+        for knob, content in (files or {}).items():
+            path = workdir / f"{knob}.shipped"
+            path.write_bytes(content)
+            config[knob] = str(path)
         wait_s = start_at_unix_ms / 1000 - time.time()
         if wait_s > 0:
             time.sleep(wait_s)
@@ -272,6 +282,7 @@ class Cluster:
         merged ones to ``trial_dir/engine.jsonl``. Returns the merged records and the record of
         the split."""
         shares = split_config(config, len(self.workers))
+        files = {k: Path(str(config[k])).read_bytes() for k in SHIPPED_FILES if config.get(k)}
         start_at = round(time.time() * 1000 + (LEAD_S + 0.1 * len(self.workers)) * 1000)
         futures = [
             self.client.submit(
@@ -279,6 +290,7 @@ class Cluster:
                 share,
                 start_at,
                 f"w{k}",
+                files,
                 workers=[w["address"]],
                 allow_other_workers=False,
                 pure=False,
