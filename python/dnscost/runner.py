@@ -341,7 +341,7 @@ def run_plan(
             starting = True
             try:
                 if t.kind == "idle":
-                    own_bed, info = start_bed(s, trial_dir / "bed", fill=False, network=bed_network(cluster))
+                    own_bed, info = start_bed(s, trial_dir / "bed", fill=False, **bed_network(cluster))
                     current = own_bed
                 else:
                     # One bed per target and certificate key type, restarted when either changes.
@@ -350,9 +350,7 @@ def run_plan(
                         bed = None
                     if bed is None:
                         beds += 1
-                        bed, bed_info = start_bed(
-                            s, run.dir / "beds" / f"{t.target}-{beds}", network=bed_network(cluster)
-                        )
+                        bed, bed_info = start_bed(s, run.dir / "beds" / f"{t.target}-{beds}", **bed_network(cluster))
                         bed_target = (t.target, s.cert_key)
                         bed_info["bed"] = f"beds/{t.target}-{beds}"
                     current, info = bed, bed_info
@@ -446,9 +444,10 @@ def _with_cluster(cluster: Cluster | None) -> dict[str, Any]:
     return {"cluster": cluster} if cluster is not None else {}
 
 
-def bed_network(cluster: Cluster | None) -> Any:
-    """The network set-up of a bed loaded by ``cluster`` (None without one: the run's own)."""
-    return cluster_network(cluster.target_address) if cluster is not None else None
+def bed_network(cluster: Cluster | None) -> dict[str, Any]:
+    """``start_bed``'s network argument for a bed loaded by ``cluster``: the cluster's set-up,
+    given only with a cluster (without one, the run's own; tests stand in for start_bed)."""
+    return {"network": cluster_network(cluster.target_address)} if cluster is not None else {}
 
 
 def read_record(trial_dir: Path) -> dict[str, Any] | None:
