@@ -212,6 +212,42 @@ def _external_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--external-version", metavar="TEXT", help="its version, recorded as given")
 
 
+def spec_external(a: argparse.Namespace, spec: Any, recorded: dict[str, Any] | None = None) -> Any:
+    """``spec`` with the external target's settings it runs with: ``--external-*`` when given
+    (they replace the spec's ``[external]`` table), else the table, else those ``recorded`` in
+    the run being resumed. One line when the spec loads the external target without them, or
+    when they are given for a spec that does not load it."""
+    import dataclasses
+
+    from dnscost.targets.external import EXTERNAL, ExternalSettings, resolve_external
+
+    loads = EXTERNAL in spec.all_targets()
+    given = [a.external_endpoint, a.external_pid, a.external_cgroup, a.external_ca, a.external_sni, a.external_version]
+    if any(v for v in given):
+        if not loads:
+            raise UsageError("--external-* options are for the external target: add --target external")
+        settings = resolve_external(
+            a.external_endpoint,
+            pid=a.external_pid,
+            cgroup=a.external_cgroup,
+            ca=a.external_ca,
+            sni=a.external_sni,
+            version=a.external_version,
+        )
+    elif spec.external is not None:
+        settings = spec.external
+    elif recorded is not None:
+        settings = ExternalSettings.from_dict(recorded)
+    else:
+        settings = None
+    if loads and settings is None:
+        raise UsageError(
+            f"{spec.origin}: target external needs --external-endpoint URL and --external-pid PID or "
+            "--external-cgroup DIR (or the spec's [external] table)"
+        )
+    return dataclasses.replace(spec, external=settings if loads else None)
+
+
 def external_settings(a: argparse.Namespace, target: str) -> Any:
     """The external target's settings, resolved once; None for other targets (whose
     ``--external-*`` options are refused)."""
@@ -233,13 +269,16 @@ def external_settings(a: argparse.Namespace, target: str) -> Any:
 
 
 def _run_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--targets", help="comma-separated targets, replacing the spec's")
+    p.add_argument(
+        "--targets", "--target", help="comma-separated targets, replacing the spec's (external: a server you started)"
+    )
     p.add_argument("--target-cpus", type=cpu_list, help="CPUs of the target (default: the spec's, else 0)")
     p.add_argument("--generator-cpus", type=cpu_list, help="CPUs of the generator (default: all others)")
     p.add_argument("--no-report", action="store_true", help="measure only; `dnscost report` makes the report later")
     p.add_argument(
         "--network", choices=NETWORKS, help=f"where the target sits (default: the spec's, else {DEFAULT_NETWORK})"
     )
+    _external_options(p)
     add_cluster_options(p)
 
 
@@ -581,6 +620,7 @@ def cmd_run(a: argparse.Namespace) -> int:
             raise UsageError(f"{a.resume}: the run was made with --network {network}, not {a.network}")
         recorded = run.doc["spec"].get("cluster")
         cluster_given = cluster_settings(a, ClusterSettings.from_dict(recorded) if recorded else None)
+        spec = spec_external(a, spec, run.doc["spec"].get("external"))
     else:
         if a.command == "reproduce":
             path = experiments_dir() / ("study-quick.toml" if a.quick else "study.toml")
@@ -597,6 +637,7 @@ def cmd_run(a: argparse.Namespace) -> int:
         )
         network = a.network or spec.network or DEFAULT_NETWORK
         cluster_given = cluster_settings(a, spec.cluster)
+        spec = spec_external(a, spec)
     if set(target_cpus) & set(generator_cpus) or not generator_cpus:
         raise UsageError(
             f"target CPUs {target_cpus} and generator CPUs {generator_cpus} must be disjoint and non-empty"
@@ -604,7 +645,10 @@ def cmd_run(a: argparse.Namespace) -> int:
     check_network(network)
     _check_cluster(cluster_given, network, *spec.all_targets())
     plan = expand(spec)
+    unserved = external_unserved(spec)
     if not plan:
+        if unserved:
+            raise UsageError(f"{spec.origin}: no trial to run: no --external-endpoint for {', '.join(unserved)}")
         raise UsageError(f"{spec.origin}: no trial to run (do the targets serve the transports?)")
     if a.resume and [t.id for t in plan] != [t["id"] for t in run.doc["plan"]]:
         raise UsageError(f"{a.resume}: the plan no longer matches the recorded one (dnscost changed?)")
@@ -631,6 +675,8 @@ def cmd_run(a: argparse.Namespace) -> int:
     use_ledger(run.ledger)
     progress = Progress(len(plan))
     print(f"dnscost: {len(plan)} trials of {spec.name} into {run.dir}", file=sys.stderr)
+    if unserved:
+        progress.note(f"external: no endpoint for {', '.join(unserved)}: their trials are left out")
     run.doc["status"] = "running"
     cluster = None
     try:
@@ -729,13 +775,26 @@ def _count_line(run: Any, plan: Sequence[Any]) -> str:
     return text
 
 
+def external_unserved(spec: Any) -> list[str]:
+    """The transports the spec loads the external target over that it has no endpoint for."""
+    from dnscost.targets.external import EXTERNAL
+
+    if spec.external is None:
+        return []
+    served = spec.external.parsed()
+    wanted = {t for g in spec.groups if EXTERNAL in g.runs_on(spec.targets) for t in g.transports}
+    return sorted(wanted - set(served))
+
+
 def parse_spec_targets(text: str) -> list[str]:
     from dnscost.targets import TARGETS
+    from dnscost.targets.external import EXTERNAL
 
+    known = (*TARGETS, EXTERNAL)
     names = [n.strip() for n in text.split(",") if n.strip()]
     for n in names:
-        if n not in TARGETS:
-            raise UsageError(f"unknown target {n} (known: {', '.join(TARGETS)})")
+        if n not in known:
+            raise UsageError(f"unknown target {n} (known: {', '.join(known)})")
     if not names:
         raise UsageError("--targets: give at least one target")
     return names

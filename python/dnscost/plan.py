@@ -26,6 +26,7 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
+from dnscost.certs import DEFAULT_KEY_TYPE
 from dnscost.engine import TLS_TRANSPORTS
 from dnscost.spec import Group, Spec, lifetime_fields, load_share
 
@@ -280,12 +281,19 @@ def expand(spec: Spec) -> list[TrialPlan]:
 
     plan: list[TrialPlan] = []
     for target in spec.all_targets():
-        served = tuple(TARGETS[target].transports)
+        # The external target serves what the operator gave endpoints for (none yet: nothing).
+        if target == "external":
+            served = tuple(spec.external.parsed()) if spec.external is not None else ()
+        else:
+            served = tuple(TARGETS[target].transports)
         trials = [
             t
             for g in spec.groups
             if target in g.runs_on(spec.targets)
             for t in (_share_trials if "capacity_of" in g.settings else _group_trials)(spec, g, target, served)
+            # The external target's certificate is the operator's: a cell of another key would
+            # measure the same one again.
+            if target != "external" or t.params.get("cert_key") in (None, DEFAULT_KEY_TYPE)
         ]
         for rnd in sorted({t.rep for t in trials}):
             members = [t for t in trials if t.rep == rnd]

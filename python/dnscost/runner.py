@@ -36,6 +36,7 @@ from dnscost.network import DEFAULT_NETWORK
 from dnscost.plan import TrialPlan, engine_knobs, estimate_s, share_rate
 from dnscost.results import Run, write_json
 from dnscost.spec import Spec
+from dnscost.targets.external import EXTERNAL
 from dnscost.trial import LoadSettings, Testbed, cluster_network, describe_failure, measure, start_bed
 
 if TYPE_CHECKING:
@@ -106,6 +107,7 @@ def settings_for(
         baseline_s=t.params["baseline_s"],
         cert_key=t.params.get("cert_key") or DEFAULT_KEY_TYPE,
         network=network,
+        external=spec.external if t.target == EXTERNAL else None,
     )
 
 
@@ -154,7 +156,8 @@ def preflight(
     for t in plan:
         needed.setdefault(t.target, set()).add(t.transport)
     for name in needed:
-        TARGETS[name].locate()
+        if name != EXTERNAL:
+            TARGETS[name].locate()
     versions: dict[str, str] = {}
     for name, transports in needed.items():
         net = Network.create(network, target_cpus=target_cpus, generator_cpus=generator_cpus)
@@ -168,6 +171,7 @@ def preflight(
                 tld=spec.tld,
                 transports=sorted(transports),
                 network=net,
+                external=spec.external if name == EXTERNAL else None,
             )
         except BaseException:
             net.remove()

@@ -27,6 +27,7 @@ from typing import Any
 from dnscost.cluster import ClusterSettings
 from dnscost.errors import UsageError
 from dnscost.network import NETWORKS
+from dnscost.targets.external import EXTERNAL, ExternalSettings, resolve_external
 
 __all__ = [
     "ANALYSES",
@@ -114,6 +115,7 @@ _TOP_FIELDS = {
     "defaults",
     "group",
     "cluster",
+    "external",
 }
 _CLUSTER_FIELDS = {"address", "tls", "target_address"}
 
@@ -201,6 +203,9 @@ class Spec:
     cluster: ClusterSettings | None = None
     """The ``[cluster]`` table: the Dask cluster every trial's load is split over
     (:mod:`dnscost.cluster`); None: ``--cluster``, else none."""
+    external: ExternalSettings | None = None
+    """The ``[external]`` table, resolved (or ``--external-*``, which replace it): the server the
+    operator started that target ``external`` stands for (:mod:`dnscost.targets.external`)."""
 
     def all_targets(self) -> tuple[str, ...]:
         """Every target some group runs on, in order: the spec's, then those groups add."""
@@ -246,6 +251,7 @@ class Spec:
             ],
             "origin": self.origin,
             **({"cluster": self.cluster.to_dict()} if self.cluster is not None else {}),
+            **({"external": self.external.to_dict()} if self.external is not None else {}),
         }
 
 
@@ -413,7 +419,8 @@ def parse_spec(text: str, origin: str = "<spec>") -> Spec:
     name = top.string("name", doc.get("name"))
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", name):
         top.fail("name", f"use letters, digits, '-', '_' or '.', got {name!r}")
-    targets = top.strings("targets", doc.get("targets"), tuple(TARGETS))
+    known = (*TARGETS, EXTERNAL)
+    targets = top.strings("targets", doc.get("targets"), known)
     seed = top.integer("seed", doc.get("seed", 1), 0, 2**63 - 1)
     names = top.integer("names", doc.get("names", 10_000), 1, 10_000_000)
     tld = top.string("tld", doc.get("tld", "test"))
@@ -422,6 +429,7 @@ def parse_spec(text: str, origin: str = "<spec>") -> Spec:
     generator_cpus = top.cpus("generator_cpus", doc["generator_cpus"]) if "generator_cpus" in doc else None
     network = top.choice("network", doc["network"], NETWORKS) if "network" in doc else None
     cluster = _cluster(origin, doc["cluster"]) if "cluster" in doc else None
+    external = _external(origin, doc["external"]) if "external" in doc else None
     analyses = top.strings("analyses", doc.get("analyses", list(ANALYSES)), ANALYSES)
     raw_defaults = doc.get("defaults", {})
     if not isinstance(raw_defaults, dict):
@@ -442,7 +450,7 @@ def parse_spec(text: str, origin: str = "<spec>") -> Spec:
         if any(g.name == gname for g in groups):
             gc.fail("name", f"another group is already called {gname!r}")
         kind = gc.choice("kind", raw.get("kind", "load"), KINDS)
-        own_targets = gc.strings("targets", raw["targets"], tuple(TARGETS)) if "targets" in raw else None
+        own_targets = gc.strings("targets", raw["targets"], known) if "targets" in raw else None
         analysis = (
             gc.choice("analysis", raw["analysis"], GROUP_ANALYSES)
             if "analysis" in raw
@@ -489,7 +497,41 @@ def parse_spec(text: str, origin: str = "<spec>") -> Spec:
         origin=origin,
         network=network,
         cluster=cluster,
+        external=external,
     )
+
+
+_EXTERNAL_FIELDS = {"endpoints", "pid", "cgroup", "ca", "sni", "version"}
+
+
+def _external(origin: str, raw: Any) -> ExternalSettings:
+    """The ``[external]`` table: ``endpoints`` (URLs, one per transport), ``pid`` or ``cgroup``
+    (what to meter), ``ca`` (a file, or ``"insecure"``), ``sni``, ``version``; the fields of
+    ``--external-*``, checked the same way (:func:`dnscost.targets.external.resolve_external`).
+    A relative path counts from the spec's directory."""
+    if not isinstance(raw, dict):
+        raise UsageError(f"{origin}: external: expected a table")
+    c = _Checker(origin, "external", raw, _EXTERNAL_FIELDS)
+    here = Path(origin).parent
+
+    def path(key: str) -> str | None:
+        if key not in raw:
+            return None
+        value = c.string(key, raw[key])
+        return value if value == "insecure" and key == "ca" else str(here / Path(value).expanduser())
+
+    cgroup = path("cgroup")
+    try:
+        return resolve_external(
+            c.strings("endpoints", raw.get("endpoints")),
+            pid=c.integer("pid", raw["pid"], 1, 2**22) if "pid" in raw else None,
+            cgroup=Path(cgroup) if cgroup is not None else None,
+            ca=path("ca"),
+            sni=c.string("sni", raw["sni"]) if "sni" in raw else None,
+            version=c.string("version", raw["version"]) if "version" in raw else None,
+        )
+    except UsageError as e:
+        raise UsageError(f"{origin}: external: {e}") from None
 
 
 def _cluster(origin: str, raw: Any) -> ClusterSettings:
