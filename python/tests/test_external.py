@@ -14,6 +14,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import need
@@ -196,3 +197,125 @@ def test_external_bad_input(args: list[str], message: str, tmp_path: Path) -> No
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0], r.stderr
     assert not out.exists()  # nothing measured
+
+
+SPEC = """
+name = "external-spec"
+targets = ["dnsdist"]
+names = 1000
+[defaults]
+duration = "1s"
+warmup = "300ms"
+baseline = "300ms"
+[[group]]
+name = "establishment"
+transports = ["udp", "dot", "doh"]
+connections = 4
+rate = 20000
+cert_key = ["ecdsa-p256", "rsa-2048"]
+"""
+"""A spec written for dnscost's own targets: ``--target external`` replaces them; the doh cells
+(no endpoint) and the RSA cells (the certificate is the operator's) are left out."""
+
+IDLE = """
+[[group]]
+name = "memory"
+kind = "idle"
+transports = ["dot"]
+connections = 10
+open_rate = 2000
+"""
+
+
+def run_spec(tmp_path: Path, spec: str, *args: str) -> subprocess.CompletedProcess[str]:
+    (tmp_path / "spec.toml").write_text(spec)
+    argv = [*DNSCOST, "run", "spec.toml", "--output", "out", "--target-cpus", "0", "--generator-cpus", "1", *args]
+    return subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=240, check=False)
+
+
+def check_run(out: Path, server: Server, observer: Observer) -> dict[str, dict[str, Any]]:
+    """Every trial done on the operator's server, its CPU against the test's own reading."""
+    run = json.loads((out / "run.json").read_text())
+    ext = run["spec"]["external"]
+    assert ext["endpoints"] == [u.replace("tls://", "dot://") for u in server.urls.values()]
+    trials = {p.parent.name: json.loads(p.read_text()) for p in out.glob("trials/*/trial.json")}
+    assert all(t["status"] == "done" for t in trials.values()), {k: t.get("error") for k, t in trials.items()}
+    assert not [k for k in trials if "doh" in k or "rsa" in k]
+    for tid, t in trials.items():
+        assert t["external"] == {**ext, **({"affinity": [0]} if ext["pid"] else {})}, tid
+        summary = t["summary"]
+        if t["kind"] == "idle":
+            assert summary["validity"]["unchecked"] == ["answer-count", "fresh-target"], tid
+            continue
+        assert summary["queries_answered"] > 5_000, tid
+        assert summary["validity"]["unchecked"] == ["answer-count", "cache-hits"], tid
+        start = t["summary_context"]["sampler_start_unix_ms"]
+        seen = observer.delta(start + summary["meter"]["t0_ms"], start + summary["meter"]["t1_ms"])
+        assert abs(summary["target_cpu_us"] - seen) <= 0.15 * seen + 60_000, (tid, summary["target_cpu_us"], seen)
+    assert server.proc.poll() is None, "dnscost stopped the operator's server"
+    return trials
+
+
+def test_external_spec_by_pid(server: Server, tmp_path: Path) -> None:
+    """Every kind of trial of a spec against the operator's server, metered by its PID, and the
+    report made: the load cells it served and an idle trial (flagged: no fresh target)."""
+    observer = Observer(server.proc.pid)
+    endpoints = [a for u in server.urls.values() for a in ("--external-endpoint", u)]
+    meter = ["--external-pid", str(server.proc.pid), "--external-ca", str(server.ca)]
+    r = run_spec(tmp_path, SPEC + IDLE, "--target", "external", *endpoints, *meter)
+    observer.stop()
+    assert r.returncode == 0, r.stderr
+    assert "external: no endpoint for doh: their trials are left out" in r.stderr
+    trials = check_run(tmp_path / "out", server, observer)
+    assert sorted(trials) == [
+        "establishment-external-dot-ecdsa-p256-r0",
+        "establishment-external-udp-r0",
+        "memory-external-dot-r0",
+    ]
+    assert (tmp_path / "out" / "report.html").is_file()
+
+
+def test_external_spec_by_cgroup(server: Server, tmp_path: Path) -> None:
+    """The spec's own [external] table, metered by a cgroup the test made."""
+    cg = Cgroup.create(f"dnscost-test-external-spec-{os.getpid()}")
+    try:
+        cg.attach(server.proc.pid)
+        path = cg.dirs["cpuacct"] if cg.version == 1 else cg.dirs["unified"]
+        table = f"""
+[external]
+endpoints = {json.dumps(list(server.urls.values()))}
+cgroup = "{path}"
+ca = "{server.ca}"
+version = "serve (the test's)"
+"""
+        spec = SPEC.replace('targets = ["dnsdist"]', 'targets = ["external"]').replace('"udp", "dot", "doh"', '"dot"')
+        observer = Observer(server.proc.pid)
+        r = run_spec(tmp_path, spec + table, "--no-report")
+        observer.stop()
+        assert r.returncode == 0, r.stderr
+        trials = check_run(tmp_path / "out", server, observer)
+        assert sorted(trials) == ["establishment-external-dot-ecdsa-p256-r0"]
+        for t in trials.values():
+            assert t["summary"]["meter"]["cpu_source"] == "cgroup"
+            assert t["target_version"] == "serve (the test's)"
+    finally:
+        server.proc.kill()
+        server.proc.wait()
+        cg.remove()
+
+
+@pytest.mark.parametrize(
+    ("spec", "args", "message"),
+    [
+        (SPEC, ["--external-endpoint", "udp://127.0.0.1:53", "--external-pid", "1"], "add --target external"),
+        (SPEC, ["--target", "external"], "target external needs --external-endpoint URL"),
+        (SPEC + '[external]\nendpoints = ["udp://127.0.0.1:53"]\npid = 1\nport = 3\n', [], "external: port: unknown"),
+        (SPEC + '[external]\nendpoints = ["tls://127.0.0.1:853"]\npid = 1\n', [], "external: --target external over"),
+    ],
+)
+def test_external_spec_bad_input(spec: str, args: list[str], message: str, tmp_path: Path) -> None:
+    r = run_spec(tmp_path, spec, *args)
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], r.stderr
+    assert not (tmp_path / "out").exists()  # nothing measured
