@@ -30,6 +30,8 @@ class Server:
     proc: subprocess.Popen[bytes]
     urls: dict[str, str]
     ca: Path
+    log: Path
+    """The server's own connections log (written as it ends: :func:`served`)."""
 
 
 @pytest.fixture
@@ -37,10 +39,11 @@ def server(tmp_path: Path) -> Iterator[Server]:
     need(os.geteuid() == 0, "root (cgroups)")
     need(len(os.sched_getaffinity(0)) >= 2, "two CPUs")
     listen = tmp_path / "listening.jsonl"
-    ca = tmp_path / "ca.pem"
+    ca, log = tmp_path / "ca.pem", tmp_path / "serve-connections.jsonl"
     with listen.open("wb") as out:
         proc = subprocess.Popen(
             [str(engine_path()), "serve", "--synthetic", "1000", "--tld", "test", "--ca-out", str(ca)]
+            + ["--connections-log", str(log)]
             + [a for t in ("udp", "dot") for a in ("--listen", f"{t}://127.0.0.1:0")],
             stdout=out,
             stderr=subprocess.DEVNULL,
@@ -55,7 +58,7 @@ def server(tmp_path: Path) -> Iterator[Server]:
         assert len(records) == 2, "serve did not bind"
         # The schemes operators use: tls:// is dot.
         schemes = {"udp": "udp", "dot": "tls"}
-        yield Server(proc, {r["transport"]: f"{schemes[r['transport']]}://{r['address']}" for r in records}, ca)
+        yield Server(proc, {r["transport"]: f"{schemes[r['transport']]}://{r['address']}" for r in records}, ca, log)
     finally:
         proc.kill()  # by the PID the test holds
         proc.wait()
@@ -146,6 +149,18 @@ def check_trial(out: Path, server: Server, observer: Observer) -> dict[str, obje
     return trial
 
 
+def served(server: Server, trial_dir: Path) -> list[dict[str, Any]]:
+    """The server's own record of the trial's connections (matched on the engine's source
+    addresses), once it has ended: it writes its log as it goes and flushes it on SIGTERM."""
+    server.proc.terminate()  # by the PID the test holds
+    server.proc.wait(timeout=10)
+    ours = {json.loads(line)["local_address"] for line in (trial_dir / "engine-connections.jsonl").open()}
+    records = [json.loads(line) for line in server.log.read_text().splitlines()]
+    mine = [c for c in records if c["peer_address"] in ours]
+    assert ours and len(mine) == len(ours), (len(ours), len(mine))
+    return mine
+
+
 def test_external_by_pid(server: Server, tmp_path: Path) -> None:
     observer = Observer(server.proc.pid)
     r = load(tmp_path / "run", server, "--external-pid", str(server.proc.pid))
@@ -155,6 +170,12 @@ def test_external_by_pid(server: Server, tmp_path: Path) -> None:
     trial = check_trial(tmp_path / "run", server, observer)
     assert trial["target_pid"] == server.proc.pid
     assert trial["summary"]["meter"]["cpu_source"] == "proc"  # type: ignore[index]
+    # The answers the engine counted against those the server says it sent (the cross-check an
+    # external target's counters cannot give): every one, less any the engine gave up waiting for.
+    trial_dir = tmp_path / "run" / "trials" / "load-external-dot"
+    total = json.loads((trial_dir / "engine.jsonl").read_text().splitlines()[-1])["total"]["queries"]
+    answers = sum(c["answers"] for c in served(server, trial_dir))
+    assert total["answered"] <= answers <= total["answered"] + total["timed_out"], (total, answers)
 
 
 def test_external_by_cgroup(server: Server, tmp_path: Path) -> None:
