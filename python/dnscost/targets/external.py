@@ -225,7 +225,13 @@ class ExternalTarget(Target):
             deadline = time.monotonic() + health_timeout
             while not probe():
                 if time.monotonic() > deadline:
-                    raise TargetError(f"external target does not answer on {ep.url()}")
+                    # Names are zero-padded to the width of N - 1: a server of another N
+                    # answers NXDOMAIN to all of them.
+                    raise TargetError(
+                        f"external target does not answer on {ep.url()} (it must answer the "
+                        f"{self.synthetic} names q<digits>.{self.tld}. of --names {self.synthetic}: "
+                        f"dnscost-engine serve --synthetic {self.synthetic} --tld {self.tld} does)"
+                    )
                 self.check_alive()
                 time.sleep(0.2)
 
