@@ -32,19 +32,24 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from dnscost.cluster.shares import merge_records, split_config
 from dnscost.errors import DnscostError, EngineError, UsageError
 
+if TYPE_CHECKING:
+    from dnscost.cluster.netns import NamespaceCluster
+
 __all__ = [
     "LEAD_S",
     "Cluster",
+    "ClusterDescription",
     "ClusterRecord",
     "ClusterTls",
     "ShareResult",
     "WorkerFacts",
     "WorkerShare",
+    "WorkerSummary",
     "max_skew_ms",
     "run_share",
     "worker_facts",
@@ -111,6 +116,27 @@ class ShareResult(TypedDict):
     connections_log_gz: bytes | None
 
 
+class WorkerSummary(TypedDict):
+    """A worker's own engine summary, as ``trial.json`` records it beside its share."""
+
+    offered: int
+    answered: int
+    answered_qps: float
+    generator_kept_up: bool
+    engine_cpu_us: int
+    latency_p50_us: int
+    latency_p99_us: int
+
+
+class ClusterDescription(TypedDict):
+    """What run.json records of a run's cluster (``cluster``)."""
+
+    address: str
+    tls: dict[str, str]
+    target_address: str
+    workers: list[WorkerFacts]
+
+
 class WorkerShare(TypedDict):
     """One worker's part of a trial, as ``trial.json`` records it (``cluster.workers``)."""
 
@@ -125,9 +151,7 @@ class WorkerShare(TypedDict):
     sources: list[str]
     late_ms: float
     started_unix_ms: int
-    summary: dict[str, Any]
-    """Its own engine summary: offered, answered, answered_qps, generator_kept_up, the engine's
-    CPU, latency p50/p99."""
+    summary: WorkerSummary
 
 
 class ClusterRecord(TypedDict):
@@ -207,7 +231,7 @@ def run_share(
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-def _own_summary(records: list[dict[str, Any]]) -> dict[str, Any]:
+def _own_summary(records: list[dict[str, Any]]) -> WorkerSummary:
     s = records[-1]
     m = s["measured"]
     return {
@@ -232,7 +256,7 @@ class Cluster:
         *,
         target_address: str,
         expect_workers: int = 1,
-        owned: Any = None,
+        owned: NamespaceCluster | None = None,
         connect_timeout_s: float = 10.0,
     ) -> None:
         from distributed import Client
@@ -268,7 +292,7 @@ class Cluster:
         workers sharing them)."""
         return len({(w["host"], c) for w in self.workers for c in w["cpus"]})
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> ClusterDescription:
         """What run.json records of the cluster."""
         return {
             "address": self.address,
