@@ -133,9 +133,9 @@ def run_times(out: Path, presets: Sequence[Preset], upstream: Preset, s: TimesSe
                     # An authoritative server has no cache to be cold.
                     for cache in s.caches if s.target != "builtin" else ("warm",):
                         if cache == "warm" and s.target != "builtin":
-                            fill_cache(
-                                target, cell / "fill", [1], NAMES, ["udp"], exec_prefix=lab.exec_prefix("server")
-                            )
+                            # One transport fills the cache every transport reads: udp if served.
+                            fill = "udp" if "udp" in target.endpoints else s.transports[0]
+                            fill_cache(target, cell / "fill", [1], NAMES, [fill], exec_prefix=lab.exec_prefix("server"))
                         order = list(s.transports)
                         rng.shuffle(order)
                         for transport in order:
