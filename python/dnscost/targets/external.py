@@ -216,8 +216,10 @@ class ExternalTarget(Target):
             return [self.settings.pid] if _running(self.settings.pid) else []
         return self.external_cgroup.pids() if self.external_cgroup else []
 
-    def start(self, health_timeout: float = 5.0) -> None:
-        """Starts nothing: checks that the server is there and answers on every endpoint."""
+    def start(self, health_timeout: float = 15.0) -> None:
+        """Starts nothing: checks that the server is there and answers on every endpoint (given
+        longer than a server dnscost starts: it may still be closing an earlier trial's
+        thousands of connections, where dnscost would have started a fresh one)."""
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.check_alive()
         for transport, ep in self.endpoints.items():
@@ -228,9 +230,9 @@ class ExternalTarget(Target):
                     # Names are zero-padded to the width of N - 1: a server of another N
                     # answers NXDOMAIN to all of them.
                     raise TargetError(
-                        f"external target does not answer on {ep.url()} (it must answer the "
-                        f"{self.synthetic} names q<digits>.{self.tld}. of --names {self.synthetic}: "
-                        f"dnscost-engine serve --synthetic {self.synthetic} --tld {self.tld} does)"
+                        f"external target does not answer on {ep.url()} within {health_timeout:g} s "
+                        f"(it must answer the {self.synthetic} names q<digits>.{self.tld}. of --names "
+                        f"{self.synthetic}, as dnscost-engine serve --synthetic {self.synthetic} --tld {self.tld} does)"
                     )
                 self.check_alive()
                 time.sleep(0.2)
