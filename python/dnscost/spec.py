@@ -255,6 +255,10 @@ class Spec:
         }
 
 
+CLIENT_TABLES = {"check", "times", "pageload"}
+"""The tables of a ``dnscost client`` spec (``dnscost.client.spec``), told apart from a run's."""
+
+
 class _Checker:
     """Reads values from one table of the TOML document, naming the field in every error."""
 
@@ -413,6 +417,8 @@ def parse_spec(text: str, origin: str = "<spec>") -> Spec:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise UsageError(f"{origin}: not valid TOML: {e}") from None
+    if CLIENT_TABLES & set(doc) and not set(doc) & {"group", "targets"}:
+        raise UsageError(f"{origin}: a client spec ([check], [times], [pageload]): run it with dnscost client run")
     top = _Checker(origin, "", doc, _TOP_FIELDS)
     from dnscost.targets import TARGETS
 
