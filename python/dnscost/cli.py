@@ -1,7 +1,8 @@
 """The ``dnscost`` command. User mistakes print one line and exit non-zero, without a traceback.
 
 Environment variables read here and nowhere else: ``DNSCOST_ENGINE`` (path of
-``dnscost-engine``, see :func:`dnscost.engine.engine_path`).
+``dnscost-engine``, see :func:`dnscost.engine.engine_path`), ``DNSCOST_ROOTS`` (where release
+roots live, :mod:`dnscost.targets.roots`; ``--roots`` overrides it).
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ import json
 import os
 import signal
 import sys
-import time
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
@@ -24,8 +24,11 @@ from dnscost.cluster.command import add_options as add_cluster_options
 from dnscost.cluster.command import add_parser as add_cluster_parser
 from dnscost.cluster.command import settings_from as cluster_settings
 from dnscost.engine import TRANSPORTS
-from dnscost.errors import DnscostError, MachineError, TargetError, UsageError
+from dnscost.errors import DnscostError, TargetError, UsageError
 from dnscost.network import DEFAULT_NETWORK, NETWORKS, check_network
+from dnscost.targets.command import add_parser as add_target_parser
+from dnscost.targets.command import add_roots_option
+from dnscost.targets.place import label_of
 
 __all__ = ["main"]
 
@@ -100,25 +103,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("doctor", help="check this machine and say what is missing")
 
-    t = sub.add_parser("target", help="start a target for manual use, or list the targets")
-    tsub = t.add_subparsers(dest="action", required=True)
-    tsub.add_parser("list", help="the targets, their transports, and whether they are installed")
-    ts = tsub.add_parser("start", help="start a target (cache filled) and keep it running until Ctrl-C")
-    ts.add_argument("name", help="dnsdist, knot-resolver, unbound, bind9, pdns-recursor, builtin or coredns")
-    ts.add_argument("--transports", help="comma-separated subset of what the target serves")
-    ts.add_argument("--target-cpus", type=cpu_list, default=[0])
-    ts.add_argument("--upstream-cpus", type=cpu_list, default=[1])
-    ts.add_argument("--names", type=int, default=10_000, help="synthetic names under --tld")
-    ts.add_argument("--tld", default="test")
-    ts.add_argument("--dir", type=Path, help="working directory (default: a new one under results/targets)")
-    ts.add_argument("--no-fill", action="store_true", help="do not pre-fill the cache")
-    ts.add_argument("--cert-key", choices=KEY_TYPES, default=DEFAULT_KEY_TYPE, help="the target's certificate key")
+    add_target_parser(sub, cpu_list)
 
     ld = sub.add_parser("load", help="one measured trial against a target")
+    add_roots_option(ld)
     ld.add_argument(
         "--target",
         required=True,
-        help="dnsdist, knot-resolver, unbound, bind9, pdns-recursor, builtin, coredns, or external",
+        help="dnsdist, knot-resolver, unbound, bind9, pdns-recursor, builtin, coredns, or external; "
+        "NAME@RELEASE for a Debian release root (dnscost target prepare), NAME@PATH for your own build",
     )
     ld.add_argument("--transport", required=True, choices=TRANSPORTS)
     for flag, field, kind, text in ENGINE_KNOBS:
@@ -270,8 +263,12 @@ def external_settings(a: argparse.Namespace, target: str) -> Any:
 
 def _run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "--targets", "--target", help="comma-separated targets, replacing the spec's (external: a server you started)"
+        "--targets",
+        "--target",
+        help="comma-separated targets, replacing the spec's (external: a server you started; NAME@RELEASE: a Debian "
+        "release root; NAME@PATH: your own build)",
     )
+    add_roots_option(p)
     p.add_argument("--target-cpus", type=cpu_list, help="CPUs of the target (default: the spec's, else 0)")
     p.add_argument("--generator-cpus", type=cpu_list, help="CPUs of the generator (default: all others)")
     p.add_argument("--no-report", action="store_true", help="measure only; `dnscost report` makes the report later")
@@ -372,66 +369,6 @@ def cmd_doctor() -> int:
     return 0 if not failed else 3
 
 
-def cmd_target_list() -> int:
-    from dnscost.targets import TARGETS
-
-    for name, t in TARGETS.items():
-        try:
-            t.locate()
-            status = "installed"
-        except MachineError:
-            status = f"apt-get install {t.package}" if t.package else "bash scripts/setup"
-        print(f"{name:15} {','.join(t.transports):18} {status}")
-    return 0
-
-
-def cmd_target_start(a: argparse.Namespace) -> int:
-    from dnscost.results import new_run_id
-    from dnscost.trial import Testbed, fill_cache
-
-    workdir = a.dir or Path("results", "targets", f"{new_run_id()}-{a.name}").resolve()
-    transports = a.transports.split(",") if a.transports else None
-    bed = Testbed.create(
-        a.name,
-        workdir,
-        target_cpus=a.target_cpus,
-        upstream_cpus=a.upstream_cpus,
-        names=a.names,
-        tld=a.tld,
-        transports=transports,
-        cert_key=a.cert_key,
-    )
-    target, tls = bed.target, bed.tls
-    try:
-        target.start()
-        if not a.no_fill and a.name != "builtin":
-            fill_cache(target, workdir / "fill", a.upstream_cpus, a.names, list(target.endpoints))
-        print(
-            json.dumps(
-                {
-                    "target": a.name,
-                    "version": target.version(),
-                    "pid": target.child.pid if target.child else None,
-                    "endpoints": {t: e.url() for t, e in target.endpoints.items()},
-                    "ca": str(tls.ca),
-                    "names": f"q{'0' * len(str(a.names - 1))}.{a.tld} .. q{a.names - 1}.{a.tld}",
-                    "workdir": str(workdir),
-                },
-                indent=2,
-            ),
-            flush=True,
-        )
-        print(f"{a.name} is running; Ctrl-C stops it", file=sys.stderr, flush=True)
-        while target.alive():
-            time.sleep(0.5)
-        target.check_alive()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        bed.stop()
-    return 0
-
-
 def engine_settings(a: argparse.Namespace) -> dict[str, Any]:
     config: dict[str, Any] = {}
     if a.engine_config:
@@ -481,7 +418,7 @@ def cmd_load(a: argparse.Namespace) -> int:
     _check_cluster(cluster_given, settings.network, a.target)
     pin_self(generator_cpus)
     out = a.output or Path("results", "load", new_run_id()).resolve()
-    trial_id = f"load-{a.target}-{a.transport}"
+    trial_id = f"load-{label_of(a.target)}-{a.transport}"
     plan = [{"id": trial_id, "group": "load", "kind": "load", "target": a.target, "transport": a.transport}]
     spec = {
         "command": "load",
@@ -787,14 +724,10 @@ def external_unserved(spec: Any) -> list[str]:
 
 
 def parse_spec_targets(text: str) -> list[str]:
-    from dnscost.targets import TARGETS
+    from dnscost.targets import target_name
     from dnscost.targets.external import EXTERNAL
 
-    known = (*TARGETS, EXTERNAL)
-    names = [n.strip() for n in text.split(",") if n.strip()]
-    for n in names:
-        if n not in known:
-            raise UsageError(f"unknown target {n} (known: {', '.join(known)})")
+    names = [n if n == EXTERNAL else str(target_name(n)) for n in (n.strip() for n in text.split(",")) if n]
     if not names:
         raise UsageError("--targets: give at least one target")
     return names
@@ -1002,7 +935,7 @@ def _interrupt(*_: object) -> None:
 
 PATH_ARGS = (
     "output", "spec", "resume", "engine_config", "dir", "run_dir", "run_a", "run_b", "policies", "from_dir", "pcap",
-    "presets", "mix_file", "external_cgroup", "cluster_tls",
+    "presets", "mix_file", "external_cgroup", "cluster_tls", "roots",
 )  # fmt: skip
 """Every path a user gives: made absolute once, here, so that no later step (a resolver
 started in its own working directory, say) depends on where dnscost was started."""
@@ -1018,6 +951,10 @@ def absolute_paths(args: argparse.Namespace) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = absolute_paths(build_parser().parse_args(argv))
+    from dnscost.targets.roots import set_roots_dir
+
+    roots = getattr(args, "roots", None) or os.environ.get("DNSCOST_ROOTS")
+    set_roots_dir(Path(roots) if roots else None)
     # SIGTERM ends a run like Ctrl-C: children are stopped and measured data kept. SIGINT is
     # taken explicitly: a process started from a script's background job inherits it ignored.
     signal.signal(signal.SIGTERM, _interrupt)
@@ -1026,7 +963,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "doctor":
             return cmd_doctor()
         if args.command == "target":
-            return cmd_target_list() if args.action == "list" else cmd_target_start(args)
+            from dnscost.targets.command import main as target_main
+
+            return target_main(args)
         if args.command == "load":
             return cmd_load(args)
         if args.command in ("run", "reproduce"):

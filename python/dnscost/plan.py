@@ -29,6 +29,7 @@ from typing import Any
 from dnscost.certs import DEFAULT_KEY_TYPE
 from dnscost.engine import TLS_TRANSPORTS
 from dnscost.spec import Group, Spec, lifetime_fields, load_share
+from dnscost.targets.place import label_of
 
 __all__ = [
     "REFERENCE_GROUP",
@@ -221,7 +222,7 @@ def _group_trials(spec: Spec, g: Group, target: str, served: tuple[str, ...]) ->
             if "profile" in p and "profile" not in swept:
                 labels.insert(0, _label("profile", p["profile"]))
             for rep in range(g.repetitions):
-                tid = "-".join([g.name, target, transport, *labels, f"r{rep}"])
+                tid = "-".join([g.name, label_of(target), transport, *labels, f"r{rep}"])
                 out.append(TrialPlan(tid, g.name, g.kind, target, transport, params, rep, rep, analysis=g.analysis))
     return out
 
@@ -270,14 +271,14 @@ def _reference_trial(target: str, rnd: int, round_trials: list[TrialPlan]) -> Tr
         return None
     knobs = {k: v for k, v in model.params.items() if k not in ("profile", "clients")}
     p = _normalise("load", "udp", {**knobs, **REFERENCE_KNOBS, "rate": "max"})
-    tid = f"{REFERENCE_GROUP}-{target}-udp-r{rnd}"
+    tid = f"{REFERENCE_GROUP}-{label_of(target)}-udp-r{rnd}"
     return TrialPlan(tid, REFERENCE_GROUP, "load", target, "udp", p, rnd, rnd)
 
 
 def expand(spec: Spec) -> list[TrialPlan]:
     """Every trial of ``spec``, in run order: target by target, round by round, each round
     shuffled with its own seed and holding a UDP reference when it loads the target."""
-    from dnscost.targets import TARGETS
+    from dnscost.targets import adapter
 
     plan: list[TrialPlan] = []
     for target in spec.all_targets():
@@ -285,7 +286,7 @@ def expand(spec: Spec) -> list[TrialPlan]:
         if target == "external":
             served = tuple(spec.external.parsed()) if spec.external is not None else ()
         else:
-            served = tuple(TARGETS[target].transports)
+            served = tuple(adapter(target).transports)
         trials = [
             t
             for g in spec.groups

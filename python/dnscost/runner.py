@@ -37,6 +37,7 @@ from dnscost.plan import TrialPlan, engine_knobs, estimate_s, share_rate
 from dnscost.results import Run, write_json
 from dnscost.spec import Spec
 from dnscost.targets.external import EXTERNAL
+from dnscost.targets.place import label_of
 from dnscost.trial import LoadSettings, Testbed, cluster_network, describe_failure, measure, start_bed
 
 if TYPE_CHECKING:
@@ -150,21 +151,21 @@ def preflight(
     answers on every transport the plan loads it over (:class:`TargetError` otherwise).
     Returns each target's version."""
     from dnscost.network import Network
-    from dnscost.targets import TARGETS
+    from dnscost.targets import locate
 
     needed: dict[str, set[str]] = {}
     for t in plan:
         needed.setdefault(t.target, set()).add(t.transport)
     for name in needed:
         if name != EXTERNAL:
-            TARGETS[name].locate()
+            locate(name)
     versions: dict[str, str] = {}
     for name, transports in needed.items():
         net = Network.create(network, target_cpus=target_cpus, generator_cpus=generator_cpus)
         try:
             bed = Testbed.create(
                 name,
-                workdir / name,
+                workdir / label_of(name),
                 target_cpus=target_cpus,
                 upstream_cpus=generator_cpus,
                 names=spec.names,
@@ -354,9 +355,11 @@ def run_plan(
                         bed = None
                     if bed is None:
                         beds += 1
-                        bed, bed_info = start_bed(s, run.dir / "beds" / f"{t.target}-{beds}", **bed_network(cluster))
+                        bed, bed_info = start_bed(
+                            s, run.dir / "beds" / f"{label_of(t.target)}-{beds}", **bed_network(cluster)
+                        )
                         bed_target = (t.target, s.cert_key)
-                        bed_info["bed"] = f"beds/{t.target}-{beds}"
+                        bed_info["bed"] = f"beds/{label_of(t.target)}-{beds}"
                     current, info = bed, bed_info
                 starting = False
                 start_failures[t.target] = 0

@@ -181,6 +181,11 @@ class Group:
         return self.targets if self.targets is not None else spec_targets
 
 
+def _base(target: str) -> str:
+    """A target name without its release or build (``dnsdist@trixie``: ``dnsdist``)."""
+    return target.partition("@")[0]
+
+
 @dataclass(frozen=True)
 class Spec:
     """A validated experiment spec. ``source`` is the TOML text it came from."""
@@ -218,7 +223,9 @@ class Spec:
         """The spec run on ``targets`` alone (``--targets``): they replace the spec's, and a group
         with targets of its own keeps those among them (none: the group runs nowhere)."""
         groups = tuple(
-            g if g.targets is None else dataclasses.replace(g, targets=tuple(t for t in g.targets if t in targets))
+            g
+            if g.targets is None
+            else dataclasses.replace(g, targets=tuple(t for t in targets if _base(t) in {_base(o) for o in g.targets}))
             for g in self.groups
         )
         return dataclasses.replace(self, targets=targets, groups=groups)
@@ -299,6 +306,21 @@ class _Checker:
         if len(set(out)) != len(out):
             self.fail(key, "values repeat")
         return out
+
+    def targets(self, key: str, value: Any) -> tuple[str, ...]:
+        """Target names (``NAME``, ``NAME@RELEASE``, ``NAME@PATH`` or ``external``), each as
+        :func:`dnscost.targets.target_name` writes it."""
+        from dnscost.targets import target_name
+
+        out = []
+        for v in self.strings(key, value):
+            try:
+                out.append(v if v == EXTERNAL else str(target_name(v)))
+            except UsageError as e:
+                self.fail(key, str(e))
+        if len(set(out)) != len(out):
+            self.fail(key, "values repeat")
+        return tuple(out)
 
     def duration(self, key: str, value: Any) -> float:
         try:
@@ -420,13 +442,10 @@ def parse_spec(text: str, origin: str = "<spec>") -> Spec:
     if CLIENT_TABLES & set(doc) and not set(doc) & {"group", "targets"}:
         raise UsageError(f"{origin}: a client spec ([check], [times], [pageload]): run it with dnscost client run")
     top = _Checker(origin, "", doc, _TOP_FIELDS)
-    from dnscost.targets import TARGETS
-
     name = top.string("name", doc.get("name"))
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", name):
         top.fail("name", f"use letters, digits, '-', '_' or '.', got {name!r}")
-    known = (*TARGETS, EXTERNAL)
-    targets = top.strings("targets", doc.get("targets"), known)
+    targets = top.targets("targets", doc.get("targets"))
     seed = top.integer("seed", doc.get("seed", 1), 0, 2**63 - 1)
     names = top.integer("names", doc.get("names", 10_000), 1, 10_000_000)
     tld = top.string("tld", doc.get("tld", "test"))
@@ -456,7 +475,7 @@ def parse_spec(text: str, origin: str = "<spec>") -> Spec:
         if any(g.name == gname for g in groups):
             gc.fail("name", f"another group is already called {gname!r}")
         kind = gc.choice("kind", raw.get("kind", "load"), KINDS)
-        own_targets = gc.strings("targets", raw["targets"], known) if "targets" in raw else None
+        own_targets = gc.targets("targets", raw["targets"]) if "targets" in raw else None
         analysis = (
             gc.choice("analysis", raw["analysis"], GROUP_ANALYSES)
             if "analysis" in raw

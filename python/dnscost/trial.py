@@ -151,7 +151,7 @@ class Testbed:
             )
         tls = make_tls(workdir / "tls", addresses=[net.info.target_address], key_type=cert_key)
         responder = None
-        if name != "builtin":
+        if name != "builtin":  # only builtin answers without an upstream
             responder = Responder(
                 workdir / "upstream",
                 upstream_listeners(net.info.generator_address),
@@ -192,11 +192,9 @@ class Testbed:
 
 def check_target(name: str, transport: str) -> None:
     """Fails early, before anything starts, on a target or transport that cannot be run."""
-    from dnscost.targets import TARGETS
+    from dnscost.targets import adapter
 
-    cls = TARGETS.get(name)
-    if cls is None:
-        raise UsageError(f"unknown target {name} (known: {', '.join(TARGETS)})")
+    cls = adapter(name)
     if transport not in cls.transports:
         raise UsageError(f"{name} does not serve {transport} (it serves {', '.join(cls.transports)})")
 
@@ -292,6 +290,7 @@ def start_bed(
         info: dict[str, Any] = {
             "target_pid": target.child.pid if target.child else None,
             "target_version": target.version(),
+            "target_place": target.place.describe(),
             "endpoints": {t: e.url() for t, e in target.endpoints.items()},
             "network": network.info.to_dict(),
             "listen_backlog": listen_backlog(target, network),

@@ -201,7 +201,7 @@ def test_configurations_keep_everything_local(name: str, tmp_path: Path, monkeyp
     fake.parent.mkdir()
     fake.write_text("#!/bin/sh\necho 'Version 1.0 --with-libnghttp2'\n")
     fake.chmod(0o755)
-    monkeypatch.setattr(f"{TARGETS[name].__module__}.find_binary", lambda *_: str(fake))
+    monkeypatch.setattr("dnscost.targets.place.find_binary", lambda *_: str(fake))
     t = make_target(name, tmp_path, cpus=[0, 1], tls=_tls(tmp_path), upstream=FAKE_UPSTREAM)
     argv = t.configure()
     assert set(t.endpoints) == set(TARGETS[name].transports)

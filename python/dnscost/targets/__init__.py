@@ -1,7 +1,10 @@
 """Target adapters: the DNS servers dnscost measures, started and configured by dnscost.
 
-``TARGETS`` maps each target's token to its adapter class; :func:`make_target` builds one by
-name. See ``docs/targets.md`` for how each is configured and what it serves.
+``TARGETS`` maps each adapter's name to its class. A target is named ``NAME`` (the host's
+package), ``NAME@RELEASE`` (a Debian release root, :mod:`dnscost.targets.roots`) or ``NAME@PATH``
+(an own build): :func:`target_name` parses such a name, :func:`adapter` gives its class,
+:func:`make_target` builds one. See ``docs/targets.md`` for how each is configured and what it
+serves.
 """
 
 from __future__ import annotations
@@ -19,13 +22,52 @@ from dnscost.targets.coredns import Coredns
 from dnscost.targets.dnsdist import Dnsdist
 from dnscost.targets.knot import KnotResolver
 from dnscost.targets.pdns import PdnsRecursor
+from dnscost.targets.place import Build, Host, Place, TargetName
+from dnscost.targets.roots import root_of
 from dnscost.targets.unbound import Unbound
 
-__all__ = ["TARGETS", "Counters", "Target", "make_target"]
+__all__ = ["PACKAGED", "TARGETS", "Counters", "Target", "adapter", "locate", "make_target", "place_of", "target_name"]
 
 TARGETS: dict[str, type[Target]] = {
     cls.name: cls for cls in (Dnsdist, KnotResolver, Unbound, Bind9, PdnsRecursor, Builtin, Coredns)
 }
+
+PACKAGED = tuple(name for name, cls in TARGETS.items() if cls.package)
+"""The targets Debian packages, which release roots can hold."""
+
+
+def target_name(text: str) -> TargetName:
+    """``NAME``, ``NAME@RELEASE`` or ``NAME@PATH`` checked; one-line :class:`UsageError` otherwise."""
+    name = TargetName.parse(text, tuple(TARGETS), PACKAGED)
+    if name.build is not None and name.base == "builtin":
+        raise UsageError(f"{text}: builtin is dnscost's own responder (no build of it to point at)")
+    return name
+
+
+def adapter(text: str) -> type[Target]:
+    """The adapter class of the target named ``text``."""
+    return TARGETS[target_name(text).base]
+
+
+def place_of(text: str) -> Place:
+    """Where the programs of the target named ``text`` come from (a missing release root: one
+    line naming the command that makes it)."""
+    name = target_name(text)
+    if name.release is not None:
+        return root_of(name, TARGETS[name.base].package or name.base)
+    if name.build is not None:
+        return Build(name.build)
+    return Host()
+
+
+def locate(text: str) -> str:
+    """The path of the server's binary of the target named ``text``, or one line saying how to
+    get it."""
+    name = target_name(text)
+    cls = TARGETS[name.base]
+    if name.release is None and name.build is None:
+        return cls.locate()
+    return place_of(text).find(cls.binary, str(name), cls.package)
 
 
 def make_target(
@@ -41,10 +83,9 @@ def make_target(
     host: str = "127.0.0.1",
     exec_prefix: Sequence[str] = (),
 ) -> Target:
-    """The adapter for ``name`` (a key of :data:`TARGETS`), not yet started."""
-    cls = TARGETS.get(name)
-    if cls is None:
-        raise UsageError(f"unknown target {name} (known: {', '.join(TARGETS)})")
+    """The adapter for the target named ``name`` (:func:`target_name`), not yet started."""
+    parsed = target_name(name)
+    cls = TARGETS[parsed.base]
     return cls(
         workdir,
         cpus=cpus,
@@ -55,4 +96,6 @@ def make_target(
         synthetic=synthetic,
         host=host,
         exec_prefix=exec_prefix,
+        place=place_of(name),
+        token=str(parsed),
     )

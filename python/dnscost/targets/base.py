@@ -26,7 +26,8 @@ from dnscost.engine import TLS_TRANSPORTS, Endpoint, engine_path
 from dnscost.errors import MachineError, TargetError, UsageError
 from dnscost.proc import Child
 from dnscost.results import read_records
-from dnscost.targets._util import find_binary
+from dnscost.targets._util import find_binary, version_of
+from dnscost.targets.place import Host, Place
 
 __all__ = ["Counters", "Target", "free_port"]
 
@@ -92,6 +93,10 @@ class Target(ABC):
     binary: ClassVar[str]
     transports: ClassVar[tuple[str, ...]]
     """Transports this adapter can serve."""
+    version_flags: ClassVar[tuple[str, ...]] = ("--version",)
+    """What makes the server print its version."""
+    version_pattern: ClassVar[str] = r"(\S+)"
+    """Where the version is in what it prints (the first group)."""
     keeps_counters: ClassVar[bool] = True
     """Whether :meth:`counters` reports the server's own counts (a trial missing them is invalid)."""
     accept_queues: ClassVar[dict[str, int]] = {}
@@ -114,6 +119,8 @@ class Target(ABC):
         synthetic: int = 10_000,
         host: str = "127.0.0.1",
         exec_prefix: Sequence[str] = (),
+        place: Place | None = None,
+        token: str | None = None,
     ) -> None:
         unsupported = set(transports or ()) - set(self.transports)
         if unsupported:
@@ -131,6 +138,10 @@ class Target(ABC):
         """The address it listens on (127.0.0.1, or its side of a veth pair)."""
         self.exec_prefix = list(exec_prefix)
         """A command prefix that starts it in its network namespace (see dnscost.network)."""
+        self.place: Place = place or Host()
+        """Where its programs come from: the host, a release root or an own build."""
+        self.token = token or self.name
+        """The name the user gave (``dnsdist``, ``dnsdist@trixie``, ``dnsdist@/opt/dnsdist``)."""
         self.endpoints: dict[str, Endpoint] = {}
         self.cgroup: Cgroup | None = None
         self.child: Child | None = None
@@ -141,9 +152,15 @@ class Target(ABC):
         transport in ``self.wanted`` (free ports on ``self.host``) and returns the command line
         that runs the server in the foreground."""
 
-    @abstractmethod
     def version(self) -> str:
-        """The server's version, as it reports it."""
+        """The server's version, as its binary reports it (in its place)."""
+        return self.version_in(self.place)
+
+    @classmethod
+    def version_in(cls, place: Place) -> str:
+        """The version of the server's binary in ``place``, as it reports it."""
+        exe = place.find(cls.binary, cls.name, cls.package)
+        return version_of(place.wrap([exe, *cls.version_flags]), cls.version_pattern, cls.name)
 
     @abstractmethod
     def counters(self) -> Counters:
@@ -154,6 +171,21 @@ class Target(ABC):
         """The path of the server's binary, or a one-line :class:`MachineError` saying how to
         install it."""
         return find_binary(cls.binary, cls.name, cls.package)
+
+    def executable(self, binary: str | None = None) -> str:
+        """The path of ``binary`` (default: the server's) as the server's process sees it, in
+        its place; a one-line :class:`MachineError` when it is missing."""
+        return self.place.find(binary or self.binary, self.name, self.package)
+
+    def shared_paths(self) -> list[Path]:
+        """Host directories the server's configuration names (the trial directory and the TLS
+        files), visible at the same paths wherever it runs."""
+        return [self.workdir, self.tls.cert.parent, self.tls.key.parent]
+
+    def command(self, argv: Sequence[str]) -> list[str]:
+        """``argv`` (the server or one of its tools) made to run in the server's place and
+        network namespace."""
+        return [*self.exec_prefix, *self.place.wrap(argv, self.shared_paths())]
 
     def environment(self) -> dict[str, str]:
         """Variables the server is started with, beside dnscost's own environment."""
@@ -172,7 +204,7 @@ class Target(ABC):
 
     def _start(self, health_timeout: float) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
-        argv = [*self.exec_prefix, *self.configure()]
+        argv = self.command(self.configure())
         extra = self.environment()
         self.cgroup = Cgroup.create(f"dnscost-{self.name}-{id(self):x}")
         try:
@@ -262,6 +294,7 @@ class Target(ABC):
         if self.cgroup is not None:
             self.cgroup.remove()
             self.cgroup = None
+        self.place.cleanup()
 
     def __enter__(self) -> Target:
         self.start()

@@ -13,11 +13,9 @@ from dnscost.targets._util import (
     IDLE_TIMEOUT_S,
     LISTEN_BACKLOG,
     fd_limit,
-    find_binary,
     http_get,
     int_items,
     sum_of,
-    version_of,
 )
 from dnscost.targets.base import Counters, Target, free_port
 
@@ -66,13 +64,15 @@ class Bind9(Target):
     package = "bind9"
     binary = "named"
     transports = ("udp", "tcp", "dot", "doh")
+    version_flags = ("-v",)
+    version_pattern = r"BIND (\S+)"
 
     _stats_port = 0
 
     def configure(self) -> list[str]:
         if self.upstream is None:
             raise UsageError("bind9 needs an upstream (the authoritative dnscost-engine serve)")
-        exe = find_binary(self.binary, self.name, self.package)
+        exe = self.executable()
         threads = max(1, len(self.cpus))
         clients = max(150, fd_limit() - 2000)
         timeout = min(1200, IDLE_TIMEOUT_S * 10)  # units of 100 ms, at most 1200
@@ -135,10 +135,6 @@ statistics-channels {{ inet {self.host} port {self._stats_port} allow {{ 127.0.0
         path = self.workdir / "named.conf"
         path.write_text(conf)
         return [exe, "-g", "-4", "-n", str(threads), "-c", str(path)]
-
-    def version(self) -> str:
-        exe = find_binary(self.binary, self.name, self.package)
-        return version_of([exe, "-v"], r"BIND (\S+)", self.name)
 
     def counters(self) -> Counters:
         if not self._stats_port:

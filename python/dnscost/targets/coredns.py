@@ -12,7 +12,7 @@ from typing import ClassVar
 
 from dnscost.engine import Endpoint
 from dnscost.errors import TargetError, UsageError
-from dnscost.targets._util import IDLE_TIMEOUT_S, find_binary, http_get, sum_of, version_of
+from dnscost.targets._util import IDLE_TIMEOUT_S, http_get, sum_of
 from dnscost.targets.base import Counters, Target, free_port
 
 __all__ = ["Coredns", "parse_prometheus"]
@@ -115,6 +115,8 @@ class Coredns(Target):
     package = None
     binary = "coredns"
     transports = ("udp", "tcp", "dot", "doh", "doq", "doh3")
+    version_flags = ("-version",)
+    version_pattern = r"CoreDNS-(\S+)"
     accept_queues: ClassVar[dict[str, int]] = {"doq": 32, "doh3": 32}
     _metrics_port = 0
 
@@ -124,7 +126,7 @@ class Coredns(Target):
     def configure(self) -> list[str]:
         if self.upstream is None:
             raise UsageError("coredns needs an upstream (the authoritative dnscost-engine serve)")
-        exe = find_binary(self.binary, self.name, self.package)
+        exe = self.executable()
         n = max(1, len(self.cpus))
         self._metrics_port = free_port()
         # Do53 is always bound, also when only an encrypted transport is asked for.
@@ -187,10 +189,6 @@ class Coredns(Target):
         conf = self.workdir / "Corefile"
         conf.write_text("\n".join(lines) + "\n")
         return [exe, "-conf", str(conf)]
-
-    def version(self) -> str:
-        exe = find_binary(self.binary, self.name, self.package)
-        return version_of([exe, "-version"], r"CoreDNS-(\S+)", self.name)
 
     def counters(self) -> Counters:
         if not self._metrics_port:

@@ -12,12 +12,10 @@ from dnscost.errors import TargetError, UsageError
 from dnscost.targets._util import (
     IDLE_TIMEOUT_S,
     LISTEN_BACKLOG,
-    find_binary,
     http_get,
     int_items,
     lua_str,
     sum_of,
-    version_of,
 )
 from dnscost.targets.base import Counters, Target, free_port
 
@@ -60,6 +58,8 @@ class Dnsdist(Target):
     package = "dnsdist"
     binary = "dnsdist"
     transports = ("udp", "tcp", "dot", "doh")
+    version_flags = ("--version",)
+    version_pattern = r"dnsdist (\S+)"
 
     _api_key = ""
     _web_port = 0
@@ -67,7 +67,7 @@ class Dnsdist(Target):
     def configure(self) -> list[str]:
         if self.upstream is None:
             raise UsageError("dnsdist needs an upstream (the authoritative dnscost-engine serve)")
-        exe = find_binary(self.binary, self.name, self.package)
+        exe = self.executable()
         n = max(1, len(self.cpus))
         self._api_key = secrets.token_hex(16)
         self._web_port = free_port()
@@ -121,10 +121,6 @@ class Dnsdist(Target):
         conf = self.workdir / "dnsdist.conf"
         conf.write_text("\n".join(lines) + "\n")
         return [exe, "--supervised", "--disable-syslog", "-C", str(conf)]
-
-    def version(self) -> str:
-        exe = find_binary(self.binary, self.name, self.package)
-        return version_of([exe, "--version"], r"dnsdist (\S+)", self.name)
 
     def counters(self) -> Counters:
         if not self._web_port:

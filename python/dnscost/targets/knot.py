@@ -14,11 +14,9 @@ from dnscost.engine import Endpoint
 from dnscost.errors import TargetError, UsageError
 from dnscost.targets._util import (
     IDLE_TIMEOUT_S,
-    find_binary,
     lua_str,
     remove_socket_dir,
     socket_dir,
-    version_of,
 )
 from dnscost.targets.base import Counters, Target, free_port
 
@@ -78,6 +76,8 @@ class KnotResolver(Target):
     package = "knot-resolver"
     binary = "kresd"
     transports = ("udp", "tcp", "dot", "doh")
+    version_flags = ("--version",)
+    version_pattern = r"version (\S+)"
 
     _rundir: Path
     _short: Path | None = None
@@ -85,7 +85,7 @@ class KnotResolver(Target):
     def configure(self) -> list[str]:
         if self.upstream is None:
             raise UsageError("knot-resolver needs an upstream (the authoritative dnscost-engine serve)")
-        exe = find_binary(self.binary, self.name, self.package)
+        exe = self.executable()
         # kresd makes its control socket RUNDIR/control/<pid>: RUNDIR is the trial directory,
         # or a short directory of its own when that path is too long for a unix socket.
         self._rundir, self._short = socket_dir(self.workdir, room=20)
@@ -139,10 +139,6 @@ policy.add(policy.all(policy.REFUSE))
         (self.workdir / "cache").mkdir(exist_ok=True)
         return [exe, "-n", "-c", str(path), str(self._rundir)]
 
-    def version(self) -> str:
-        exe = find_binary(self.binary, self.name, self.package)
-        return version_of([exe, "--version"], r"version (\S+)", self.name)
-
     def control(self, command: str, timeout: float = 3.0) -> str:
         """Runs one Lua command on kresd's control socket and returns what it printed."""
         if self.child is None:
@@ -162,6 +158,9 @@ policy.add(policy.all(policy.REFUSE))
                 return _recv_exact(s, length, buf).decode("utf-8", errors="replace")
         except OSError as e:
             raise TargetError(f"knot-resolver: control socket {path}: {e}") from e
+
+    def shared_paths(self) -> list[Path]:
+        return [*super().shared_paths(), self._rundir]
 
     def stop(self) -> None:
         super().stop()

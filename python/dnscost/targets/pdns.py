@@ -11,11 +11,9 @@ from dnscost.errors import TargetError, UsageError
 from dnscost.targets._util import (
     IDLE_TIMEOUT_S,
     fd_limit,
-    find_binary,
     remove_socket_dir,
     socket_dir,
     sum_of,
-    version_of,
 )
 from dnscost.targets.base import Counters, Target, free_port
 
@@ -60,6 +58,8 @@ class PdnsRecursor(Target):
     package = "pdns-recursor"
     binary = "pdns_recursor"
     transports = ("udp", "tcp")
+    version_flags = ("--version",)
+    version_pattern = r"PowerDNS Recursor (\S+)"
 
     _sockets: Path
     _short: Path | None = None
@@ -67,8 +67,8 @@ class PdnsRecursor(Target):
     def configure(self) -> list[str]:
         if self.upstream is None:
             raise UsageError("pdns-recursor needs an upstream (the authoritative dnscost-engine serve)")
-        exe = find_binary(self.binary, self.name, self.package)
-        find_binary("rec_control", self.name, self.package)
+        exe = self.executable()
+        self.executable("rec_control")
         # The control socket (and rec_control's own) go into the trial directory, through a
         # short directory of its own when that path is too long for a unix socket.
         self._sockets, self._short = socket_dir(self.workdir)
@@ -102,9 +102,8 @@ class PdnsRecursor(Target):
         (self.workdir / "recursor.conf").write_text("\n".join(lines) + "\n")
         return [exe, "--daemon=no", "--write-pid=no", f"--socket-dir={self._sockets}", f"--config-dir={self.workdir}"]
 
-    def version(self) -> str:
-        exe = find_binary(self.binary, self.name, self.package)
-        return version_of([exe, "--version"], r"PowerDNS Recursor (\S+)", self.name)
+    def shared_paths(self) -> list[Path]:
+        return [*super().shared_paths(), self._sockets]
 
     def stop(self) -> None:
         super().stop()
@@ -114,10 +113,12 @@ class PdnsRecursor(Target):
     def counters(self) -> Counters:
         if self.child is None:
             raise TargetError("pdns-recursor: not started")
-        ctl = find_binary("rec_control", self.name, self.package)
+        ctl = self.executable("rec_control")
         try:
             out = subprocess.run(
-                [ctl, f"--config-dir={self.workdir}", f"--socket-dir={self._sockets}", "--timeout=5", "get-all"],
+                self.command(
+                    [ctl, f"--config-dir={self.workdir}", f"--socket-dir={self._sockets}", "--timeout=5", "get-all"]
+                ),
                 capture_output=True,
                 text=True,
                 timeout=10,

@@ -12,9 +12,7 @@ from dnscost.errors import MachineError, TargetError, UsageError
 from dnscost.targets._util import (
     IDLE_TIMEOUT_S,
     fd_limit,
-    find_binary,
     sum_of,
-    version_of,
 )
 from dnscost.targets.base import Counters, Target, free_port
 
@@ -74,17 +72,20 @@ class Unbound(Target):
     package = "unbound"
     binary = "unbound"
     transports = ("udp", "tcp", "dot", "doh")
+    version_flags = ("-V",)
+    version_pattern = r"Version (\S+)"
 
     _conf_path: Path | None = None
 
     def configure(self) -> list[str]:
         if self.upstream is None:
             raise UsageError("unbound needs an upstream (the authoritative dnscost-engine serve)")
-        exe = find_binary(self.binary, self.name, self.package)
-        find_binary("unbound-control", self.name, self.package)
+        exe = self.executable()
+        self.executable("unbound-control")
         if "doh" in self.wanted:
             try:
-                built = subprocess.run([exe, "-V"], capture_output=True, text=True, timeout=10, check=False).stdout
+                argv = self.place.wrap([exe, "-V"])
+                built = subprocess.run(argv, capture_output=True, text=True, timeout=10, check=False).stdout
             except (OSError, subprocess.TimeoutExpired) as e:
                 raise MachineError(f"unbound: cannot run {exe} -V: {e}") from e
             if "nghttp2" not in built:
@@ -172,17 +173,13 @@ class Unbound(Target):
         self._conf_path = conf
         return [exe, "-d", "-c", str(conf)]
 
-    def version(self) -> str:
-        exe = find_binary(self.binary, self.name, self.package)
-        return version_of([exe, "-V"], r"Version (\S+)", self.name)
-
     def counters(self) -> Counters:
         if self._conf_path is None:
             raise TargetError("unbound: not started")
-        ctl = find_binary("unbound-control", self.name, self.package)
+        ctl = self.executable("unbound-control")
         try:
             out = subprocess.run(
-                [*self.exec_prefix, ctl, "-c", str(self._conf_path), "stats_noreset"],
+                self.command([ctl, "-c", str(self._conf_path), "stats_noreset"]),
                 capture_output=True,
                 text=True,
                 timeout=10,

@@ -1,0 +1,217 @@
+"""Where a target's binaries come from: the host's packages (a bare ``NAME``), a release root of
+another Debian release (``NAME@RELEASE``, :mod:`dnscost.targets.roots`), or a developer's own
+build (``NAME@PATH``: a binary or an install prefix).
+
+A :class:`Place` finds a program and turns a command line into one that runs it there. A root's
+commands run under ``chroot`` in a mount namespace of their own, in the host's network
+namespace, with the host directories the configuration names (the trial directory, the TLS
+files, a short socket directory) bound at the same paths inside the root: the adapters write one
+configuration for every place, and everything the target writes lands in the trial directory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from dnscost.errors import MachineError, UsageError
+from dnscost.targets._util import find_binary
+
+__all__ = ["RELEASES", "Build", "Host", "Place", "Root", "TargetName", "label_of"]
+
+_BIN_DIRS = ("usr/sbin", "usr/bin", "sbin", "bin", "usr/local/sbin", "usr/local/bin")
+
+# unshare (no --fork) and sh (exec) keep the PID, so the process dnscost pins, puts in a cgroup,
+# meters and stops is the server itself. The mount namespace is private: nothing bound here is
+# seen by the host, and it goes with the last process in it.
+_CHROOT_SCRIPT = """set -e
+root=$1; shift
+while [ "$1" != "--" ]; do mount --bind "$1" "$root$1"; shift; done
+shift
+mount -t proc proc "$root/proc"
+mount --rbind /dev "$root/dev"
+mount --rbind /sys "$root/sys"
+exec chroot "$root" "$@"
+"""
+
+
+class Place:
+    """Where a target's programs are, and how to run them there: the host (the base class
+    itself: programs from ``PATH`` and the sbin directories), a :class:`Root` or a
+    :class:`Build`."""
+
+    def find(self, binary: str, target: str, package: str | None) -> str:
+        """The path of ``binary`` as the target's process sees it, or a one-line
+        :class:`MachineError` saying how to get it."""
+        return find_binary(binary, target, package)
+
+    def wrap(self, argv: Sequence[str], shared: Sequence[Path] = ()) -> list[str]:
+        """``argv`` made to run in this place, with the host directories ``shared`` visible at
+        their own paths."""
+        return list(argv)
+
+    def cleanup(self) -> None:
+        """Removes what :meth:`wrap` left in the place, once its processes are gone."""
+
+    def describe(self) -> dict[str, object]:
+        """Where the binaries came from, for run.json and trial.json."""
+        return {"place": "host"}
+
+
+Host = Place
+"""The host's own packages."""
+
+
+@dataclass
+class Root(Place):
+    """A release root made by ``dnscost target prepare`` (``path`` holds the Debian release)."""
+
+    path: Path
+    release: str
+    made: list[Path] = field(default_factory=list)
+    """Mount points :meth:`wrap` made inside the root, removed by :meth:`cleanup`."""
+
+    def find(self, binary: str, target: str, package: str | None) -> str:
+        for d in _BIN_DIRS:
+            candidate = self.path / d / binary
+            if candidate.is_file() and os.access(candidate, os.X_OK):
+                return "/" + d + "/" + binary
+        raise MachineError(
+            f"{target}@{self.release}: {binary} is not in the root {self.path}: "
+            f"run dnscost target prepare {target}@{self.release}"
+        )
+
+    def wrap(self, argv: Sequence[str], shared: Sequence[Path] = ()) -> list[str]:
+        unshare = shutil.which("unshare")
+        if unshare is None:
+            raise MachineError("unshare not found: install the Debian package util-linux")
+        binds = _outermost(shared)
+        for p in binds:
+            inner = self.path / str(p).lstrip("/")
+            missing = [d for d in (inner, *inner.parents) if d.is_relative_to(self.path) and not d.exists()]
+            inner.mkdir(parents=True, exist_ok=True)
+            self.made.extend(reversed(missing))
+        return [unshare, "--mount", "--propagation", "private", "/bin/sh", "-c", _CHROOT_SCRIPT, "dnscost-root",
+                str(self.path), *map(str, binds), "--", *argv]  # fmt: skip
+
+    def cleanup(self) -> None:
+        for d in reversed(self.made):  # the deepest first
+            with contextlib.suppress(OSError):  # not empty: the target wrote outside what was shared
+                d.rmdir()
+        self.made.clear()
+
+    def describe(self) -> dict[str, object]:
+        from dnscost.targets.roots import read_manifest
+
+        manifest = read_manifest(self.path)
+        return {
+            "place": "root",
+            "release": self.release,
+            "root": str(self.path),
+            "mirror": manifest.mirror if manifest else None,
+            "packages": manifest.packages if manifest else {},
+        }
+
+
+@dataclass(frozen=True)
+class Build(Place):
+    """A developer's own build: ``path`` is the server's binary, or an install prefix holding it in
+    ``sbin/`` or ``bin/``. Helper programs (``unbound-control``, ``rec_control``) are taken
+    beside it, else from the host."""
+
+    path: Path
+
+    def _dirs(self) -> list[Path]:
+        if self.path.is_file():
+            return [self.path.parent]
+        return [self.path / "sbin", self.path / "bin", self.path]
+
+    def find(self, binary: str, target: str, package: str | None) -> str:
+        if self.path.is_file() and os.access(self.path, os.X_OK) and self.path.name == binary:
+            return str(self.path)
+        for d in self._dirs():
+            candidate = d / binary
+            if candidate.is_file() and os.access(candidate, os.X_OK):
+                return str(candidate)
+        if self.path.is_file():
+            # A helper the build does not carry: the host's (same protocol, mostly).
+            return find_binary(binary, target, package)
+        raise MachineError(f"{target}@{self.path}: no executable {binary} in {self.path} (nor in its sbin/ or bin/)")
+
+    def describe(self) -> dict[str, object]:
+        return {"place": "build", "path": str(self.path)}
+
+
+def _outermost(paths: Sequence[Path]) -> list[Path]:
+    """``paths`` resolved, without those inside another one (binding the outer one shows them)."""
+    resolved = sorted({Path(os.path.realpath(p)) for p in paths}, key=lambda p: len(p.parts))
+    out: list[Path] = []
+    for p in resolved:
+        if not any(p == q or q in p.parents for q in out):
+            out.append(p)
+    return out
+
+
+RELEASES = ("bullseye", "bookworm", "trixie", "forky", "sid")
+"""The Debian releases a root can be made of (codenames; ``sid`` is unstable)."""
+
+_LABEL = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+@dataclass(frozen=True)
+class TargetName:
+    """A target as the user names it: ``dnsdist`` (the host's package), ``dnsdist@trixie`` (a
+    release root) or ``dnsdist@/opt/dnsdist`` (an own build)."""
+
+    base: str
+    """The adapter: a key of :data:`dnscost.targets.TARGETS`."""
+    release: str | None = None
+    build: Path | None = None
+
+    @classmethod
+    def parse(cls, text: str, known: Sequence[str], packaged: Sequence[str]) -> TargetName:
+        """``text`` checked against the adapters ``known`` (``packaged``: those a Debian release
+        carries); one-line :class:`UsageError` otherwise."""
+        base, at, where = text.partition("@")
+        if base not in known:
+            raise UsageError(f"unknown target {base} (known: {', '.join(known)})")
+        if not at:
+            return cls(base)
+        if not where:
+            raise UsageError(f"{text}: give a Debian release or a path after @ (e.g. {base}@trixie)")
+        if "/" in where or where.startswith("."):
+            path = Path(where).expanduser().resolve()
+            if not path.exists():
+                raise UsageError(f"{text}: {path} does not exist (give the server's binary or its install prefix)")
+            return cls(base, build=path)
+        if where not in RELEASES:
+            raise UsageError(f"{text}: unknown Debian release {where} (known: {', '.join(RELEASES)})")
+        if base not in packaged:
+            raise UsageError(f"{text}: Debian does not package {base} (release roots hold {', '.join(packaged)})")
+        return cls(base, release=where)
+
+    def __str__(self) -> str:
+        if self.release:
+            return f"{self.base}@{self.release}"
+        if self.build:
+            return f"{self.base}@{self.build}"
+        return self.base
+
+    @property
+    def label(self) -> str:
+        """The name in trial names and directories (:func:`label_of`)."""
+        return label_of(str(self))
+
+
+def label_of(token: str) -> str:
+    """A target's name as trial names and directories carry it: the name itself, with a build's
+    path made file-safe (``dnsdist@/opt/dnsdist/sbin/dnsdist``: ``dnsdist@opt_dnsdist_sbin_dnsdist``)."""
+    base, at, where = token.partition("@")
+    if at and ("/" in where or where.startswith(".")):
+        return f"{base}@{_LABEL.sub('_', where.strip('/'))}"
+    return token
