@@ -62,14 +62,33 @@ flag                     the cell contradicts another because
 inconsistent-lifetime    connections with a shorter lifetime cost less target CPU per query
                          than with a longer one (same target, transport, resumption, key)
 inconsistent-resumption  resumed handshakes cost more target CPU per query than full ones
-                         (same target, transport, lifetime, key)
+                         (same target, transport, lifetime, key), or a resumed handshake
+                         more target CPU than a full one
+inconsistent-layering    plain TCP costs more target CPU per query than DoT or DoH, which
+                         carry the same queries over TCP plus TLS (same target, lifetime,
+                         connections)
+inconsistent-memory      memory per connection (user + kernel) falls as connections grow
 memory-below-kernel      memory per connection (user + kernel, fitted) is below the
                          target's own TCP socket buffers per connection (fitted)
 =======================  ===============================================================
 
-A paired comparison's interval is the 95 % t interval of the mean of its per-round ratios
-(two rounds or more), or the single ratio ± ``ONE_ROUND_SPREAD``; a memory comparison's, the
-fits' 95 % intervals.
+A paired comparison's interval is the min and max of its per-round ratios (two rounds or
+more: the contradiction holds in every round when the interval lies beyond 1), or the single
+ratio ± ``ONE_ROUND_SPREAD``; a memory comparison's, the fits' 95 % intervals, or each point
+± ``ONE_ROUND_SPREAD`` (one trial per point). The ``consistency`` table gives each
+contradiction's ``margin``: how far its interval lies beyond the bound.
+
+The analysis also invalidates single trials for what their own counts show
+(:data:`ANALYSIS_FLAGS`):
+
+==================  ====================================================================
+flag                the trial is invalid because
+==================  ====================================================================
+not-persistent      a trial with persistent connections (lifetime ``forever``) opened more
+                    than ``MAX_NEW_CONNECTIONS`` of its connections again in its window:
+                    its cell is not persistent (knot-resolver's RSA-2048 DoT and DoH
+                    trials reconnect about 50 a second)
+==================  ====================================================================
 """
 
 from __future__ import annotations
@@ -78,10 +97,12 @@ from collections.abc import Mapping
 from typing import Any
 
 __all__ = [
+    "ANALYSIS_FLAGS",
     "CONSISTENCY_FLAGS",
     "FLAGS",
     "MAX_FOREIGN",
     "MAX_LOSS",
+    "MAX_NEW_CONNECTIONS",
     "MIN_ANSWER_AGREEMENT",
     "MIN_CACHE_HITS",
     "MIN_CONNECTIONS",
@@ -133,8 +154,19 @@ FLAGS = (
 UNCHECKED = ("answer-count", "cache-hits", "fresh-target")
 """Checks a trial could not run; recorded, they do not invalidate (see above)."""
 
-CONSISTENCY_FLAGS = ("inconsistent-lifetime", "inconsistent-resumption", "memory-below-kernel")
+CONSISTENCY_FLAGS = (
+    "inconsistent-lifetime",
+    "inconsistent-resumption",
+    "inconsistent-layering",
+    "inconsistent-memory",
+    "memory-below-kernel",
+)
 """Flags the analysis raises across trials; they do not invalidate (see above)."""
+ANALYSIS_FLAGS = ("not-persistent",)
+"""Flags the analysis raises on a single trial from its own counts; they invalidate (see above)."""
+MAX_NEW_CONNECTIONS = 0.01
+"""A persistent trial that establishes more than this share of its connections in its window
+is ``not-persistent``."""
 ONE_ROUND_SPREAD = 0.10
 """With a single round, a paired ratio's interval is the ratio ± this share of it (the spread
 of one repetition on the reference 2-core VM)."""

@@ -12,9 +12,10 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from dnscost.analysis.clients import clients_rows
-from dnscost.analysis.consistency import apply_flags, consistency_rows
+from dnscost.analysis.consistency import apply_flags, consistency_rows, flag_not_persistent, handshake_rows
 from dnscost.analysis.costmodel import cost_model_rows
 from dnscost.analysis.headline import headline, headline_rows
 from dnscost.analysis.load import load_run
@@ -35,7 +36,9 @@ from dnscost.analysis.tables import (
 )
 from dnscost.analysis.write import write_tables
 
-__all__ = ["COLUMNS", "Analysis", "Table", "analyze", "headline", "write_tables"]
+__all__ = ["COLUMNS", "Analysis", "Table", "analyze", "derive", "headline", "write_tables"]
+
+Row = dict[str, Any]
 
 
 def analyze(run_dir: Path) -> Analysis:
@@ -45,8 +48,30 @@ def analyze(run_dir: Path) -> Analysis:
     :class:`dnscost.errors.UsageError` when ``run_dir`` holds no readable run.json with a plan."""
     run, trials = load_run(run_dir)
     rows = [trial_row(t, run) for t in trials]
-    baseline = baseline_rows(trials, rows)
-    points = memory_point_rows(trials, rows)
+    flag_not_persistent(rows)
+    return derive(
+        run,
+        trials,
+        rows,
+        baseline=baseline_rows(trials, rows),
+        points=memory_point_rows(trials, rows),
+        wire=wire_rows(trials, rows),
+    )
+
+
+def derive(
+    run: dict[str, Any],
+    trials: list[dict[str, Any]],
+    rows: list[Row],
+    *,
+    baseline: list[Row],
+    points: list[Row],
+    wire: list[Row],
+) -> Analysis:
+    """Every derived table from the ``trials`` table's rows (validity and the ``not-persistent``
+    flag already set) and the three tables that need the trials' documents: the ``baseline``
+    (UDP searches), the ``memory_points`` (meter levels) and the ``wire`` counts. Consistency
+    flags are raised here, on ``rows``."""
     rounds = round_rows(rows)
     contradictions = consistency_rows(rounds, points, rows)
     apply_flags(rows, contradictions)
@@ -64,7 +89,7 @@ def analyze(run_dir: Path) -> Analysis:
         "latency": latency_rows(rows),
         "cost_model": cost_terms,
         "cost_model_fit": cost_fits,
-        "wire": wire_rows(trials, rows),
+        "wire": wire,
         "clients": clients_rows(rows, rounds),
         "rounds": rounds,
         "consistency": contradictions,
@@ -75,6 +100,15 @@ def analyze(run_dir: Path) -> Analysis:
         for name in COLUMNS
     }
     a = Analysis(run=run, trials=trials, tables=tables)
-    # The headline reads the other tables, so it comes last.
-    tables["headline"].rows = [{c: r.get(c) for c in COLUMNS["headline"]} for r in headline_rows(headline(a))]
+    # The headline reads the other tables, so it comes last; a resumed handshake dearer than a
+    # full one is found there, so its contradictions join the table (and flag the trials) then.
+    heads = headline(a)
+    dearer = handshake_rows(heads)
+    if dearer:
+        apply_flags(rows, dearer)
+        tables["consistency"].rows += [{c: r.get(c) for c in COLUMNS["consistency"]} for r in dearer]
+        by_id = {r["id"]: r for r in rows}
+        for r in tables["trials"].rows:
+            r["flags"] = by_id[r["id"]]["flags"]
+    tables["headline"].rows = [{c: r.get(c) for c in COLUMNS["headline"]} for r in headline_rows(heads)]
     return a

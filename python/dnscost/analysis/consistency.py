@@ -1,31 +1,62 @@
-"""Consistency checks across cells: results that contradict physics beyond their intervals
-(``docs/results.md``, "Consistency"). The flags are defined in :mod:`dnscost.validity`.
+"""Consistency checks: results that contradict physics (``docs/results.md``, "Consistency"). The
+flags are defined in :mod:`dnscost.validity`.
+
+On single trials, from their own counts (an invalidity, :data:`dnscost.validity.ANALYSIS_FLAGS`):
+
+- ``not-persistent``: a trial with persistent connections that establishes more than
+  :data:`dnscost.validity.MAX_NEW_CONNECTIONS` of its connections in its window
+  (:func:`flag_not_persistent`); it is left out of every persistent cell.
+
+Across cells (the trials stay valid; the two cells are named):
 
 - ``inconsistent-lifetime``: connections that live shorter cannot cost less CPU per query than
   connections that live longer (every reconnection adds work), same target, transport,
-  resumption and key type; every lifetime is compared with every longer one.
+  resumption and key type; every lifetime is compared with every longer one (one query, 1 s,
+  30 s, persistent: all six ordered pairs).
 - ``inconsistent-resumption``: a resumed handshake cannot cost more than a full one: with more
-  resumption, CPU per query cannot rise (same target, transport, lifetime, key type).
+  resumption, CPU per query cannot rise (same target, transport, lifetime, key type); and the
+  CPU per resumed handshake cannot exceed the CPU per full one (:func:`handshake_rows`, from
+  the headline's per-round handshake costs).
+- ``inconsistent-layering``: plain TCP cannot cost more CPU per query than DoT or DoH, which
+  carry the same queries over TCP plus TLS (same target, lifetime and connections; every key).
+- ``inconsistent-memory``: memory per connection (user + kernel above the idle baseline, ÷ the
+  connections held) cannot fall as connections grow.
 - ``memory-below-kernel``: the memory a connection costs (user + kernel, fitted over the idle
   trials) cannot be below what the kernel itself counts in the target's TCP socket buffers per
   connection (cgroup ``memory.kmem.tcp``/``sock``, fitted the same way).
 
-Paired checks divide CPU per query of two cells in the same round. Pure: rows in, rows out.
+Paired checks divide CPU per query of two cells in the same round. A pair contradicts physics
+when its whole interval lies beyond the bound: the min and max of its per-round ratios (so the
+contradiction holds in every round), a single round ± ``ONE_ROUND_SPREAD``. Each is a row of
+the ``consistency`` table naming both cells, with its median, interval and ``margin``: how far
+the interval lies beyond the bound (``low`` - 1 for a ratio; bytes for ``memory-below-kernel``).
+Pure: rows in, rows out.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from dnscost.analysis.rounds import round_of
-from dnscost.analysis.stats import fit_line, t_quantile
-from dnscost.validity import ONE_ROUND_SPREAD
+from dnscost.analysis.stats import fit_line
+from dnscost.validity import MAX_NEW_CONNECTIONS, ONE_ROUND_SPREAD
 
-__all__ = ["CONSISTENCY_COLUMNS", "apply_flags", "consistency_rows", "lifetime_order"]
+__all__ = [
+    "CONSISTENCY_COLUMNS",
+    "NOT_PERSISTENT",
+    "apply_flags",
+    "consistency_rows",
+    "flag_not_persistent",
+    "handshake_rows",
+    "lifetime_order",
+]
 
 Row = dict[str, Any]
+
+NOT_PERSISTENT = "not-persistent"
+"""The flag of a persistent trial that reconnects in its window (:func:`flag_not_persistent`)."""
 
 CONSISTENCY_COLUMNS = [
     "target",
@@ -37,12 +68,16 @@ CONSISTENCY_COLUMNS = [
     "value",
     "low",
     "high",
+    "margin",
     "rounds",
     "interval",
     "cell_trials",
     "against_trials",
 ]
 """Columns of the ``consistency`` table: one row per contradiction found."""
+
+LAYERED = {"tcp": ("dot", "doh")}
+"""A transport, and the transports that carry its queries over it plus more (TLS, HTTP/2)."""
 
 
 def lifetime_order(lifetime: Any) -> tuple[int, float]:
@@ -61,31 +96,56 @@ def lifetime_order(lifetime: Any) -> tuple[int, float]:
     return (1, float(life["duration_ms"] or 0))
 
 
+def flag_not_persistent(trial_rows: Iterable[Row]) -> list[str]:
+    """Marks every finished trial with persistent connections (lifetime ``forever``, any
+    transport but UDP) that established more than ``MAX_NEW_CONNECTIONS`` of its connections in
+    its window ``not-persistent`` and invalid (rows of the ``trials`` table, changed in place);
+    returns their ids. A cell of persistent connections must not pay for handshakes."""
+    flagged = []
+    for r in trial_rows:
+        if r.get("transport") in (None, "udp") or r.get("lifetime") != "forever":
+            continue  # a replay of real clients (no lifetime) opens connections as its shape says
+        asked, opened = r.get("connections"), r.get("connections_established")
+        if r.get("status") != "done" or not asked or opened is None or opened <= MAX_NEW_CONNECTIONS * asked:
+            continue
+        flags = [f for f in str(r.get("flags") or "").split(";") if f]
+        if NOT_PERSISTENT not in flags:
+            r["flags"] = ";".join([*flags, NOT_PERSISTENT])
+        r["valid"] = False
+        flagged.append(str(r["id"]))
+    return flagged
+
+
+def _median(values: list[float]) -> float:
+    s = sorted(values)
+    n = len(s)
+    return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2
+
+
 def _interval(ratios: list[float]) -> tuple[float, float, float, str]:
-    """Mean of the per-round ratios and its interval (see :mod:`dnscost.validity`)."""
-    n = len(ratios)
-    mean = sum(ratios) / n
-    if n == 1:
+    """Median of the per-round ratios and their min and max (a single round: ±
+    ``ONE_ROUND_SPREAD``)."""
+    value = _median(ratios)
+    if len(ratios) == 1:
         return (
-            mean,
-            mean * (1 - ONE_ROUND_SPREAD),
-            mean * (1 + ONE_ROUND_SPREAD),
+            value,
+            value * (1 - ONE_ROUND_SPREAD),
+            value * (1 + ONE_ROUND_SPREAD),
             f"single round ±{ONE_ROUND_SPREAD:.0%}",
         )
-    sd = math.sqrt(sum((r - mean) ** 2 for r in ratios) / (n - 1))
-    half = t_quantile(0.975, n - 1) * sd / math.sqrt(n)
-    return mean, mean - half, mean + half, "95 % t interval over rounds"
+    return value, min(ratios), max(ratios), f"min, max over {len(ratios)} rounds"
 
 
-def _name(r: Row) -> str:
+def _name(r: Row, *, connections: bool = False) -> str:
     from dnscost.certs import DEFAULT_KEY_TYPE
 
-    parts = [str(r["target"]), str(r["transport"]), str(r["lifetime"])]
+    parts = [str(r["target"]), str(r["transport"])]
+    parts.append(f"{r['connections']} connections" if connections else str(r["lifetime"]))
     if r["resumption"]:
         parts.append(f"resumption {r['resumption']:g}")
     if r.get("early_data"):
         parts.append(f"0-RTT {r['early_data']:g}")
-    if r.get("cert_key") not in (None, DEFAULT_KEY_TYPE):
+    if r.get("cert_key") not in (None, DEFAULT_KEY_TYPE) and r["transport"] not in ("udp", "tcp"):
         parts.append(str(r["cert_key"]))
     return " ".join(parts)
 
@@ -98,11 +158,10 @@ def _per_round(cell: list[Row]) -> dict[Any, float]:
     return out
 
 
-def _paired(flag: str, what: str, cheap: list[Row], dear: list[Row]) -> Row | None:
-    """A contradiction when ``cheap`` (the cell that must cost at most as much per query)
-    costs more than ``dear`` beyond the interval of their per-round ratio."""
-    a, b = _per_round(cheap), _per_round(dear)
-    ratios = [a[k] / b[k] for k in a if k in b and b[k] > 0]
+def _row(
+    flag: str, what: str, cell: str, against: str, ratios: list[float], cheap: list[Row], dear: list[Row]
+) -> Row | None:
+    """A contradiction when the interval of ``ratios`` (each must be at most 1) lies above 1."""
     if not ratios:
         return None
     value, low, high, interval = _interval(ratios)
@@ -112,12 +171,13 @@ def _paired(flag: str, what: str, cheap: list[Row], dear: list[Row]) -> Row | No
         "target": cheap[0]["target"],
         "transport": cheap[0]["transport"],
         "flag": flag,
-        "cell": _name(cheap[0]),
-        "against": _name(dear[0]),
+        "cell": cell,
+        "against": against,
         "what": what,
         "value": value,
         "low": low,
         "high": high,
+        "margin": low - 1.0,
         "rounds": len(ratios),
         "interval": interval,
         "cell_trials": ";".join(str(r["id"]) for r in cheap),
@@ -125,76 +185,40 @@ def _paired(flag: str, what: str, cheap: list[Row], dear: list[Row]) -> Row | No
     }
 
 
-def _cells(rounds: Sequence[Row]) -> dict[tuple[Any, ...], list[Row]]:
+def _paired(flag: str, what: str, cheap: list[Row], dear: list[Row], *, connections: bool = False) -> Row | None:
+    """A contradiction when ``cheap`` (the cell that must cost at most as much per query)
+    costs more than ``dear`` per query in every round (the interval of their per-round ratio
+    above 1)."""
+    a, b = _per_round(cheap), _per_round(dear)
+    ratios = [a[k] / b[k] for k in a if k in b and b[k] > 0]
+    return _row(
+        flag,
+        what,
+        _name(cheap[0], connections=connections),
+        _name(dear[0], connections=connections),
+        ratios,
+        cheap,
+        dear,
+    )
+
+
+def _cells(rounds: Sequence[Row], analysis: str) -> dict[tuple[Any, ...], list[Row]]:
     cells: dict[tuple[Any, ...], list[Row]] = {}
     for r in rounds:
-        if r["analysis"] == "establishment" and r["transport"] != "udp":
+        if r["analysis"] == analysis and r["transport"] != "udp":
             key = (
                 r["target"],
                 r["transport"],
-                r["cert_key"],
+                r["cert_key"] if r["transport"] != "tcp" else None,
                 r["early_data"] or 0.0,
-                r["lifetime"],
+                r["lifetime"] if analysis == "establishment" else r["connections"],
                 r["resumption"] or 0.0,
             )
             cells.setdefault(key, []).append(r)
     return cells
 
 
-def _memory(points: Sequence[Row], trial_rows: Sequence[Row]) -> list[Row]:
-    out = []
-    keys = dict.fromkeys((p["target"], p["transport"]) for p in points)
-    for target, transport in keys:
-        pts = [p for p in points if (p["target"], p["transport"]) == (target, transport) and p["valid"]]
-        fits = {}
-        for name, value in (
-            ("total", lambda p: _sum(p["rss_delta_bytes"], p["kernel_delta_bytes"])),
-            ("socket", lambda p: p["tcp_delta_bytes"]),
-        ):
-            use = [(p, v) for p in pts if (v := value(p)) is not None]
-            held = [
-                float(p["connections_held"] if p["connections_held"] is not None else p["connections"]) for p, _ in use
-            ]
-            fits[name] = fit_line(held, [v for _, v in use])
-        total, socket = fits["total"], fits["socket"]
-        if total is None or socket is None or total.ci95_high is None or socket.ci95_low is None:
-            continue
-        if total.ci95_high < socket.ci95_low:
-            trials = ";".join(
-                str(r["id"])
-                for r in trial_rows
-                if r["kind"] == "idle" and (r["target"], r["transport"]) == (target, transport)
-            )
-            out.append(
-                {
-                    "target": target,
-                    "transport": transport,
-                    "flag": "memory-below-kernel",
-                    "cell": f"{target} {transport} memory per connection",
-                    "against": f"{target} {transport} TCP socket buffers per connection",
-                    "what": "memory per connection (bytes) below the kernel's socket buffers",
-                    "value": total.slope,
-                    "low": total.ci95_low,
-                    "high": total.ci95_high,
-                    "rounds": len(pts),
-                    "interval": f"95 % t intervals of both fits (socket buffers {socket.slope:.0f} B, "
-                    f"{socket.ci95_low:.0f}..{socket.ci95_high:.0f})",
-                    "cell_trials": trials,
-                    "against_trials": trials,
-                }
-            )
-    return out
-
-
-def _sum(a: float | None, b: float | None) -> float | None:
-    return a + b if a is not None and b is not None else None
-
-
-def consistency_rows(rounds: Sequence[Row], memory_points: Sequence[Row], trial_rows: Sequence[Row]) -> list[Row]:
-    """Every contradiction in the run: the ``rounds`` table's establishment cells (lifetime and
-    resumption) and the ``memory_points`` table (memory against socket buffers; the flag goes
-    to the idle trials of ``trial_rows``)."""
-    cells = _cells(rounds)
+def _lifetime_and_resumption(cells: dict[tuple[Any, ...], list[Row]]) -> list[Row]:
     out = []
     for key, cell in cells.items():
         early, lifetime, resumption = key[3], key[4], key[5]
@@ -222,7 +246,177 @@ def consistency_rows(rounds: Sequence[Row], memory_points: Sequence[Row], trial_
                 found = _paired("inconsistent-resumption", what, other, cell)
                 if found is not None:
                     out.append(found)
-    return out + _memory(memory_points, trial_rows)
+    return out
+
+
+def _layering(cells: dict[tuple[Any, ...], list[Row]], *, connections: bool) -> list[Row]:
+    """Plain TCP against DoT and DoH at the same target, lifetime (or connections), no
+    resumption: TCP must not cost more per query."""
+    out = []
+    for key, cell in cells.items():
+        target, transport, _, early, point, resumption = key
+        if transport not in LAYERED or early or resumption:
+            continue
+        for other_key, other in cells.items():
+            o_target, o_transport, _, o_early, o_point, o_resumption = other_key
+            if (o_target, o_point) != (target, point) or o_transport not in LAYERED[transport]:
+                continue
+            if o_early or o_resumption:
+                continue
+            what = f"CPU per query, {transport} ÷ {o_transport} (which carries it plus TLS): above 1"
+            found = _paired("inconsistent-layering", what, cell, other, connections=connections)
+            if found is not None:
+                out.append(found)
+    return out
+
+
+def _sum(a: float | None, b: float | None) -> float | None:
+    return a + b if a is not None and b is not None else None
+
+
+def _held(p: Row) -> float | None:
+    held = p.get("connections_held")
+    held = held if held is not None else p.get("connections")
+    return float(held) if isinstance(held, int | float) and held else None
+
+
+def _idle_trials(trial_rows: Sequence[Row], target: Any, transport: Any, connections: Any = None) -> str:
+    return ";".join(
+        str(r["id"])
+        for r in trial_rows
+        if r["kind"] == "idle"
+        and (r["target"], r["transport"]) == (target, transport)
+        and (connections is None or r["connections"] == connections)
+    )
+
+
+def _memory_falling(points: Sequence[Row], trial_rows: Sequence[Row]) -> list[Row]:
+    """Memory per connection at fewer connections ÷ at more, for every pair of valid points of
+    a target and transport: above 1 means it fell as connections grew. One trial per point, so
+    each point is taken ± ``ONE_ROUND_SPREAD``: a contradiction when the ratio's interval lies
+    above 1."""
+    out = []
+    keys = dict.fromkeys((p["target"], p["transport"]) for p in points)
+    s = ONE_ROUND_SPREAD
+    for target, transport in keys:
+        per: list[tuple[float, Row, float]] = []
+        for p in points:
+            if (p["target"], p["transport"]) != (target, transport) or not p["valid"]:
+                continue
+            total, held = _sum(p["rss_delta_bytes"], p["kernel_delta_bytes"]), _held(p)
+            if total is not None and held:
+                per.append((held, p, total / held))
+        per.sort(key=lambda x: x[0])
+        for i, (held_a, a, bytes_a) in enumerate(per):
+            for held_b, b, bytes_b in per[i + 1 :]:
+                if held_b <= held_a or bytes_b <= 0:
+                    continue
+                value = bytes_a / bytes_b
+                low, high = value * (1 - s) / (1 + s), value * (1 + s) / (1 - s)
+                if low <= 1.0:
+                    continue
+                out.append(
+                    {
+                        "target": target,
+                        "transport": transport,
+                        "flag": "inconsistent-memory",
+                        "cell": f"{target} {transport} memory per connection at {held_a:.0f} "
+                        f"({bytes_a / 1024:.1f} KiB)",
+                        "against": f"{target} {transport} memory per connection at {held_b:.0f} "
+                        f"({bytes_b / 1024:.1f} KiB)",
+                        "what": "memory per connection (user + kernel), fewer connections ÷ more: above 1",
+                        "value": value,
+                        "low": low,
+                        "high": high,
+                        "margin": low - 1.0,
+                        "rounds": 1,
+                        "interval": f"each point ±{s:.0%} (one trial per point)",
+                        "cell_trials": _idle_trials(trial_rows, target, transport, a["connections"]),
+                        "against_trials": _idle_trials(trial_rows, target, transport, b["connections"]),
+                    }
+                )
+    return out
+
+
+def _memory_below_kernel(points: Sequence[Row], trial_rows: Sequence[Row]) -> list[Row]:
+    out = []
+    keys = dict.fromkeys((p["target"], p["transport"]) for p in points)
+    for target, transport in keys:
+        pts = [p for p in points if (p["target"], p["transport"]) == (target, transport) and p["valid"]]
+        fits = {}
+        for name, value in (
+            ("total", lambda p: _sum(p["rss_delta_bytes"], p["kernel_delta_bytes"])),
+            ("socket", lambda p: p["tcp_delta_bytes"]),
+        ):
+            use = [(p, v) for p in pts if (v := value(p)) is not None]
+            held = [
+                float(p["connections_held"] if p["connections_held"] is not None else p["connections"]) for p, _ in use
+            ]
+            fits[name] = fit_line(held, [v for _, v in use])
+        total, socket = fits["total"], fits["socket"]
+        if total is None or socket is None or total.ci95_high is None or socket.ci95_low is None:
+            continue
+        if total.ci95_high < socket.ci95_low:
+            trials = _idle_trials(trial_rows, target, transport)
+            out.append(
+                {
+                    "target": target,
+                    "transport": transport,
+                    "flag": "memory-below-kernel",
+                    "cell": f"{target} {transport} memory per connection",
+                    "against": f"{target} {transport} TCP socket buffers per connection",
+                    "what": "memory per connection (bytes) below the kernel's socket buffers",
+                    "value": total.slope,
+                    "low": total.ci95_low,
+                    "high": total.ci95_high,
+                    "margin": socket.ci95_low - total.ci95_high,
+                    "rounds": len(pts),
+                    "interval": f"95 % t intervals of both fits (socket buffers {socket.slope:.0f} B, "
+                    f"{socket.ci95_low:.0f}..{socket.ci95_high:.0f}); margin in bytes",
+                    "cell_trials": trials,
+                    "against_trials": trials,
+                }
+            )
+    return out
+
+
+def consistency_rows(rounds: Sequence[Row], memory_points: Sequence[Row], trial_rows: Sequence[Row]) -> list[Row]:
+    """Every contradiction in the run: the ``rounds`` table's establishment cells (lifetime,
+    resumption, layering) and connections cells (layering), and the ``memory_points`` table
+    (memory per connection against connections held and against socket buffers; the flag goes
+    to the idle trials of ``trial_rows``)."""
+    establishment = _cells(rounds, "establishment")
+    connections = _cells(rounds, "connections")
+    return (
+        _lifetime_and_resumption(establishment)
+        + _layering(establishment, connections=False)
+        + _layering(connections, connections=True)
+        + _memory_falling(memory_points, trial_rows)
+        + _memory_below_kernel(memory_points, trial_rows)
+    )
+
+
+def handshake_rows(heads: Sequence[dict[str, Any]]) -> list[Row]:
+    """A resumed handshake dearer than a full one: per target and transport, the headline's
+    per-round CPU per resumed handshake ÷ per full one (``handshake_rounds``, see
+    :func:`dnscost.analysis.headline.headline`), when its interval lies above 1."""
+    out = []
+    for h in heads:
+        for transport, (full, resumed, full_rows, resumed_rows) in sorted(h.get("handshake_rounds", {}).items()):
+            ratios = [resumed[k] / full[k] for k in resumed if k in full and full[k] > 0]
+            target = h["target"]
+            found = _row(
+                "inconsistent-resumption",
+                "CPU per handshake, resumed ÷ full: above 1",
+                f"{target} {transport} 1q resumed handshake",
+                f"{target} {transport} 1q full handshake",
+                ratios,
+                resumed_rows or [{"target": target, "transport": transport, "id": ""}],
+                full_rows,
+            )
+            if found is not None:
+                out.append(found)
+    return out
 
 
 def apply_flags(trial_rows: list[Row], found: Sequence[Row]) -> None:

@@ -113,7 +113,7 @@ def _handshake_cpu(t: Row | None, per_query: float | None) -> float | None:
 
 def _handshake_us(
     trials: dict[Any, Row], full: list[Row], resumed: list[Row], persistent: dict[Any, float]
-) -> tuple[Spread, Spread, Spread]:
+) -> tuple[dict[Any, float], dict[Any, float], Spread]:
     """Target CPU-µs per full and per resumed handshake, in each round, and the share of the
     resumption trial's handshakes that resumed.
 
@@ -122,7 +122,8 @@ def _handshake_us(
     handshakes at that round's full cost, over its resumed handshakes. A server that issues fewer
     tickets than connections reconnect leaves some of those connections a full handshake
     (dnsdist 1.7 leaves about a third), and the engine counts each kind: charging them all to the
-    resumed ones would make a resumption look dearer than a full handshake."""
+    resumed ones would make a resumption look dearer than a full handshake. The costs come per
+    round (full, resumed)."""
     full_us: dict[Any, float] = {}
     for r in full:
         t = trials.get(r["id"])
@@ -130,7 +131,8 @@ def _handshake_us(
         count = (t["connections_established"] if t["transport"] == "tcp" else t["handshakes_full"]) if t else None
         if cpu is not None and count and round_of(r) not in full_us:
             full_us[round_of(r)] = cpu / count
-    resumed_us, shares = [], []
+    resumed_us: dict[Any, float] = {}
+    shares = []
     for r in resumed:
         t = trials.get(r["id"])
         cpu = _handshake_cpu(t, persistent.get(round_of(r)))
@@ -140,8 +142,9 @@ def _handshake_us(
         shares.append(t["handshakes_resumed"] / (t["handshakes_resumed"] + fulls))
         if fulls and round_of(r) not in full_us:
             continue  # its full handshakes have no cost to subtract in this round
-        resumed_us.append((cpu - fulls * full_us.get(round_of(r), 0.0)) / t["handshakes_resumed"])
-    return spread(full_us.values()), spread(resumed_us), spread(shares)
+        if round_of(r) not in resumed_us:
+            resumed_us[round_of(r)] = (cpu - fulls * full_us.get(round_of(r), 0.0)) / t["handshakes_resumed"]
+    return full_us, resumed_us, spread(shares)
 
 
 def headline(a: Analysis) -> list[dict[str, Any]]:
@@ -166,6 +169,8 @@ def headline(a: Analysis) -> list[dict[str, Any]]:
       handshake), ``resumed_share`` (the share of the resumption trial's handshakes that the
       server let resume), see :func:`_handshake_us`, and for QUIC with 0-RTT trials
       ``zero_rtt`` (per resumed handshake whose client sent its query as 0-RTT data);
+    - ``handshake_rounds``: per TLS transport, the same full and resumed costs per round and the
+      round rows they come from, for :func:`dnscost.analysis.consistency.handshake_rows`;
     - ``memory_per_connection``: per transport, ``user_bytes``, ``kernel_bytes``, ``total_bytes``
       and the total's 95 % interval ``total_low``, ``total_high`` (fits over the idle trials),
       and ``cpu_us_per_connection_second`` (a :class:`Spread` from the fit's estimate and 95 %
@@ -194,6 +199,7 @@ def headline(a: Analysis) -> list[dict[str, Any]]:
         persistent: dict[str, dict[str, Any]] = {}
         collapse: dict[str, dict[str, Any]] = {}
         handshakes: dict[str, dict[str, Spread]] = {}
+        handshake_rounds: dict[str, tuple[dict[Any, float], dict[Any, float], list[Row], list[Row]]] = {}
         for tr in transports:
             cell, source = _cell(est, tr, PERSISTENT, resumed=False), "establishment"
             if not any(r["valid"] for r in cell):
@@ -231,10 +237,16 @@ def headline(a: Analysis) -> list[dict[str, Any]]:
                     ),
                 }
                 full_us, resumed_us, share = _handshake_us(trials, full, resumed, base_cpu)
-                handshakes[tr] = {"full": full_us, "resumed": resumed_us, "resumed_share": share}
+                handshakes[tr] = {
+                    "full": spread(full_us.values()),
+                    "resumed": spread(resumed_us.values()),
+                    "resumed_share": share,
+                }
+                if tr != "tcp":
+                    handshake_rounds[tr] = (full_us, resumed_us, full, resumed)
                 early = _cell(est, tr, ONE_QUERY, resumed=True, early=True)
                 if any(r["valid"] for r in early):
-                    handshakes[tr]["zero_rtt"] = _handshake_us(trials, full, early, base_cpu)[1]
+                    handshakes[tr]["zero_rtt"] = spread(_handshake_us(trials, full, early, base_cpu)[1].values())
         memory: dict[str, dict[str, Any]] = {}
         for r in t["memory_fit"].rows:
             if r["target"] != target:
@@ -263,6 +275,7 @@ def headline(a: Analysis) -> list[dict[str, Any]]:
                 "persistent": persistent,
                 "collapse_1q": collapse,
                 "handshake_us": handshakes,
+                "handshake_rounds": handshake_rounds,
                 "memory_per_connection": memory,
                 "energy": [dict(r) for r in reference_key(t["energy"].rows) if r["target"] == target],
             }
