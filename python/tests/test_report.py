@@ -414,7 +414,8 @@ def test_the_study_page_beside_the_report(tmp_path: Path) -> None:
         assert all(len(re.split(r"(?<!\\)\|", row)) == width for row in t), t[0]
         assert re.fullmatch(r"\|( ---:? \|)+", t[1]), t[1]
     headers = [t[0] for t in tables]
-    assert any("study, kWh/day" in h and "ours ÷ UDP (study's method)" in h for h in headers)
+    assert any("study, kWh/day" in h and "ours ÷ UDP (study's method, in-round)" in h for h in headers)
+    assert "Verdicts: " in text and "verdicts flip" in text
     assert any(h.startswith("| record | study | ours | verdict |") for h in headers)
     assert any("connections | answered qps, median [min-max]" in h for h in headers)
     published = study.published()["table1_kwh"]["dnsdist"]["doh"]["one_query"]

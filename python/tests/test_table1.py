@@ -47,9 +47,13 @@ def _trial(transport: str, lifetime: str | None, resumption: float | None = 0.0,
         rate, held = qps, qps * ONE_QUERY_S
     cpu = 1e6 * SECONDS
     return {
+        "id": f"{transport}-{lifetime}-{resumption}-{key}",
         "group": "establishment",
         "analysis": "establishment",
         "kind": "load",
+        "rate": "max",
+        "round": 0,
+        "rep": 0,
         "target": "dnsdist",
         "transport": transport,
         "lifetime": lifetime,
@@ -155,7 +159,9 @@ def test_study_values_ratios_and_verdicts() -> None:
         key = {"30s": "cx33_per_s", "1s": "cx1000_per_s", "1q": "one_query"}[str(lifetime)]
         assert r["study_kwh"] == study[transport][key]
         assert r["study_ratio_to_udp"] == pytest.approx(study[transport][key] / study["udp"])
+        # One round, whose reference is the UDP cell: both denominators are the same.
         assert r["ratio_to_udp"] == pytest.approx(r["kwh_study_method"] / udp["kwh_study_method"])
+        assert r["ratio_to_udp_cell"] == pytest.approx(r["ratio_to_udp"]) and r["verdict_udp_cell"] == r["verdict"]
         assert r["model_ratio_to_udp"] == pytest.approx(r["kwh_model"] / udp["kwh_model"])
         within = 1 / AGREE_FACTOR <= r["ratio_to_udp"] / r["study_ratio_to_udp"] <= AGREE_FACTOR
         assert r["verdict"] == ("agree" if within else "differ")
@@ -264,3 +270,42 @@ def test_a_generator_bound_cell_is_measured_below_saturation_as_an_upper_bound()
     tcp["flags"] = "generator-bound;loss"
     table = {(r["transport"], r["lifetime"]): r for r in table1_rows(rows, energy_rows(rows), _terms())}
     assert table[("tcp", "1q")]["kwh_study_method"] is None and table[("tcp", "1q")]["below_saturation"] is False
+
+
+def test_every_ratio_divides_by_its_own_rounds_udp_and_flips_are_counted() -> None:
+    """Each round's UDP reference (group ``reference``) costs 4 µs a query, the Table I UDP cell
+    (the establishment group's) 5 µs, and a DoT 30 s cell 15.2 µs: in-round its ratio is 3.8
+    (the study's 2.4: differ); against the UDP cell it is 3.04 (agree). The count says 1 verdict
+    flips and names it."""
+    from dnscost.analysis.table1 import verdict_counts
+
+    def scaled(row: Row, us: float, rnd: int, group: str = "establishment") -> Row:
+        factor = us / row["cpu_us_per_query"]
+        return {
+            **row,
+            "id": f"{group}-{row['id']}-r{rnd}",
+            "group": group,
+            "analysis": group,
+            "round": rnd,
+            "rep": rnd,
+            "target_cpu_us": row["target_cpu_us"] * factor,
+            "cpu_us_per_query": us,
+            "energy_marginal_j": row["energy_marginal_j"] * factor,
+        }
+
+    udp, dot = _trial("udp", None, None), _trial("dot", "30s")
+    rows = []
+    for rnd in range(3):
+        rows += [scaled(udp, 4.0, rnd, "reference"), scaled(udp, 5.0, rnd), scaled(dot, 15.2, rnd)]
+    out = table1_rows(rows, energy_rows(rows), _terms())
+    cell = next(r for r in out if (r["transport"], r["lifetime"]) == ("dot", "30s"))
+    assert cell["ratio_to_udp"] == pytest.approx(3.8)
+    assert cell["ratio_to_udp_cell"] == pytest.approx(15.2 / 5.0)
+    assert (cell["verdict"], cell["verdict_udp_cell"]) == ("differ", "agree")
+    # The UDP cell itself, against its rounds' reference.
+    assert next(r for r in out if r["transport"] == "udp")["ratio_to_udp"] == pytest.approx(1.25)
+    counts = verdict_counts(out)
+    assert (counts.cells, counts.agree, counts.differ) == (1, 0, 1)
+    assert (counts.agree_udp_cell, counts.differ_udp_cell) == (1, 0)
+    assert counts.flips == ("dnsdist dot 30s default: differ → agree",)
+    assert "1 verdicts flip" in counts.sentence()

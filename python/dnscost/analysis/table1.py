@@ -14,7 +14,13 @@ resumption off, energy for a day at 10 000 qps two ways:
   "not identified" (``model_status``), never 0.
 
 Beside each cell the study's kWh (``iscc2023.toml`` ``[table1_kwh.*]``), both ratios to UDP
-(ours by the study's method and the study's) and a verdict: ``agree`` when ours is within a
+(ours by the study's method and the study's) and a verdict. One denominator, the headline's:
+``ratio_to_udp`` is the median over the cell's trials of each trial's energy per query ÷ that
+of its own round's UDP reference (:func:`dnscost.analysis.rounds.udp_references`), so every
+ratio divides two values measured minutes apart. ``ratio_to_udp_cell`` and
+``verdict_udp_cell`` give the same against the Table I UDP cell instead (the median of the
+establishment group's UDP trials over rounds), the other denominator a reader could choose:
+:func:`verdict_counts` says how many verdicts flip between them. The verdict is ``agree`` when ours is within a
 factor :data:`AGREE_FACTOR` of theirs, else ``differ``; None when either is missing, and for UDP
 (the reference). ``reps`` and ``valid_reps`` say why a measured cell can be empty: none of its
 trials was valid. A cell whose trials were all generator-bound and nothing else (one generator
@@ -25,9 +31,11 @@ CPU and energy per query are an upper bound of those at saturation."""
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 from dnscost.analysis.costmodel import STATUS_IDENTIFIED, STATUS_NOT_IDENTIFIED, predict_cpu_us
+from dnscost.analysis.rounds import round_of, udp_references
 from dnscost.analysis.stats import median
 from dnscost.analysis.tables import (
     JOULES_PER_KWH,
@@ -35,11 +43,22 @@ from dnscost.analysis.tables import (
     SECONDS_PER_DAY,
     TRANSPORT_ORDER,
     Row,
+    energy_per_query,
     group_by,
     per_unit_trials,
 )
 
-__all__ = ["AGREE_FACTOR", "CELLS", "CONNECTIONS", "NOT_MEASURED", "PROFILES", "key_match", "table1_rows"]
+__all__ = [
+    "AGREE_FACTOR",
+    "CELLS",
+    "CONNECTIONS",
+    "NOT_MEASURED",
+    "PROFILES",
+    "VerdictCounts",
+    "key_match",
+    "table1_rows",
+    "verdict_counts",
+]
 
 CONNECTIONS = 1000
 """The study's connections in every Table I profile."""
@@ -153,6 +172,20 @@ def _ratio(value: float | None, udp: float | None) -> float | None:
     return value / udp if value is not None and udp else None
 
 
+def _in_round(group: list[Row], refs: dict[tuple[Any, Any], Row]) -> float | None:
+    """The median over the cell's counted trials (:func:`per_unit_trials`) of energy per query
+    ÷ that of the trial's own round's UDP reference (both present, the reference valid)."""
+    ratios = []
+    for r in per_unit_trials(group)[0]:
+        ref = refs.get((r["target"], round_of(r)))
+        if ref is None or not ref.get("valid"):
+            continue
+        ours, udp = energy_per_query(r), energy_per_query(ref)
+        if ours is not None and udp:
+            ratios.append(ours / udp)
+    return median(ratios)
+
+
 def _verdict(ours: float | None, theirs: float | None) -> str | None:
     if ours is None or theirs is None or ours <= 0 or theirs <= 0:
         return None
@@ -178,6 +211,7 @@ def table1_rows(rows: list[Row], energy: list[Row], cost_terms: list[Row]) -> li
     }
     from dnscost.certs import DEFAULT_KEY_TYPE
 
+    refs = udp_references(rows)
     out: list[Row] = []
     for (target, transport, lifetime, cert_key), group in groups.items():
         e = by_energy.get((target, transport, lifetime, cert_key), {})
@@ -208,6 +242,7 @@ def table1_rows(rows: list[Row], energy: list[Row], cost_terms: list[Row]) -> li
                 "energy_source": e.get("energy_source"),
                 "study_kwh": _study_kwh(str(target), str(transport), lifetime),
                 "below_saturation": bool(e.get("below_saturation")),
+                "ratio_to_udp": _in_round(group, refs),
             }
         )
     for target in dict.fromkeys(r["target"] for r in out):
@@ -219,10 +254,13 @@ def table1_rows(rows: list[Row], energy: list[Row], cost_terms: list[Row]) -> li
     udp_any = {r["target"]: r for r in out if r["transport"] == "udp"}
     for r in out:
         u = udp.get((r["target"], r["cert_key"])) or udp_any.get(r["target"], {})
-        r["ratio_to_udp"] = _ratio(r["kwh_study_method"], u.get("kwh_study_method"))
+        r.setdefault("ratio_to_udp", None)
+        r["ratio_to_udp_cell"] = _ratio(r["kwh_study_method"], u.get("kwh_study_method"))
         r["model_ratio_to_udp"] = _ratio(r["kwh_model"], u.get("kwh_model"))
         r["study_ratio_to_udp"] = _ratio(r["study_kwh"], u.get("study_kwh"))
-        r["verdict"] = None if r["transport"] == "udp" else _verdict(r["ratio_to_udp"], r["study_ratio_to_udp"])
+        connected = r["transport"] != "udp"
+        r["verdict"] = _verdict(r["ratio_to_udp"], r["study_ratio_to_udp"]) if connected else None
+        r["verdict_udp_cell"] = _verdict(r["ratio_to_udp_cell"], r["study_ratio_to_udp"]) if connected else None
     order = {lt: i for i, lt in enumerate(PROFILES)}
     return sorted(
         out,
@@ -258,3 +296,55 @@ def key_match(table1: list[Row]) -> list[Row]:
             }
         )
     return out
+
+
+@dataclass(frozen=True)
+class VerdictCounts:
+    """Table I's verdicts counted (cells with one, UDP aside), under the in-round denominator
+    (``verdict``) and under the UDP cell (``verdict_udp_cell``), and the cells whose verdict
+    differs between the two."""
+
+    cells: int
+    agree: int
+    differ: int
+    agree_udp_cell: int
+    differ_udp_cell: int
+    flips: tuple[str, ...]
+    """Each flipped cell as ``target transport lifetime key: in-round → UDP cell``."""
+
+    def sentence(self) -> str:
+        """The counts as a report says them."""
+        flipped = "; ".join(self.flips) if self.flips else "none"
+        return (
+            f"{self.agree} of {self.cells} cells agree within a factor {AGREE_FACTOR:g} and {self.differ} differ, "
+            f"each ratio against its own round's UDP reference; against the Table I UDP cell instead, "
+            f"{self.agree_udp_cell} agree and {self.differ_udp_cell} differ: {len(self.flips)} verdicts flip "
+            f"({flipped})"
+        )
+
+
+def verdict_counts(table1: list[Row], *, target: str | None = None, cert_key: str | None = "any") -> VerdictCounts:
+    """Counts the verdicts of ``table1`` rows (one ``target``, or all; one ``cert_key``, or any)
+    under both denominators (see the module's docstring)."""
+    rows = [
+        r
+        for r in table1
+        if r["transport"] != "udp"
+        and r.get("verdict") is not None
+        and (target is None or r["target"] == target)
+        and (cert_key == "any" or r.get("cert_key") == cert_key)
+    ]
+    flips = tuple(
+        f"{r['target']} {r['transport']} {r['lifetime']} {r.get('cert_key') or 'default'}: "
+        f"{r['verdict']} → {r['verdict_udp_cell']}"
+        for r in rows
+        if r["verdict"] != r.get("verdict_udp_cell")
+    )
+    return VerdictCounts(
+        cells=len(rows),
+        agree=sum(1 for r in rows if r["verdict"] == "agree"),
+        differ=sum(1 for r in rows if r["verdict"] == "differ"),
+        agree_udp_cell=sum(1 for r in rows if r.get("verdict_udp_cell") == "agree"),
+        differ_udp_cell=sum(1 for r in rows if r.get("verdict_udp_cell") == "differ"),
+        flips=flips,
+    )

@@ -345,13 +345,13 @@ def _consistency(a: Analysis) -> Table | None:
         return None
     body = [
         [r.get("flag"), r.get("cell"), r.get("against"), r.get("what"), _num(r.get("value")), _num(r.get("low")),
-         _num(r.get("high")), r.get("interval")]
+         _num(r.get("high")), _num(r.get("margin")), r.get("interval")]
         for r in rows
     ]  # fmt: skip
     return _table(
-        ["flag", "cell", "against", "what", "value", "low", "high", "interval"],
+        ["flag", "cell", "against", "what", "value", "low", "high", "margin beyond the interval", "interval"],
         body,
-        text_columns={0, 1, 2, 3, 7},
+        text_columns={0, 1, 2, 3, 8},
         row_classes=["invalid"] * len(body),
         caption="Cells that contradict physics beyond their intervals; their trials carry the flag (still valid)",
     )
@@ -415,12 +415,13 @@ def _study_method_kwh(r: Row) -> str:
 
 
 def _study_table1_context(a: Analysis) -> dict[str, Any]:
-    from dnscost.analysis.table1 import AGREE_FACTOR, key_match
+    from dnscost.analysis.table1 import AGREE_FACTOR, key_match, verdict_counts
     from dnscost.analysis.tables import group_by
 
     rows = [r for r in _rows(a, "table1") if r.get("transport") is not None]
     if not rows:
-        return {"table": None, "keys": None, "agree_factor": AGREE_FACTOR}
+        return {"table": None, "keys": None, "counts": None, "agree_factor": AGREE_FACTOR}
+    counts = verdict_counts(rows)
     body = [
         [
             r.get("target"),
@@ -431,9 +432,11 @@ def _study_table1_context(a: Analysis) -> dict[str, Any]:
             _num(r.get("kwh_model")) if r.get("model_status") == "identified" else r.get("model_status"),
             _num(r.get("study_kwh")),
             _num(r.get("ratio_to_udp")),
+            _num(r.get("ratio_to_udp_cell")),
             _num(r.get("model_ratio_to_udp")),
             _num(r.get("study_ratio_to_udp")),
             r.get("verdict"),
+            r.get("verdict_udp_cell"),
         ]
         for r in rows
     ]
@@ -446,13 +449,15 @@ def _study_table1_context(a: Analysis) -> dict[str, Any]:
             "ours, kWh/day (study's method)",
             "ours, kWh/day (cost model at 10 000 qps)",
             "study, kWh/day",
-            "ours ÷ UDP (study's method)",
+            "ours ÷ UDP (study's method, in-round)",
+            "ours ÷ UDP cell",
             "ours ÷ UDP (cost model)",
             "study ÷ UDP",
             "verdict",
+            "verdict ÷ UDP cell",
         ],
         body,
-        text_columns={0, 1, 2, 3, 10},
+        text_columns={0, 1, 2, 3, 11, 12},
         caption="Table I as the study measured it: 1 000 connections lasting 30 s (33/s), 1 s (1 000/s) or one "
         "query each, TLS resumption off; a day at 10 000 qps",
     )
@@ -470,7 +475,12 @@ def _study_table1_context(a: Analysis) -> dict[str, Any]:
             closer = f"closer: {best['cert_key'] or 'default'}" if len(ms) > 1 else "one key type measured"
             verdicts.append(f"{target}: {detail}; {closer}")
         keys = "; ".join(verdicts)
-    return {"table": table, "keys": keys, "agree_factor": AGREE_FACTOR}
+    return {
+        "table": table,
+        "keys": keys,
+        "counts": counts.sentence() if counts.cells else None,
+        "agree_factor": AGREE_FACTOR,
+    }
 
 
 def _study_table1(a: Analysis) -> Markup:
@@ -1048,6 +1058,7 @@ def render_report(a: Analysis, run_dir: Path, *, headline: list[Row] | None = No
     context = {
         "title": f"dnscost report: {run.get('experiment', 'run')} {run.get('run_id', run_dir.name)}",
         "run_name": f"{run.get('experiment', 'run')} {run.get('run_id', run_dir.name)}",
+        "note": run.get("note") if isinstance(run.get("note"), str) else None,
         "status": run.get("status", "unknown"),
         "started": _when(run.get("created_unix_ms")),
         "finished": _when(run.get("finished_unix_ms")),

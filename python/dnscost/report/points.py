@@ -349,7 +349,7 @@ def _table1_statement(a: Analysis, statement: str) -> tuple[str, str]:
         cells = _table1(a)
         udp, doh = cells.get(("dnsdist", "udp", None), {}), cells.get(("dnsdist", "doh", "1q"), {})
         u, d = _num(udp.get("kwh_study_method")), _num(doh.get("kwh_study_method"))
-        ratio = d / u if d is not None and u else None
+        ratio = _num(doh.get("ratio_to_udp"))  # against each round's own UDP reference
         record = published().get("table1_kwh", {}).get("dnsdist", {})
         study_ratio: float | None = (
             record["doh"]["one_query"] / record["udp"] if "doh" in record and "udp" in record else None
