@@ -60,13 +60,14 @@ def test_verdicts_come_from_the_run(quick: Analysis) -> None:
 def test_one_query_statement_follows_the_table1_rows() -> None:
     rows = [
         {"target": "dnsdist", "transport": "udp", "lifetime": None, "kwh_study_method": 0.05},
-        {"target": "dnsdist", "transport": "doh", "lifetime": "1q", "kwh_study_method": 9.0},
+        # ratio_to_udp: against each round's own UDP reference, the one denominator
+        {"target": "dnsdist", "transport": "doh", "lifetime": "1q", "kwh_study_method": 9.0, "ratio_to_udp": 180.0},
     ]
     table = Table("table1", COLUMNS["table1"], [{c: r.get(c) for c in COLUMNS["table1"]} for r in rows])
     a = Analysis(run={}, trials=[], tables={"table1": table})
     (point,) = [p for p in study_points(a) if p.study.startswith("one query per connection: unsustainable")]
     assert point.verdict == AGREE and "180x" in point.ours
-    rows[1]["kwh_study_method"] = 1.0  # 20x UDP: not the study's ~200x
+    rows[1]["kwh_study_method"], rows[1]["ratio_to_udp"] = 1.0, 20.0  # 20x UDP: not the study's ~200x
     table.rows = [{c: r.get(c) for c in COLUMNS["table1"]} for r in rows]
     (point,) = [p for p in study_points(a) if p.study.startswith("one query per connection: unsustainable")]
     assert point.verdict == DIFFER

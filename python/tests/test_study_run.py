@@ -112,3 +112,19 @@ def test_stored_tables_are_what_the_recompute_writes(study: Analysis) -> None:
         assert len(stored) - 1 == len(table.rows), name
         for got, want in zip(table.rows, stored[1:], strict=True):
             assert [csv_cell(got[c]) for c in table.columns] == want, name
+
+
+def test_transports_compare_on_connection_counts_valid_for_both(study: Analysis) -> None:
+    """dnsdist's DoH fit kept a 16 000 point its DoT lost: on the counts valid for both, DoH's
+    user memory per connection is 25.5 KiB against DoT's 24.5, so "less for DoH" differs."""
+    from dnscost.report.points import DIFFER, study_points
+
+    points = {p.study.split(",")[0]: p for p in study_points(study)}
+    memory = points["dnsdist uses less for DoH than for DoT"]
+    assert "doh 25.5, dot 24.5 over the connections valid for both (1,000/4,000/8,000" in memory.ours
+    assert memory.verdict == DIFFER
+    decrease = next(p for s, p in points.items() if s.startswith("UDP to DoH: up to 70 % decrease"))
+    assert "0.14 of UDP remains against the study's 0.30" in decrease.ours and decrease.verdict == DIFFER
+    fit = {(r["target"], r["transport"]): r for r in study.tables["memory_fit"].rows}
+    assert fit[("dnsdist", "dot")]["dropped"] == "16000" and fit[("dnsdist", "doh")]["dropped"] is None
+    assert fit[("knot-resolver", "tcp")]["user_r2"] == pytest.approx(0.784, abs=0.001)

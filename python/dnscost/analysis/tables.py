@@ -54,7 +54,7 @@ COLUMNS: dict[str, list[str]] = {
         """,
         "memory_fit": """
             target transport user_bytes_per_connection user_ci95_low user_ci95_high kernel_bytes_per_connection
-            kernel_ci95_low kernel_ci95_high user_r2 kernel_r2 points max_connections
+            kernel_ci95_low kernel_ci95_high user_r2 kernel_r2 points max_connections dropped
         """,
         "connections": """
             target transport connections qps_min qps_median qps_max reps valid_reps udp_reference_qps share_of_udp
@@ -134,6 +134,7 @@ TEXT_COLUMNS = frozenset(
         "model_status",
         "verdict",
         "verdict_udp_cell",
+        "dropped",
     ]
 )
 """Columns holding text; every other column is numeric or boolean (``valid``)."""
@@ -361,7 +362,8 @@ def _held(point: Row) -> float | None:
 
 def memory_fit_rows(points: list[Row]) -> list[Row]:
     """Per target x transport: OLS slopes of the user and kernel deltas on the connections the
-    target held (counted on its side; the number asked for in runs that did not count them)."""
+    target held (counted on its side; the number asked for in runs that did not count them),
+    their R², and the connection counts of the invalid points left out (``dropped``)."""
     out = []
     for (target, transport), group in group_by(points, lambda p: (p["target"], p["transport"])).items():
         valid = [p for p in group if p["valid"] and _held(p) is not None]
@@ -384,6 +386,7 @@ def memory_fit_rows(points: list[Row]) -> list[Row]:
                 "kernel_r2": kernel.r2 if kernel else None,
                 "points": len(valid),
                 "max_connections": max((_held(p) or 0.0 for p in valid), default=None),
+                "dropped": "/".join(str(p["connections"]) for p in group if not p["valid"]) or None,
             }
         )
     return out

@@ -384,6 +384,7 @@ def _memory_table(a: Analysis) -> Table | None:
             _num(r.get("kernel_r2")),
             r.get("points"),
             r.get("max_connections"),
+            r.get("dropped") or DASH,
         ]
         for r in rows
     ]
@@ -399,9 +400,10 @@ def _memory_table(a: Analysis) -> Table | None:
             "kernel R²",
             "points",
             "max connections",
+            "dropped (invalid)",
         ],
         body,
-        text_columns=2,
+        text_columns={0, 1, 10},
     )
 
 
