@@ -12,6 +12,7 @@ import functools
 import json
 import os
 import random
+import re
 import socket
 import subprocess
 from abc import ABC, abstractmethod
@@ -142,6 +143,7 @@ class Target(ABC):
         """Where its programs come from: the host, a release root or an own build."""
         self.token = token or self.name
         """The name the user gave (``dnsdist``, ``dnsdist@trixie``, ``dnsdist@/opt/dnsdist``)."""
+        self._major: int | None = None
         self.endpoints: dict[str, Endpoint] = {}
         self.cgroup: Cgroup | None = None
         self.child: Child | None = None
@@ -155,6 +157,14 @@ class Target(ABC):
     def version(self) -> str:
         """The server's version, as its binary reports it (in its place)."""
         return self.version_in(self.place)
+
+    def major_version(self) -> int:
+        """The first number of :meth:`version` (0 when it has none): configurations that changed
+        between releases branch on it."""
+        if self._major is None:
+            m = re.match(r"\D*(\d+)", self.version())
+            self._major = int(m.group(1)) if m else 0
+        return self._major
 
     @classmethod
     def version_in(cls, place: Place) -> str:

@@ -25,10 +25,27 @@ __all__ = ["KnotResolver", "kresd_counters", "parse_kresd_table"]
 _ENTRY = re.compile(r"\['([^']+)'\]\s*=\s*(-?\d+)\s*,")
 
 
+_OPEN = re.compile(r"\['([^']+)'\]\s*=\s*\{")
+
+
 def parse_kresd_table(text: str) -> dict[str, int]:
-    """The integer entries of a flat Lua table as kresd's control socket prints it
-    (``['answer.total'] = 12,``); fractional values (CPU seconds) are left out."""
-    return {k: int(v) for k, v in _ENTRY.findall(text)}
+    """The integer entries of a Lua table as kresd's control socket prints it, flat as kresd 5
+    prints ``stats.list()`` (``['answer.total'] = 12,``) or nested as kresd 6 does (``['answer']
+    = { ['total'] = 12, },``: the key ``answer.total``); fractional values (CPU seconds) are left
+    out."""
+    out: dict[str, int] = {}
+    path: list[str] = []
+    for line in text.splitlines():
+        opened = _OPEN.search(line)
+        if opened:
+            path.append(opened.group(1))
+            continue
+        entry = _ENTRY.search(line)
+        if entry:
+            out[".".join([*path, entry.group(1)])] = int(entry.group(2))
+        elif line.strip().startswith("}") and path:
+            path.pop()
+    return out
 
 
 def kresd_counters(stats: str, worker: str) -> Counters:
@@ -126,13 +143,7 @@ net.tcp_in_idle({IDLE_TIMEOUT_S * 1000})          -- default 10 000 ms
 
 cache.open(100 * MB, {lua_str("lmdb://" + str(self.workdir / "cache"))})
 
--- FORWARD the TLD to the upstream (no iteration; nothing validated: there is no trust
--- anchor) and cache the answers. Not STUB: kresd 5.6 asks the upstream again for STUB answers
--- it holds in cache, every 6 s or so, so the cache would never stay warm. Rules added here run
--- before the built-in rules for special-use names, which would answer every name under
--- "test." with NXDOMAIN (RFC 6761).
-policy.add(policy.suffix(policy.FORWARD({lua_str(upstream)}), {{ todname({lua_str(self.tld + ".")}) }}))
-policy.add(policy.all(policy.REFUSE))
+{self._forward(upstream)}
 """
         path = self.workdir / "kresd.conf"
         path.write_text(conf)
@@ -158,6 +169,26 @@ policy.add(policy.all(policy.REFUSE))
                 return _recv_exact(s, length, buf).decode("utf-8", errors="replace")
         except OSError as e:
             raise TargetError(f"knot-resolver: control socket {path}: {e}") from e
+
+    def _forward(self, upstream: str) -> str:
+        tld = lua_str(self.tld + ".")
+        if self.major_version() >= 6:
+            return f"""-- FORWARD the TLD to the upstream, as for kresd 5 (below). kresd 6 answers special-use
+-- names ("test.", RFC 6761) from its rule database before any Lua policy, with NXDOMAIN: a
+-- forwarding rule for the TLD in that database replaces that answer, and the Lua FORWARD then
+-- sends the query to the upstream (without it, kresd 6 iterates from the root: checked with
+-- log_level('debug')). The database is opened, emptied, here, as kresd 6's policy-loader does.
+assert(require('ffi').C.kr_rules_init(nil, 0, true) == 0)
+policy.rule_forward_add({tld}, {{ dnssec = false, auth = false }}, {{ {{ {lua_str(upstream)} }} }})
+policy.add(policy.suffix(policy.FORWARD({lua_str(upstream)}), {{ todname({tld}) }}))
+policy.add(policy.all(policy.REFUSE))"""
+        return f"""-- FORWARD the TLD to the upstream (no iteration; nothing validated: there is no trust
+-- anchor) and cache the answers. Not STUB: kresd 5.6 asks the upstream again for STUB answers
+-- it holds in cache, every 6 s or so, so the cache would never stay warm. Rules added here run
+-- before the built-in rules for special-use names, which would answer every name under
+-- "test." with NXDOMAIN (RFC 6761).
+policy.add(policy.suffix(policy.FORWARD({lua_str(upstream)}), {{ todname({tld}) }}))
+policy.add(policy.all(policy.REFUSE))"""
 
     def shared_paths(self) -> list[Path]:
         return [*super().shared_paths(), self._rundir]

@@ -40,6 +40,37 @@ def parse_rec_control(text: str) -> Counters:
     )
 
 
+def _yaml(host: str, port: int, zone: str, upstream: str, threads: int, tcp_clients: int) -> str:
+    """recursor.yml (Recursor 5) with the settings the old-style file of Recursor 4 holds."""
+    return f"""# pdns-recursor 5 configuration written by dnscost for one trial. Run in the foreground:
+#   pdns_recursor --daemon=no --write-pid=no --socket-dir=DIR --config-dir=DIR
+dnssec:
+  validation: 'off'
+incoming:
+  allow_from: [127.0.0.0/8, 198.18.0.0/15]
+  listen: ['{host}']
+  port: {port}
+  max_concurrent_requests_per_tcp_connection: 1000
+  max_tcp_clients: {tcp_clients}
+  max_tcp_per_client: 0
+  max_tcp_queries_per_connection: 0
+  pdns_distributes_queries: false
+  reuseport: true
+  tcp_timeout: {IDLE_TIMEOUT_S}
+logging:
+  disable_syslog: true
+  quiet: true
+recursor:
+  forward_zones:
+  - zone: '{zone}'
+    recurse: false
+    forwarders: ['{upstream}']
+  hint_file: 'no'
+  security_poll_suffix: ''
+  threads: {threads}
+"""
+
+
 class PdnsRecursor(Target):
     """PowerDNS Recursor 4.8, as packaged in Debian 12, serves udp and tcp only (PowerDNS puts
     dnsdist in front of it for DoT and DoH).
@@ -99,7 +130,14 @@ class PdnsRecursor(Target):
             "disable-syslog=yes",
             "quiet=yes",
         ]
-        (self.workdir / "recursor.conf").write_text("\n".join(lines) + "\n")
+        if self.major_version() >= 5:
+            # Recursor 5 reads YAML (old-style settings only with --enable-old-settings, to be
+            # removed): the same settings as rec_control show-yaml converts them.
+            (self.workdir / "recursor.yml").write_text(
+                _yaml(self.host, dns_port, f"{self.tld.rstrip('.')}.", up.address, threads, tcp_clients)
+            )
+        else:
+            (self.workdir / "recursor.conf").write_text("\n".join(lines) + "\n")
         return [exe, "--daemon=no", "--write-pid=no", f"--socket-dir={self._sockets}", f"--config-dir={self.workdir}"]
 
     def shared_paths(self) -> list[Path]:

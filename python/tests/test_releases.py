@@ -1,0 +1,167 @@
+"""Targets at other Debian releases (``NAME@RELEASE``, in release roots) and own builds
+(``NAME@PATH``): one trial per release root, the answer count checked against the target's own
+counters, nothing left behind; the names and their errors.
+
+The roots are made once per machine (``dnscost target prepare``, about two minutes per release)
+in ``$DNSCOST_ROOTS`` or ``roots/`` at the repository's root, which later runs reuse."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import need
+from dnscost.errors import UsageError
+from dnscost.proc import _live
+from dnscost.targets import target_name
+from dnscost.targets.knot import kresd_counters, parse_kresd_table
+from dnscost.targets.place import label_of
+from dnscost.targets.roots import roots_dir, set_roots_dir
+from dnscost.trial import LoadSettings, run_trial
+
+DNSCOST = [sys.executable, "-m", "dnscost.cli"]
+ROOTS = Path(os.environ.get("DNSCOST_ROOTS") or Path(__file__).resolve().parents[2] / "roots")
+
+
+def test_names() -> None:
+    assert str(target_name("dnsdist")) == "dnsdist"
+    assert target_name("knot-resolver@sid").release == "sid"
+    with pytest.raises(UsageError, match=r"unknown Debian release potato \(known: bullseye"):
+        target_name("dnsdist@potato")
+    with pytest.raises(UsageError, match="Debian does not package coredns"):
+        target_name("coredns@trixie")
+    with pytest.raises(UsageError, match="does not exist"):
+        target_name("unbound@/no/such/build")
+    with pytest.raises(UsageError, match="unknown target bind10"):
+        target_name("bind10@trixie")
+    assert label_of("dnsdist@/opt/dnsdist-2.0/sbin/dnsdist") == "dnsdist@opt_dnsdist-2.0_sbin_dnsdist"
+    assert label_of("dnsdist@trixie") == "dnsdist@trixie"
+
+
+def test_kresd_6_counters_are_nested_tables() -> None:
+    """kresd 6 prints stats.list() as nested tables, kresd 5 flat: the same counters from both."""
+    flat = "{\n    ['answer.total'] = 906,\n    ['answer.cached'] = 514,\n    ['request.total'] = 910,\n}"
+    nested = (
+        "{\n    ['answer'] = {\n        ['cached'] = 514,\n        ['total'] = 906,\n    },\n"
+        "    ['request'] = {\n        ['internal'] = 4,\n        ['total'] = 910,\n    },\n}"
+    )
+    assert parse_kresd_table(nested)["request.total"] == 910
+    for text in (flat, nested):
+        c = kresd_counters(text, "")
+        assert (c.answers, c.cache_hits) == (906, 514)
+    assert kresd_counters(nested, "").queries == 906  # request.total less request.internal
+
+
+def _one_line(argv: list[str], env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*DNSCOST, *argv], capture_output=True, text=True, timeout=60, env=env, check=False)
+
+
+def test_a_missing_root_and_an_unknown_release_are_one_line_and_exit_2(tmp_path: Path) -> None:
+    empty = tmp_path / "roots"
+    args = ["--transport", "udp", "--duration", "1s", "--output", str(tmp_path / "out")]
+    missing = _one_line(["load", "--target", "dnsdist@trixie", "--roots", str(empty), *args])
+    assert missing.returncode == 2, missing.stderr
+    assert missing.stderr.strip().splitlines() == [
+        f"dnscost: dnsdist@trixie: no release root with it in {empty}: "
+        f"run dnscost target prepare --roots {empty} dnsdist@trixie"
+    ]
+    unknown = _one_line(["load", "--target", "dnsdist@potato", *args])
+    assert unknown.returncode == 2 and len(unknown.stderr.strip().splitlines()) == 1, unknown.stderr
+    assert "unknown Debian release potato" in unknown.stderr
+    study = _one_line(["reproduce", "--quick", "--targets", "knot-resolver@hamm", "--output", str(tmp_path / "s")])
+    assert study.returncode == 2 and "unknown Debian release hamm" in study.stderr, study.stderr
+    assert not (tmp_path / "s").exists()
+
+
+@pytest.fixture(scope="module")
+def roots() -> Path:
+    """The release roots of the tests, made once (``dnscost target prepare``)."""
+    need(os.geteuid() == 0, "needs root (debootstrap, chroot)")
+    need(shutil.which("debootstrap") is not None, "debootstrap is not installed (scripts/setup installs it)")
+    names = ["dnsdist@trixie", "bind9@trixie", "knot-resolver@sid"]
+    done = subprocess.run(
+        [*DNSCOST, "target", "prepare", "--roots", str(ROOTS), *names],
+        capture_output=True,
+        text=True,
+        timeout=1200,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    listed = subprocess.run([*DNSCOST, "target", "list", "--roots", str(ROOTS)], capture_output=True, text=True)
+    for line in (
+        "dnsdist@trixie             1.9.",
+        "bind9@trixie               9.20.",
+        "knot-resolver@sid          6.",
+    ):
+        assert line in listed.stdout, listed.stdout
+    return ROOTS
+
+
+def _no_mount_under(path: Path) -> bool:
+    return not any(f" {path}" in line for line in Path("/proc/mounts").read_text().splitlines())
+
+
+@pytest.mark.resolver
+@pytest.mark.parametrize(
+    ("target", "transport", "version"),
+    [("dnsdist@trixie", "doh", "1.9."), ("knot-resolver@sid", "dot", "6."), ("bind9@trixie", "dot", "9.20.")],
+)
+def test_one_trial_per_release_root(roots: Path, tmp_path: Path, target: str, transport: str, version: str) -> None:
+    set_roots_dir(roots)
+    try:
+        settings = LoadSettings(
+            target,
+            transport,
+            {"rate": 1000, "duration_ms": 2000, "warmup_ms": 500, "connections": 4},
+            target_cpus=[0],
+            generator_cpus=[1],
+            names=2000,
+            baseline_s=0.5,
+        )
+        record = run_trial(settings, tmp_path)
+    finally:
+        set_roots_dir(None)
+    v = record["summary"]["validity"]
+    assert record["status"] == "done" and record["target_version"].startswith(version), record["target_version"]
+    assert record["target_place"]["place"] == "root" and record["target_place"]["release"] == target.split("@")[1]
+    # The target's own counters (read in the root) against the engine's answers.
+    assert v["target_answered"] is not None and v["answer_count_agreement"] >= 0.99, v
+    assert record["cache_hit_ratio"] is not None and record["cache_hit_ratio"] >= 0.99
+    assert (tmp_path / "target").is_dir() and any((tmp_path / "target").glob("*.log"))
+    # Nothing left: no process, no mount, no mount point in the root.
+    assert not _live
+    assert _no_mount_under(roots)
+    assert not (roots / target.split("@")[1] / str(tmp_path).lstrip("/")).exists()
+    assert roots_dir() == Path("roots").resolve()  # the setting went back
+
+
+@pytest.mark.resolver
+def test_own_build_is_a_copied_binary(root: None, tmp_path: Path) -> None:
+    """``NAME@PATH``: a copy of the host's dnsdist, run from where it lies; its version read from it."""
+    host = shutil.which("dnsdist")
+    need(host is not None, "dnsdist is not installed")
+    assert host is not None
+    build = tmp_path / "build" / "bin"
+    build.mkdir(parents=True)
+    shutil.copy2(host, build / "dnsdist")
+    out = tmp_path / "run"
+    done = _one_line(
+        ["load", "--target", f"dnsdist@{build / 'dnsdist'}", "--transport", "dot", "--rate", "1000",
+         "--duration", "2s", "--warmup", "500ms", "--connections", "4", "--names", "2000", "--output", str(out)]
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    trial = json.loads(next(out.glob("trials/*/trial.json")).read_text())
+    assert trial["target_place"] == {"place": "build", "path": str(build / "dnsdist")}
+    assert (
+        trial["target_version"] == subprocess.run([host, "--version"], capture_output=True, text=True).stdout.split()[1]
+    )
+    v = trial["summary"]["validity"]
+    assert v["answer_count_agreement"] >= 0.99, v
+    trial_dir = next(out.glob("trials/*"))
+    assert trial_dir.name == f"load-{label_of('dnsdist@' + str(build / 'dnsdist'))}-dot"
+    assert f"{build / 'dnsdist'} --supervised" in (trial_dir / "target" / "dnsdist.conf").read_text()
