@@ -921,6 +921,7 @@ def cmd_compare(a: argparse.Namespace) -> int:
             "run_a": str(c.run_a),
             "run_b": str(c.run_b),
             "machine_differences": c.machine_differences,
+            "target_differences": c.target_differences,
             "rows": [r.as_dict() for r in c.rows],
         }
         print(json.dumps(doc, indent=1))

@@ -107,6 +107,8 @@ class Comparison:
     id_a: str
     id_b: str
     machine_differences: list[str] = field(default_factory=list)
+    target_differences: list[str] = field(default_factory=list)
+    """One line per target compared across versions or places (A's and B's name and version)."""
     rows: list[CompareRow] = field(default_factory=list)
 
     def render(self) -> str:
@@ -116,6 +118,7 @@ class Comparison:
             lines.append(
                 "WARNING: compared across machines or set-ups (forced): " + "; ".join(self.machine_differences)
             )
+        lines += [f"target versions differ: {d}" for d in self.target_differences]
         lines.append(
             "spread: min..max over valid repetitions (rounds), or the 95 % interval of a fit; "
             "significant: the difference exceeds both spreads together (fits: the intervals do not overlap)"
@@ -209,9 +212,11 @@ def _label_value(r: Row, k: str) -> Any:
     return r[k]
 
 
-def _metrics(a: Analysis) -> _Metrics:
+def _metrics(a: Analysis, alias: dict[str, str] | None = None) -> _Metrics:
+    """One side's figures; ``alias`` renames targets in the keys (:func:`target_pairs`)."""
     out: _Metrics = {}
-    trials = a.tables["trials"].rows
+    names = alias or {}
+    trials = [{**r, "target": names.get(r["target"], r["target"])} for r in a.tables["trials"].rows]
     searches: dict[str, list[float]] = {}
     for doc, r in zip(a.trials, trials, strict=True):
         if r["kind"] == "search":
@@ -221,7 +226,7 @@ def _metrics(a: Analysis) -> _Metrics:
             if r["valid"] and isinstance(best, int | float):
                 values.append(float(best))
     for r in a.tables["headline"].rows:
-        label = _key([("", r["target"]), ("", r["transport"]), ("", r["profile"])])
+        label = _key([("", names.get(r["target"], r["target"])), ("", r["transport"]), ("", r["profile"])])
         out[("headline", r["figure"], label)] = _Side(r["value"], r["low"], r["high"], r["n"])
     for label, values in searches.items():
         out[("baseline", "udp_max_qps", label)] = _repeated(values)
@@ -238,13 +243,13 @@ def _metrics(a: Analysis) -> _Metrics:
                 values = [v for r in rows if r["valid"] and (v := read(r)) is not None]
                 out[(group, metric, label)] = _repeated(values)
     for r in a.tables["memory_fit"].rows:
-        label = _key([("", r["target"]), ("", r["transport"])])
+        label = _key([("", names.get(r["target"], r["target"])), ("", r["transport"])])
         for kind in ("user", "kernel"):
             out[("memory_fit", f"{kind}_bytes_per_connection", label)] = _Side(
                 r[f"{kind}_bytes_per_connection"], r[f"{kind}_ci95_low"], r[f"{kind}_ci95_high"], r["points"]
             )
     for r in a.tables["cost_model"].rows:
-        label = _key([("", r["target"]), ("", r["transport"])])
+        label = _key([("", names.get(r["target"], r["target"])), ("", r["transport"])])
         out[("cost_model", f"{r['term']}_us", label)] = _Side(r["us"], r["ci95_low"], r["ci95_high"], 0)
     return out
 
@@ -273,10 +278,40 @@ def _significant(table: str, metric: str, a: _Side, b: _Side) -> bool | None:
     return abs(b.value - a.value) > (a.high - a.low) / 2 + (b.high - b.low) / 2
 
 
+def target_pairs(a: Analysis, b: Analysis) -> tuple[dict[str, str], dict[str, str], list[str]]:
+    """Targets the two runs name differently or measured at different versions, paired by their
+    adapter (``dnsdist`` and ``dnsdist@sid``; two builds ``dnsdist@PATH``) when each run has one
+    of that adapter: both are compared under the adapter's name. Returns each side's renaming and
+    one line per pair naming the difference."""
+
+    def tokens(x: Analysis) -> dict[str, list[str]]:
+        out: dict[str, list[str]] = {}
+        for t in dict.fromkeys(r["target"] for r in x.tables["trials"].rows):
+            out.setdefault(str(t).partition("@")[0], []).append(str(t))
+        return out
+
+    ta, tb = tokens(a), tokens(b)
+    va, vb = a.run.get("versions") or {}, b.run.get("versions") or {}
+    alias_a: dict[str, str] = {}
+    alias_b: dict[str, str] = {}
+    lines = []
+    for base in ta.keys() & tb.keys():
+        if len(ta[base]) != 1 or len(tb[base]) != 1:
+            continue
+        x, y = ta[base][0], tb[base][0]
+        if x == y and va.get(x) == vb.get(y):
+            continue
+        alias_a[x], alias_b[y] = base, base
+        lines.append(f"{base}: A is {x} {va.get(x) or '?'}, B is {y} {vb.get(y) or '?'}")
+    return alias_a, alias_b, sorted(lines)
+
+
 def compare_analyses(a: Analysis, b: Analysis) -> list[CompareRow]:
     """Every metric of either analysis, matched by table, metric and key (A's order, then B's
-    keys A lacks)."""
-    ma, mb = _metrics(a), _metrics(b)
+    keys A lacks); targets of one adapter at different versions or places are matched
+    (:func:`target_pairs`)."""
+    alias_a, alias_b, _ = target_pairs(a, b)
+    ma, mb = _metrics(a, alias_a), _metrics(b, alias_b)
     empty = _Side(None, None, None, 0)
     rows = []
     for k in [*ma, *(k for k in mb if k not in ma)]:
@@ -324,5 +359,6 @@ def compare(run_a: Path, run_b: Path, *, force: bool = False) -> Comparison:
         id_a=str(a.run.get("run_id", run_a.name)),
         id_b=str(b.run.get("run_id", run_b.name)),
         machine_differences=differences,
+        target_differences=target_pairs(a, b)[2],
         rows=compare_analyses(a, b),
     )

@@ -173,3 +173,37 @@ def test_headline_ratios_are_compared_with_their_relative_difference(tmp_path: P
     assert ratio.rel_diff == pytest.approx(0.2) and ratio.significant is True
     assert ratio.as_dict()["rel_diff"] == ratio.rel_diff
     assert row(c, "headline", "cpu_ratio_to_udp", "knot dot persistent").rel_diff == pytest.approx(0.0)
+
+
+def _as_release(run: Path, base: str, token: str, version: str) -> None:
+    """Run ``run``'s target ``base`` renamed ``token`` at ``version``, as a run of a release root records it."""
+
+    def plan(d: dict[str, Any]) -> None:
+        for p in d["plan"]:
+            if p["target"] == base:
+                p["target"] = token
+        d["versions"][token] = version
+        del d["versions"][base]
+
+    edit_json(run / "run.json", plan)
+    for path in (run / "trials").glob(f"*-{base}-*/trial.json"):
+        edit_json(path, lambda d: d.update(target=token, target_version=version))
+
+
+def test_runs_that_differ_in_target_version_are_compared_and_the_difference_named(tmp_path: Path) -> None:
+    """dnsdist 1.7.3 (the host's) against dnsdist@sid 2.1.3: every metric matched under the
+    adapter's name, the difference named once, and a real difference still found."""
+    b = copy_run(tmp_path)
+    _as_release(b, "dnsdist", "dnsdist@sid", "2.1.3")
+    for rep in range(3):
+        path = b / "trials" / f"establishment-dnsdist-doh-c1000-lforever-res0-r{rep}" / "trial.json"
+        edit_json(path, lambda d: d["summary"].update(answered_qps=d["summary"]["answered_qps"] * 0.5))
+    c = compare(SYNTHETIC, b)
+    assert c.target_differences == ["dnsdist: A is dnsdist 1.7.3, B is dnsdist@sid 2.1.3"]
+    assert "target versions differ: dnsdist: A is dnsdist 1.7.3, B is dnsdist@sid 2.1.3" in c.render()
+    assert not [r for r in c.rows if "@sid" in r.key]
+    changed = row(c, "establishment", "answered_qps", "dnsdist doh lifetime=forever resumption=0")
+    assert changed.significant is True and changed.ratio == pytest.approx(0.5)
+    assert row(c, "establishment", "answered_qps", "dnsdist dot lifetime=forever resumption=0").significant is False
+    # Unchanged targets are not named.
+    assert compare(SYNTHETIC, SYNTHETIC).target_differences == []
