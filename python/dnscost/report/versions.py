@@ -1,0 +1,99 @@
+"""The headline of one target at several versions, side by side (``docs/versions.md``): for each
+adapter of a run (``dnsdist``, ``dnsdist@trixie``, ``dnsdist@sid`` ...), one Markdown table with a
+column per version and a row per headline figure, each ``median [min-max]`` over rounds (fits:
+the slope and its 95 % interval), ``(!)`` where the run's consistency table flags the cell.
+
+python -m dnscost.report.versions RUN_DIR   (after ``dnscost report RUN_DIR``: reads its tables)
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import sys
+from pathlib import Path
+
+from dnscost.errors import DnscostError, UsageError
+
+__all__ = ["FIGURES", "main", "versions_tables"]
+
+Row = dict[str, str]
+
+FIGURES: list[tuple[str, str, str, str, float, int]] = [
+    # label, figure, transport(s), profile, scale, digits
+    ("UDP, CPU-µs per query", "cpu_us_per_query", "udp", "persistent", 1.0, 2),
+    ("persistent, CPU per query ÷ UDP's", "cpu_ratio_to_udp", "tcp,dot,doh", "persistent", 1.0, 2),
+    ("persistent, qps share of UDP", "qps_share_of_udp", "tcp,dot,doh", "persistent", 1.0, 2),
+    ("1 query per connection, CPU per query ÷ persistent", "cpu_ratio_to_persistent", "tcp,dot,doh", "1q", 1.0, 1),
+    ("CPU-µs per full handshake", "cpu_us_per_handshake", "tcp,dot,doh", "full", 1.0, 0),
+    ("memory per idle connection, KiB", "memory_bytes_per_connection", "tcp,dot,doh", "idle", 1 / 1024, 1),
+]
+
+
+def _read_csv(path: Path) -> list[Row]:
+    try:
+        with path.open(newline="") as f:
+            return list(csv.DictReader(f))
+    except OSError as e:
+        raise UsageError(f"{path}: {e.strerror or e} (run dnscost report on the run first)") from e
+
+
+def _cell(r: Row | None, scale: float, digits: int) -> str:
+    if r is None or not r["value"]:
+        return "n/a"
+    v = float(r["value"]) * scale
+    text = f"{v:,.{digits}f}"
+    if r["low"] and r["high"] and int(r["n"] or 0) >= 2:
+        text += f" [{float(r['low']) * scale:,.{digits}f}-{float(r['high']) * scale:,.{digits}f}]"
+    return text
+
+
+def versions_tables(headline: list[Row], consistency: list[Row], versions: dict[str, str]) -> str:
+    """One Markdown table per adapter with more than one version in ``headline``."""
+    targets = list(dict.fromkeys(r["target"] for r in headline))
+    by_base: dict[str, list[str]] = {}
+    for t in targets:
+        by_base.setdefault(t.partition("@")[0], []).append(t)
+    flagged = {(r.get("target", ""), r.get("transport", "")) for r in consistency if r.get("flag")}
+    index = {(r["target"], r["figure"], r["transport"], r["profile"]): r for r in headline}
+    out = []
+    for base, tokens in by_base.items():
+        if len(tokens) < 2:
+            continue
+        head = [f"{t} {versions.get(t, '')}".strip() for t in tokens]
+        out += [f"### {base}", "", "| figure | transport | " + " | ".join(head) + " |"]
+        out.append("| --- | --- | " + " | ".join("---:" for _ in tokens) + " |")
+        for label, figure, transports, profile, scale, digits in FIGURES:
+            for transport in transports.split(","):
+                cells = []
+                for t in tokens:
+                    cell = _cell(index.get((t, figure, transport, profile)), scale, digits)
+                    cells.append(cell + (" (!)" if (t, transport) in flagged and cell != "n/a" else ""))
+                if all(c == "n/a" for c in cells):
+                    continue
+                out.append(f"| {label} | {transport} | " + " | ".join(cells) + " |")
+        out.append("")
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    try:
+        if len(args) != 1:
+            raise UsageError("usage: python -m dnscost.report.versions RUN_DIR")
+        run = Path(args[0])
+        headline = _read_csv(run / "tables" / "headline.csv")
+        consistency = _read_csv(run / "tables" / "consistency.csv")
+        try:
+            versions = json.loads((run / "run.json").read_text()).get("versions") or {}
+        except (OSError, json.JSONDecodeError) as e:
+            raise UsageError(f"{run}: no readable run.json: {e}") from e
+        print(versions_tables(headline, consistency, {str(k): str(v) for k, v in versions.items()}))
+    except DnscostError as e:
+        print(f"dnscost: {e}", file=sys.stderr)
+        return e.exit_code
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,52 @@
+"""docs/versions.md's tables: one adapter at several versions side by side, from a run's headline."""
+
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+from pathlib import Path
+
+from dnscost.report.versions import main, versions_tables
+
+GOLDEN = Path(__file__).parent / "fixtures" / "runs" / "quick" / "golden"
+
+
+def _rows(name: str) -> list[dict[str, str]]:
+    with (GOLDEN / name).open(newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def test_two_versions_side_by_side_with_flags() -> None:
+    """The quick fixture's knot-resolver, copied as knot-resolver@sid with its UDP cost doubled."""
+    headline = _rows("headline.csv")
+    sid = [{**r, "target": "knot-resolver@sid"} for r in headline if r["target"] == "knot-resolver"]
+    for r in sid:
+        if (r["figure"], r["transport"]) == ("cpu_us_per_query", "udp"):
+            r["value"] = str(2 * float(r["value"]))
+    text = versions_tables(
+        headline + sid, _rows("consistency.csv"), {"knot-resolver": "5.6.0", "knot-resolver@sid": "6.5.0"}
+    )
+    lines = text.splitlines()
+    assert "### knot-resolver" in lines and "### dnsdist" not in lines  # one version of dnsdist: no table
+    assert "| figure | transport | knot-resolver 5.6.0 | knot-resolver@sid 6.5.0 |" in lines
+    udp = next(line for line in lines if line.startswith("| UDP, CPU-µs per query"))
+    host = next(
+        float(r["value"])
+        for r in headline
+        if r["target"] == "knot-resolver" and r["figure"] == "cpu_us_per_query" and r["transport"] == "udp"
+    )
+    assert udp == f"| UDP, CPU-µs per query | udp | {host:,.2f} | {2 * host:,.2f} |"
+    # knot-resolver's TCP is flagged in the fixture's consistency table: its TCP cells carry (!).
+    tcp = next(line for line in lines if line.startswith("| persistent, CPU per query ÷ UDP's | tcp"))
+    assert tcp.count("(!)") == 1
+
+
+def test_a_run_without_tables_is_one_line(tmp_path: Path, capsys: object) -> None:
+    shutil.copy(GOLDEN / "headline.csv", tmp_path / "x.csv")
+    assert main([str(tmp_path)]) == 2
+    (tmp_path / "tables").mkdir()
+    for name in ("headline.csv", "consistency.csv"):
+        shutil.copy(GOLDEN / name, tmp_path / "tables" / name)
+    (tmp_path / "run.json").write_text(json.dumps({"versions": {"dnsdist": "1.7.3"}}))
+    assert main([str(tmp_path)]) == 0
