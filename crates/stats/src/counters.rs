@@ -233,6 +233,9 @@ pub struct Counters {
     /// Replies that matched no outstanding query (unknown ID or stream, too short to carry
     /// one, or a late answer). Not a query outcome: the queries they fail to match time out.
     pub unmatched: u64,
+    /// Queries that were due and waited for the server to allow a stream (QUIC MAX_STREAMS,
+    /// HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS) before they were sent. Not a query outcome.
+    pub stream_waits: u64,
     pub conn_opened: u64,
     pub conn_established: u64,
     pub conn_failed: [u64; ErrorKind::COUNT],
@@ -264,6 +267,7 @@ impl Default for Counters {
             failed: [0; ErrorKind::COUNT],
             aborted: 0,
             unmatched: 0,
+            stream_waits: 0,
             conn_opened: 0,
             conn_established: 0,
             conn_failed: [0; ErrorKind::COUNT],
@@ -321,6 +325,7 @@ impl Counters {
         self.timed_out += other.timed_out;
         self.aborted += other.aborted;
         self.unmatched += other.unmatched;
+        self.stream_waits += other.stream_waits;
         self.conn_opened += other.conn_opened;
         self.conn_established += other.conn_established;
         self.handshakes_full += other.handshakes_full;

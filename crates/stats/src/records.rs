@@ -73,6 +73,13 @@ pub struct QueryCounts {
     /// match end as timed out.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub unmatched: u64,
+    /// Queries that were due when the server allowed no more streams on their connection
+    /// (QUIC MAX_STREAMS, HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS) and waited for one: over
+    /// HTTP/2 counted when they go; over QUIC when written, as they then wait in the
+    /// connection (and time out there if no stream comes in time). Written only when not zero.
+    /// Not part of the accounting: each still ends as answered, timed out, failed or aborted.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub stream_waits: u64,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -217,6 +224,7 @@ impl Totals {
                 aborted: c.aborted,
                 in_flight,
                 unmatched: c.unmatched,
+                stream_waits: c.stream_waits,
             },
             connections: ConnectionCounts {
                 active,

@@ -19,6 +19,9 @@ pub struct Doh {
     post: bool,
     /// The server's GOAWAY code, once it sent one.
     goaway: Option<ErrorCode>,
+    /// Queries were due that the server's SETTINGS_MAX_CONCURRENT_STREAMS held back: those
+    /// sent next waited for a stream.
+    stalled: bool,
 }
 
 impl Doh {
@@ -26,7 +29,14 @@ impl Doh {
     pub fn new(in_flight: usize, method: DohMethod, out: &mut Vec<u8>) -> Self {
         let mut client = Client::new(Settings::default());
         client.preface(out);
-        Doh { client, window: StreamWindow::new(in_flight), in_flight, post: method == DohMethod::Post, goaway: None }
+        Doh {
+            client,
+            window: StreamWindow::new(in_flight),
+            in_flight,
+            post: method == DohMethod::Post,
+            goaway: None,
+            stalled: false,
+        }
     }
 
     fn goaway_end(code: ErrorCode) -> SessionEnd {
@@ -62,6 +72,7 @@ impl Session for Doh {
         let wants = self.window.len() < self.in_flight && s.policy.may_send(now);
         // False while the server lets no stream open, or a body does not fit its window.
         let mut room = wants && self.client.can_send();
+        let waited = std::mem::take(&mut self.stalled);
         while room && s.sched.due(now) {
             let q = s.sched.peek_retry().unwrap_or_else(|| ctx.peek_query());
             let (template, body) = if self.post {
@@ -80,14 +91,18 @@ impl Session for Doh {
                 fresh += 1;
             }
             self.window.insert(stream.0, intended, q);
+            c.stream_waits += u64::from(waited);
             s.policy.on_send(now);
             s.tally.queries += 1;
             ctx.add_in_flight(1);
             room = self.window.len() < self.in_flight && self.client.can_send() && s.policy.may_send(now);
         }
-        // Queries are due that the connection cannot take: a blocked closed loop.
+        // Queries are due that the connection cannot take, and none is outstanding: a blocked
+        // closed loop (one with queries outstanding offers more as they are answered).
         let open = self.window.len() < self.in_flight && s.policy.may_send(now);
-        s.sched.blocked(now, wants && !room && open);
+        s.sched.blocked(now, wants && !room && open && self.window.len() == 0);
+        let limited = self.client.open_streams() as u64 >= u64::from(self.client.max_concurrent_streams());
+        self.stalled = open && limited && s.sched.due(now);
         Sent { fresh, room }
     }
 
@@ -261,6 +276,7 @@ mod tests {
                 tally: &mut self.tally,
                 out: &mut self.out,
                 now,
+                carrier_room: true,
             };
             f(&mut self.session, &mut step)
         }

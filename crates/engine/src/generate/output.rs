@@ -342,7 +342,18 @@ fn why_nothing_answered(plan: &Plan, total: &Counters) -> String {
         } else {
             String::new()
         };
-        worst = (total.timed_out, format!("{} queries timed out: the target did not answer{junk}", total.timed_out));
+        let limit = "QUIC MAX_STREAMS, HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS";
+        let why = if total.answered == 0 && total.stream_waits >= total.timed_out {
+            format!("the target allowed no stream for them ({limit})")
+        } else if total.stream_waits > 0 {
+            format!(
+                "the target did not answer ({} queries waited for it to allow a stream: {limit})",
+                total.stream_waits
+            )
+        } else {
+            "the target did not answer".into()
+        };
+        worst = (total.timed_out, format!("{} queries timed out: {why}{junk}", total.timed_out));
     }
     if worst.0 == 0 && total.offered == 0 {
         return "no query was answered: none was sent".into();

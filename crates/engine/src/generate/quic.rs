@@ -1,11 +1,19 @@
 //! The QUIC carrier of doq (RFC 9250: one bidirectional stream per query, the query's DNS ID
 //! 0 on the wire, §4.2.1) and doh3 (one POST request per query over h3, the ID 0 too). To the driver and the DNS session (`tcp.rs`) it looks like the
 //! two-octet-framed byte stream of tcp and dot, as the udp carrier does: a frame written opens
-//! a stream (waiting while the server's stream limit is reached), sends the query with ID 0 and
-//! finishes the stream; an answer read comes framed, with the query's ID put back. A stream the
-//! server resets is reported apart ([`QuicStreams::take_failed`]); a query refused with the
-//! 0-RTT data is sent again once the handshake is done. The connection's end surfaces as an
-//! error that carries its [`Close`] ([`QuicEnd`]).
+//! a stream, sends the query with ID 0 and finishes the stream; an answer read comes framed,
+//! with the query's ID put back. A stream the server resets is reported apart
+//! ([`QuicStreams::take_failed`]); a query refused with the 0-RTT data is sent again once the
+//! handshake is done. The connection's end surfaces as an error that carries its [`Close`]
+//! ([`QuicEnd`]).
+//!
+//! The server's stream limit (QUIC MAX_STREAMS) never blocks a write: a frame that finds no
+//! stream credit waits in the carrier, in order, and goes when the server grants more (reading
+//! drives it, so answers keep coming meanwhile). While one waits the carrier has no room
+//! ([`QuicStreams::has_room`]), so the session holds further queries in the schedule. A waiting
+//! query counts as sent (written to the connection, as a tcp query held by the server's receive
+//! window is) and as a stream wait ([`QuicStreams::take_stream_waits`]); one whose timeout
+//! passes while it waits is taken back ([`QuicStreams::drop_waiting`]) and never goes.
 
 use dnscost_stats::{Close, Handshake};
 use dnscost_transport::quic::{HandshakeFacts, DOQ_NO_ERROR, H3_NO_ERROR, MAX_DOQ_MESSAGE};
@@ -19,7 +27,23 @@ use tokio::io::ReadBuf;
 
 type Opening = Pin<Box<dyn Future<Output = Result<(SendStream, RecvStream), ConnectionError>>>>;
 type H3Stream = h3::client::RequestStream<h3_quinn::BidiStream<bytes::Bytes>, bytes::Bytes>;
-type H3Opening = Pin<Box<dyn Future<Output = Result<H3Stream, h3::error::StreamError>>>>;
+type H3Opening = Pin<Box<dyn Future<Output = Result<H3Stream, H3SendError>>>>;
+
+/// Why a DoH/3 request could not be sent whole.
+enum H3SendError {
+    /// No request stream opened (the connection ended or is going away).
+    Open(h3::error::StreamError),
+    /// The stream opened, but its body or end failed.
+    Body(h3::error::StreamError),
+}
+
+/// A query waiting for its stream: its DNS ID, the query framed as DoQ sends it (ID 0), and whether it found
+/// no stream credit when it was written (a query that goes at once never waits).
+struct Waiting {
+    id: u16,
+    query: Vec<u8>,
+    held: bool,
+}
 
 /// Where DoH/3 requests go, and how: POST (the query is the body) or GET (`?dns=`, base64url).
 #[derive(Clone, Debug)]
@@ -76,6 +100,12 @@ pub struct QuicStreams {
     /// An answer being handed out, framed: `ready.0[ready.1..]`.
     ready: (Vec<u8>, usize),
     failed: Vec<(u16, StreamFailure)>,
+    /// Queries written that have no stream yet, oldest first (the front one may be opening).
+    waiting: std::collections::VecDeque<Waiting>,
+    /// Queries that found no stream credit since the last [`QuicStreams::take_stream_waits`].
+    held: u64,
+    /// How sending a waiting query failed, reported once the answers read are handed out.
+    send_error: Option<std::io::Error>,
     /// The DoH/3 server rejected a request (it does so above its GOAWAY): no new request goes
     /// on this connection.
     rejected: bool,
@@ -103,6 +133,9 @@ impl QuicStreams {
             answers: FuturesUnordered::new(),
             ready: (Vec::new(), 0),
             failed: Vec::new(),
+            waiting: std::collections::VecDeque::new(),
+            held: 0,
+            send_error: None,
             rejected: false,
             handshake,
             counted: TcpCounts::default(),
@@ -131,6 +164,39 @@ impl QuicStreams {
     /// Streams that ended without an answer since the last call, by the query's DNS ID.
     pub fn take_failed(&mut self) -> Vec<(u16, StreamFailure)> {
         std::mem::take(&mut self.failed)
+    }
+
+    /// Whether a query written now goes on a stream at once: false while queries wait for the
+    /// server to allow more streams.
+    pub fn has_room(&self) -> bool {
+        self.waiting.is_empty()
+    }
+
+    /// How many queries written found no stream credit and waited, since the last call.
+    pub fn take_stream_waits(&mut self) -> u64 {
+        std::mem::take(&mut self.held)
+    }
+
+    /// Takes back the waiting queries for which `expired` is true (their timeout passed before
+    /// a stream opened), except one whose stream is already being written; returns their IDs.
+    pub fn drop_waiting(&mut self, mut expired: impl FnMut(u16) -> bool) -> Vec<u16> {
+        let busy = self.writing.is_some();
+        let mut dropped = Vec::new();
+        let mut index = 0;
+        self.waiting.retain(|w| {
+            let keep = (index == 0 && busy) || !expired(w.id);
+            if !keep {
+                if index == 0 {
+                    // Its DoH/3 request was opening (a DoQ stream's opening is bound to no
+                    // query, and is kept for the next).
+                    self.h3_opening = None;
+                }
+                dropped.push(w.id);
+            }
+            index += 1;
+            keep
+        });
+        dropped
     }
 
     /// Datagrams and octets (UDP payload) each way since the last call, from quinn's counts.
@@ -205,23 +271,26 @@ async fn exchange(
     Some((id, answer))
 }
 
-/// One DoH/3 query: the request's body (POST: the query, ID 0; GET: none), then the response,
-/// read whole. `None`: the connection ended (reading the carrier says how).
-async fn exchange_h3(
-    id: u16,
-    mut stream: H3Stream,
+/// One DoH/3 request sent whole: opened (within the server's stream limit), its body (POST:
+/// the query, ID 0; GET: none) and its end, so that the server can answer it whatever the
+/// carrier's reader does.
+async fn send_h3(
+    mut send: h3::client::SendRequest<h3_quinn::OpenStreams, bytes::Bytes>,
+    request: http::Request<()>,
     body: Option<Vec<u8>>,
-) -> Option<(u16, Result<Vec<u8>, StreamFailure>)> {
-    use bytes::BufMut as _;
-    let sent = async {
-        if let Some(query) = body {
-            stream.send_data(bytes::Bytes::from(query)).await?;
-        }
-        stream.finish().await
-    };
-    if let Err(e) = sent.await {
-        return terminated(&e).map(|f| (id, Err(f)));
+) -> Result<H3Stream, H3SendError> {
+    let mut stream = send.send_request(request).await.map_err(H3SendError::Open)?;
+    if let Some(query) = body {
+        stream.send_data(bytes::Bytes::from(query)).await.map_err(H3SendError::Body)?;
     }
+    stream.finish().await.map_err(H3SendError::Body)?;
+    Ok(stream)
+}
+
+/// One DoH/3 query's response, read whole. `None`: the connection ended (reading the carrier
+/// says how).
+async fn exchange_h3(id: u16, mut stream: H3Stream) -> Option<(u16, Result<Vec<u8>, StreamFailure>)> {
+    use bytes::BufMut as _;
     let response = match stream.recv_response().await {
         Ok(r) => r,
         Err(e) => return h3_failure(&e).map(|f| (id, Err(f))),
@@ -283,47 +352,123 @@ fn h3_request(target: &H3Target, query: &[u8]) -> http::Request<()> {
 }
 
 impl QuicStreams {
-    /// Sends `frame` as a DoH/3 request, once a request stream is open.
-    fn poll_write_h3(&mut self, cx: &mut Context<'_>, frame: &[u8]) -> Poll<std::io::Result<()>> {
+    /// Sends the waiting queries, oldest first, each on a stream of its own: ready once none
+    /// waits, pending while the server's stream limit holds the next one, an error when the
+    /// connection ended (or, DoH/3, is going away).
+    fn poll_send_waiting(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        while let Some(w) = self.waiting.pop_front() {
+            let sent = match self.protocol {
+                Protocol::Doq => self.poll_send_doq(cx, w.id, &w.query),
+                Protocol::H3 { .. } => self.poll_send_h3(cx, w.id, &w.query),
+            };
+            match sent {
+                Poll::Ready(Ok(())) => {}
+                Poll::Ready(Err(e)) => {
+                    self.waiting.push_front(w);
+                    return Poll::Ready(Err(e));
+                }
+                Poll::Pending => {
+                    self.waiting.push_front(w);
+                    return Poll::Pending;
+                }
+            }
+        }
+        Poll::Ready(Ok(()))
+    }
+
+    /// Sends one DoQ query (framed, ID 0) on a new stream, once the server allows one, and finishes it.
+    fn poll_send_doq(&mut self, cx: &mut Context<'_>, id: u16, query: &[u8]) -> Poll<std::io::Result<()>> {
+        if self.writing.is_none() {
+            let opening = self.opening.get_or_insert_with(|| {
+                let conn = self.conn.clone();
+                Box::pin(async move { conn.open_bi().await })
+            });
+            match opening.as_mut().poll(cx) {
+                Poll::Ready(Ok((send, recv))) => {
+                    self.opening = None;
+                    self.writing = Some((send, recv, 0));
+                }
+                Poll::Ready(Err(e)) => {
+                    self.opening = None;
+                    return Poll::Ready(Err(self.end_error(&e)));
+                }
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+        let (send, _, written) = self.writing.as_mut().expect("a stream to write");
+        while *written < query.len() {
+            match Pin::new(&mut *send).poll_write(cx, &query[*written..]) {
+                Poll::Ready(Ok(n)) => *written += n,
+                Poll::Ready(Err(WriteError::ConnectionLost(e))) => {
+                    self.writing = None;
+                    return Poll::Ready(Err(self.end_error(&e)));
+                }
+                // Refused with the 0-RTT data: the exchange sends it again.
+                Poll::Ready(Err(WriteError::ZeroRttRejected)) => *written = query.len(),
+                Poll::Ready(Err(e)) => {
+                    self.writing = None;
+                    return Poll::Ready(Err(std::io::Error::other(e)));
+                }
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+        let (mut send, recv, _) = self.writing.take().expect("a stream to write");
+        let _ = send.finish();
+        self.answers.push(Box::pin(exchange(self.conn.clone(), id, recv, query.to_vec())));
+        Poll::Ready(Ok(()))
+    }
+
+    /// Sends one query (framed, ID 0) as a DoH/3 request, once the server allows a stream.
+    fn poll_send_h3(&mut self, cx: &mut Context<'_>, id: u16, framed: &[u8]) -> Poll<std::io::Result<()>> {
+        let query = &framed[2..];
         let Protocol::H3 { send, target } = &self.protocol else { unreachable!("an HTTP/3 connection") };
         if self.rejected && self.h3_opening.is_none() {
             return Poll::Ready(Err(std::io::Error::other(QuicEnd(Close::Goaway, "request rejected".into()))));
         }
-        let id = u16::from_be_bytes([frame[2], frame[3]]);
-        let mut query = frame[2..].to_vec();
-        query[..2].copy_from_slice(&[0, 0]);
         let opening = self.h3_opening.get_or_insert_with(|| {
-            let (mut send, request) = (send.clone(), h3_request(target, &query));
-            Box::pin(async move { send.send_request(request).await })
+            let body = (!target.get).then(|| query.to_vec());
+            Box::pin(send_h3(send.clone(), h3_request(target, query), body))
         });
-        match opening.as_mut().poll(cx) {
-            Poll::Ready(Ok(stream)) => {
-                self.h3_opening = None;
-                let body = (!target.get).then_some(query);
-                self.answers.push(Box::pin(exchange_h3(id, stream, body)));
-                Poll::Ready(Ok(()))
+        let sent = std::task::ready!(opening.as_mut().poll(cx));
+        self.h3_opening = None;
+        match sent {
+            Ok(stream) => self.answers.push(Box::pin(exchange_h3(id, stream))),
+            // Its stream refused or reset: reported apart. Otherwise the connection ended, and
+            // reading it says how.
+            Err(H3SendError::Body(e)) => {
+                if let Some(f) = terminated(&e) {
+                    self.rejected |= f == StreamFailure::Rejected;
+                    self.failed.push((id, f));
+                }
             }
-            Poll::Ready(Err(e)) => {
-                self.h3_opening = None;
-                Poll::Ready(Err(match self.conn.close_reason() {
+            Err(H3SendError::Open(e)) => {
+                return Poll::Ready(Err(match self.conn.close_reason() {
                     Some(c) => self.end_error(&c),
                     // The server said GOAWAY: no new request on this connection.
                     None if e.is_h3_no_error() || e.to_string().contains("closing") => {
                         std::io::Error::other(QuicEnd(Close::Goaway, e.to_string()))
                     }
                     None => std::io::Error::other(e),
-                }))
+                }));
             }
-            Poll::Pending => Poll::Pending,
         }
+        Poll::Ready(Ok(()))
     }
 }
 
 impl tokio::io::AsyncRead for QuicStreams {
-    /// Hands out the answers that arrived, framed, with their queries' IDs. Streams that
-    /// failed without answers read as `Interrupted` (the driver takes them and reads again).
+    /// Sends what waits for a stream, then hands out the answers that arrived, framed, with
+    /// their queries' IDs. Streams that failed without answers, and the last waiting query
+    /// going (the carrier has room again), read as `Interrupted` (the driver takes a turn and
+    /// reads again).
     fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
         let this = self.get_mut();
+        let waited = !this.waiting.is_empty();
+        if waited && this.send_error.is_none() {
+            if let Poll::Ready(Err(e)) = this.poll_send_waiting(cx) {
+                this.send_error = Some(e);
+            }
+        }
         let mut got = false;
         loop {
             let (bytes, at) = &mut this.ready;
@@ -353,8 +498,11 @@ impl tokio::io::AsyncRead for QuicStreams {
         if got {
             return Poll::Ready(Ok(()));
         }
-        if !this.failed.is_empty() {
+        if !this.failed.is_empty() || (waited && this.waiting.is_empty()) {
             return Poll::Ready(Err(std::io::ErrorKind::Interrupted.into()));
+        }
+        if let Some(e) = this.send_error.take() {
+            return Poll::Ready(Err(e));
         }
         match this.closed.as_mut().poll(cx) {
             Poll::Ready(e) => Poll::Ready(Err(this.end_error(&e))),
@@ -364,10 +512,14 @@ impl tokio::io::AsyncRead for QuicStreams {
 }
 
 impl tokio::io::AsyncWrite for QuicStreams {
-    /// Sends every whole frame of `buf` on a stream of its own; returns the octets of the
-    /// frames sent.
+    /// Takes every whole frame of `buf`, each for a stream of its own, and sends those the
+    /// server's stream limit allows; the others wait (see the module documentation). Returns
+    /// the octets of the frames taken; an error when the connection ended.
     fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
         let this = self.get_mut();
+        if let Some(e) = this.send_error.take() {
+            return Poll::Ready(Err(e));
+        }
         let mut done = 0;
         while buf.len() - done >= 4 {
             let len = usize::from(u16::from_be_bytes([buf[done], buf[done + 1]]));
@@ -375,57 +527,18 @@ impl tokio::io::AsyncWrite for QuicStreams {
             if end > buf.len() || len < 2 {
                 break;
             }
-            if matches!(this.protocol, Protocol::H3 { .. }) {
-                match this.poll_write_h3(cx, &buf[done..end]) {
-                    Poll::Ready(Ok(())) => {
-                        done = end;
-                        continue;
-                    }
-                    Poll::Ready(Err(e)) => return if done > 0 { Poll::Ready(Ok(done)) } else { Poll::Ready(Err(e)) },
-                    Poll::Pending => return if done > 0 { Poll::Ready(Ok(done)) } else { Poll::Pending },
-                }
-            }
-            if this.writing.is_none() {
-                let opening = this.opening.get_or_insert_with(|| {
-                    let conn = this.conn.clone();
-                    Box::pin(async move { conn.open_bi().await })
-                });
-                match opening.as_mut().poll(cx) {
-                    Poll::Ready(Ok((send, recv))) => {
-                        this.opening = None;
-                        this.writing = Some((send, recv, 0));
-                    }
-                    Poll::Ready(Err(e)) => {
-                        this.opening = None;
-                        return if done > 0 { Poll::Ready(Ok(done)) } else { Poll::Ready(Err(this.end_error(&e))) };
-                    }
-                    Poll::Pending => return if done > 0 { Poll::Ready(Ok(done)) } else { Poll::Pending },
-                }
-            }
             let id = u16::from_be_bytes([buf[done + 2], buf[done + 3]]);
             let mut query = buf[done..end].to_vec();
             query[2..4].copy_from_slice(&[0, 0]);
-            let (send, _, written) = this.writing.as_mut().expect("a stream to write");
-            while *written < query.len() {
-                match Pin::new(&mut *send).poll_write(cx, &query[*written..]) {
-                    Poll::Ready(Ok(n)) => *written += n,
-                    Poll::Ready(Err(WriteError::ConnectionLost(e))) => {
-                        this.writing = None;
-                        return if done > 0 { Poll::Ready(Ok(done)) } else { Poll::Ready(Err(this.end_error(&e))) };
-                    }
-                    // Refused with the 0-RTT data: the exchange sends it again.
-                    Poll::Ready(Err(WriteError::ZeroRttRejected)) => *written = query.len(),
-                    Poll::Ready(Err(e)) => {
-                        this.writing = None;
-                        return Poll::Ready(Err(std::io::Error::other(e)));
-                    }
-                    Poll::Pending => return if done > 0 { Poll::Ready(Ok(done)) } else { Poll::Pending },
-                }
-            }
-            let (mut send, recv, _) = this.writing.take().expect("a stream to write");
-            let _ = send.finish();
-            this.answers.push(Box::pin(exchange(this.conn.clone(), id, recv, query)));
+            this.waiting.push_back(Waiting { id, query, held: false });
             done = end;
+        }
+        if let Poll::Ready(Err(e)) = this.poll_send_waiting(cx) {
+            return Poll::Ready(Err(e));
+        }
+        for w in this.waiting.iter_mut().filter(|w| !w.held) {
+            w.held = true;
+            this.held += 1;
         }
         Poll::Ready(Ok(done))
     }

@@ -40,7 +40,8 @@ impl From<PolicyClose> for SessionEnd {
 
 /// What the driver lends a session for one step: the thread's shared state (plan, counters,
 /// query cursor, in-flight gauge; never its clock), the slot's schedule, the connection's
-/// policy and tally, the time, and the bytes to send.
+/// policy and tally, the time, the bytes to send, and whether the carrier takes a query now
+/// (false while queries wait for the server to allow a QUIC stream).
 pub struct Step<'a> {
     pub ctx: &'a Ctx,
     pub sched: &'a mut Schedule,
@@ -48,6 +49,7 @@ pub struct Step<'a> {
     pub tally: &'a mut Tally,
     pub out: &'a mut Vec<u8>,
     pub now: u64,
+    pub carrier_room: bool,
 }
 
 /// What [`Session::send`] did.
@@ -102,6 +104,11 @@ pub trait Session {
     /// server reset or rejected its QUIC stream): forgets it and returns it if it was
     /// outstanding. Only sessions over datagram and QUIC carriers have such queries.
     fn forget(&mut self, _id: u16) -> Option<super::window::Outstanding> {
+        None
+    }
+    /// The intended time of the outstanding query with DNS ID `id` (sessions over QUIC
+    /// carriers, whose queries may wait there for a stream).
+    fn intended(&self, _id: u16) -> Option<u64> {
         None
     }
     /// Whether the outstanding query `id` was last sent by [`Session::retransmit`].

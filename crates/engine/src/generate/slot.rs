@@ -159,6 +159,7 @@ pub async fn run_slot(ctx: Rc<Ctx>, mut sched: Schedule, slot: u64, mut rng: Rng
         first = false;
         // A connection held at the gate starts its life when queries may flow.
         let mut conn = Connection {
+            carrier_room: true,
             policy: ConnPolicy::new(lifetime, cfg.idle_timeout_ms, ctx.now()),
             tally: Tally::default(),
             meter: TcpMeter::new(established),
@@ -255,6 +256,8 @@ pub struct Connection {
     pub policy: ConnPolicy,
     pub tally: Tally,
     pub meter: TcpMeter,
+    /// Whether the carrier takes a query now (false while queries wait for a QUIC stream).
+    pub carrier_room: bool,
 }
 
 /// Runs `session` on `carrier` until the policy, the server, the session or the run ends it.
@@ -282,6 +285,7 @@ pub async fn drive<S: Session>(
                 tally: &mut conn.tally,
                 out: &mut *out,
                 now: $now,
+                carrier_room: conn.carrier_room,
             }
         };
     }
@@ -295,6 +299,10 @@ pub async fn drive<S: Session>(
             return SessionEnd::client(Close::End);
         }
         conn.meter.tick(now, &mut *carrier, &mut ctx.counters.borrow_mut());
+        if let Carrier::Quic(q) = carrier {
+            expire_waiting(q, session, now.checked_sub(timeout));
+            conn.carrier_room = q.has_room();
+        }
         let t = turn(ctx, sched, session, conn, out, now, state);
         fresh += t.fresh;
         resent += t.resent;
@@ -308,7 +316,7 @@ pub async fn drive<S: Session>(
                         c.sent += std::mem::take(&mut fresh);
                         c.retransmitted += std::mem::take(&mut resent);
                     }
-                    settle_refusals(ctx, carrier, session, sched);
+                    let _ = settle_refusals(ctx, carrier, session, sched);
                 }
                 Written::Failed(e) => {
                     let end = session.ended(&mut step!(ctx.now()), Some(&e));
@@ -341,12 +349,15 @@ pub async fn drive<S: Session>(
             r = carrier.read(session.spare()) => match r {
                 Ok(0) => return session.ended(&mut step!(ctx.now()), None),
                 // Streams that ended without answers (QUIC).
+                // Streams that ended without answers, or queries that waited for streams went
+                // (QUIC): a turn, with room again.
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {
-                    settle_refusals(ctx, carrier, session, sched);
-                    conn.policy.on_resolved(ctx.now());
+                    if settle_refusals(ctx, carrier, session, sched) {
+                        conn.policy.on_resolved(ctx.now());
+                    }
                 }
                 Ok(n) => {
-                    settle_refusals(ctx, carrier, session, sched);
+                    let _ = settle_refusals(ctx, carrier, session, sched);
                     if let Some(end) = session.receive(&mut step!(ctx.now()), n) {
                         // What the session says to the server (HTTP/2: GOAWAY), if it goes soon.
                         let _ = write_bounded(ctx, carrier, out, &mut stop, ctx.now() + 1_000_000_000).await;
@@ -385,8 +396,15 @@ pub fn turn<S: Session>(
     state: Stop,
 ) -> Turn {
     let timeout = ctx.plan.timeout_ns;
-    let mut step =
-        Step { ctx, sched: &mut *sched, policy: &mut conn.policy, tally: &mut conn.tally, out: &mut *out, now };
+    let mut step = Step {
+        ctx,
+        sched: &mut *sched,
+        policy: &mut conn.policy,
+        tally: &mut conn.tally,
+        out: &mut *out,
+        now,
+        carrier_room: conn.carrier_room,
+    };
     let expired = now.checked_sub(timeout).map_or(0, |deadline| session.expire(&mut step, deadline));
     if expired > 0 {
         ctx.counters.borrow_mut().timed_out += expired;
@@ -430,16 +448,18 @@ pub fn wake_at<S: Session>(
 /// it is failed `refused` rather than sent. On a QUIC carrier, the queries whose streams the
 /// server reset (`stream_reset`) or answered with something else than one message
 /// (`malformed`); a request the server rejected unprocessed (H3_REQUEST_REJECTED, RFC 9114
-/// §4.1.1) goes again on the slot's next connection, as a refused HTTP/2 stream does.
-fn settle_refusals<S: Session>(ctx: &Ctx, carrier: &mut Carrier, session: &mut S, sched: &mut Schedule) {
+/// §4.1.1) goes again on the slot's next connection, as a refused HTTP/2 stream does; and how
+/// many queries written found no stream and wait for one. Returns whether a query was resolved.
+fn settle_refusals<S: Session>(ctx: &Ctx, carrier: &mut Carrier, session: &mut S, sched: &mut Schedule) -> bool {
     let d = match carrier {
         Carrier::Udp(d) => d,
         Carrier::Quic(q) => {
             let failed = q.take_failed();
-            if failed.is_empty() {
-                return;
-            }
             let mut c = ctx.counters.borrow_mut();
+            c.stream_waits += q.take_stream_waits();
+            if failed.is_empty() {
+                return false;
+            }
             for (id, failure) in failed {
                 let Some(o) = session.forget(id) else { continue };
                 ctx.sub_in_flight(1);
@@ -457,13 +477,13 @@ fn settle_refusals<S: Session>(ctx: &Ctx, carrier: &mut Carrier, session: &mut S
                     ctx.plan.note_error(kind, &format!("stream reset by the server, code {code}"));
                 }
             }
-            return;
+            return true;
         }
-        _ => return,
+        _ => return false,
     };
     let (reads, sends, message) = d.take_refused();
     if reads == 0 && sends.is_empty() {
-        return;
+        return false;
     }
     let mut c = ctx.counters.borrow_mut();
     for _ in 0..reads {
@@ -484,6 +504,16 @@ fn settle_refusals<S: Session>(ctx: &Ctx, carrier: &mut Carrier, session: &mut S
     }
     if let Some(m) = message {
         ctx.plan.note_error(ErrorKind::Refused, &m);
+    }
+    true
+}
+
+/// Queries that waited in a QUIC carrier for a stream until their timeout (intended before
+/// `deadline`) are taken back, so that they never go: the session times them out in this turn.
+fn expire_waiting<S: Session>(q: &mut super::quic::QuicStreams, session: &S, deadline: Option<u64>) {
+    let Some(deadline) = deadline else { return };
+    if !q.has_room() {
+        q.drop_waiting(|id| session.intended(id).is_none_or(|t| t <= deadline));
     }
 }
 

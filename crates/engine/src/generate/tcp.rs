@@ -49,6 +49,12 @@ impl Session for DnsStream<'_> {
         let ctx = s.ctx;
         let mut fresh = 0;
         let mut c = ctx.counters.borrow_mut();
+        if !s.carrier_room {
+            // Queries wait in the carrier for the server to allow streams (QUIC): the others
+            // wait in the schedule (an open loop's expire `unsent`; a closed loop offers none
+            // meanwhile, as its window is taken by the waiting ones).
+            return Sent { fresh: 0, room: false };
+        }
         while !self.window.is_full() && s.policy.may_send(s.now) && s.sched.due(s.now) {
             let (intended, again) = s.sched.take(s.now, &mut c);
             let q = again.unwrap_or_else(|| ctx.next_query());
@@ -133,6 +139,10 @@ impl Session for DnsStream<'_> {
     fn resent(&self, id: u16) -> bool {
         self.window.resent(id)
     }
+
+    fn intended(&self, id: u16) -> Option<u64> {
+        self.window.intended(id)
+    }
 }
 
 #[cfg(test)]
@@ -178,6 +188,7 @@ mod tests {
                 tally: &mut self.tally,
                 out: &mut self.out,
                 now,
+                carrier_room: true,
             };
             f(&mut session, &mut step)
         }

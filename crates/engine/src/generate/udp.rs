@@ -27,6 +27,7 @@ pub async fn run_slot(ctx: Rc<Ctx>, mut sched: Schedule, sock: tokio::net::UdpSo
     loop {
         let now = ctx.now();
         let mut conn = Connection {
+            carrier_room: true,
             policy: ConnPolicy::new(Lifetime::default(), None, now),
             tally: Tally::default(),
             meter: TcpMeter::new(now),
@@ -89,6 +90,7 @@ mod tests {
                     policy: ConnPolicy::new(Lifetime::default(), None, 0),
                     tally: Tally::default(),
                     meter: TcpMeter::new(0),
+                    carrier_room: true,
                 },
                 out: Vec::new(),
                 room: false,
@@ -129,6 +131,7 @@ mod tests {
                 tally: &mut self.conn.tally,
                 out: &mut self.out,
                 now,
+                carrier_room: true,
             };
             assert!(session.receive(&mut step, framed.len()).is_none());
         }

@@ -111,6 +111,12 @@ impl Window {
         }
     }
 
+    /// The intended time of the outstanding query `id`.
+    pub fn intended(&self, id: u16) -> Option<u64> {
+        let e = &self.table[id as usize & self.mask];
+        (e.live && e.id == id).then_some(e.intended)
+    }
+
     /// Removes the query with `id`, if outstanding.
     #[inline]
     pub fn remove(&mut self, id: u16) -> Option<Outstanding> {

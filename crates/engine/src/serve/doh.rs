@@ -16,8 +16,6 @@ use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 const DNS_MESSAGE: &str = "application/dns-message";
-/// Streams a client may have open at once.
-const MAX_STREAMS: u32 = 1000;
 
 pub async fn serve(
     shared: Arc<Shared>,
@@ -35,7 +33,7 @@ pub async fn serve(
     let seen = Arc::new(Seen::default());
     let io = Sniff::new(tls, seen.clone());
     let mut builder = h2::server::Builder::new();
-    builder.max_concurrent_streams(MAX_STREAMS);
+    builder.max_concurrent_streams(shared.policy.h2_max_streams);
     let mut handshake = Box::pin(builder.handshake::<_, Bytes>(io));
     let mut h2 = match guarded(handshake.as_mut(), &mut stop, &mut timer).await {
         Ok(Ok(h2)) => h2,

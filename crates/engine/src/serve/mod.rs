@@ -75,6 +75,10 @@ pub struct ServeArgs {
     /// MAX_STREAMS; 0: none).
     #[arg(long, value_name = "N", default_value_t = 256)]
     pub quic_max_streams: u32,
+    /// Concurrent streams a doh client may open on a connection (HTTP/2's
+    /// SETTINGS_MAX_CONCURRENT_STREAMS; 0: none).
+    #[arg(long, value_name = "N", default_value_t = 1000)]
+    pub h2_max_streams: u32,
     /// Write one JSON line per closed tcp/dot/doh/doq/doh3 connection to this file.
     #[arg(long, value_name = "FILE")]
     pub connections_log: Option<PathBuf>,
@@ -144,6 +148,8 @@ pub(crate) struct Policy {
     pub max_age: Option<Duration>,
     /// Whether any octet received, not only a query, keeps a connection from `idle`.
     pub idle_on_bytes: bool,
+    /// doh: the streams a client may have open at once (SETTINGS_MAX_CONCURRENT_STREAMS).
+    pub h2_max_streams: u32,
 }
 
 /// Where a query came from, for the queries log.
@@ -253,6 +259,7 @@ pub fn main(args: ServeArgs) -> Result<ExitCode, EngineError> {
             idle: args.idle_timeout.filter(|d| !d.is_zero()),
             max_age: args.max_connection_age.filter(|d| !d.is_zero()),
             idle_on_bytes: args.idle_activity == IdleActivity::Bytes,
+            h2_max_streams: args.h2_max_streams,
         },
         registry: Registry::default(),
         log: log.as_ref().map(RecordLog::sender),
