@@ -16,6 +16,30 @@ fn one_line_error(args: &[&str]) -> (i32, String) {
     (out.status.code().unwrap_or(-1), err)
 }
 
+/// QUIC requires TLS 1.3 (RFC 9001 §4.2): TLS 1.2 with doq or doh3 is refused by `--check`
+/// and by a run, in one line with exit 2, before anything is sent (it panicked in quinn).
+#[test]
+fn quic_with_tls_1_2_is_refused_in_one_line() {
+    for transport in ["doq", "doh3"] {
+        let args =
+            ["generate", "--transport", transport, "--target", "127.0.0.1:9", "--insecure", "--tls-version", "1.2"];
+        for extra in [&["--check"][..], &["--duration", "100ms", "--output", "/dev/null"][..]] {
+            let (code, err) = one_line_error(&[&args[..], extra].concat());
+            assert_eq!(
+                (code, err.trim().to_string()),
+                (
+                    2,
+                    format!(
+                        "dnscost-engine: invalid configuration: tls_version: {transport} runs on QUIC, which \
+                         requires TLS 1.3 (RFC 9001 §4.2): give 1.3"
+                    )
+                ),
+                "{extra:?}"
+            );
+        }
+    }
+}
+
 #[test]
 fn bad_configuration_is_one_clear_line() {
     let dir = temp_dir("bad-config");

@@ -564,6 +564,12 @@ impl EngineConfig {
                 reason: format!("{t} closes graceful (CONNECTION_CLOSE) or silent (idle timeout), not fin or rst"),
             });
         }
+        if t.uses_quic() && self.tls_version != TlsVersion::Tls13 {
+            return Err(ConfigError::Invalid {
+                field: "tls_version",
+                reason: format!("{t} runs on QUIC, which requires TLS 1.3 (RFC 9001 §4.2): give 1.3"),
+            });
+        }
         if let Some(e) = self.early_data {
             check("early_data", e, 0.0, 1.0, "0..=1")?;
             if e > 0.0 && self.resumption.unwrap_or(0.0) == 0.0 {
@@ -794,6 +800,16 @@ mod tests {
         assert!(cfg(r#"{"transport":"doh3","target":"a:1","doh_path":"/q","doh_method":"post"}"#).is_ok());
         assert!(cfg(r#"{"transport":"doh3","target":"a:1","doh_method":"get"}"#).is_ok());
         assert!(cfg(r#"{"transport":"doq","target":"a:1","doh_path":"/q"}"#).is_err());
+        // QUIC is TLS 1.3 only (RFC 9001 §4.2).
+        for t in ["doq", "doh3"] {
+            let e = cfg(&format!(r#"{{"transport":"{t}","target":"a:1","tls_version":"1.2"}}"#)).unwrap_err();
+            assert_eq!(
+                e.to_string(),
+                format!("tls_version: {t} runs on QUIC, which requires TLS 1.3 (RFC 9001 §4.2): give 1.3")
+            );
+            assert!(cfg(&format!(r#"{{"transport":"{t}","target":"a:1","tls_version":"1.3"}}"#)).is_ok());
+        }
+        assert!(cfg(r#"{"transport":"dot","target":"a:1","tls_version":"1.2"}"#).is_ok());
         assert!(cfg(r#"{"transport":"doh","target":"a:1","doh_path":"dns"}"#).is_err());
         assert!(cfg(r#"{"transport":"tcp","target":"a:1","doh_headers":"browser"}"#).is_err());
         assert_eq!(

@@ -283,6 +283,12 @@ fn quic_error(e: impl std::fmt::Display) -> crate::TransportError {
 /// server's initiative, sends no path MTU probes, and leaves idle expiry to the server (its own
 /// idle close is the engine's policy).
 pub fn client_config(tls: Arc<rustls::ClientConfig>) -> Result<quinn::ClientConfig, crate::TransportError> {
+    // quinn takes a configuration without TLS 1.3 and panics at the first connection: a
+    // connection made here, never used, says whether one can start.
+    let name = rustls::pki_types::ServerName::try_from("quic.invalid").expect("a valid name");
+    if rustls::quic::ClientConnection::new(tls.clone(), rustls::quic::Version::V1, name, Vec::new()).is_err() {
+        return Err(quic_error("QUIC requires TLS 1.3 (RFC 9001 §4.2)"));
+    }
     let uni = uni_streams(&tls.alpn_protocols);
     let quic = QuicClientConfig::try_from(tls).map_err(quic_error)?;
     let mut config = quinn::ClientConfig::new(Arc::new(ObservedClient(Arc::new(quic))));
@@ -431,5 +437,25 @@ mod tests {
         let mut facts = HandshakeFacts::default();
         Flight::default().feed(&message(SERVER_HELLO, &[0xff; 40]), &mut facts);
         assert_eq!(facts, HandshakeFacts::default());
+    }
+}
+
+#[cfg(test)]
+mod version_tests {
+    use crate::tls::{client_config as tls_client, ClientOptions, Group, Trust, Version};
+
+    /// quinn takes a TLS 1.2 configuration and panics at the first connection; refused here.
+    #[test]
+    fn a_tls_1_2_client_configuration_is_refused() {
+        let options = |version| ClientOptions {
+            version,
+            group: Group::X25519,
+            trust: Trust::Insecure,
+            keylog: None,
+            alpn: vec![b"doq".to_vec()],
+        };
+        let e = super::client_config(tls_client(&options(Version::Tls12), false, 0).unwrap()).unwrap_err();
+        assert!(e.to_string().contains("QUIC requires TLS 1.3"), "{e}");
+        assert!(super::client_config(tls_client(&options(Version::Tls13), false, 0).unwrap()).is_ok());
     }
 }
