@@ -335,7 +335,10 @@ def cmd_observe(a: argparse.Namespace) -> int:
     unknown = [p for p in chosen if p not in policies]
     if unknown:
         raise UsageError(f"observe: unknown policy {unknown[0]!r} (known: {', '.join(policies)})")
-    duration_s = (a.duration / 1000) if a.duration else (120.0 if a.quick else 1800.0)
+    if a.duration is not None and a.duration <= 0:
+        # 0 used to fall through to the 30-minute default.
+        raise UsageError("observe: --duration needs a positive duration (default 30m; --quick: 2m)")
+    duration_s = (a.duration / 1000) if a.duration is not None else (120.0 if a.quick else 1800.0)
     out = a.output or Path("results", "observe", new_run_id()).resolve()
     for delay in delays:
         for policy in chosen:

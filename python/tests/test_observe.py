@@ -227,6 +227,33 @@ def test_policies_become_serve_flags_and_a_bad_policy_file_is_one_line(tmp_path:
     assert main(["observe", "--client", "nope", "--policy", "none", "--output", str(tmp_path / "x")]) == 2
 
 
+@pytest.mark.parametrize("duration", ["0", "0s", "0ms"])
+def test_a_zero_duration_is_refused_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], duration: str
+) -> None:
+    """It used to become the 30-minute default per cell; refused before any lab is made."""
+    out = tmp_path / "x"
+    code = main(
+        [
+            "observe",
+            "--client",
+            "dnss",
+            "--delay",
+            "1s",
+            "--policy",
+            "google",
+            "--duration",
+            duration,
+            "--output",
+            str(out),
+        ]
+    )
+    assert code == 2
+    err = capsys.readouterr().err.strip()
+    assert err == "dnscost: observe: --duration needs a positive duration (default 30m; --quick: 2m)", err
+    assert not out.exists()
+
+
 @pytest.mark.parametrize("browser", ["chromium", "firefox"])
 def test_a_browser_s_own_doh_meets_a_query_limit_and_an_idle_timeout(root: None, tmp_path: Path, browser: str) -> None:
     """The browser, its DoH forced to the lab's resolver, fetches a fresh lab name every
