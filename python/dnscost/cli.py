@@ -179,6 +179,10 @@ def build_parser() -> argparse.ArgumentParser:
     add_plan_parser(sub)
     add_cluster_parser(sub)
 
+    from dnscost.keep import add_parser as add_keep_parser
+
+    add_keep_parser(sub)
+
     cmp = sub.add_parser("compare", help="differences between two runs, with their uncertainty")
     cmp.add_argument("run_a", type=Path)
     cmp.add_argument("run_b", type=Path)
@@ -939,7 +943,7 @@ def _interrupt(*_: object) -> None:
 
 PATH_ARGS = (
     "output", "spec", "resume", "engine_config", "dir", "run_dir", "run_a", "run_b", "policies", "from_dir", "pcap",
-    "presets", "mix_file", "external_cgroup", "cluster_tls", "roots",
+    "presets", "mix_file", "external_cgroup", "cluster_tls", "roots", "dest",
 )  # fmt: skip
 """Every path a user gives: made absolute once, here, so that no later step (a resolver
 started in its own working directory, say) depends on where dnscost was started."""
@@ -990,6 +994,10 @@ def main(argv: list[str] | None = None) -> int:
             from dnscost.capacity_command import main as plan_main
 
             return plan_main(args)
+        if args.command == "keep":
+            from dnscost.keep import main as keep_main
+
+            return keep_main(args)
         return cmd_compare(args)
     except DnscostError as e:
         print(f"dnscost: {e}", file=sys.stderr)

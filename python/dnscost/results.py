@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import gzip
 import json
 import os
 import sys
 import time
+import zlib
 from pathlib import Path
 from typing import IO, Any
 
@@ -18,7 +20,7 @@ from dnscost import __version__
 from dnscost.errors import UsageError
 from dnscost.proc import Ledger
 
-__all__ = ["FORMAT_VERSION", "Run", "new_run_id", "read_json", "read_records", "write_json"]
+__all__ = ["FORMAT_VERSION", "Run", "new_run_id", "read_json", "read_lines", "read_records", "write_json"]
 
 FORMAT_VERSION = 2
 
@@ -34,15 +36,27 @@ def write_json(path: Path, doc: Any) -> None:
     tmp.replace(path)
 
 
+def read_lines(path: Path) -> list[str]:
+    """The lines of a JSON-lines file, or of ``<name>.gz`` beside it when it alone is there (a
+    kept run's, as ``dnscost keep`` stores them); a missing file has none."""
+    packed = path.with_name(path.name + ".gz")
+    try:
+        if not path.exists() and packed.exists():
+            with gzip.open(packed, "rt") as f:
+                return f.read().splitlines()
+        return path.read_text().splitlines()
+    except FileNotFoundError:
+        return []
+    except (EOFError, gzip.BadGzipFile, zlib.error) as e:
+        raise UsageError(f"{packed}: unreadable ({e})") from None
+
+
 def read_records(path: Path) -> list[dict[str, Any]]:
     """The records of a JSON-lines file (the engine's output, the meter's samples), in order;
-    a line cut short by a crash is skipped, a missing file has none."""
+    a line cut short by a crash is skipped, a missing file has none; read compressed as
+    :func:`read_lines` says."""
     out: list[dict[str, Any]] = []
-    try:
-        lines = path.read_text().splitlines()
-    except FileNotFoundError:
-        return out
-    for line in lines:
+    for line in read_lines(path):
         try:
             out.append(json.loads(line))
         except json.JSONDecodeError:

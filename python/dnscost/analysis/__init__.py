@@ -1,5 +1,7 @@
 """Analysis of stored runs: pure functions from a run directory to derived tables (see
-``docs/results.md``). Reads ``run.json`` and ``trials/*/trial.json`` only; never starts a process.
+``docs/results.md``). Reads ``run.json``, ``trials/*/trial.json`` and the raw records trial summaries
+are computed again from (:func:`dnscost.analysis.load.record_files`; a kept run's, compressed, as a
+full run's); never starts a process.
 
 ::
 

@@ -2,7 +2,9 @@
 missing, unreadable or failed is kept, with its status, never raised. A trial whose raw records
 are stored (``engine.jsonl``, ``meter.jsonl``, the target's counters and the summary's context)
 gets its summary computed again from them, so what the report shows follows from raw data and
-the current definitions (:mod:`dnscost.trial_summary`), not from what was written at the time."""
+the current definitions (:mod:`dnscost.trial_summary`), not from what was written at the time.
+A kept run (``dnscost keep``, :mod:`dnscost.keep`) holds those records gzip-compressed, and is
+read the same way."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from typing import Any
 from dnscost.errors import UsageError
 from dnscost.validity import flags_from_conditions
 
-__all__ = ["is_valid", "load_run", "run_network", "validity_flags"]
+__all__ = ["is_valid", "load_run", "read_run", "read_trial", "record_files", "run_network", "validity_flags"]
 
 
 def load_run(run_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -22,22 +24,38 @@ def load_run(run_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     A trial without a readable trial.json becomes its plan entry with ``status`` taken from
     run.json's ``trials`` (``"missing"`` when it has none) and ``error`` saying why.
     """
+    run = read_run(run_dir)
+    statuses: dict[str, Any] = run["trials"] if isinstance(run.get("trials"), dict) else {}
+    trials = []
+    for entry in run["plan"]:
+        doc = read_trial(run_dir, entry, statuses.get(entry.get("id"), {}))
+        summary = resummarize(run_dir / "trials" / str(entry.get("id")), doc)
+        if summary is not None:
+            doc["summary"] = summary
+        trials.append(doc)
+    return run, trials
+
+
+def read_run(run_dir: Path) -> dict[str, Any]:
+    """The run's record (run.json), with its plan. Raises :class:`dnscost.errors.UsageError`
+    when ``run_dir`` holds no readable run.json with a plan."""
     path = run_dir / "run.json"
     try:
         run: dict[str, Any] = json.loads(path.read_text())
     except FileNotFoundError:
         raise UsageError(f"{run_dir}: not a run directory (no run.json)") from None
-    except (OSError, json.JSONDecodeError) as e:
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
         raise UsageError(f"{path}: unreadable ({e})") from None
-    plan = run.get("plan")
-    if not isinstance(plan, list):
-        raise UsageError(f"{path}: no plan (format_version {run.get('format_version')}; analysis needs 2)")
-    statuses: dict[str, Any] = run.get("trials") if isinstance(run.get("trials"), dict) else {}  # type: ignore[assignment]
-    trials = [_load_trial(run_dir, entry, statuses.get(entry.get("id"), {})) for entry in plan]
-    return run, trials
+    if not isinstance(run, dict) or not isinstance(run.get("plan"), list):
+        version = run.get("format_version") if isinstance(run, dict) else None
+        raise UsageError(f"{path}: no plan (format_version {version}; analysis needs 2)")
+    return run
 
 
-def _load_trial(run_dir: Path, entry: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
+def read_trial(run_dir: Path, entry: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
+    """The trial of the plan ``entry`` as stored: the entry with its trial.json over it (the
+    summary as written at measurement), or, without a readable trial.json, the entry with its
+    ``status`` (``status``: its entry in run.json's ``trials``) and an ``error`` saying why."""
     path = run_dir / "trials" / str(entry.get("id")) / "trial.json"
     try:
         doc: dict[str, Any] = json.loads(path.read_text())
@@ -46,33 +64,49 @@ def _load_trial(run_dir: Path, entry: dict[str, Any], status: dict[str, Any]) ->
     except (OSError, json.JSONDecodeError) as e:
         return {**entry, "status": "unreadable", "error": f"trial.json: {e}"}
     # The plan says what the trial is; trial.json adds what happened.
-    doc = {**entry, **doc}
-    summary = resummarize(path.parent, doc)
-    if summary is not None:
-        doc["summary"] = summary
-    return doc
+    return {**entry, **doc}
+
+
+def record_files(doc: dict[str, Any]) -> list[str]:
+    """The raw record files, relative to the trial's directory, that :func:`resummarize` reads
+    for the trial ``doc`` (its trial.json with its plan entry): the engine's records
+    (``engine.jsonl``, or each cluster worker's ``workers/<k>/engine.jsonl``) and then the
+    meter's (``meter.jsonl``). Empty for a trial whose stored summary stands (not a finished
+    load or idle trial, or no counters or summary context)."""
+    context, counters = doc.get("summary_context"), doc.get("counters")
+    if doc.get("status") != "done" or doc.get("kind") == "search" or not context or not counters:
+        return []
+    engines = [f"{w['dir']}/engine.jsonl" for w in doc["cluster"]["workers"]] if _cluster(doc) else ["engine.jsonl"]
+    return [*engines, "meter.jsonl"]
+
+
+def _cluster(doc: dict[str, Any]) -> bool:
+    """A cluster trial: its summary comes from its workers' records, merged."""
+    return isinstance(doc.get("cluster"), dict) and isinstance(doc.get("engine_config"), dict)
 
 
 def resummarize(trial_dir: Path, doc: dict[str, Any]) -> dict[str, Any] | None:
     """The summary of a finished load or idle trial computed again from its raw records, or
     None when they are not all stored (the stored summary then stands)."""
-    context, counters = doc.get("summary_context"), doc.get("counters")
-    if doc.get("status") != "done" or doc.get("kind") == "search" or not context or not counters:
+    files = record_files(doc)
+    if not files:
         return None
     from dnscost.results import read_records
     from dnscost.trial_summary import CounterDelta, SummaryContext, summarize_trial
 
-    records = read_records(trial_dir / "engine.jsonl")
-    cluster = doc.get("cluster")
-    if isinstance(cluster, dict) and isinstance(doc.get("engine_config"), dict):
+    *engines, meter = files
+    if _cluster(doc):
         # A cluster trial: its workers' records merged again under today's definitions.
         from dnscost.cluster.shares import merge_records
 
-        parts = [read_records(trial_dir / str(w["dir"]) / "engine.jsonl") for w in cluster["workers"]]
+        parts = [read_records(trial_dir / name) for name in engines]
         if not all(parts):
             return None
         records = merge_records(parts, doc["engine_config"])
-    samples = read_records(trial_dir / "meter.jsonl")
+    else:
+        records = read_records(trial_dir / engines[0])
+    samples = read_records(trial_dir / meter)
+    context, counters = doc["summary_context"], doc["counters"]
     if not records or records[-1].get("type") != "summary" or not samples:
         return None
     counts = CounterDelta.from_counters(counters["before"], counters["after"])

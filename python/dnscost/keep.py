@@ -1,0 +1,144 @@
+"""``dnscost keep``: a run in the form a repository keeps (``docs/results.md``, "Kept runs"),
+holding what ``dnscost report`` reads to recompute every table, and nothing else.
+
+    dnscost keep RUN_DIR DEST
+
+DEST gets run.json and every trial's trial.json, byte for byte, and, for each trial whose
+summary the analysis computes again from raw records (:func:`dnscost.analysis.load.record_files`),
+those records gzip-compressed beside it: the engine's ``start``, ``interval`` and ``summary``
+records (``engine.jsonl.gz``; a cluster trial's are its workers', ``workers/<k>/engine.jsonl.gz``)
+and the meter's samples (``meter.jsonl.gz``), each line as it was written. Left out: the target's
+configuration and log, the connections logs, the cache fills, TLS files, search steps, derived
+tables, figures and the report (``dnscost report DEST`` writes them again). ``kept.json`` says
+what was kept and how large the run was. A compressed file carries no time or name, so keeping
+a run again writes the same bytes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import shutil
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from dnscost import __version__
+from dnscost.errors import UsageError
+
+__all__ = ["ENGINE_RECORDS", "Kept", "add_parser", "keep_run", "main"]
+
+ENGINE_RECORDS = ("start", "interval", "summary")
+"""The engine's records a kept run holds: the ones a summary is computed from."""
+
+
+@dataclass(frozen=True)
+class Kept:
+    """What :func:`keep_run` wrote (``kept.json``)."""
+
+    kept_by: str
+    dnscost_version: str
+    run_id: str | None
+    trials: int
+    """Trials with a trial.json."""
+    trials_with_records: int
+    """Trials whose summary is computed again from their kept records."""
+    run_bytes: int
+    """Every file of the run directory."""
+    kept_bytes: int
+    """Every file written, kept.json aside."""
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "keep", help="copy what `dnscost report` needs of a run, compactly, to keep it (in a repository)"
+    )
+    p.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="a run directory (or a kept run)")
+    p.add_argument("dest", type=Path, metavar="DEST", help="where to write the kept run (may exist, without a run)")
+
+
+def main(a: argparse.Namespace) -> int:
+    kept = keep_run(a.run_dir, a.dest)
+    print(
+        f"kept {kept.trials} trials ({kept.trials_with_records} with their records) in {a.dest}: "
+        f"{_size(kept.kept_bytes)} of {_size(kept.run_bytes)}"
+    )
+    return 0
+
+
+def _size(n: int) -> str:
+    return f"{n / 1e6:.1f} MB" if n >= 1e6 else f"{n / 1e3:.1f} kB"
+
+
+def keep_run(run_dir: Path, dest: Path) -> Kept:
+    """Writes the kept form of the run in ``run_dir`` into ``dest`` (see the module's
+    documentation). Raises :class:`dnscost.errors.UsageError` when ``run_dir`` is not a run, or
+    when ``dest`` is ``run_dir``, lies inside it, or already holds a run or trials."""
+    from dnscost.analysis.load import read_run, read_trial, record_files
+
+    run = read_run(run_dir)
+    source, target = run_dir.resolve(), dest.resolve()
+    if target == source or source in target.parents:
+        raise UsageError(f"{dest}: inside the run it would keep; give a directory outside {run_dir}")
+    for name in ("run.json", "trials"):
+        if (dest / name).exists():
+            raise UsageError(f"{dest} already holds {name}: give another DEST")
+    dest.mkdir(parents=True, exist_ok=True)
+    statuses: dict[str, Any] = run["trials"] if isinstance(run.get("trials"), dict) else {}
+    trials = with_records = written = 0
+    for entry in run["plan"]:
+        trial_id = str(entry.get("id"))
+        src = run_dir / "trials" / trial_id
+        if not (src / "trial.json").is_file():
+            continue
+        out = dest / "trials" / trial_id
+        out.mkdir(parents=True)
+        shutil.copyfile(src / "trial.json", out / "trial.json")
+        written += (out / "trial.json").stat().st_size
+        trials += 1
+        files = record_files(read_trial(run_dir, entry, statuses.get(trial_id, {})))
+        for name in files:
+            types = ENGINE_RECORDS if Path(name).name == "engine.jsonl" else None
+            written += _keep_records(src / name, out / f"{name}.gz", types)
+        with_records += bool(files)
+    shutil.copyfile(run_dir / "run.json", dest / "run.json")
+    written += (dest / "run.json").stat().st_size
+    kept = Kept(
+        kept_by="dnscost keep",
+        dnscost_version=__version__,
+        run_id=run.get("run_id"),
+        trials=trials,
+        trials_with_records=with_records,
+        run_bytes=_tree_bytes(run_dir),
+        kept_bytes=written,
+    )
+    (dest / "kept.json").write_text(json.dumps(asdict(kept), indent=2) + "\n")
+    return kept
+
+
+def _keep_records(path: Path, out: Path, types: tuple[str, ...] | None) -> int:
+    """Writes the records of ``path`` (whose ``type`` is one of ``types``; all when None) to
+    ``out``, gzip-compressed, each line as it was; nothing when ``path`` has none. Returns the
+    bytes written."""
+    from dnscost.results import read_lines
+
+    lines = []
+    for line in read_lines(path):
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue  # cut short by a crash: the analysis skips it too
+        if types is None or (isinstance(record, dict) and record.get("type") in types):
+            lines.append(line + "\n")
+    if not lines:
+        return 0
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with out.open("wb") as f, gzip.GzipFile(filename="", mode="wb", fileobj=f, compresslevel=9, mtime=0) as z:
+        z.write("".join(lines).encode())
+    return out.stat().st_size
+
+
+def _tree_bytes(root: Path) -> int:
+    return sum(os.lstat(os.path.join(d, name)).st_size for d, _, names in os.walk(root) for name in names)
