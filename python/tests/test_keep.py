@@ -3,10 +3,10 @@ byte, and is smaller.
 
 Fixtures: ``runs/quick`` and ``runs/synthetic`` (trial.json only: their stored summaries stand)
 and ``runs/raw``, one ``dnscost load`` trial (dnsdist@trixie over DoH, 10 connections, 3 s) as
-the reference VM wrote it, with its engine and meter records, target configuration and log, cache
-fills and connections log (its TLS files left out, the target's web-server key removed). Its
-summary is computed again from the records; the tests spoil the stored one first, so that a kept
-run missing a record the summary needs gives other tables.
+the reference VM wrote it, with its engine and meter records, cache fills, connections log and
+engine configuration (its TLS files and the target's directory left out: ``target/`` is ignored
+by git). Its summary is computed again from the records; the tests spoil the stored one first,
+so that a kept run missing a record the summary needs gives other tables.
 """
 
 from __future__ import annotations
