@@ -50,3 +50,32 @@ def test_a_run_without_tables_is_one_line(tmp_path: Path, capsys: object) -> Non
         shutil.copy(GOLDEN / name, tmp_path / "tables" / name)
     (tmp_path / "run.json").write_text(json.dumps({"versions": {"dnsdist": "1.7.3"}}))
     assert main([str(tmp_path)]) == 0
+
+
+def test_docs_versions_page_matches_its_stored_run(tmp_path: Path) -> None:
+    """docs/versions.md: its tables are what the kept run in docs/versions-run gives, and every
+    figure its prose quotes (decimals and bracketed intervals) stands in those tables."""
+    import re
+
+    from dnscost.analysis import analyze, write_tables
+
+    repo = Path(__file__).resolve().parents[2]
+    run = repo / "docs" / "versions-run"
+    write_tables(analyze(run), tmp_path)
+    with (tmp_path / "headline.csv").open(newline="") as f:
+        headline = list(csv.DictReader(f))
+    with (tmp_path / "consistency.csv").open(newline="") as f:
+        consistency = list(csv.DictReader(f))
+    versions = json.loads((run / "run.json").read_text())["versions"]
+    tables = versions_tables(headline, consistency, versions)
+    page = (repo / "docs" / "versions.md").read_text()
+    assert tables.strip() in page
+    prose = page.split("## What changed")[1].split("## The tables")[0]
+    quoted = re.findall(r"\[\d[\d.,]*-\d[\d.,]*\]|\d+\.\d+", prose)
+    assert len(quoted) > 30
+    missing = [q for q in quoted if q not in tables]
+    assert not missing, missing
+    udp = {
+        r["target"]: float(r["value"]) for r in headline if (r["figure"], r["transport"]) == ("cpu_us_per_query", "udp")
+    }
+    assert round(100 * (udp["knot-resolver@sid"] / udp["knot-resolver"] - 1)) == 45  # "45 % more"
