@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -266,9 +267,16 @@ def test_a_browser_s_own_doh_meets_a_query_limit_and_an_idle_timeout(root: None,
     policies.write_text('[few]\nmax_queries_per_connection = 20\n[short-idle]\nidle_timeout = "2s"\n')
 
     got = _observed(tmp_path / "few", browser, "200ms", "few", "10s", policies)
-    s = got["observation"]["summary"]
-    assert s["lab_names"] >= 40, s  # of 50 fetches (the browser's start takes some)
-    limited = [c for c in got["connections"] if c["closed_by"] == "server"]
+    lab = [q for q in got["queries"] if is_lab_name(q["qname"])]
+    names = {int(re.search(r"(?:^|\.)q(\d+)\.", q["qname"]).group(1)) for q in lab}  # type: ignore[union-attr]
+    assert names == set(range(len(names))), sorted(names)  # none lost, to a GOAWAY or otherwise
+    # The browser's start takes some of the 50 fetches (Firefox ESR 3.5 s here); from its first
+    # lab query on, the page fetches a name every 200 ms until the observation ends.
+    due = (got["observation"]["duration_s"] * 1e6 - min(q["t_us"] for q in lab)) / 200_000
+    assert len(names) >= max(20, 0.8 * due), (len(names), due)
+    # The server closes at its limit; a connection still open when the observation ends is
+    # closed then ("end"), which is not the policy's doing.
+    limited = [c for c in got["connections"] if c["closed_by"] == "server" and c["close"] != "end"]
     assert len(limited) >= 2 and all(c["close"] == "max_queries" for c in limited), got["connections"]
     assert all(c["transport"] == "doh" and c["queries"] <= 20 for c in got["connections"]), got["connections"]
     assert all(q["transport"] == "doh" for q in got["queries"]), "the browser used its own DoH only"
