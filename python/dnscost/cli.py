@@ -77,6 +77,7 @@ ENGINE_KNOBS: list[tuple[str, str, Any, str]] = [
     ("--lifetime", "lifetime", parse_lifetime, "forever, 30s, 100q or 30s,100q"),
     ("--idle-timeout", "idle_timeout_ms", parse_duration_ms, "client closes idle connections after this"),
     ("--open-rate", "open_rate", float, "ceiling on new connections per second"),
+    ("--open-first", "open_first", bool, "open every connection before any query (until the warm-up ends)"),
     ("--resumption", "resumption", float, "share of reconnections resuming TLS (0..1)"),
     ("--early-data", "early_data", float, "doq, doh3: share of resumed connections sending 0-RTT data (0..1)"),
     ("--in-flight", "in_flight", int, "outstanding queries per connection"),
@@ -115,7 +116,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ld.add_argument("--transport", required=True, choices=TRANSPORTS)
     for flag, field, kind, text in ENGINE_KNOBS:
-        ld.add_argument(flag, dest=f"engine_{field}", type=kind, help=text)
+        if kind is bool:
+            ld.add_argument(flag, dest=f"engine_{field}", action="store_true", default=None, help=text)
+        else:
+            ld.add_argument(flag, dest=f"engine_{field}", type=kind, help=text)
     ld.add_argument("--engine-config", type=Path, help="JSON engine configuration to start from (flags override)")
     ld.add_argument("--target-cpus", type=cpu_list, default=[0], help="CPUs of the target (default 0)")
     ld.add_argument("--generator-cpus", type=cpu_list, help="CPUs of the generator (default: all others)")

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -384,7 +384,49 @@ def measure(
     """One measured engine run against the started ``bed``: idle baseline, load, summary.
     Raw data goes to ``trial_dir`` as it is produced; returns the engine configuration, the
     summary and the target's counters. With ``cluster``, the load is split over its workers
-    (:meth:`dnscost.cluster.Cluster.generate`) and the record says how (``cluster``)."""
+    (:meth:`dnscost.cluster.Cluster.generate`) and the record says how (``cluster``).
+
+    A trial that opens its connections first whose open phase outlasted its warm-up (the
+    engine's ``opened_ms`` after its measured period began: handshakes in the window) is run
+    once more with a warm-up half as long again as that open phase; the first attempt's files
+    are kept in ``open-phase-1/`` and the record says so (``warmup_extended``)."""
+    result, summary = _measure_once(
+        bed, s, trial_dir, cache_hit_ratio=cache_hit_ratio, backlog=backlog, cluster=cluster
+    )
+    longer = warmup_for_open_phase(summary, s.engine.get("warmup_ms", 0))
+    if longer is None:
+        return result
+    aside = trial_dir / "open-phase-1"
+    aside.mkdir(exist_ok=True)
+    for f in trial_dir.iterdir():
+        if f.is_file() and f.name != "trial.json":
+            f.rename(aside / f.name)
+    first = {"warmup_ms": s.engine.get("warmup_ms", 0), "opened_ms": summary["opened_ms"]}
+    s = replace(s, engine={**s.engine, "warmup_ms": longer})
+    result, _ = _measure_once(bed, s, trial_dir, cache_hit_ratio=cache_hit_ratio, backlog=backlog, cluster=cluster)
+    return {**result, "warmup_extended": {"first": first, "warmup_ms": longer, "kept": aside.name}}
+
+
+def warmup_for_open_phase(summary: dict[str, Any], warmup_ms: int) -> int | None:
+    """The warm-up (ms) a run needs whose connections were not all open when its measured
+    period began (the engine summary's ``opened_ms`` later than ``measure_start_ms``): the
+    open phase and half as much again, rounded up to 100 ms; None when it needs none."""
+    opened = summary.get("opened_ms")
+    if opened is None or opened <= summary["measure_start_ms"]:
+        return None
+    return max(warmup_ms, -(-int(opened * 1.5) // 100) * 100)
+
+
+def _measure_once(
+    bed: Testbed,
+    s: LoadSettings,
+    trial_dir: Path,
+    *,
+    cache_hit_ratio: float | None,
+    backlog: dict[str, int] | None,
+    cluster: Cluster | None,
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """:func:`measure`'s one engine run; also returns the engine's summary record."""
     from dnscost import meter
 
     target = bed.target
@@ -453,7 +495,7 @@ def measure(
         "summary_context": context.to_dict(),
         "counters": counters,
         "softnet": softnet,
-    }
+    }, records[-1]
 
 
 def _unchecked(target: Target, s: LoadSettings) -> tuple[str, ...]:

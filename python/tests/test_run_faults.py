@@ -102,12 +102,18 @@ def test_load_with_the_default_output(root: None, tmp_path: Path, target: str) -
     need(installed(target), f"{target} is not installed")
     r = _dnscost(
         tmp_path, "load", "--target", target, "--transport", "dot", "--rate", "500", "--duration", "1s",
-        "--warmup", "0.3s", "--names", "200",
+        "--warmup", "0.3s", "--names", "200", "--connections", "20", "--open-first",
     )  # fmt: skip
     assert r.returncode == 0, r.stderr
     runs = list((tmp_path / "results" / "load").iterdir())
     assert len(runs) == 1 and f"results         {runs[0]}" in r.stdout
     assert json.loads((runs[0] / "run.json").read_text())["status"] == "done"
+    # --open-first: the 20 connections were open before the window (the engine's summary says
+    # when), so the trial was measured once.
+    (trial,) = (runs[0] / "trials").iterdir()
+    summary = json.loads((trial / "engine.jsonl").read_text().splitlines()[-1])
+    assert summary["opened_ms"] <= summary["measure_start_ms"], summary
+    assert "warmup_extended" not in json.loads((trial / "trial.json").read_text())
 
 
 def test_a_bad_engine_setting_fails_before_any_target_starts(root: None, tmp_path: Path) -> None:

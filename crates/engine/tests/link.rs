@@ -269,7 +269,9 @@ fn delay_adds_what_was_asked() {
         delays(&stats, "b_to_a"),
     );
     assert!(min >= 20 * MS, "{min:?}");
-    assert!(median <= 21 * MS, "{median:?}");
+    // Within 3 ms of what was asked plus the undelayed path (a noisy 2-core VM once took 21.1
+    // ms; a delay applied twice, or per packet of a burst, takes 40 ms and more).
+    assert!(median <= 20 * MS + median0 + 3 * MS, "{median:?}");
     for direction in ["a_to_b", "b_to_a"] {
         assert_eq!(stats[direction]["packets_delivered"], 50, "{stats}");
         assert!(stats[direction]["delay_min_us"].as_u64().unwrap() >= 10_000, "{stats}");

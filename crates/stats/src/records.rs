@@ -285,6 +285,12 @@ pub struct SummaryRecord {
     /// The measured period (after warm-up, before drain), in milliseconds since the start.
     pub measure_start_ms: u64,
     pub measure_end_ms: u64,
+    /// With `open_first`: when every connection slot's first connection had settled
+    /// (established or failed), in milliseconds since the start; after `measure_start_ms`, the
+    /// open phase spilled into the measured period (its handshakes are measured). Absent
+    /// without `open_first`, or when the run ended first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub opened_ms: Option<u64>,
     /// Stopped early by SIGINT or SIGTERM.
     pub interrupted: bool,
     /// Stopped a second time: outstanding queries were not waited for.

@@ -169,6 +169,16 @@ def merge_records(
             "type": "summary",
             "measure_start_ms": mean_time([s + r["measure_start_ms"] for s, r in zip(started, summaries, strict=True)]),
             "measure_end_ms": mean_time([s + r["measure_end_ms"] for s, r in zip(started, summaries, strict=True)]),
+            # Every worker's connections open: the last worker's open phase (absent if one never opened).
+            **(
+                {
+                    "opened_ms": max(
+                        0, round(max(s + r["opened_ms"] for s, r in zip(started, summaries, strict=True)) - t0)
+                    )
+                }
+                if all(r.get("opened_ms") is not None for r in summaries)
+                else {}
+            ),
             "interrupted": any(r["interrupted"] for r in summaries),
             "aborted": any(r["aborted"] for r in summaries),
             "answered_qps": sum(r["answered_qps"] for r in summaries),

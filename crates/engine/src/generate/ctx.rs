@@ -81,6 +81,11 @@ impl Gate {
         }
     }
 
+    /// When the last slot arrived (run time), if it has.
+    pub fn opened(&self) -> Option<u64> {
+        Some(self.opened_ns.load(std::sync::atomic::Ordering::Acquire)).filter(|&t| t != u64::MAX)
+    }
+
     fn is_open(&self) -> bool {
         self.pending.load(std::sync::atomic::Ordering::Acquire) == 0
     }

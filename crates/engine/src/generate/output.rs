@@ -307,6 +307,7 @@ pub async fn collect(
     out.write(&Record::Summary(SummaryRecord {
         measure_start_ms: measure_from,
         measure_end_ms: measure_to,
+        opened_ms: plan.gate.as_ref().and_then(|g| g.opened()).map(|ns| ns / 1_000_000),
         interrupted,
         aborted,
         answered_qps,

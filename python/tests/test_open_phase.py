@@ -1,0 +1,42 @@
+"""A trial whose connections were not all open when its window began is measured again with
+a warm-up that covers its open phase (``dnscost.trial.measure``); the first attempt's files are
+kept beside the trial's."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from dnscost import trial
+from dnscost.trial import LoadSettings, warmup_for_open_phase
+
+
+def test_the_warm_up_covers_the_open_phase_and_half_again() -> None:
+    assert warmup_for_open_phase({"measure_start_ms": 1500}, 1500) is None  # no open-first gate
+    assert warmup_for_open_phase({"measure_start_ms": 1500, "opened_ms": 1400}, 1500) is None
+    assert warmup_for_open_phase({"measure_start_ms": 1500, "opened_ms": 2050}, 1500) == 3100
+    assert warmup_for_open_phase({"measure_start_ms": 1000, "opened_ms": 1001}, 1000) == 1600
+
+
+def test_a_spilled_open_phase_is_measured_again(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    warmups: list[int] = []
+
+    def once(bed: Any, s: LoadSettings, trial_dir: Path, **_: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+        warmups.append(s.engine["warmup_ms"])
+        (trial_dir / "engine.jsonl").write_text(json.dumps({"attempt": len(warmups)}) + "\n")
+        opened = 2050 if len(warmups) == 1 else 2100
+        return {"engine_config": dict(s.engine)}, {"measure_start_ms": s.engine["warmup_ms"], "opened_ms": opened}
+
+    monkeypatch.setattr(trial, "_measure_once", once)
+    (tmp_path / "trial.json").write_text("{}")
+    s = LoadSettings(target="knot-resolver", transport="dot", engine={"warmup_ms": 1500})
+    got = trial.measure(None, s, tmp_path, cache_hit_ratio=None)  # type: ignore[arg-type]
+    assert warmups == [1500, 3100]
+    assert got["engine_config"]["warmup_ms"] == 3100
+    assert got["warmup_extended"] == {"first": {"warmup_ms": 1500, "opened_ms": 2050}, "warmup_ms": 3100,
+                                      "kept": "open-phase-1"}  # fmt: skip
+    assert json.loads((tmp_path / "open-phase-1" / "engine.jsonl").read_text()) == {"attempt": 1}
+    assert json.loads((tmp_path / "engine.jsonl").read_text()) == {"attempt": 2}
+    assert (tmp_path / "trial.json").read_text() == "{}" and not (tmp_path / "open-phase-1" / "trial.json").exists()
