@@ -157,3 +157,26 @@ def test_every_resumed_handshake_dearer_than_full_is_marked() -> None:
                 if float(m[3]) > float(m[2]):
                     assert m[4], f"{doc}: {m[1]} resumed {m[3]} > full {m[2]} without (!)"
     assert checked >= 2
+
+
+def test_knot_rsa_open_phase_fixed() -> None:
+    """The open-phase fix's figures, from its kept run (docs/findings/knot-rsa-open-phase)."""
+    import gzip
+    import json
+
+    trial = ROOT / "docs" / "findings" / "knot-rsa-open-phase" / "trials" / "load-knot-resolver-dot"
+    record = json.loads((trial / "trial.json").read_text())
+    extended, s = record["warmup_extended"], record["summary"]
+    lines = gzip.decompress((trial / "engine.jsonl.gz").read_bytes()).decode().splitlines()
+    engine = json.loads(lines[-1])
+    assert engine["total"]["connections"]["opened"] == record["engine_config"]["connections"] == 1000
+    assert engine["total"]["connections"]["failed"] == {}  # no handshake given up
+    kernel = s["meter"]["counters"]["tcp_passive_opens"]
+    assert s["validity"]["valid"]
+    _says(
+        "study.md",
+        f"every connection open at {extended['first']['opened_ms'] / 1000:.2f} s, measured again with a "
+        f"{extended['warmup_ms'] / 1000:.1f} s warm-up, and then {s['connections_established']} connections "
+        f"established in the window by the engine's count and {kernel:.0f} accepted by the kernel's",
+    )
+    _says("study.md", f"a valid trial at {s['target_cpu_us_per_query']:.1f} CPU-µs per query")
