@@ -424,9 +424,9 @@ def cmd_load(a: argparse.Namespace) -> int:
         external=external_settings(a, a.target),
     )
     settings.validate()
-    check_config({**settings.engine, "transport": a.transport, "synthetic": a.names, "tld": a.tld}, "dnscost load")
     cluster_given = cluster_settings(a)
     _check_cluster(cluster_given, settings.network, a.target)
+    check_config({**settings.engine, "transport": a.transport, "synthetic": a.names, "tld": a.tld}, "dnscost load")
     pin_self(generator_cpus)
     out = a.output or Path("results", "load", new_run_id()).resolve()
     trial_id = f"load-{label_of(a.target)}-{a.transport}"

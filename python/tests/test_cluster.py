@@ -119,11 +119,38 @@ def test_merge_refuses_workers_that_started_apart() -> None:
         (ClusterSettings("tls://127.0.0.1:8786", "/tmp", None), "--cluster-target-address"),
         (ClusterSettings("netns:0"), "at least one host"),
         (ClusterSettings("netns:2", "/tmp"), "makes its own"),
+        (ClusterSettings("tls://127.0.0.1", "/tmp", "127.0.0.1"), r"tls://127\.0\.0\.1: no port"),
+        (ClusterSettings("tls://[::1]", "/tmp", "127.0.0.1"), "no port"),
+        (ClusterSettings("tls://127.0.0.1:99999", "/tmp", "127.0.0.1"), "port 99999 is out of range 1..65535"),
+        (ClusterSettings("tls://127.0.0.1:0", "/tmp", "127.0.0.1"), "port 0 is out of range"),
+        (ClusterSettings("tls://127.0.0.1:8786/x", "/tmp", "127.0.0.1"), "not an address"),
+        (ClusterSettings("tls://:8786", "/tmp", "127.0.0.1"), "not an address"),
     ],
 )
 def test_settings_refuse_with_one_line(settings: ClusterSettings, says: str) -> None:
     with pytest.raises(UsageError, match=says):
         settings.validate()
+
+
+@pytest.mark.parametrize("address", ["tls://sched.example:8786", "tls://192.0.2.1:1", "tls://[2001:db8::1]:65535"])
+def test_scheduler_addresses_with_a_port_are_taken(address: str) -> None:
+    ClusterSettings(address, "/tmp", "127.0.0.1").validate()
+
+
+@pytest.mark.parametrize(("address", "says"), [("tls://127.0.0.1", "no port"), ("tls://127.0.0.1:99999", "99999")])
+def test_load_refuses_a_scheduler_address_before_anything_starts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], address: str, says: str
+) -> None:
+    """No connection is tried (it took 21 s and ended in a traceback): one line, exit code 2,
+    no run directory."""
+    from dnscost.cli import main
+
+    out = tmp_path / "o"
+    argv = ["load", "--target", "builtin", "--transport", "udp", "--cluster", address, "--cluster-tls", str(tmp_path)]
+    assert main([*argv, "--cluster-target-address", "127.0.0.1", "--output", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"dnscost: --cluster {address}: ") and says in err, err
+    assert not out.exists()
 
 
 def test_unreachable_scheduler_is_a_usage_error(tmp_path: Path) -> None:

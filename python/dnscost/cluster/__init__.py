@@ -39,6 +39,8 @@ __all__ = [
 ]
 
 _NETNS = re.compile(r"netns:(\d+)$")
+_SCHEDULER = re.compile(r"tls://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+)(?::([0-9]*))?$")
+"""``tls://HOST:PORT``, HOST a name, an IPv4 address or a bracketed IPv6 address."""
 
 
 @dataclass(frozen=True)
@@ -71,6 +73,13 @@ class ClusterSettings:
             return
         if not self.address.startswith("tls://"):
             raise UsageError(f"--cluster {self.address}: give tls://HOST:PORT (a Dask scheduler, TLS only) or netns:N")
+        m = _SCHEDULER.match(self.address)
+        if m is None:
+            raise UsageError(f"--cluster {self.address}: not an address: give tls://HOST:PORT")
+        if not m.group(2):
+            raise UsageError(f"--cluster {self.address}: no port: give tls://HOST:PORT (a Dask scheduler's is 8786)")
+        if not 1 <= int(m.group(2)) <= 65535:
+            raise UsageError(f"--cluster {self.address}: port {int(m.group(2))} is out of range 1..65535")
         if not self.tls:
             raise UsageError(f"--cluster {self.address}: give --cluster-tls DIR (made by: dnscost cluster tls DIR)")
         if not self.target_address:
