@@ -750,6 +750,10 @@ def _report(run_dir: Path) -> Path:
     from dnscost.report import render_report
 
     a = analyze(run_dir)
+    for t in a.trials:
+        if t.get("status") == "unreadable":  # kept in the report as such, with why
+            why = str(t.get("error") or "").removeprefix("trial.json: ")
+            print(f"dnscost: {run_dir / 'trials' / str(t.get('id')) / 'trial.json'}: {why}; left out", file=sys.stderr)
     if not any(t.get("status") == "done" for t in a.trials):
         raise TargetError(f"{run_dir}: no trial of this run finished, so there is nothing to report")
     write_tables(a, run_dir / "tables")

@@ -20,7 +20,17 @@ from dnscost import __version__
 from dnscost.errors import UsageError
 from dnscost.proc import Ledger
 
-__all__ = ["FORMAT_VERSION", "Run", "new_run_id", "read_json", "read_lines", "read_records", "write_json"]
+__all__ = [
+    "FORMAT_VERSION",
+    "Run",
+    "json_kind",
+    "new_run_id",
+    "read_json",
+    "read_lines",
+    "read_records",
+    "run_problem",
+    "write_json",
+]
 
 FORMAT_VERSION = 2
 
@@ -69,6 +79,48 @@ def read_json(path: Path) -> Any:
         return json.loads(path.read_text())
     except (OSError, json.JSONDecodeError) as e:
         raise UsageError(f"{path}: cannot read ({e})") from None
+
+
+def json_kind(value: Any) -> str:
+    """What JSON calls the type of ``value``, for a message: ``an array``, ``a string``, ..."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    return "an array" if isinstance(value, list) else "an object"
+
+
+_RUN_OBJECTS = ("spec", "machine", "versions", "trials")
+"""The fields of run.json that, when present, are objects."""
+
+
+def run_problem(doc: Any) -> str | None:
+    """What is wrong with the shape of a run.json document, or None: it is an object whose
+    ``plan``, when present, is an array of trials (objects with a string ``id``), whose
+    ``spec``, ``machine``, ``versions`` and ``trials`` (each trial's status), when present, are
+    objects, and whose ``spec_toml``, when present, is a string. Readers check what they need
+    present."""
+    if not isinstance(doc, dict):
+        return f"not a dnscost run ({json_kind(doc)}, not an object)"
+    plan = doc.get("plan", [])
+    if not isinstance(plan, list):
+        return f"plan is {json_kind(plan)}, not an array of trials"
+    for k, entry in enumerate(plan):
+        if not isinstance(entry, dict) or not isinstance(entry.get("id"), str):
+            return f"plan[{k}] is not a trial (an object with a string id)"
+    for key in _RUN_OBJECTS:
+        if key in doc and not isinstance(doc[key], dict):
+            return f"{key} is {json_kind(doc[key])}, not an object"
+    for trial_id, entry in doc.get("trials", {}).items():
+        if not isinstance(entry, dict):
+            return f"trials[{trial_id!r}] is {json_kind(entry)}, not an object"
+    if "spec_toml" in doc and not isinstance(doc["spec_toml"], str):
+        return f"spec_toml is {json_kind(doc['spec_toml'])}, not a string"
+    return None
 
 
 class Run:
@@ -157,8 +209,12 @@ class Run:
         if not (directory / "run.json").is_file():
             raise UsageError(f"{directory}: not a run directory (no run.json)")
         doc = read_json(directory / "run.json")
-        if not isinstance(doc, dict) or doc.get("format_version") != FORMAT_VERSION:
+        if isinstance(doc, dict) and (doc.get("format_version") != FORMAT_VERSION or "plan" not in doc):
             raise UsageError(f"{directory}/run.json: not a dnscost run of format {FORMAT_VERSION}")
+        problem = run_problem(doc)
+        if problem is not None:
+            raise UsageError(f"{directory}/run.json: {problem}")
+        doc.setdefault("trials", {})
         return cls(directory, doc)
 
     @classmethod
@@ -167,7 +223,12 @@ class Run:
         process of it left running stopped. Returns the run and what was stopped."""
         run = cls.open(directory)
         spec = run.doc.get("spec")
-        if run.doc.get("experiment") == "load" or not isinstance(spec, dict) or "origin" not in spec:
+        if (
+            run.doc.get("experiment") == "load"
+            or not isinstance(spec, dict)
+            or not isinstance(spec.get("origin"), str)
+            or "spec_toml" not in run.doc
+        ):
             raise UsageError(f"{directory}: not a run of a spec (a `dnscost load` directory cannot be resumed)")
         run.lock()
         return run, run.ledger.stop_leftovers()

@@ -458,16 +458,17 @@ def bed_network(cluster: Cluster | None) -> dict[str, Any]:
 
 
 def read_record(trial_dir: Path) -> dict[str, Any] | None:
-    """A trial's ``trial.json``, or None when it was never written (or is unreadable), with
-    its summary computed again from its raw records, as ``dnscost report`` does: a rate derived
-    from it follows the validity of today's analysis, not that of the code that measured it."""
-    from dnscost.analysis.load import resummarize
+    """A trial's ``trial.json``, or None when it was never written (or is unreadable, or not
+    shaped as a trial record), with its summary computed again from its raw records, as
+    ``dnscost report`` does: a rate derived from it follows the validity of today's analysis,
+    not that of the code that measured it."""
+    from dnscost.analysis.load import resummarize, trial_problem
 
     try:
         doc = json.loads((trial_dir / "trial.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    if not isinstance(doc, dict):
+    if trial_problem(doc) is not None:
         return None
     summary = resummarize(trial_dir, doc)
     return {**doc, "summary": summary} if summary is not None else doc

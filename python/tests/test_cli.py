@@ -6,6 +6,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from conftest import IN_CI
@@ -97,3 +98,110 @@ def test_target_start_serves_until_interrupted(root: None, tmp_path: Path) -> No
         p.wait(30)
     assert p.returncode == 0
     assert not Path(f"/proc/{info['pid']}").exists()
+
+
+SPEC = """
+name = "shapes"
+targets = ["builtin"]
+[[group]]
+name = "load"
+transports = ["udp"]
+connections = 4
+rate = 1000
+duration = "1s"
+"""
+
+
+def _stored_run(run_dir: Path, trial_json: str | None = None) -> Path:
+    """A run directory of one planned trial of SPEC (failed, or with ``trial_json`` as its
+    trial.json), as ``dnscost run`` writes it."""
+    trial_id = "load-builtin-udp-r0"
+    run = {
+        "format_version": 2,
+        "experiment": "shapes",
+        "run_id": run_dir.name,
+        "status": "failed",
+        "spec": {"origin": str(run_dir / "shapes.toml"), "targets": ["builtin"], "only_targets": None},
+        "spec_toml": SPEC,
+        "machine": {"cpus": 2},
+        "versions": {},
+        "plan": [{"id": trial_id, "group": "load", "kind": "load", "target": "builtin", "transport": "udp"}],
+        "trials": {trial_id: {"status": "failed", "error": "target died"}},
+    }
+    (run_dir / "trials" / trial_id).mkdir(parents=True)
+    (run_dir / "run.json").write_text(json.dumps(run))
+    if trial_json is not None:
+        (run_dir / "trials" / trial_id / "trial.json").write_text(trial_json)
+    return run_dir
+
+
+def _shaped(run_dir: Path, change: str) -> None:
+    if change.startswith("plan="):
+        doc = json.loads((run_dir / "run.json").read_text())
+        doc["plan"] = json.loads(change.removeprefix("plan="))
+        (run_dir / "run.json").write_text(json.dumps(doc))
+    else:
+        (run_dir / "run.json").write_text(change)
+
+
+@pytest.mark.parametrize("command", ["report", "compare", "resume"])
+@pytest.mark.parametrize(
+    ("change", "says"),
+    [
+        ("[]", "not a dnscost run (an array, not an object)"),
+        ('"hello"', "not a dnscost run (a string, not an object)"),
+        ('plan="load"', "plan is a string, not an array of trials"),
+        ("plan=[1, 2]", "plan[0] is not a trial (an object with a string id)"),
+    ],
+)
+def test_a_run_json_of_the_wrong_shape_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str, change: str, says: str
+) -> None:
+    """Valid JSON that is not a run gave tracebacks (AttributeError, TypeError) in report,
+    compare and run --resume: now one line naming run.json and what is wrong, nothing started."""
+    from dnscost.cli import main
+
+    good = _stored_run(tmp_path / "good")
+    bad = _stored_run(tmp_path / "bad")
+    _shaped(bad, change)
+    argv = {"report": ["report", str(bad)], "compare": ["compare", str(good), str(bad)]}.get(
+        command, ["run", "--resume", str(bad)]
+    )
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err == f"dnscost: {bad / 'run.json'}: {says}\n"
+    assert not (bad / "lock").exists()  # run --resume refused it before taking it
+
+
+@pytest.mark.parametrize(
+    ("trial_json", "says"),
+    [
+        ("[1, 2]", "not a trial record (an array, not an object)"),
+        ('{"summary": "oops"}', "summary is a string, not an object"),
+        ('{"status": "done", "summary": {"validity": "x"}}', "summary.validity is a string, not an object"),
+    ],
+)
+def test_a_trial_json_of_the_wrong_shape_is_unreadable_as_broken_json_is(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], trial_json: str, says: str
+) -> None:
+    """A trial.json that is valid JSON but no trial record gave tracebacks in report, compare and
+    run --resume. It is now what a trial.json of broken JSON is: an unreadable trial, kept as
+    such, that report names in one line."""
+    from dnscost.analysis.load import load_run
+    from dnscost.cli import _count_line, main
+    from dnscost.results import Run
+    from dnscost.runner import read_record
+
+    run_dir = _stored_run(tmp_path / "run", trial_json)
+    trial = tmp_path / "run" / "trials" / "load-builtin-udp-r0" / "trial.json"
+    (doc,) = load_run(run_dir)[1]
+    assert (doc["status"], doc["error"]) == ("unreadable", f"trial.json: {says}")
+    assert main(["report", str(run_dir)]) == 4  # nothing finished, so nothing to report
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == f"dnscost: {trial}: {says}; left out" and len(err) == 2, err
+    assert main(["compare", str(_stored_run(tmp_path / "good")), str(run_dir), "--json"]) == 0
+    # run --resume counts its trials by their records: a record of the wrong shape is none.
+    assert read_record(trial.parent) is None
+    run = Run(run_dir, json.loads((run_dir / "run.json").read_text()))
+    run.doc["trials"]["load-builtin-udp-r0"] = {"status": "done"}
+    assert _count_line(run, [SimpleNamespace(id="load-builtin-udp-r0")]) == "1 of 1 trials done, 0 failed"

@@ -13,9 +13,19 @@ from pathlib import Path
 from typing import Any
 
 from dnscost.errors import UsageError
+from dnscost.results import json_kind, run_problem
 from dnscost.validity import flags_from_conditions
 
-__all__ = ["is_valid", "load_run", "read_run", "read_trial", "record_files", "run_network", "validity_flags"]
+__all__ = [
+    "is_valid",
+    "load_run",
+    "read_run",
+    "read_trial",
+    "record_files",
+    "run_network",
+    "trial_problem",
+    "validity_flags",
+]
 
 
 def load_run(run_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -46,9 +56,11 @@ def read_run(run_dir: Path) -> dict[str, Any]:
         raise UsageError(f"{run_dir}: not a run directory (no run.json)") from None
     except (OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
         raise UsageError(f"{path}: unreadable ({e})") from None
-    if not isinstance(run, dict) or not isinstance(run.get("plan"), list):
-        version = run.get("format_version") if isinstance(run, dict) else None
-        raise UsageError(f"{path}: no plan (format_version {version}; analysis needs 2)")
+    if isinstance(run, dict) and "plan" not in run:
+        raise UsageError(f"{path}: no plan (format_version {run.get('format_version')}; analysis needs 2)")
+    problem = run_problem(run)
+    if problem is not None:
+        raise UsageError(f"{path}: {problem}")
     return run
 
 
@@ -61,10 +73,34 @@ def read_trial(run_dir: Path, entry: dict[str, Any], status: dict[str, Any]) -> 
         doc: dict[str, Any] = json.loads(path.read_text())
     except FileNotFoundError:
         return {**entry, "status": status.get("status", "missing"), "error": status.get("error") or "no trial.json"}
-    except (OSError, json.JSONDecodeError) as e:
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
         return {**entry, "status": "unreadable", "error": f"trial.json: {e}"}
+    problem = trial_problem(doc)
+    if problem is not None:
+        return {**entry, "status": "unreadable", "error": f"trial.json: {problem}"}
     # The plan says what the trial is; trial.json adds what happened.
     return {**entry, **doc}
+
+
+_TRIAL_OBJECTS = (
+    "params", "settings", "summary", "summary_context", "counters",
+    "engine_config", "cluster", "derived_rate", "search",
+)  # fmt: skip
+"""The fields of trial.json that, when present, are objects (or null)."""
+
+
+def trial_problem(doc: Any) -> str | None:
+    """What is wrong with the shape of a trial.json document, or None: an object whose
+    parameters, settings, summary (and its validity), counters and the like are objects or null."""
+    if not isinstance(doc, dict):
+        return f"not a trial record ({json_kind(doc)}, not an object)"
+    for key in _TRIAL_OBJECTS:
+        if doc.get(key) is not None and not isinstance(doc[key], dict):
+            return f"{key} is {json_kind(doc[key])}, not an object"
+    validity = (doc.get("summary") or {}).get("validity")
+    if validity is not None and not isinstance(validity, dict):
+        return f"summary.validity is {json_kind(validity)}, not an object"
+    return None
 
 
 def record_files(doc: dict[str, Any]) -> list[str]:
