@@ -402,13 +402,25 @@ def engine_settings(a: argparse.Namespace) -> dict[str, Any]:
     return config
 
 
+def engine_field_names(a: argparse.Namespace, config: dict[str, Any]) -> dict[str, str]:
+    """What the user of ``dnscost load`` calls each field of its engine configuration
+    ``config``, for the engine's messages: the flag that set it, else the ``--engine-config``
+    file's field."""
+    flags = {field: flag for flag, field, _, _ in ENGINE_KNOBS if getattr(a, f"engine_{field}") is not None}
+    names = {key: flags.get(key) or (f"{a.engine_config}: {key}" if a.engine_config else key) for key in config}
+    return {**names, "transport": "--transport", "synthetic": "--names", "tld": "--tld"}
+
+
 def cmd_load(a: argparse.Namespace) -> int:
     from dnscost.engine import check_config, engine_version
     from dnscost.machine import facts
     from dnscost.proc import use_ledger
     from dnscost.results import Run, new_run_id
+    from dnscost.spec import MAX_NAMES
     from dnscost.trial import LoadSettings, run_trial
 
+    if not 1 <= a.names <= MAX_NAMES:  # as a spec's names
+        raise UsageError(f"--names: {a.names} is out of range 1..={MAX_NAMES}")
     generator_cpus = a.generator_cpus or sorted(set(os.sched_getaffinity(0)) - set(a.target_cpus))
     settings = LoadSettings(
         a.target,
@@ -426,7 +438,11 @@ def cmd_load(a: argparse.Namespace) -> int:
     settings.validate()
     cluster_given = cluster_settings(a)
     _check_cluster(cluster_given, settings.network, a.target)
-    check_config({**settings.engine, "transport": a.transport, "synthetic": a.names, "tld": a.tld}, "dnscost load")
+    check_config(
+        {**settings.engine, "transport": a.transport, "synthetic": a.names, "tld": a.tld},
+        "dnscost load",
+        engine_field_names(a, settings.engine),
+    )
     pin_self(generator_cpus)
     out = a.output or Path("results", "load", new_run_id()).resolve()
     trial_id = f"load-{label_of(a.target)}-{a.transport}"

@@ -8,12 +8,13 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -134,17 +135,20 @@ class Responder:
         self._out.close()
 
 
-def check_config(config: dict[str, Any], where: str) -> None:
+def check_config(config: dict[str, Any], where: str, names: Mapping[str, str] | None = None) -> None:
     """Has the engine validate ``config`` (``generate --check``: nothing is sent), before any
     target starts. The target's address is not known yet: a placeholder stands in for it.
-    A bad setting raises :class:`UsageError` naming ``where`` and the field."""
+    A bad setting raises :class:`UsageError` naming ``where`` and the field, as ``names`` calls
+    it (a flag, a file's field) when it has it, else by the field's own name."""
     import tempfile
 
     doc = {"target": "127.0.0.1:53", **config}
     if doc.get("transport") in TLS_TRANSPORTS and "ca_file" not in doc:
         doc["insecure"] = True
+    # One top-level field per line: the line of a parse error names its field.
+    text = json.dumps(doc, indent=1)
     with tempfile.NamedTemporaryFile("w", suffix=".json", prefix="dnscost-check-") as f:
-        f.write(json.dumps(doc))
+        f.write(text)
         f.flush()
         out = subprocess.run(
             [str(engine_path()), "generate", "--config", f.name, "--check", "--quiet"],
@@ -156,7 +160,32 @@ def check_config(config: dict[str, Any], where: str) -> None:
     if out.returncode != 0:
         lines = (out.stderr.strip() or out.stdout.strip() or f"exit code {out.returncode}").splitlines()
         message = lines[-1].removeprefix("dnscost-engine: ").replace(f.name, "configuration")
-        raise UsageError(f"{where}: {message}")
+        raise UsageError(f"{where}: {_name_field(message, text, names or {})}")
+
+
+_INVALID = re.compile(r"invalid configuration: ([a-z_][a-z0-9_.]*)(: | does not apply to )(.*)$")
+_PARSE = re.compile(r"configuration: (.*) at line (\d+) column \d+$")
+_TOP_FIELD = re.compile(r' "([a-z_][a-z0-9_]*)": ')
+
+
+def _name_field(message: str, text: str, names: Mapping[str, str]) -> str:
+    """The engine's ``message`` about the configuration ``text`` (JSON, one top-level field per
+    line) with its field named as ``names`` calls it: ``FIELD: what is wrong``. A parse error
+    names no field, only a line: the top-level field on that line or above it. A message
+    naming no field is returned as it is."""
+    if m := _INVALID.match(message):
+        field, joint, detail = m.groups()
+    elif m := _PARSE.match(message):
+        detail, line = m.group(1), int(m.group(2))
+        fields = [f.group(1) for f in map(_TOP_FIELD.match, text.splitlines()[:line]) if f is not None]
+        if not fields:
+            return message
+        field, joint = fields[-1], ": "
+    else:
+        return message
+    top, _, rest = field.partition(".")
+    name = names.get(top, top) + (f".{rest}" if rest else "")
+    return f"{name}{joint}{detail}"
 
 
 def generate(

@@ -32,6 +32,7 @@ from dnscost.targets.external import EXTERNAL, ExternalSettings, resolve_externa
 __all__ = [
     "ANALYSES",
     "KINDS",
+    "MAX_NAMES",
     "PROFILES_DIR",
     "PROFILE_SETS",
     "SWEEPABLE",
@@ -50,6 +51,8 @@ TRANSPORTS = ("udp", "tcp", "dot", "doh", "doq", "doh3")
 TLS_GROUPS = ("x25519", "secp256r1", "secp384r1", "x25519mlkem768")
 """Key-exchange groups the engine can pin (``dnscost-engine generate --tls-group``)."""
 KINDS = ("load", "idle", "search")
+MAX_NAMES = 10_000_000
+"""The most synthetic names a spec's ``names`` or ``dnscost load --names`` asks for (at least 1)."""
 ANALYSES = ("baseline", "memory", "connections", "establishment", "energy", "latency", "cost_model", "clients")
 
 SWEEPABLE = (
@@ -447,7 +450,7 @@ def parse_spec(text: str, origin: str = "<spec>") -> Spec:
         top.fail("name", f"use letters, digits, '-', '_' or '.', got {name!r}")
     targets = top.targets("targets", doc.get("targets"))
     seed = top.integer("seed", doc.get("seed", 1), 0, 2**63 - 1)
-    names = top.integer("names", doc.get("names", 10_000), 1, 10_000_000)
+    names = top.integer("names", doc.get("names", 10_000), 1, MAX_NAMES)
     tld = top.string("tld", doc.get("tld", "test"))
     reps = top.integer("repetitions", doc.get("repetitions", 1), 1, 1000)
     target_cpus = top.cpus("target_cpus", doc["target_cpus"]) if "target_cpus" in doc else None

@@ -205,3 +205,43 @@ def test_a_trial_json_of_the_wrong_shape_is_unreadable_as_broken_json_is(
     run = Run(run_dir, json.loads((run_dir / "run.json").read_text()))
     run.doc["trials"]["load-builtin-udp-r0"] = {"status": "done"}
     assert _count_line(run, [SimpleNamespace(id="load-builtin-udp-r0")]) == "1 of 1 trials done, 0 failed"
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--names", "-5"], "--names: -5 is out of range 1..=10000000"),
+        (["--names", "0"], "--names: 0 is out of range 1..=10000000"),
+        (["--names", "10000001"], "--names: 10000001 is out of range 1..=10000000"),
+        (["--connections", "-1"], "dnscost load: --connections: invalid value: integer `-1`, expected u32"),
+        (["--transport", "tcp", "--close", "bogus"], "dnscost load: --close: unknown variant `bogus`, expected one of"),
+        (["--engine-config", "{}", "--connections", "0"], "dnscost load: --connections: 0 is out of range 1..=1000000"),
+        (["--engine-config", '{"connections": -1}'], "dnscost load: {}: connections: invalid value: integer `-1`"),
+        (["--engine-config", '{"transport": "tcp", "close": "x"}'], "dnscost load: {}: close: unknown variant `x`"),
+        (["--engine-config", '{"bogus": 1}'], "dnscost load: {}: bogus: unknown field `bogus`, expected one of"),
+    ],
+)
+def test_a_bad_load_setting_names_its_flag_or_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, args: list[str], says: str
+) -> None:
+    """The engine's own message named neither ("configuration: invalid value: integer `-5`,
+    expected u64 at line 1 column 102"): now the flag, or the --engine-config file and field,
+    before anything starts."""
+    import dnscost.cli
+    from dnscost.cli import main
+
+    def started(_: object) -> None:
+        raise AssertionError("dnscost load went past its checks")
+
+    monkeypatch.setattr(dnscost.cli, "pin_self", started)  # what a load does first once checked
+    config = tmp_path / "engine.json"
+    if "--engine-config" in args:
+        k = args.index("--engine-config") + 1
+        config.write_text(args[k])
+        args = [*args[:k], str(config), *args[k + 1 :]]
+    out = tmp_path / "o"
+    argv = ["load", "--target", "builtin", "--transport", "udp", *args, "--output", str(out)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"dnscost: {says.replace('{}', str(config))}") and err.count("\n") == 1, err
+    assert " at line " not in err and not out.exists()

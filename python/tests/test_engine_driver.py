@@ -41,6 +41,28 @@ def test_engine_errors_come_back_as_one_line(tmp_path: Path) -> None:
         generate({"transport": "udp", "target": "127.0.0.1:9", "bogus": 1}, tmp_path)
 
 
+def test_check_config_names_the_field_as_its_caller_calls_it() -> None:
+    """The engine's parse errors name a line of the configuration, not a field: the field on
+    that line is named instead, as the caller calls it (a flag, a file's field)."""
+    from dnscost.engine import check_config
+
+    udp = {"transport": "udp", "synthetic": 100}
+    with pytest.raises(UsageError, match=r"^load: --names: invalid value: integer `-5`, expected u64$"):
+        check_config({**udp, "synthetic": -5}, "load", {"synthetic": "--names"})
+    with pytest.raises(UsageError, match=r"^spec\.toml: close: unknown variant `bogus`, expected one of"):
+        check_config({**udp, "close": "bogus", "seed": 1}, "spec.toml")
+    with pytest.raises(UsageError, match=r"^load: f\.json: udp_retry\.attempts: 11 is out of range 1\.\.=10$"):
+        check_config(
+            {**udp, "udp_retry": {"timeout_ms": 100, "attempts": 11}}, "load", {"udp_retry": "f.json: udp_retry"}
+        )
+    with pytest.raises(UsageError, match=r"^load: f\.json: udp_retry: invalid type: string \"x\", expected u32$"):
+        check_config(
+            {**udp, "udp_retry": {"timeout_ms": 100, "attempts": "x"}}, "load", {"udp_retry": "f.json: udp_retry"}
+        )
+    with pytest.raises(UsageError, match=r"^load: --lifetime does not apply to udp$"):
+        check_config({**udp, "lifetime": {"queries": 1}}, "load", {"lifetime": "--lifetime"})
+
+
 def test_missing_binaries_are_machine_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(MachineError, match="not found"):
         Child("nothing", ["/nonexistent/dnscost-nothing"], log=tmp_path / "x.log")
