@@ -452,8 +452,16 @@ def cmd_load(a: argparse.Namespace) -> int:
         "settings": asdict(settings),
         **({"cluster": cluster_given.to_dict()} if cluster_given else {}),
     }
+    # A run here that measured nothing (a target that did not start, say) is replaced.
     run = Run.create(
-        out, "load", spec=spec, spec_toml="", plan=plan, facts=facts(), versions={"dnscost-engine": engine_version()}
+        out,
+        "load",
+        spec=spec,
+        spec_toml="",
+        plan=plan,
+        facts=facts(),
+        versions={"dnscost-engine": engine_version()},
+        reuse_unmeasured=True,
     )
     use_ledger(run.ledger)
     cluster = None

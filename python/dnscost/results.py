@@ -10,6 +10,7 @@ import fcntl
 import gzip
 import json
 import os
+import shutil
 import sys
 import time
 import zlib
@@ -171,9 +172,17 @@ class Run:
         plan: list[dict[str, Any]],
         facts: dict[str, Any],
         versions: dict[str, str],
+        reuse_unmeasured: bool = False,
     ) -> Run:
+        """A new run in ``directory``, locked for this process. A directory that already holds
+        a run is refused, except, with ``reuse_unmeasured``, one that holds a run of the same
+        command and ``experiment`` in which nothing was measured (:meth:`measured`): that run's
+        files make way for the new one's (:meth:`_take_unmeasured`)."""
+        lock = None
         if (directory / "run.json").exists():
-            raise UsageError(f"{directory} already holds a run: give another --output")
+            if not reuse_unmeasured:
+                raise UsageError(f"{directory} already holds a run: give another --output")
+            lock = cls._take_unmeasured(directory, experiment, spec.get("command"))
         try:
             directory.mkdir(parents=True, exist_ok=True)
         except OSError as e:
@@ -196,12 +205,52 @@ class Run:
             "trials": {},
         }
         run = cls(directory, doc)
-        run.lock()
+        if lock is None:
+            run.lock()
+        else:
+            run._lock = lock
         try:
             run.save()
         except OSError as e:
             raise UsageError(f"{directory}: cannot write run.json ({e.strerror or e})") from None
         return run
+
+    @classmethod
+    def _take_unmeasured(cls, directory: Path, experiment: str, command: Any) -> IO[str]:
+        """Takes the earlier run in ``directory`` for a new run of ``experiment`` made by
+        ``command`` (run.json's ``spec.command``): refused unless it is a run of both in which
+        nothing was measured and no dnscost is writing it. What it left running is stopped and
+        its files (run.json, children.jsonl, trials/, cluster/) are removed; nothing else in the
+        directory is touched. Returns the directory's lock, held."""
+        doc = read_json(directory / "run.json")
+        if (
+            run_problem(doc) is not None
+            or doc.get("experiment") != experiment
+            or (doc.get("spec") or {}).get("command") != command
+        ):
+            raise UsageError(f"{directory} already holds a run: give another --output")
+        earlier = cls(directory, doc)
+        earlier.doc.setdefault("trials", {})
+        earlier.lock()
+        if earlier.measured():
+            earlier.unlock()
+            raise UsageError(f"{directory} already holds a run with measured data: give another --output")
+        earlier.ledger.stop_leftovers()
+        (directory / "run.json").unlink()
+        for name in ("trials", "cluster"):
+            if (directory / name).is_dir():
+                shutil.rmtree(directory / name)
+        assert earlier._lock is not None
+        return earlier._lock
+
+    def measured(self) -> bool:
+        """Whether anything was measured into this run: a trial done, or the engine's or the
+        meter's records in a trial's directory (a trial cut short keeps what it measured)."""
+        if any(entry.get("status") == "done" for entry in self.doc["trials"].values()):
+            return True
+        trials = self.dir / "trials"
+        records = ("engine.jsonl", "meter.jsonl")
+        return trials.is_dir() and any(p.name.removesuffix(".gz") in records for p in trials.rglob("*.jsonl*"))
 
     @classmethod
     def open(cls, directory: Path) -> Run:

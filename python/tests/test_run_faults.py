@@ -340,3 +340,92 @@ def test_control_sockets_work_under_a_deep_run_directory(root: None, tmp_path: P
         assert bed.target.counters().queries is not None
     finally:
         bed.stop()
+
+
+# A `dnscost load` whose trial fails at once, as when its target cannot start: nothing started.
+FAILING_LOAD = """
+import sys
+from pathlib import Path
+import dnscost.cli, dnscost.trial
+from dnscost.errors import TargetError
+
+def fails(settings, trial_dir, cluster=None):
+    trial_dir.mkdir(parents=True, exist_ok=True)
+    (trial_dir / "target.log").write_text("not found\\n")
+    with (trial_dir.parent.parent / "attempts").open("a") as f:
+        f.write("1")
+    raise TargetError("dnsdist not found")
+
+dnscost.trial.run_trial = fails
+dnscost.cli.pin_self = lambda cpus: None
+sys.exit(dnscost.cli.main(sys.argv[1:]))
+"""
+
+
+def test_a_load_that_measured_nothing_can_be_run_again_into_its_output(tmp_path: Path) -> None:
+    """A load that failed before measuring anything left a failed run directory, and the same
+    command again was refused ("already holds a run"). It now takes the directory again; one
+    that holds measured data is never taken."""
+    out = tmp_path / "out"
+    argv = [sys.executable, "-c", FAILING_LOAD, "load", "--target", "builtin", "--transport", "udp", "--output", "out"]
+
+    def load() -> subprocess.CompletedProcess[str]:
+        return subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False)
+
+    r = load()
+    assert (r.returncode, r.stderr) == (4, "dnscost: dnsdist not found\n")
+    assert json.loads((out / "run.json").read_text())["status"] == "failed"
+    (out / "notes").write_text("the user's")
+    r = load()
+    assert (r.returncode, r.stderr) == (4, "dnscost: dnsdist not found\n")
+    assert (out / "attempts").read_text() == "11" and (out / "notes").read_text() == "the user's"
+    run = json.loads((out / "run.json").read_text())
+    assert run["status"] == "failed" and list(run["trials"]) == ["load-builtin-udp"]
+    # A trial cut short keeps what it measured: that directory is not taken.
+    (out / "trials" / "load-builtin-udp" / "meter.jsonl").write_text('{"type": "header"}\n')
+    r = load()
+    assert (r.returncode, r.stderr) == (
+        2,
+        f"dnscost: {out} already holds a run with measured data: give another --output\n",
+    )
+    assert (out / "attempts").read_text() == "11" and (out / "trials" / "load-builtin-udp" / "meter.jsonl").exists()
+
+
+def test_only_a_run_of_the_same_command_that_measured_nothing_is_replaced(tmp_path: Path) -> None:
+    from dnscost.errors import UsageError
+    from dnscost.results import Run
+
+    def create(directory: Path, command: str = "load") -> Run:
+        return Run.create(
+            directory, "load", spec={"command": command}, spec_toml="", plan=[{"id": "t"}], facts={}, versions={},
+            reuse_unmeasured=True,
+        )  # fmt: skip
+
+    def failed(directory: Path, command: str = "load") -> Run:
+        run = create(directory, command)
+        run.set_trial("t", "failed", "target did not start")
+        run.finish("failed")
+        run.unlock()
+        return run
+
+    failed(tmp_path / "a")
+    (tmp_path / "a" / "trials" / "t" / "fill").mkdir(parents=True)
+    (tmp_path / "a" / "trials" / "t" / "fill" / "fill-udp.jsonl").write_text("{}\n")  # a cache fill: no measurement
+    again = create(tmp_path / "a")
+    assert again.doc["trials"] == {} and not (tmp_path / "a" / "trials").exists()
+    with pytest.raises(UsageError, match="is being written by another dnscost"):
+        create(tmp_path / "a")  # the one just created holds it
+    again.unlock()
+    for where, measured in [("b", "engine.jsonl.gz"), ("c", "workers/0/engine.jsonl"), ("d", None)]:
+        run = failed(tmp_path / where)
+        if measured is None:
+            run.doc["trials"]["t"] = {"status": "done"}
+            run.save()
+        else:
+            (run.trial_dir("t") / measured).parent.mkdir(parents=True)
+            (run.trial_dir("t") / measured).write_text("")
+        with pytest.raises(UsageError, match="already holds a run with measured data"):
+            create(tmp_path / where)
+    failed(tmp_path / "e", command="run")
+    with pytest.raises(UsageError, match=r"already holds a run: give another --output$"):
+        create(tmp_path / "e")
