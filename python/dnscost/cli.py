@@ -276,6 +276,7 @@ def _run_options(p: argparse.ArgumentParser) -> None:
         help="comma-separated targets, replacing the spec's (external: a server you started; NAME@RELEASE: a Debian "
         "release root; NAME@PATH: your own build)",
     )
+    p.add_argument("--groups", help="comma-separated groups of the spec to run, the others left out")
     add_roots_option(p)
     p.add_argument("--target-cpus", type=cpu_list, help="CPUs of the target (default: the spec's, else 0)")
     p.add_argument("--generator-cpus", type=cpu_list, help="CPUs of the generator (default: all others)")
@@ -585,6 +586,9 @@ def cmd_run(a: argparse.Namespace) -> int:
         only = run.doc["spec"].get("only_targets", run.doc["spec"]["targets"])
         if only is not None:
             spec = spec.only(tuple(only))
+        groups = run.doc["spec"].get("only_groups")
+        if groups is not None:
+            spec = spec.only_groups(tuple(groups))
         cpus = run.doc["spec"].get("cpus", {})
         target_cpus, generator_cpus = cpus.get("target"), cpus.get("generator")
         network = run.doc["spec"].get("network", "loopback")
@@ -604,6 +608,9 @@ def cmd_run(a: argparse.Namespace) -> int:
         only = tuple(parse_spec_targets(a.targets)) if a.targets else None
         if only is not None:
             spec = spec.only(only)
+        groups = tuple(g.strip() for g in a.groups.split(",") if g.strip()) if a.groups else None
+        if groups is not None:
+            spec = spec.only_groups(groups)
         target_cpus, generator_cpus = default_cpus(
             a.target_cpus or spec.target_cpus, a.generator_cpus or spec.generator_cpus
         )
@@ -631,6 +638,7 @@ def cmd_run(a: argparse.Namespace) -> int:
         resolved = {
             **spec.to_dict(),
             "only_targets": list(only) if only is not None else None,
+            "only_groups": list(groups) if groups is not None else None,
             "cpus": {"target": target_cpus, "generator": generator_cpus},
             "network": network,
             **({"cluster": cluster_given.to_dict()} if cluster_given else {}),

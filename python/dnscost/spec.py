@@ -233,6 +233,21 @@ class Spec:
         )
         return dataclasses.replace(self, targets=targets, groups=groups)
 
+    def only_groups(self, names: tuple[str, ...]) -> Spec:
+        """The spec with only the groups ``names`` (``--groups``), in the spec's order. An
+        unknown name, or a group at a share of capacity without its saturation group, is one
+        line (:class:`UsageError`)."""
+        known = [g.name for g in self.groups]
+        unknown = [n for n in names if n not in known]
+        if unknown:
+            raise UsageError(f"{self.origin}: no group {unknown[0]!r} (groups: {', '.join(known)})")
+        groups = tuple(g for g in self.groups if g.name in names)
+        for g in groups:
+            needs = g.settings.get("capacity_of")
+            if needs is not None and needs not in names:
+                raise UsageError(f"{self.origin}: group {g.name!r} is a share of {needs!r}: select that group too")
+        return dataclasses.replace(self, groups=groups)
+
     def to_dict(self) -> dict[str, Any]:
         """The resolved spec, as recorded in run.json."""
         return {

@@ -352,3 +352,16 @@ def test_bad_groups_of_profiles_name_the_field(tmp_path: Path, change: tuple[str
     (tmp_path / "p.toml").write_text(text)
     with pytest.raises(UsageError, match=re.escape(message)):
         load_spec(tmp_path / "p.toml")
+
+
+def test_groups_select_part_of_a_spec() -> None:
+    """``--groups``: the spec with those groups only; an unknown group, or a share of capacity
+    without its saturation group, is one line."""
+    spec = load_spec(Path(__file__).parents[2] / "python" / "dnscost" / "experiments" / "study-quick.toml")
+    part = spec.only_groups(("latency", "establishment"))
+    assert [g.name for g in part.groups] == ["establishment", "latency"]
+    assert {t.group for t in expand(part)} == {"establishment", "latency", "reference"}
+    with pytest.raises(UsageError, match=r"no group 'nosuch' \(groups: baseline, memory, "):
+        spec.only_groups(("nosuch",))
+    with pytest.raises(UsageError, match="group 'latency' is a share of 'establishment': select that group too"):
+        spec.only_groups(("latency",))

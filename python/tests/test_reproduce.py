@@ -1,6 +1,6 @@
-"""The main job end to end: ``dnscost reproduce --quick`` on the built-in responder and one real
-resolver (dnsdist), then its report opened in headless Chromium. The screenshot is kept under
-$DNSCOST_ARTIFACTS when set."""
+"""The main job end to end: ``dnscost reproduce --quick`` on one real resolver (dnsdist), then its
+report opened in headless Chromium (the screenshot is kept under $DNSCOST_ARTIFACTS when set);
+and its QUIC groups on the built-in responder (``--groups``), which serves DoQ and DoH/3."""
 
 from __future__ import annotations
 
@@ -19,36 +19,30 @@ from dnscost.report.browser import check
 pytestmark = pytest.mark.resolver
 
 
-def test_reproduce_quick_builtin_and_dnsdist(tmp_path: Path) -> None:
-    need(os.geteuid() == 0, "needs root (cgroups)")
-    need(shutil.which("dnsdist") is not None, "needs dnsdist (Debian package dnsdist)")
-    need(shutil.which("chromium") is not None, "needs chromium (Debian package chromium)")
-    out = tmp_path / "study"
-    r = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "dnscost.cli",
-            "reproduce",
-            "--quick",
-            "--targets",
-            "builtin,dnsdist",
-            "--output",
-            str(out),
-        ],
+def _reproduce(tmp_path: Path, out: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "dnscost.cli", "reproduce", "--quick", *args, "--output", str(out)],
         capture_output=True,
         text=True,
         timeout=1200,
         check=False,
         cwd=tmp_path,
     )
+
+
+def test_reproduce_quick_dnsdist(tmp_path: Path) -> None:
+    need(os.geteuid() == 0, "needs root (cgroups)")
+    need(shutil.which("dnsdist") is not None, "needs dnsdist (Debian package dnsdist)")
+    need(shutil.which("chromium") is not None, "needs chromium (Debian package chromium)")
+    out = tmp_path / "study"
+    r = _reproduce(tmp_path, out, "--targets", "dnsdist")
     assert r.returncode == 0, r.stderr[-3000:]
     assert r.stdout.strip().splitlines()[-1] == f"report: {out / 'report.html'}"
     assert "[1/" in r.stderr and "left)" in r.stderr  # progress
 
     run = json.loads((out / "run.json").read_text())
     assert run["status"] == "done" and run["format_version"] == 2
-    assert run["spec"]["targets"] == ["builtin", "dnsdist"]
+    assert run["spec"]["targets"] == ["dnsdist"]
     assert run["versions"]["dnsdist"] and run["machine"]["cpus"]
     # Every trial ran, but a share of capacity whose reference the machine made invalid: not run.
     for t in run["plan"]:
@@ -67,10 +61,8 @@ def test_reproduce_quick_builtin_and_dnsdist(tmp_path: Path) -> None:
         "cost_handshakes",
         "latency",
         "reference",
-        # QUIC's groups run on their targets among --targets: builtin's DoQ and DoH/3.
-        "quic_connections",
-        "quic_establishment",
-        # Real clients: the shipped profiles replayed.
+        # Real clients: the shipped profiles replayed. (QUIC's groups run on their targets
+        # among --targets, builtin and coredns: none here.)
         "clients",
     }
 
@@ -100,22 +92,6 @@ def test_reproduce_quick_builtin_and_dnsdist(tmp_path: Path) -> None:
     }
     # One query per connection over DoH costs more energy than persistent UDP.
     assert kwh[("doh", "1q", "0.0")] > kwh[("udp", "forever", "0.0")]
-    # DoQ and DoH/3 in Figure 5 (builtin): every cell measured, and the resumed connections of
-    # the 0-RTT cells sent their query as early data, which the responder took. (From the trials:
-    # one generator core cannot saturate builtin over persistent QUIC, so those cells are
-    # flagged generator-bound and have no valid figure.)
-    with (out / "tables" / "trials.csv").open() as f:
-        quic = [row for row in csv.DictReader(f) if row["group"] == "quic_establishment" and row["transport"] != "udp"]
-    cells = {(row["transport"], row["lifetime"], row["resumption"], row["early_data"]) for row in quic}
-    assert cells == {
-        (t, *cell)
-        for t in ("doq", "doh3")
-        for cell in (("forever", "0.0", "0.0"), ("1q", "0.0", "0.0"), ("1q", "1.0", "0.0"), ("1q", "1.0", "1.0"))
-    }
-    assert all(row["analysis"] == "establishment" and float(row["answered_qps"]) > 0 for row in quic)
-    for row in quic:
-        early = float(row["handshakes_zero_rtt_accepted"]) / max(float(row["handshakes_resumed"]), 1.0)
-        assert (early > 0.9) == (row["early_data"] == "1.0"), row
     # Real clients replayed against dnsdist: every profile, and what its shape costs. dnss
     # resolving once a minute opens a connection (a full TLS handshake: it does not resume) per
     # query, so each of its queries costs dnsdist several times one of dnss resolving every
@@ -163,3 +139,34 @@ def test_reproduce_quick_builtin_and_dnsdist(tmp_path: Path) -> None:
     )
     assert r.returncode == 0, r.stderr
     assert (out / "tables" / "energy.csv").exists() and (out / "report.html").exists()
+
+
+def test_reproduce_quick_quic_groups_on_builtin(tmp_path: Path) -> None:
+    """DoQ and DoH/3 in Figure 4 and 5 (builtin): every cell measured, and the resumed
+    connections of the 0-RTT cells sent their query as early data, which the responder took.
+    (From the trials: one generator core cannot saturate builtin over persistent QUIC, so those
+    cells are flagged generator-bound and have no valid figure.)"""
+    need(os.geteuid() == 0, "needs root (cgroups)")
+    out = tmp_path / "quic"
+    r = _reproduce(tmp_path, out, "--targets", "builtin", "--groups", "quic_connections,quic_establishment")
+    assert r.returncode == 0, r.stderr[-3000:]
+    run = json.loads((out / "run.json").read_text())
+    assert run["spec"]["only_groups"] == ["quic_connections", "quic_establishment"]
+    assert {t["group"] for t in run["plan"]} == {"quic_connections", "quic_establishment", "reference"}
+    assert all(s["status"] == "done" for s in run["trials"].values()), run["trials"]
+    with (out / "tables" / "trials.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    quic = [row for row in rows if row["group"] == "quic_establishment" and row["transport"] != "udp"]
+    cells = {(row["transport"], row["lifetime"], row["resumption"], row["early_data"]) for row in quic}
+    assert cells == {
+        (t, *cell)
+        for t in ("doq", "doh3")
+        for cell in (("forever", "0.0", "0.0"), ("1q", "0.0", "0.0"), ("1q", "1.0", "0.0"), ("1q", "1.0", "1.0"))
+    }
+    assert all(row["analysis"] == "establishment" and float(row["answered_qps"]) > 0 for row in quic)
+    for row in quic:
+        early = float(row["handshakes_zero_rtt_accepted"]) / max(float(row["handshakes_resumed"]), 1.0)
+        assert (early > 0.9) == (row["early_data"] == "1.0"), row
+    connections = {(row["transport"], row["connections"]) for row in rows if row["group"] == "quic_connections"}
+    assert connections == {(t, c) for t in ("doq", "doh3") for c in ("100", "1000")}, connections
+    assert (out / "report.html").exists()
