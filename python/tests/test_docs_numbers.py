@@ -180,3 +180,49 @@ def test_knot_rsa_open_phase_fixed() -> None:
         f"established in the window by the engine's count and {kernel:.0f} accepted by the kernel's",
     )
     _says("study.md", f"a valid trial at {s['target_cpu_us_per_query']:.1f} CPU-µs per query")
+
+
+def test_knot_tcp_finding() -> None:
+    """docs/findings/knot-tcp.md's tables, from its kept runs and perf stat files."""
+    import json
+
+    root = ROOT / "docs" / "findings" / "knot-tcp"
+    text = _text("findings/knot-tcp.md")
+
+    def cpu(name: str) -> float:
+        (trial,) = (root / name / "trials").iterdir()
+        s = json.loads((trial / "trial.json").read_text())["summary"]
+        assert s["validity"]["valid"], name
+        return _f(s["target_cpu_us_per_query"])
+
+    for label, v in (("5.6.0 (bookworm)", ""), ("5.7.5 (trixie)", "-trixie"), ("6.5.0 (sid)", "-sid")):
+        tcp = [cpu(f"cmp-{r}-knot-resolver{v}-tcp") for r in (1, 2)]
+        dot = [cpu(f"cmp-{r}-knot-resolver{v}-dot") for r in (1, 2)]
+        ratio = [t / d for t, d in zip(tcp, dot, strict=True)]
+        row = " | ".join(", ".join(f"{x:.2f}" for x in xs) for xs in (tcp, dot, ratio))
+        assert f"| {label} | {row} |" in text, (label, row)
+        assert (min(ratio) > 1) == (v == ""), ratio  # only 5.6.0's TCP is dearer than its DoT
+
+    def per_query(name: str) -> dict[str, float]:
+        counts = {
+            m.group(2): int(m.group(1).replace(",", ""))
+            for m in re.finditer(r"^\s+([\d,]+)\s+(\S+)", (root / f"perf-stat-{name}.txt").read_text(), re.M)
+        }
+        seconds = float(re.findall(r"([\d.]+) seconds", (root / f"perf-stat-{name}.txt").read_text())[0])
+        load = (root / f"perf-stat-{name}.load.txt").read_text()
+        qps = float(re.search(r"([\d,]+) qps", load).group(1).replace(",", ""))  # type: ignore[union-attr]
+        return {k: c / (qps * seconds) for k, c in counts.items()}
+
+    stats = {
+        "5.6.0 TCP": "knot-resolver-tcp",
+        "5.6.0 DoT": "knot-resolver-dot",
+        "5.7.5 TCP": "knot-resolver-trixie-tcp",
+        "5.7.5 DoT": "knot-resolver-trixie-dot",
+    }
+    for label, name in stats.items():
+        q = per_query(name)
+        ctl = q.get("syscalls:sys_enter_epoll_ctl", 0.0)
+        writes = q.get("syscalls:sys_enter_write", 0.0) + q.get("syscalls:sys_enter_writev", 0.0)
+        row = f"| {label} | {q['page-faults']:.2f} | {f'{ctl:.2f}' if ctl else '0'} | "
+        row += f"{q['syscalls:sys_enter_read']:.2f} | {writes:.2f} |"
+        assert row in text, row
