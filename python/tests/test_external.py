@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import threading
@@ -340,3 +341,49 @@ def test_external_spec_bad_input(spec: str, args: list[str], message: str, tmp_p
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0], r.stderr
     assert not (tmp_path / "out").exists()  # nothing measured
+
+
+def probe_load(tmp_path: Path, url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    transport = {"tls": "dot"}.get(url.split(":")[0], url.split(":")[0])
+    argv = [*DNSCOST, "load", "--target", "external", "--transport", transport, "--external-endpoint", url, *args]
+    argv += ["--external-pid", str(os.getpid()), "--rate", "100", "--duration", "1s", "--output", str(tmp_path / "o")]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+
+
+def test_external_probe_says_why(server: Server, tmp_path: Path) -> None:
+    """A definite cause (an untrusted certificate, nothing listening) ends the probe at once in
+    one line naming it; only a server that is there and mute is waited for."""
+    other = tmp_path / "other-ca.pem"
+    key = ["-nodes", "-keyout", str(tmp_path / "other.key"), "-out", str(other), "-subj", "/CN=other", "-days", "2"]
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", *key],
+        capture_output=True,
+        check=True,
+    )
+    closed = free_udp_tcp_port()
+    cases = [
+        (server.urls["dot"], ["--external-ca", str(other)], "(tls): invalid peer certificate: UnknownIssuer"),
+        (f"tcp://127.0.0.1:{closed}", [], "(refused): Connection refused"),
+        (f"udp://127.0.0.1:{closed}", [], f"nothing listens on UDP port {closed} (ICMP port unreachable)"),
+        (f"doq://127.0.0.1:{closed}", ["--external-ca", str(server.ca)], "(ICMP port unreachable)"),
+    ]
+    for url, args, cause in cases:
+        r = probe_load(tmp_path, url, *args)
+        lines = r.stderr.strip().splitlines()
+        assert r.returncode != 0 and len(lines) == 1, r.stderr
+        assert cause in lines[0] and "within" not in lines[0], lines[0]
+    # A UDP socket that reads and never answers: reachable, so waited for, then the reason.
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as mute:
+        mute.bind(("127.0.0.1", 0))
+        r = probe_load(tmp_path, f"udp://127.0.0.1:{mute.getsockname()[1]}")
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode != 0 and len(lines) == 1, r.stderr
+    assert "within 15 s: 1 queries timed out: the target did not answer (it must answer" in lines[0], lines[0]
+
+
+def free_udp_tcp_port() -> int:
+    """A port nothing listens on, over TCP or UDP (bound and released: the kernel will not
+    hand it out again at once)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])

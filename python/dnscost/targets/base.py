@@ -30,7 +30,21 @@ from dnscost.results import read_records
 from dnscost.targets._util import find_binary, version_of
 from dnscost.targets.place import Host, Place
 
-__all__ = ["Counters", "Target", "free_port"]
+__all__ = ["DEFINITE_FAILURES", "Counters", "Probe", "Target", "free_port"]
+
+DEFINITE_FAILURES = frozenset({"refused", "tls", "connect", "http_status"})
+"""The engine's failure kinds that waiting does not change: nothing listens, the certificate
+is not trusted or the TLS handshake refused, no route, an HTTP status other than 200."""
+
+
+@dataclass(frozen=True)
+class Probe:
+    """One health probe: answered, or the engine's one-line reason and whether it is definite
+    (one of :data:`DEFINITE_FAILURES`) rather than a server that may answer later."""
+
+    answered: bool
+    reason: str
+    definite: bool
 
 
 def _ephemeral_low() -> int:
@@ -249,6 +263,11 @@ class Target(ABC):
     def answers(self, transport: str) -> bool:
         """Whether a query for a name of the synthetic set is answered over ``transport``
         (asked from the target's own namespace, where its address is always reachable)."""
+        return self.probe(transport).answered
+
+    def probe(self, transport: str) -> Probe:
+        """One query for a name of the synthetic set over ``transport``, and if it was not
+        answered, the engine's reason and whether waiting could change it."""
         ep = self.endpoints[transport]
         argv = [
             *self.exec_prefix,
@@ -284,11 +303,19 @@ class Target(ABC):
         if transport in ("doh", "doh3") and ep.path:
             argv += ["--doh-path", ep.path]
         out = subprocess.run(argv, capture_output=True, text=True, timeout=10, check=False)
+        said = [line.strip() for line in out.stderr.splitlines() if line.strip()]
+        reason = said[-1].removeprefix("dnscost-engine: ").removeprefix("no query was answered: ") if said else ""
         lines = [line for line in out.stdout.splitlines() if line.startswith('{"type":"summary"')]
         if not lines:
-            return False
-        summary = json.loads(lines[-1])
-        return int(summary["total"]["queries"]["rcodes"].get("noerror", 0)) > 0
+            return Probe(False, reason or f"the engine exited with code {out.returncode}", False)
+        total = json.loads(lines[-1])["total"]
+        rcodes = total["queries"]["rcodes"]
+        if int(rcodes.get("noerror", 0)) > 0:
+            return Probe(True, "", False)
+        if rcodes:
+            reason = "answered " + ", ".join(f"{n} {rcode.upper()}" for rcode, n in sorted(rcodes.items()))
+        kinds = {*total["connections"]["failed"], *total["queries"]["failed"]}
+        return Probe(False, reason or "no answer", bool(kinds & DEFINITE_FAILURES))
 
     def alive(self) -> bool:
         return self.child is not None and self.child.alive()

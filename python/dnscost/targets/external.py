@@ -10,8 +10,8 @@ trial's ``validity.unchecked`` names them (``dnscost.validity.UNCHECKED``).
 
 from __future__ import annotations
 
-import functools
 import os
+import socket
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -223,14 +223,18 @@ class ExternalTarget(Target):
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.check_alive()
         for transport, ep in self.endpoints.items():
-            probe = functools.partial(self.answers, transport)
             deadline = time.monotonic() + health_timeout
-            while not probe():
+            while not (probe := self.probe(transport)).answered:
+                # A definite cause (refused, an untrusted certificate, no route) ends the wait
+                # at once; only a server that is there but not answering yet is waited for.
+                refused = "" if probe.definite else _datagram_refused(ep)
+                if probe.definite or refused:
+                    raise TargetError(f"external target on {ep.url()}: {probe.reason if probe.definite else refused}")
                 if time.monotonic() > deadline:
                     # Names are zero-padded to the width of N - 1: a server of another N
                     # answers NXDOMAIN to all of them.
                     raise TargetError(
-                        f"external target does not answer on {ep.url()} within {health_timeout:g} s "
+                        f"external target does not answer on {ep.url()} within {health_timeout:g} s: {probe.reason} "
                         f"(it must answer the {self.synthetic} names q<digits>.{self.tld}. of --names "
                         f"{self.synthetic}, as dnscost-engine serve --synthetic {self.synthetic} --tld {self.tld} does)"
                     )
@@ -247,6 +251,30 @@ class ExternalTarget(Target):
 
     def stop(self) -> None:
         """Stops nothing: the server is the operator's."""
+
+
+def _datagram_refused(ep: Endpoint) -> str:
+    """For an endpoint over UDP (udp, doq, doh3): "" unless a datagram sent to it is refused by
+    the network (ICMP port unreachable: nothing listens), which the engine counts as a timeout.
+    A silent network (ICMP filtered) says nothing either way."""
+    if ep.transport not in ("udp", "doq", "doh3"):
+        return ""
+    try:
+        infos = socket.getaddrinfo(ep.host, ep.port, type=socket.SOCK_DGRAM)
+    except OSError:
+        return ""
+    family, _, _, _, addr = infos[0]
+    with socket.socket(family, socket.SOCK_DGRAM) as sock:
+        sock.settimeout(0.3)
+        try:
+            sock.connect(addr)
+            sock.send(b"\0" * 12)  # a DNS header asking nothing; a QUIC server drops it
+            sock.recv(64)
+        except ConnectionRefusedError:
+            return f"nothing listens on UDP port {ep.port} (ICMP port unreachable)"
+        except OSError:
+            return ""
+    return ""
 
 
 def _running(pid: int) -> bool:
