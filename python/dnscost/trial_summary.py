@@ -258,11 +258,21 @@ def summarize_trial(
         now, idle = window.levels.get(level), baseline.levels.get(level)
         return (now - idle) / active if active >= 1 and now is not None and idle is not None else None
 
+    # A CPU time read in clock ticks (no cgroup total) that is a few ticks at most is below the
+    # meter's resolution: flagged, and no energy is modelled from it.
+    clk_tck = next((r["clk_tck"] for r in samples if r.get("type") == "header" and r.get("clk_tck")), 100)
+    loaded = config.get("rate") != "once"  # an idle trial measures memory, not CPU
+    cpu_unresolved = (
+        loaded
+        and cpu_us is not None
+        and window.cgroup_cpu_total_us is None
+        and cpu_us < V.MIN_CPU_TICKS * 1e6 / clk_tck
+    )
     energy_marginal = None
     if window.energy_source == "rapl" and window.energy_j is not None and baseline.energy_j is not None:
         idle_w = baseline.energy_j / baseline.duration_s if baseline.duration_s > 0 else 0.0
         energy_marginal = max(0.0, window.energy_j - idle_w * seconds)
-    elif cpu_us is not None:
+    elif cpu_us is not None and not cpu_unresolved:
         energy_marginal = CpuPowerModel(include_idle=False).energy_j(int(cpu_us), seconds, 0)
 
     total = summ["total"]
@@ -299,7 +309,6 @@ def summarize_trial(
         if cpu_us is not None
         else None
     )
-    loaded = config.get("rate") != "once"  # an idle trial measures memory, not CPU
     generator_busy_us = _busy_us(window, ctx.generator_cpus) if ctx.generator_cores is None else generator_cpu_us or 0.0
     target_saturated = target_busy_us >= V.SATURATED * len(ctx.target_cpus) * capacity_us
     generator_saturated = generator_busy_us >= V.SATURATED * generator_cores * capacity_us
@@ -333,6 +342,7 @@ def summarize_trial(
             ("answer-mismatch", agreement is not None and agreement < V.MIN_ANSWER_AGREEMENT),
             ("connections-short", persistent and active < V.MIN_CONNECTIONS * config["connections"]),
             ("no-cpu-data", cpu_us is None),
+            ("cpu-unresolved", cpu_unresolved),
             ("no-generator-cpu", generator_cpu_us is None or not generator_seen),
             ("no-counters", counters_missing),
             ("meter-gaps", window.samples_fast < V.MIN_SAMPLES * expected_samples),

@@ -29,6 +29,11 @@ answer-mismatch     engine and target answer counts differ by more than
 connections-short   persistent connections: fewer than ``MIN_CONNECTIONS`` of those asked
                     for were open on average
 no-cpu-data         the target's CPU time was not metered in the window (never taken as 0)
+cpu-unresolved      load trials: the target's CPU time came from clock ticks (``/proc``'s
+                    per-process times, counted in ``USER_HZ`` ticks of 10 ms, and no cgroup
+                    total) and was below ``MIN_CPU_TICKS`` ticks in the window: the meter
+                    cannot resolve it (a server at 100 qps reads 0), so its CPU per query,
+                    and the energy modelled from it, are not measured
 no-generator-cpu    the generator's CPU time was not metered in the window
 no-counters         the target keeps counters, but they could not be read
 meter-gaps          fewer than ``MIN_SAMPLES`` of the meter's samples expected in the window
@@ -106,6 +111,7 @@ __all__ = [
     "MIN_ANSWER_AGREEMENT",
     "MIN_CACHE_HITS",
     "MIN_CONNECTIONS",
+    "MIN_CPU_TICKS",
     "MIN_HIT_QUERIES",
     "MIN_SAMPLES",
     "ONE_ROUND_SPREAD",
@@ -133,6 +139,10 @@ MAX_FOREIGN = 0.10
 less the target's CPU time) at or above this share of the window invalidates. On a machine
 nothing else runs on, the target's CPU time (softirq included) is within 0.03 of its cores'
 busy time."""
+MIN_CPU_TICKS = 5
+"""A target CPU time read in clock ticks (``/proc/PID/stat``) below this many ticks over the
+window is ``cpu-unresolved``: each end of the window is off by up to a tick, so fewer than five
+leave an error above 20 % (a cgroup's total, in micro- or nanoseconds, has no such floor)."""
 MIN_SAMPLES = 0.5
 """Fewer meter samples in the window than this share of those expected invalidates."""
 
@@ -145,6 +155,7 @@ FLAGS = (
     "answer-mismatch",
     "connections-short",
     "no-cpu-data",
+    "cpu-unresolved",
     "no-generator-cpu",
     "no-counters",
     "meter-gaps",

@@ -387,3 +387,24 @@ def free_udp_tcp_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def test_external_cpu_below_the_tick_is_unresolved(server: Server, tmp_path: Path) -> None:
+    """At 100 qps the server spends less than /proc's few ticks in the window (the test's own
+    reading of /proc/PID/stat says so): the trial is flagged, not recorded as costing 0."""
+    observer = Observer(server.proc.pid)
+    argv = [*DNSCOST, "load", "--target", "external", "--transport", "udp", "--external-endpoint", server.urls["udp"]]
+    argv += ["--external-pid", str(server.proc.pid), "--names", "1000", "--rate", "100", "--duration", "1s"]
+    argv += ["--target-cpus", "0", "--generator-cpus", "1", "--output", str(tmp_path / "run")]
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+    observer.stop()
+    assert r.returncode == 0, r.stderr
+    trial = json.loads((tmp_path / "run" / "trials" / "load-external-udp" / "trial.json").read_text())
+    summary = trial["summary"]
+    start = trial["summary_context"]["sampler_start_unix_ms"]
+    seen = observer.delta(start + summary["meter"]["t0_ms"], start + summary["meter"]["t1_ms"])
+    assert summary["meter"]["cpu_source"] == "proc"
+    assert seen < 5 * 1_000_000 // HZ, seen  # the premise: a few ticks at most
+    assert "cpu-unresolved" in summary["validity"]["flags"] and not summary["validity"]["valid"]
+    assert summary["energy_marginal_j"] is None
+    assert any(line.split()[:1] == ["INVALID"] and "cpu-unresolved" in line for line in r.stdout.splitlines())

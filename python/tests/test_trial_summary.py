@@ -280,3 +280,28 @@ def test_a_udp_search_limited_by_the_generator_is_flagged(monkeypatch: pytest.Mo
     assert 0.95 * 120_000 <= out["search"]["max_qps"] <= 120_000
     assert out["search"]["generator_bound"]
     assert "generator-bound-search" in out["summary"]["validity"]["flags"]
+
+
+def _proc_samples(cpu_share: float, *, header: bool = True) -> list[dict[str, Any]]:
+    """As :func:`_samples`, the target metered from ``/proc`` (no cgroup total): its CPU time
+    ``cpu_share`` of a core, read as ``/proc/PID/stat`` gives it, in whole 10 ms ticks."""
+    out: list[dict[str, Any]] = [{"type": "header", "clk_tck": 100}] if header else []
+    for s in _samples(target_busy=0.5, generator_busy=0.5, target_cpu=False):
+        ticks = int(s["t_ms"] * 1000 * cpu_share) // 10_000
+        s["target"].update(proc_cpu_user_us=ticks * 10_000, proc_cpu_system_us=0)
+        out.append(s)
+    return out
+
+
+def test_cpu_below_the_meter_s_ticks_is_unresolved_not_zero() -> None:
+    # 100 qps on a server that spends 20 µs each: 4 ms in the 2 s window, under one tick.
+    s = summarize_trial(_records(answered=200, offered=200, rate=100), _proc_samples(0.002), COUNTERS, CTX)
+    assert s["meter"]["cpu_source"] == "proc" and s["target_cpu_us"] == 0
+    assert "cpu-unresolved" in s["validity"]["flags"] and s["energy_marginal_j"] is None
+    # 4 ticks in the window: still unresolved; 6 ticks: measured.
+    assert "cpu-unresolved" in _flags(_records(), _proc_samples(0.02))
+    assert "cpu-unresolved" not in _flags(_records(), _proc_samples(0.03))
+    assert "cpu-unresolved" not in _flags(_records(), _proc_samples(0.03, header=False))  # USER_HZ 100
+    # A cgroup's total has no tick: a small CPU time is measured; an idle trial measures memory.
+    assert "cpu-unresolved" not in _flags(_records(), _samples(target_busy=0.001, generator_busy=0.5))
+    assert "cpu-unresolved" not in _flags(_records(rate="once"), _proc_samples(0.0))
