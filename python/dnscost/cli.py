@@ -779,13 +779,12 @@ def parse_spec_targets(text: str) -> list[str]:
 def _report(run_dir: Path) -> Path:
     """Tables, figures and report.html of a run; prints the headline figures."""
     from dnscost.analysis import analyze, headline, write_tables
+    from dnscost.analysis.load import damage_notes
     from dnscost.report import render_report
 
     a = analyze(run_dir)
-    for t in a.trials:
-        if t.get("status") == "unreadable":  # kept in the report as such, with why
-            why = str(t.get("error") or "").removeprefix("trial.json: ")
-            print(f"dnscost: {run_dir / 'trials' / str(t.get('id')) / 'trial.json'}: {why}; left out", file=sys.stderr)
+    for line in damage_notes(run_dir, a.trials):
+        print(f"dnscost: {line}", file=sys.stderr)
     if not any(t.get("status") == "done" for t in a.trials):
         raise TargetError(f"{run_dir}: no trial of this run finished, so there is nothing to report")
     write_tables(a, run_dir / "tables")
@@ -969,6 +968,7 @@ def cmd_compare(a: argparse.Namespace) -> int:
             "run_b": str(c.run_b),
             "machine_differences": c.machine_differences,
             "target_differences": c.target_differences,
+            "notes": c.notes,
             "rows": [r.as_dict() for r in c.rows],
         }
         print(json.dumps(doc, indent=1))

@@ -15,6 +15,11 @@ repetitions with their min..max range; the difference is *significant* when the 
 more than the two half-ranges together, and unknown (None) with fewer than two repetitions on a
 side. Fitted metrics (memory per connection, cost-model terms) are given with their 95 %
 intervals; the difference is significant when the intervals do not overlap.
+
+A side that is not a finished run (still ``running``, ``interrupted``, ``incomplete``, ``failed``)
+gets a note saying how many of its trials are done, and a trial whose record is damaged one naming
+the file (:func:`dnscost.analysis.load.damage_notes`). Two runs with no figure measured in both
+are refused (:class:`NothingInCommon`).
 """
 
 from __future__ import annotations
@@ -26,12 +31,12 @@ from pathlib import Path
 from typing import Any
 
 from dnscost.analysis import Analysis, analyze
-from dnscost.analysis.load import run_network
+from dnscost.analysis.load import damage_notes, run_network
 from dnscost.analysis.stats import median
 from dnscost.analysis.tables import CELL, JOULES_PER_KWH, REFERENCE_QPS, SECONDS_PER_DAY
 from dnscost.errors import UsageError
 
-__all__ = ["CompareRow", "Comparison", "compare", "incompatibilities"]
+__all__ = ["CompareRow", "Comparison", "NothingInCommon", "compare", "incompatibilities"]
 
 Row = dict[str, Any]
 
@@ -110,10 +115,12 @@ class Comparison:
     target_differences: list[str] = field(default_factory=list)
     """One line per target compared across versions or places (A's and B's name and version)."""
     rows: list[CompareRow] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    """One line per side that is not a finished run, and per trial whose record is damaged."""
 
     def render(self) -> str:
         """A readable text table, one section per source table."""
-        lines = [f"A: {self.run_a} ({self.id_a})", f"B: {self.run_b} ({self.id_b})"]
+        lines = [f"A: {self.run_a} ({self.id_a})", f"B: {self.run_b} ({self.id_b})", *self.notes]
         if self.machine_differences:
             lines.append(
                 "WARNING: compared across machines or set-ups (forced): " + "; ".join(self.machine_differences)
@@ -339,10 +346,28 @@ def compare_analyses(a: Analysis, b: Analysis) -> list[CompareRow]:
     return rows
 
 
+class NothingInCommon(UsageError):
+    """The two runs have no figure measured in both (no cell in common, or a side with no
+    finished trial): there is nothing to compare."""
+
+
+def side_notes(side: str, run_dir: Path, a: Analysis) -> list[str]:
+    """What a reader of a comparison must know about one side: the run is not finished (its
+    status and how many of its trials are done), and which trials' records are damaged."""
+    status = str(a.run.get("status") or "?")
+    notes = []
+    if status != "done":
+        done = sum(t.get("status") == "done" for t in a.trials)
+        state = "failed" if status == "failed" else f"is {status}"
+        notes.append(f"{side} {state}: {done} of {len(a.trials)} trials done")
+    return notes + [f"{side}: {line}" for line in damage_notes(run_dir, a.trials)]
+
+
 def compare(run_a: Path, run_b: Path, *, force: bool = False) -> Comparison:
     """Analyses both runs and compares every metric they share. Raises
     :class:`dnscost.errors.UsageError` when a directory holds no run, or when the machines are
-    incompatible (see :func:`incompatibilities`) and ``force`` is false."""
+    incompatible (see :func:`incompatibilities`) and ``force`` is false, and
+    :class:`NothingInCommon` when no figure is measured in both."""
     a, b = analyze(run_a), analyze(run_b)
     differences = incompatibilities(a.run.get("machine") or {}, b.run.get("machine") or {})
     net_a, net_b = run_network(a.run), run_network(b.run)
@@ -353,6 +378,11 @@ def compare(run_a: Path, run_b: Path, *, force: bool = False) -> Comparison:
             f"{run_a} and {run_b} were measured on incompatible machines or set-ups ({'; '.join(differences)}): "
             "pass --force to compare them anyway"
         )
+    notes = side_notes("A", run_a, a) + side_notes("B", run_b, b)
+    rows = compare_analyses(a, b)
+    if not any(r.a is not None and r.b is not None for r in rows):
+        why = "".join(f"; {n}" for n in notes if " trials done" in n)
+        raise NothingInCommon(f"{run_a} and {run_b} have no figure measured in both (no cell in common{why})")
     return Comparison(
         run_a=run_a,
         run_b=run_b,
@@ -360,5 +390,6 @@ def compare(run_a: Path, run_b: Path, *, force: bool = False) -> Comparison:
         id_b=str(b.run.get("run_id", run_b.name)),
         machine_differences=differences,
         target_differences=target_pairs(a, b)[2],
-        rows=compare_analyses(a, b),
+        rows=rows,
+        notes=notes,
     )

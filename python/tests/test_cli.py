@@ -199,7 +199,8 @@ def test_a_trial_json_of_the_wrong_shape_is_unreadable_as_broken_json_is(
     assert main(["report", str(run_dir)]) == 4  # nothing finished, so nothing to report
     err = capsys.readouterr().err.splitlines()
     assert err[0] == f"dnscost: {trial}: {says}; left out" and len(err) == 2, err
-    assert main(["compare", str(_stored_run(tmp_path / "good")), str(run_dir), "--json"]) == 0
+    # Nothing finished on either side: nothing to compare, said in one line (exit 2).
+    assert main(["compare", str(_stored_run(tmp_path / "good")), str(run_dir), "--json"]) == 2
     # run --resume counts its trials by their records: a record of the wrong shape is none.
     assert read_record(trial.parent) is None
     run = Run(run_dir, json.loads((run_dir / "run.json").read_text()))

@@ -17,10 +17,12 @@ from dnscost.results import json_kind, run_problem
 from dnscost.validity import flags_from_conditions
 
 __all__ = [
+    "damage_notes",
     "is_valid",
     "load_run",
     "read_run",
     "read_trial",
+    "recompute",
     "record_files",
     "run_network",
     "trial_problem",
@@ -32,16 +34,21 @@ def load_run(run_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The run's record and one trial document per entry of its plan, in plan order.
 
     A trial without a readable trial.json becomes its plan entry with ``status`` taken from
-    run.json's ``trials`` (``"missing"`` when it has none) and ``error`` saying why.
+    run.json's ``trials`` (``"missing"`` when it has none, or when run.json says ``done``: a
+    finished trial's record is gone) and ``error`` saying why. A finished trial whose raw records
+    are damaged (:func:`recompute`) keeps its stored summary and gets ``records_problem`` saying
+    which file and how.
     """
     run = read_run(run_dir)
     statuses: dict[str, Any] = run["trials"] if isinstance(run.get("trials"), dict) else {}
     trials = []
     for entry in run["plan"]:
         doc = read_trial(run_dir, entry, statuses.get(entry.get("id"), {}))
-        summary = resummarize(run_dir / "trials" / str(entry.get("id")), doc)
+        summary, problem = recompute(run_dir / "trials" / str(entry.get("id")), doc)
         if summary is not None:
             doc["summary"] = summary
+        if problem is not None:
+            doc["records_problem"] = problem
         trials.append(doc)
     return run, trials
 
@@ -72,7 +79,10 @@ def read_trial(run_dir: Path, entry: dict[str, Any], status: dict[str, Any]) -> 
     try:
         doc: dict[str, Any] = json.loads(path.read_text())
     except FileNotFoundError:
-        return {**entry, "status": status.get("status", "missing"), "error": status.get("error") or "no trial.json"}
+        recorded = status.get("status", "missing")
+        if recorded == "done":  # run.json says it finished: its record is gone
+            return {**entry, "status": "missing", "error": "trial.json is missing (run.json says the trial finished)"}
+        return {**entry, "status": recorded, "error": status.get("error") or "no trial.json"}
     except (OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
         return {**entry, "status": "unreadable", "error": f"trial.json: {e}"}
     problem = trial_problem(doc)
@@ -123,30 +133,92 @@ def _cluster(doc: dict[str, Any]) -> bool:
 
 def resummarize(trial_dir: Path, doc: dict[str, Any]) -> dict[str, Any] | None:
     """The summary of a finished load or idle trial computed again from its raw records, or
-    None when they are not all stored (the stored summary then stands)."""
+    None when they are not all stored, or damaged (the stored summary then stands; :func:`recompute`
+    says why)."""
+    return recompute(trial_dir, doc)[0]
+
+
+def recompute(trial_dir: Path, doc: dict[str, Any]) -> tuple[dict[str, Any] | None, str | None]:
+    """The summary of a finished load or idle trial computed again from its raw records
+    (:func:`record_files`), and what is wrong with them: ``(summary, None)``, or ``(None,
+    problem)`` when a record file is missing, empty, cut short (the engine's last record is not
+    its summary) or holds a line that is not JSON, naming the file; ``(None, None)`` for a trial
+    whose stored summary stands by design (a search, a failed trial, one without counters)."""
     files = record_files(doc)
     if not files:
-        return None
-    from dnscost.results import read_records
+        return None, None
     from dnscost.trial_summary import CounterDelta, SummaryContext, summarize_trial
 
     *engines, meter = files
+    parts = []
+    for name in engines:
+        records, problem = _checked_records(trial_dir, name, engine=True)
+        if problem is not None:
+            return None, problem
+        parts.append(records)
+    samples, problem = _checked_records(trial_dir, meter, engine=False)
+    if problem is not None:
+        return None, problem
     if _cluster(doc):
         # A cluster trial: its workers' records merged again under today's definitions.
         from dnscost.cluster.shares import merge_records
 
-        parts = [read_records(trial_dir / name) for name in engines]
-        if not all(parts):
-            return None
         records = merge_records(parts, doc["engine_config"])
     else:
-        records = read_records(trial_dir / engines[0])
-    samples = read_records(trial_dir / meter)
+        records = parts[0]
     context, counters = doc["summary_context"], doc["counters"]
-    if not records or records[-1].get("type") != "summary" or not samples:
-        return None
     counts = CounterDelta.from_counters(counters["before"], counters["after"])
-    return dict(summarize_trial(records, samples, counts, SummaryContext.from_dict(context)))
+    return dict(summarize_trial(records, samples, counts, SummaryContext.from_dict(context))), None
+
+
+def _checked_records(trial_dir: Path, name: str, *, engine: bool) -> tuple[list[dict[str, Any]], str | None]:
+    """The records of the file ``name`` of a finished trial (or of ``<name>.gz``, a kept run's),
+    and what is wrong with them, or None: missing, empty, a line that is not a JSON object (a
+    finished trial's files were written whole), or, for the engine's, no summary record last."""
+    from dnscost.results import read_lines
+
+    path = trial_dir / name
+    if not path.exists() and not path.with_name(path.name + ".gz").exists():
+        return [], f"{name} is missing"
+    lines = read_lines(path)
+    records: list[dict[str, Any]] = []
+    bad: list[int] = []
+    for k, line in enumerate(lines, 1):
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            bad.append(k)
+            continue
+        if isinstance(record, dict):
+            records.append(record)
+        else:
+            bad.append(k)
+    if not records:
+        return [], f"{name} is empty"
+    if engine and records[-1].get("type") != "summary":
+        cut = f", its line {bad[-1]} cut" if bad and bad[-1] == len(lines) else ""
+        return [], f"{name} is cut short (no summary record at its end{cut})"
+    if bad:
+        which = f"line {bad[0]}" if len(bad) == 1 else f"{len(bad)} lines, the first {bad[0]},"
+        return [], f"{name} is corrupt ({which} of {len(lines)} not a JSON record)"
+    return records, None
+
+
+def damage_notes(run_dir: Path, trials: list[dict[str, Any]]) -> list[str]:
+    """One line per trial of :func:`load_run` whose stored record is damaged, naming the file: a
+    trial.json unreadable, or missing for a trial run.json says finished (the trial is left
+    out), or raw records missing, cut short or corrupt (its stored summary is used, unchecked)."""
+    lines = []
+    for t in trials:
+        trial_dir = run_dir / "trials" / str(t.get("id"))
+        error = str(t.get("error") or "")
+        if t.get("status") == "unreadable":
+            lines.append(f"{trial_dir / 'trial.json'}: {error.removeprefix('trial.json: ')}; left out")
+        elif t.get("status") == "missing" and error.startswith("trial.json is missing"):
+            lines.append(f"{trial_dir / 'trial.json'}: missing, though run.json says the trial finished; left out")
+        if t.get("records_problem"):
+            lines.append(f"{trial_dir}/{t['records_problem']}; its stored summary is used, unchecked")
+    return lines
 
 
 def run_network(run: dict[str, Any]) -> str:
