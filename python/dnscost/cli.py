@@ -317,6 +317,7 @@ def _observe_pcap(a: argparse.Namespace) -> int:
 
 
 def cmd_observe(a: argparse.Namespace) -> int:
+    from dnscost.observe.analysis import summary_line
     from dnscost.observe.figure import write_all
     from dnscost.observe.observation import Plan, load_policies, observe, resummarise
     from dnscost.results import new_run_id
@@ -354,14 +355,7 @@ def cmd_observe(a: argparse.Namespace) -> int:
             cell = out / a.client / f"{delay:g}s-{policy}"
             print(f"observe: {a.client}, one query every {delay:g} s, {policy}, {duration_s:g} s -> {cell}", flush=True)
             plan = Plan(a.client, delay, policy, duration_s, cell, a.external_command, a.capture)
-            s = observe(plan, policies)["summary"]
-            closes = ", ".join(f"{k} {v}" for k, v in sorted(s["closes"].items()))
-            print(
-                f"  {s['connections']} connections ({s['idle_connections']} without queries), "
-                f"{s['lab_queries']} lab queries ({s['lab_names']} names) + {s['background_queries']} background, "
-                f"{s['resolutions']} resolutions ({s['resolutions_failed']} failed); closed: {closes}",
-                flush=True,
-            )
+            print(f"  {summary_line(observe(plan, policies)['summary'])}", flush=True)
     for path in write_all(out):
         print(f"observe: wrote {path}")
     return 0

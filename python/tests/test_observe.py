@@ -22,7 +22,7 @@ from dnscost.cli import main
 from dnscost.engine import engine_path
 from dnscost.errors import UsageError
 from dnscost.network import _ip
-from dnscost.observe.analysis import connections, is_lab_name, read_jsonl, summarise
+from dnscost.observe.analysis import connections, is_lab_name, load, read_jsonl, summarise, summary_line
 from dnscost.observe.lab import ETC_NETNS, Lab, remove_leftovers
 from dnscost.observe.observation import load_policies, policy_flags
 from dnscost.observe.resolve import lab_name
@@ -212,6 +212,28 @@ def test_analysis_matches_queries_to_their_connections_and_counts_background_apa
     assert (s.resolutions, s.resolutions_failed, s.resolution_ms["median"]) == (3, 1, 2.0)
     assert lab_name(7, 100_000) == "q00007.test" and lab_name(100_007, 100_000) == "q00007.test"
     assert is_lab_name(lab_name(5, 1000) + ".") and not is_lab_name("www.gstatic.com.")
+
+
+def test_a_browser_s_resolutions_are_not_timed_not_zero(tmp_path: Path) -> None:
+    """A browser's lookups are its page's: its cell has no resolutions.jsonl, and observe said
+    "0 resolutions (0 failed)" for it; a stub's loop times its resolutions."""
+    conn = {"type": "connection", "role": "server", "transport": "doh", "id": 0, "opened_us": 1_000_000,
+            "closed_us": 3_000_000, "queries": 1, "closed_by": "client", "close": "fin"}  # fmt: skip
+    query = {"type": "query", "t_us": 1_500_000, "transport": "doh", "connection": 0, "qname": "q00001.test."}
+    meta = {"client": "chromium", "delay_s": 1.0, "policy": "google", "duration_s": 5.0, "origin_unix_us": 0}
+    cell = tmp_path / "chromium" / "1s-google"
+    cell.mkdir(parents=True)
+    (cell / "connections.jsonl").write_text(json.dumps(conn) + "\n")
+    (cell / "queries.jsonl").write_text(json.dumps(query) + "\n")
+    (cell / "observation.json").write_text(json.dumps(meta))
+    s = load(cell).meta["summary"]
+    assert (s["resolutions"], s["resolutions_failed"]) == (None, None)
+    line = summary_line(s)
+    assert "resolutions not timed;" in line and "0 resolutions" not in line, line
+    (cell / "resolutions.jsonl").write_text('{"ok": true, "ms": 2.0}\n{"ok": false, "ms": 5000.0}\n')
+    assert "2 resolutions (1 failed);" in summary_line(load(cell).meta["summary"])
+    (cell / "resolutions.jsonl").write_text("")  # a loop that timed none: 0 is the count
+    assert "0 resolutions (0 failed);" in summary_line(load(cell).meta["summary"])
 
 
 def test_policies_become_serve_flags_and_a_bad_policy_file_is_one_line(tmp_path: Path) -> None:

@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
-    "Connection", "Observed", "Summary", "connections", "is_lab_name", "lab_name_of", "load", "read_jsonl", "summarise"
+    "Connection", "Observed", "Summary", "connections", "is_lab_name", "lab_name_of", "load", "read_jsonl", "summarise",
+    "summary_line",
 ]  # fmt: skip
 
 
@@ -129,8 +130,10 @@ class Summary:
     background_queries: int
     closes: dict[str, int]
     """``<side> <how>`` → connections (e.g. ``server idle``, ``client close_notify``)."""
-    resolutions: int
-    resolutions_failed: int
+    resolutions: int | None
+    """The resolution loop's resolutions; None when the cell has no ``resolutions.jsonl`` (a
+    browser's lookups are its page's, not timed by dnscost)."""
+    resolutions_failed: int | None
     resolution_ms: dict[str, float]
     """median and 99th percentile of the driver's resolution times."""
 
@@ -144,9 +147,10 @@ def _spread(values: list[float]) -> dict[str, float]:
     return {"min": min(values), "median": statistics.median(values), "max": max(values)}
 
 
-def summarise(conns: list[Connection], resolutions: list[dict[str, Any]]) -> Summary:
+def summarise(conns: list[Connection], resolutions: list[dict[str, Any]] | None) -> Summary:
+    """The observation's summary; ``resolutions`` None: none were timed (no resolution loop)."""
     used = [c for c in conns if c.lab_queries or c.background_queries]
-    times = sorted(r["ms"] for r in resolutions if r.get("ok"))
+    times = sorted(r["ms"] for r in resolutions or [] if r.get("ok"))
     p99 = times[min(len(times) - 1, int(0.99 * len(times)))] if times else float("nan")
     return Summary(
         connections=len(used),
@@ -157,8 +161,8 @@ def summarise(conns: list[Connection], resolutions: list[dict[str, Any]]) -> Sum
         lab_names=len(frozenset().union(*(c.names for c in conns))),
         background_queries=sum(c.background_queries for c in conns),
         closes=dict(Counter(f"{c.closed_by} {c.close}" for c in conns)),
-        resolutions=len(resolutions),
-        resolutions_failed=sum(1 for r in resolutions if not r.get("ok")),
+        resolutions=None if resolutions is None else len(resolutions),
+        resolutions_failed=None if resolutions is None else sum(1 for r in resolutions if not r.get("ok")),
         resolution_ms={"median": statistics.median(times), "p99": p99} if times else {},
     )
 
@@ -188,5 +192,21 @@ def load(cell: Path) -> Observed:
     conns = connections(
         read_jsonl(cell / "connections.jsonl"), read_jsonl(cell / "queries.jsonl"), origin_us=started - origin
     )
-    meta["summary"] = summarise(conns, read_jsonl(cell / "resolutions.jsonl")).as_dict()
+    timed = cell / "resolutions.jsonl"
+    meta["summary"] = summarise(conns, read_jsonl(timed) if timed.exists() else None).as_dict()
     return Observed(cell, meta, conns)
+
+
+def summary_line(s: dict[str, Any]) -> str:
+    """An observation's summary (``Summary.as_dict``) in one line, as ``dnscost observe`` prints it."""
+    closes = ", ".join(f"{k} {v}" for k, v in sorted(s["closes"].items()))
+    timed = (
+        "resolutions not timed"
+        if s.get("resolutions") is None
+        else f"{s['resolutions']} resolutions ({s['resolutions_failed']} failed)"
+    )
+    return (
+        f"{s['connections']} connections ({s['idle_connections']} without queries), "
+        f"{s['lab_queries']} lab queries ({s['lab_names']} names) + {s['background_queries']} background, "
+        f"{timed}; closed: {closes}"
+    )
