@@ -16,6 +16,7 @@ from conftest import need
 from dnscost.errors import MachineError
 from dnscost.proc import _live
 from dnscost.targets import TARGETS
+from dnscost.targets import coredns as coredns_module
 from dnscost.trial import LoadSettings, run_trial
 
 CASES = [(name, t) for name, cls in TARGETS.items() for t in cls.transports]
@@ -278,3 +279,35 @@ def test_a_port_already_taken_is_a_clear_error(tmp_path: Path) -> None:
         port = s.getsockname()[1]
         with pytest.raises(TargetError, match=r"cannot listen on udp://127\.0\.0\.1"):
             Responder(tmp_path, [f"udp://127.0.0.1:{port}"])
+
+
+@pytest.mark.resolver
+@pytest.mark.parametrize("transport", ["doh3", "doq", "doh"])
+@pytest.mark.parametrize("limit", [1, 10, 100])
+def test_in_flight_above_coredns_stream_limit_is_answered(
+    root: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, transport: str, limit: int
+) -> None:
+    """CoreDNS lets ``limit`` streams open per connection (its Corefile's max_streams, for
+    HTTP/2 and QUIC); the engine keeps twice that in flight on one connection. Every query
+    waits for stream credit instead of being lost: none times out, some waited, and CoreDNS's
+    own counters (its prometheus plugin) count exactly the answers the engine counted. One
+    query above the limit once stalled a whole DoH/3 connection (0 answered); and CoreDNS
+    gives HTTP/3 clients as many unidirectional streams as bidirectional ones, so at limit 1
+    a client that waited for credit for QPACK's optional streams never sent a request."""
+    need(installed("coredns"), "coredns is not installed")
+    monkeypatch.setattr(coredns_module, "STREAMS", limit)
+    settings = LoadSettings(
+        "coredns",
+        transport,
+        {"rate": "max", "duration_ms": 1500, "warmup_ms": 500, "timeout_ms": 2000, "connections": 1,
+         "in_flight": 2 * limit},
+        names=200,
+        baseline_s=0.2,
+    )  # fmt: skip
+    record = run_trial(settings, tmp_path)
+    assert f"max_streams {limit} " in (tmp_path / "target" / "Corefile").read_text()
+    total = json.loads((tmp_path / "engine.jsonl").read_text().splitlines()[-1])["total"]["queries"]
+    assert total["answered"] > 20 * limit and total["timed_out"] == 0, total
+    assert total["stream_waits"] > 0, total
+    v = record["summary"]["validity"]
+    assert v["target_answered"] == v["engine_answered"] > 0, v

@@ -472,7 +472,7 @@ async fn connect_quic(
         None => super::quic::Protocol::Doq,
         Some(target) => {
             let mut builder = h3::client::builder();
-            let h3 = builder.build::<_, _, bytes::Bytes>(h3_quinn::Connection::new(conn.clone()));
+            let h3 = builder.build::<_, _, bytes::Bytes>(super::h3conn::H3Connection::new(conn.clone()));
             let (mut driver, send) = h3.await.map_err(|e| (ErrorKind::Connect, format!("HTTP/3: {e}")))?;
             // The connection's control streams (SETTINGS, GOAWAY) are read here; it ends with
             // the connection.
