@@ -238,10 +238,10 @@ def generate(
     if code is None:
         raise EngineError(f"dnscost-engine did not finish within {limit_s:.0f} s and was stopped: {child.log_tail()}")
     if code != 0:
-        message = child.log_tail(1).removeprefix("dnscost-engine: ")
         if code == 2:
-            raise UsageError(message)
-        raise EngineError(f"dnscost-engine exited with code {code}: {message}")
+            raise UsageError(child.log_tail(1).removeprefix("dnscost-engine: "))
+        # "exited with code 4: no query was answered: …", "killed by signal 9 (SIGKILL)"
+        raise EngineError(f"dnscost-engine {child.last_words()}")
     records = read_records(Path(config["output"]))
     if not records or records[-1].get("type") != "summary":
         raise EngineError(f"dnscost-engine wrote no summary: {child.log_tail()}")

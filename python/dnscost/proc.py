@@ -24,7 +24,7 @@ from typing import IO
 
 from dnscost.errors import MachineError, UsageError
 
-__all__ = ["Child", "Ledger", "parse_cpus", "stop_all", "use_ledger"]
+__all__ = ["Child", "Ledger", "exit_text", "last_line", "parse_cpus", "process_state", "stop_all", "use_ledger"]
 
 _live: set[Child] = set()
 
@@ -203,6 +203,17 @@ class Child:
             return ""
         return " | ".join(text[-lines:])
 
+    def last_words(self) -> str:
+        """How the process ended, in one line: its exit code or the signal that killed it and,
+        unless a signal sent from outside killed it, the last line of its log that is not a
+        JSON record (its ``listening`` records, say), trimmed."""
+        ended = exit_text(self.popen.returncode)
+        code = self.popen.returncode
+        if code is not None and code < 0 and -code in _OUTSIDE_SIGNALS:
+            return ended  # a signal from outside: nothing the process wrote says why
+        line = last_line(self.log)
+        return f"{ended}: {line}" if line else ended
+
     def wait_for(self, ready: Callable[[], bool], timeout: float, what: str) -> None:
         """Polls ``ready`` until it is true; fails if the process exits or time runs out."""
         from dnscost.errors import TargetError
@@ -210,7 +221,7 @@ class Child:
         deadline = time.monotonic() + timeout
         while True:
             if not self.alive():
-                raise TargetError(f"{self.name} exited (code {self.popen.returncode}) {what}: {self.log_tail()}")
+                raise TargetError(f"{self.name} ended {what}: {self.last_words()}")
             try:
                 if ready():
                     return
@@ -225,6 +236,9 @@ class Child:
         if self.alive():
             try:
                 self.popen.send_signal(signal.SIGTERM)
+                # A stopped process (SIGSTOP) takes SIGTERM only once continued.
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self.popen.pid, signal.SIGCONT)
                 self.popen.wait(timeout)
             except subprocess.TimeoutExpired:
                 with contextlib.suppress(ProcessLookupError):
@@ -234,6 +248,49 @@ class Child:
         if not self._log_file.closed:
             self._log_file.close()
         return self.popen.returncode
+
+
+_OUTSIDE_SIGNALS = {signal.SIGKILL, signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT}
+"""Signals a process is sent by others (a user, the OOM killer, a supervisor): its log does not
+say why it got them."""
+
+
+def exit_text(code: int | None) -> str:
+    """``exited with code 3``, ``killed by signal 9 (SIGKILL)``, or ``still running``."""
+    if code is None:
+        return "still running"
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            return f"killed by signal {-code}"
+        return f"killed by signal {-code} ({name})"
+    return f"exited with code {code}"
+
+
+def last_line(log: Path, width: int = 200) -> str:
+    """The last line of ``log`` that is neither empty nor a JSON record, at most ``width``
+    characters ("" if none)."""
+    try:
+        lines = log.read_text(errors="replace").splitlines()
+    except OSError:
+        return ""
+    for line in reversed(lines):
+        text = line.strip().removeprefix("dnscost-engine: ")
+        if text and not text.startswith("{"):
+            return text if len(text) <= width else text[: width - 1] + "…"
+    return ""
+
+
+def process_state(pid: int) -> str | None:
+    """The state letter of ``/proc/PID/stat`` (R, S, D, T stopped, t traced, Z, ...), None
+    when there is no such process."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat.rpartition(")")[2].split()
+    return fields[0] if fields else None
 
 
 def stop_all() -> None:

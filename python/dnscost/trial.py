@@ -551,6 +551,6 @@ def describe_failure(e: BaseException, bed: Testbed | None) -> str:
     """One line for a trial that did not finish, with the target's last words if it died."""
     text = str(e) or type(e).__name__
     target = bed.target if bed is not None else None
-    if target is not None and target.child is not None and not target.alive():
-        text = f"{text} ({target.name} exited: {target.child.log_tail()})"
+    if target is not None and target.child is not None and not target.child.alive() and " died: " not in text:
+        text = f"{text} ({target.name} died: {target.child.last_words()})"
     return text

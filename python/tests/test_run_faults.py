@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import need
@@ -302,6 +303,54 @@ def test_a_dead_target_stops_the_engine_at_once(root: None, tmp_path: Path) -> N
     # before the 30 s it was asked to run.
     assert records[-1]["type"] == "summary" and records[-1]["interrupted"] is True
     assert sum(r["type"] == "interval" for r in records) < 15
+    # One line: how it died, not its listening records.
+    assert err == "dnscost: builtin died: killed by signal 9 (SIGKILL)\n", err
+
+
+def _children(run_dir: Path, name: str) -> list[dict[str, Any]]:
+    lines = (run_dir / "children.jsonl").read_text().splitlines()
+    return [c for c in map(json.loads, lines) if c.get("name") == name and "pid" in c]
+
+
+def test_a_killed_engine_is_named_with_its_signal(root: None, tmp_path: Path) -> None:
+    p = subprocess.Popen(
+        [*DNSCOST, "load", "--target", "builtin", "--transport", "udp", "--rate", "500", "--duration", "30s",
+         "--warmup", "0", "--names", "100", "--output", "out"],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    _wait_for(tmp_path / "out", "trials/*/engine.jsonl")
+    os.kill(_children(tmp_path / "out", "engine")[-1]["pid"], signal.SIGKILL)
+    _, err = p.communicate(timeout=60)
+    assert p.returncode != 0
+    assert err == "dnscost: dnscost-engine killed by signal 9 (SIGKILL)\n", err
+
+
+def test_a_stopped_target_fails_its_trial_and_is_not_reused(root: None, tmp_path: Path) -> None:
+    """SIGSTOP of the target during the first trial: that trial fails saying the target is
+    stopped (not generator-bound, not loss), the stopped process is killed (as /proc shows) and
+    the next trial runs on a fresh target."""
+    (tmp_path / "tiny.toml").write_text(TINY)
+    p = subprocess.Popen(
+        [*DNSCOST, "run", "tiny.toml", "--output", "out", "--no-report"],
+        cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        first = _wait_for(tmp_path / "out", "trials/*/engine.jsonl").parent
+        target = _children(tmp_path / "out", "builtin")[-1]
+        os.kill(target["pid"], signal.SIGSTOP)
+        _, err = p.communicate(timeout=120)
+    finally:
+        if start_time(target["pid"]) == target["start_time"]:
+            os.kill(target["pid"], signal.SIGKILL)  # only if dnscost left it: the test's failure
+    assert start_time(target["pid"]) != target["start_time"], "the stopped target was left running"
+    trials = {t["id"]: t for t in _trials(tmp_path / "out")}
+    stopped = trials.pop(first.name)
+    assert stopped["status"] == "failed", stopped
+    assert str(stopped["error"]).startswith(f"builtin is stopped (PID {target['pid']} in state T"), stopped["error"]
+    assert f"failed: builtin is stopped (PID {target['pid']}" in err
+    (other,) = trials.values()
+    assert other["status"] == "done", other.get("error")
+    assert stopped["bed"] == "beds/builtin-1" and other["bed"] == "beds/builtin-2"  # a fresh target
 
 
 def test_a_generator_on_a_busy_core_is_flagged(root: None, tmp_path: Path) -> None:

@@ -117,7 +117,7 @@ class NamespaceCluster:
         """Raises MachineError when the scheduler or a worker has exited."""
         for c in self.children:
             if not c.alive():
-                raise MachineError(f"{c.name} exited (code {c.popen.returncode}): {c.log_tail()}")
+                raise MachineError(f"{c.name} ended: {c.last_words()}")
 
     def stop(self) -> None:
         """Stops the workers, then the scheduler (by PID), then removes the hosts. Safe twice."""

@@ -25,7 +25,7 @@ from dnscost.certs import TlsFiles
 from dnscost.cgroup import Cgroup
 from dnscost.engine import TLS_TRANSPORTS, Endpoint, engine_path
 from dnscost.errors import MachineError, TargetError, UsageError
-from dnscost.proc import Child
+from dnscost.proc import Child, process_state
 from dnscost.results import read_records
 from dnscost.targets._util import find_binary, version_of
 from dnscost.targets.place import Host, Place
@@ -318,11 +318,22 @@ class Target(ABC):
         return Probe(False, reason or "no answer", bool(kinds & DEFINITE_FAILURES))
 
     def alive(self) -> bool:
-        return self.child is not None and self.child.alive()
+        """Running and able to answer: not exited, and not stopped (:meth:`stopped`)."""
+        return self.child is not None and self.child.alive() and not self.stopped()
+
+    def stopped(self) -> list[int]:
+        """The target's processes that are stopped (``/proc/PID/stat`` state T, by SIGSTOP, or
+        t, traced): they answer nothing until continued."""
+        pids = self.meter_pids() or ([self.child.pid] if self.child is not None else [])
+        return [pid for pid in pids if process_state(pid) in ("T", "t")]
 
     def check_alive(self) -> None:
+        """Raises :class:`TargetError` if the target died or was stopped (the trial's watchdog
+        calls it every 200 ms, and once after the load)."""
         if self.child is not None and not self.child.alive():
-            raise TargetError(f"{self.name} died (code {self.child.popen.returncode}): {self.child.log_tail()}")
+            raise TargetError(f"{self.name} died: {self.child.last_words()}")
+        if stopped := self.stopped():
+            raise TargetError(stopped_text(self.name, stopped))
 
     def stop(self) -> None:
         """Stops the server (by PID) and removes its cgroup. Safe to call twice."""
@@ -339,6 +350,15 @@ class Target(ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def stopped_text(name: str, pids: Sequence[int]) -> str:
+    """One line for a target whose processes are stopped."""
+    which = ", ".join(str(p) for p in pids)
+    return (
+        f"{name} is stopped (PID {which} in state T: SIGSTOP or a debugger), so it answers nothing: "
+        "the trial is not measured"
+    )
 
 
 def read_engine_summary(path: Path) -> dict[str, object] | None:

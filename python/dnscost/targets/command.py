@@ -159,7 +159,7 @@ def cmd_start(a: argparse.Namespace) -> int:
             flush=True,
         )
         print(f"{target.token} is running; Ctrl-C stops it", file=sys.stderr, flush=True)
-        while target.alive():
+        while target.child is not None and target.child.alive():  # a stopped target is waited for
             time.sleep(0.5)
         target.check_alive()
     except KeyboardInterrupt:

@@ -23,7 +23,7 @@ from dnscost.certs import TlsFiles
 from dnscost.cgroup import Cgroup, find_mounts
 from dnscost.engine import TLS_TRANSPORTS, TRANSPORTS, Endpoint
 from dnscost.errors import TargetError, UsageError
-from dnscost.targets.base import Counters, Target
+from dnscost.targets.base import Counters, Target, stopped_text
 
 __all__ = ["EXTERNAL", "SCHEMES", "ExternalSettings", "ExternalTarget", "parse_endpoint", "resolve_external"]
 
@@ -242,12 +242,14 @@ class ExternalTarget(Target):
                 time.sleep(0.2)
 
     def alive(self) -> bool:
-        return bool(self.meter_pids())
+        return bool(self.meter_pids()) and not self.stopped()
 
     def check_alive(self) -> None:
-        if not self.alive():
+        if not self.meter_pids():
             what = f"PID {self.settings.pid}" if self.settings.pid is not None else f"cgroup {self.settings.cgroup}"
             raise TargetError(f"external target gone: {what} has no process")
+        if stopped := self.stopped():
+            raise TargetError(stopped_text("external target", stopped))
 
     def stop(self) -> None:
         """Stops nothing: the server is the operator's."""
