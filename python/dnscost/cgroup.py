@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,15 +22,20 @@ __all__ = [
     "CpuTime",
     "MemoryUsage",
     "Mounts",
+    "cgroup_name",
     "find_mounts",
     "parse_flat_keyed",
     "parse_mountinfo",
     "parse_percpu",
     "parse_proc_cgroup",
+    "remove_orphans",
     "tasks_percpu_file",
 ]
 
 V1_CONTROLLERS = ("cpuacct", "memory")
+
+_NAME = re.compile(r"dnscost-.+-pid(\d+)-(\d+)-[0-9a-f]+$")
+"""A cgroup made by :func:`cgroup_name`: its creator's PID and start time."""
 
 
 @dataclass(frozen=True)
@@ -254,3 +260,58 @@ class Cgroup:
                     if time.monotonic() > deadline:
                         break
                     time.sleep(0.05)
+
+
+def cgroup_name(kind: str, serial: int) -> str:
+    """A name for a cgroup this process makes, ``dnscost-KIND-pidPID-START-SERIAL``, which says
+    who made it (:func:`dnscost.proc.owner_tag`), so that :func:`remove_orphans` can tell when
+    its maker is gone."""
+    from dnscost.proc import owner_tag
+
+    return f"dnscost-{kind}-{owner_tag()}-{serial:x}"
+
+
+def remove_orphans(mounts: Mounts | None = None, depth: int = 6) -> list[str]:
+    """Removes the cgroups named by :func:`cgroup_name` whose creator no longer runs and that
+    hold no process (a ``dnscost load`` or ``target start`` killed by SIGKILL leaves its
+    target's, in every hierarchy). Searches each hierarchy dnscost uses, ``depth`` levels
+    down. Returns one line per cgroup removed (its directories in every hierarchy), and per
+    orphan that still holds a process (left: nothing of a live run is ever removed)."""
+    from dnscost.proc import owner_gone
+
+    m = mounts or find_mounts()
+    roots = [m.v1[c] for c in V1_CONTROLLERS if c in m.v1] if m.version == 1 else [m.unified] if m.unified else []
+    removed: dict[str, list[Path]] = {}
+    held: dict[str, set[str]] = {}
+    for root in roots:
+        base = len(root.parts)
+        for top, dirs, _ in os.walk(root):
+            here = Path(top)
+            if len(here.parts) - base >= depth:
+                dirs.clear()
+            for d in list(dirs):
+                found = _NAME.match(d)
+                if found is None:
+                    continue
+                dirs.remove(d)  # never inside one of ours
+                if owner_gone(d) is None:
+                    continue  # its creator runs: a live run's
+                path = here / d
+                try:
+                    tasks = (path / "cgroup.procs").read_text().split()
+                except OSError:
+                    continue
+                if tasks:
+                    held.setdefault(d, set()).update(tasks)
+                    continue
+                with contextlib.suppress(OSError):
+                    path.rmdir()
+                    removed.setdefault(d, []).append(path)
+    lines = []
+    for name, paths in removed.items():
+        pid = _NAME.match(name).group(1)  # type: ignore[union-attr]
+        lines.append(f"removed cgroup {name} ({', '.join(str(p.parent) for p in paths)}), left by PID {pid}, gone")
+    for name, pids in held.items():
+        pid = _NAME.match(name).group(1)  # type: ignore[union-attr]
+        lines.append(f"left cgroup {name}: its creator PID {pid} is gone, but it holds PID {' '.join(sorted(pids))}")
+    return lines

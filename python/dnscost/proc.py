@@ -15,8 +15,11 @@ import contextlib
 import ctypes
 import json
 import os
+import re
+import shutil
 import signal
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -24,7 +27,19 @@ from typing import IO
 
 from dnscost.errors import MachineError, UsageError
 
-__all__ = ["Child", "Ledger", "exit_text", "last_line", "parse_cpus", "process_state", "stop_all", "use_ledger"]
+__all__ = [
+    "Child",
+    "Ledger",
+    "exit_text",
+    "last_line",
+    "owner_gone",
+    "owner_tag",
+    "parse_cpus",
+    "process_state",
+    "remove_orphan_dirs",
+    "stop_all",
+    "use_ledger",
+]
 
 _live: set[Child] = set()
 
@@ -42,6 +57,41 @@ def start_time(pid: int) -> int | None:
     except OSError:
         return None
     return int(text.rpartition(")")[2].split()[19])
+
+
+OWNED = re.compile(r"dnscost-.+-pid(\d+)-(\d+)-")
+"""A name made with :func:`owner_tag`: its owner's PID and start time."""
+
+
+def owner_tag() -> str:
+    """``pidPID-START`` of this process, put in the names of what it leaves on the machine (its
+    targets' cgroups, a cluster worker's directory) so that a later dnscost can tell when their
+    owner is gone (:func:`owner_gone`): the start time tells it from a later process reusing
+    the PID."""
+    pid = os.getpid()
+    return f"pid{pid}-{start_time(pid) or 0}"
+
+
+def owner_gone(name: str) -> int | None:
+    """The owner's PID when ``name`` carries an :func:`owner_tag` whose process no longer runs;
+    None when it runs, or when the name carries no tag (never judged)."""
+    found = OWNED.match(name)
+    if found is None or start_time(int(found.group(1))) == int(found.group(2)):
+        return None
+    return int(found.group(1))
+
+
+def remove_orphan_dirs(parent: Path | None = None) -> list[str]:
+    """Removes the directories ``dnscost-*-pidPID-START-*`` under ``parent`` (the temporary
+    directory) whose owner is gone: a cluster worker's, when a SIGKILL of ``dnscost load``
+    took the worker with it. One line per directory removed."""
+    lines = []
+    for path in sorted((parent or Path(tempfile.gettempdir())).glob("dnscost-*")):
+        pid = owner_gone(path.name)
+        if pid is not None and path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+            lines.append(f"removed {path}, left by PID {pid}, gone")
+    return lines
 
 
 class Ledger:

@@ -1,12 +1,17 @@
 from __future__ import annotations
 
+import json
 import os
+import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 from conftest import need
 from dnscost.cgroup import (
     Cgroup,
+    find_mounts,
     parse_flat_keyed,
     parse_mountinfo,
     parse_percpu,
@@ -123,3 +128,74 @@ def test_stop_kills_a_child_that_ignores_sigterm(tmp_path: Path) -> None:
     started = time.monotonic()
     child.stop(timeout=0.5)
     assert not child.alive() and time.monotonic() - started < 3
+
+
+def _start_target(workdir: Path) -> tuple[subprocess.Popen[str], int]:
+    """``dnscost target start builtin``, once it serves; returns it and the target's PID."""
+    p = subprocess.Popen(
+        [sys.executable, "-m", "dnscost.cli", "target", "start", "builtin", "--names", "100", "--dir", str(workdir)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert p.stdout is not None
+    lines: list[str] = []
+    while not lines or lines[-1] != "}":
+        line = p.stdout.readline()
+        assert line, p.stderr.read() if p.stderr else ""
+        lines.append(line.rstrip("\n"))
+    return p, int(json.loads("\n".join(lines))["pid"])
+
+
+def _cgroup_dirs(pid: int) -> list[Path]:
+    """Where the kernel says ``pid`` is, in the hierarchies dnscost uses."""
+    mounts = find_mounts()
+    paths = parse_proc_cgroup(Path(f"/proc/{pid}/cgroup").read_text())
+    if mounts.version == 1:
+        return [mounts.v1[c] / paths[c].lstrip("/") for c in ("cpuacct", "memory")]
+    assert mounts.unified is not None
+    return [mounts.unified / paths[""].lstrip("/")]
+
+
+def test_what_a_killed_dnscost_left_is_removed_by_the_next(root: None, tmp_path: Path) -> None:
+    """kill -9 of ``dnscost target start`` leaves its target's cgroups (and a killed cluster
+    worker its directory); the next ``target start`` removes them, one line each, and leaves
+    those of a dnscost still running."""
+    live, live_pid = _start_target(tmp_path / "live")
+    killed, killed_pid = _start_target(tmp_path / "killed")
+    worker = subprocess.Popen(
+        [sys.executable, "-c", "import tempfile\nfrom dnscost.proc import owner_tag\n"
+         "print(tempfile.mkdtemp(prefix=f'dnscost-w1-{owner_tag()}-'), flush=True)\nimport time\ntime.sleep(60)"],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert worker.stdout is not None
+        workdir = Path(worker.stdout.readline().strip())
+        left, kept = _cgroup_dirs(killed_pid), _cgroup_dirs(live_pid)
+        assert all(d.name.startswith("dnscost-builtin-") for d in left + kept) and set(left).isdisjoint(kept)
+        for p in (killed, worker):
+            p.kill()  # SIGKILL: nothing of dnscost runs to clean up
+            p.wait()
+        deadline = time.monotonic() + 10
+        while Path(f"/proc/{killed_pid}").exists() and time.monotonic() < deadline:
+            time.sleep(0.1)  # the target dies with dnscost (PR_SET_PDEATHSIG)
+        assert not Path(f"/proc/{killed_pid}").exists()
+        assert all(d.is_dir() for d in left) and workdir.is_dir()  # what the defect left
+        nxt, _ = _start_target(tmp_path / "next")
+        nxt.send_signal(signal.SIGINT)
+        _, err = nxt.communicate(timeout=30)
+        assert not any(d.exists() for d in left) and not workdir.exists()
+        assert all(d.is_dir() for d in kept) and Path(f"/proc/{live_pid}").exists()
+        said = [line for line in err.splitlines() if line.startswith("dnscost: removed ")]
+        assert f"dnscost: removed {workdir}, left by PID {worker.pid}, gone" in said
+        (line,) = [s for s in said if "cgroup" in s]
+        assert line.startswith(f"dnscost: removed cgroup {left[0].name} (") and line.endswith(
+            f"), left by PID {killed.pid}, gone"
+        )
+    finally:
+        for p in (killed, worker):
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        live.send_signal(signal.SIGINT)
+        live.wait(30)

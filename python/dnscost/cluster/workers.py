@@ -200,8 +200,10 @@ def run_share(
     from distributed import get_worker
 
     from dnscost.engine import generate
+    from dnscost.proc import owner_tag
 
-    workdir = Path(tempfile.mkdtemp(prefix=f"dnscost-{label}-"))
+    # Named by its owner (this worker): a later dnscost removes it if a SIGKILL took us.
+    workdir = Path(tempfile.mkdtemp(prefix=f"dnscost-{label}-{owner_tag()}-"))
     try:
         cpus = sorted(os.sched_getaffinity(0))
         sources = _sources()

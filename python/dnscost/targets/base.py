@@ -15,6 +15,7 @@ import random
 import re
 import socket
 import subprocess
+import sys
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -22,10 +23,10 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from dnscost.certs import TlsFiles
-from dnscost.cgroup import Cgroup
+from dnscost.cgroup import Cgroup, cgroup_name, remove_orphans
 from dnscost.engine import TLS_TRANSPORTS, Endpoint, engine_path
 from dnscost.errors import MachineError, TargetError, UsageError
-from dnscost.proc import Child, process_state
+from dnscost.proc import Child, process_state, remove_orphan_dirs
 from dnscost.results import read_records
 from dnscost.targets._util import find_binary, version_of
 from dnscost.targets.place import Host, Place
@@ -230,7 +231,9 @@ class Target(ABC):
         self.workdir.mkdir(parents=True, exist_ok=True)
         argv = self.command(self.configure())
         extra = self.environment()
-        self.cgroup = Cgroup.create(f"dnscost-{self.name}-{id(self):x}")
+        for line in remove_orphans() + remove_orphan_dirs():  # what a killed dnscost left
+            print(f"dnscost: {line}", file=sys.stderr, flush=True)
+        self.cgroup = Cgroup.create(cgroup_name(self.name, id(self)))
         try:
             self.child = Child(
                 self.name,
