@@ -219,10 +219,65 @@ def test_knot_tcp_finding() -> None:
         "5.7.5 TCP": "knot-resolver-trixie-tcp",
         "5.7.5 DoT": "knot-resolver-trixie-dot",
     }
+    per = {}
     for label, name in stats.items():
-        q = per_query(name)
+        q = per[label] = per_query(name)
         ctl = q.get("syscalls:sys_enter_epoll_ctl", 0.0)
         writes = q.get("syscalls:sys_enter_write", 0.0) + q.get("syscalls:sys_enter_writev", 0.0)
         row = f"| {label} | {q['page-faults']:.2f} | {f'{ctl:.2f}' if ctl else '0'} | "
         row += f"{q['syscalls:sys_enter_read']:.2f} | {writes:.2f} |"
         assert row in text, row
+    # docs/study.md's summary of the table, its counts rounded to words.
+    words = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five"}
+    tcp = per["5.6.0 TCP"]
+    faults, ctl = round(tcp["page-faults"]), round(tcp["syscalls:sys_enter_epoll_ctl"])
+    _says(
+        "study.md",
+        f"the kernel counts about {words[faults]} page faults and {words[ctl]} `epoll_ctl` per TCP query in 5.6.0, "
+        "none on its DoT or on 5.7.5's TCP",
+    )
+    for label in ("5.6.0 DoT", "5.7.5 TCP"):
+        q = per[label]
+        assert round(q["page-faults"], 2) == 0 and not q.get("syscalls:sys_enter_epoll_ctl"), (label, q)
+
+
+def doh3_stream_limit_rows() -> list[str]:
+    """docs/findings/doh3-stream-limit.md's table, from its kept runs: per in-flight, answered
+    qps (min, median, max of 3), answers counted by the engine and by CoreDNS's prometheus
+    counters (summed), queries timed out, the median share of sent queries that waited for
+    stream credit, the median p50 latency, and how many trials were valid."""
+    import gzip
+    import json
+    from statistics import median
+
+    root = ROOT / "docs" / "findings" / "doh3-stream-limit"
+    rows = []
+    for n in (500, 1000, 2000):
+        qps, engine, target, timed_out, waited, p50, valid = [], 0, 0, 0, [], [], 0
+        for r in (1, 2, 3):
+            trial = root / f"if{n}-r{r}" / "trials" / "load-coredns-doh3"
+            s = json.loads((trial / "trial.json").read_text())["summary"]
+            last = gzip.decompress((trial / "engine.jsonl.gz").read_bytes()).decode().splitlines()[-1]
+            q = json.loads(last)["measured"]["queries"]
+            qps.append(_f(s["answered_qps"]))
+            engine += s["validity"]["engine_answered"]
+            target += s["validity"]["target_answered"]
+            timed_out += q["timed_out"]
+            waited.append(q.get("stream_waits", 0) / q["sent"])
+            p50.append(s["latency_us"]["p50_us"] / 1000)
+            valid += bool(s["validity"]["valid"])
+        low, mid, high = sorted(qps)
+        rows.append(
+            f"| {n:,} | {mid:,.0f} ({low:,.0f} to {high:,.0f}) | {engine:,} | {target:,} | {timed_out} "
+            f"| {100 * median(waited):.0f} % | {median(p50):.0f} | {valid} of 3 |"
+        )
+    return rows
+
+
+def test_doh3_stream_limit_finding() -> None:
+    """docs/findings/doh3-stream-limit.md: the table and that CoreDNS counted every answer."""
+    text = (ROOT / "docs" / "findings" / "doh3-stream-limit.md").read_text(encoding="utf-8")
+    for row in doh3_stream_limit_rows():
+        assert row in text, row
+        cells = row.split(" | ")
+        assert cells[2] == cells[3] and cells[4] == "0", row  # engine = CoreDNS, none timed out
