@@ -8,6 +8,7 @@ roots live, :mod:`dnscost.targets.roots`; ``--roots`` overrides it).
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import os
 import signal
@@ -15,7 +16,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dnscost import __version__
 from dnscost.certs import DEFAULT_KEY_TYPE, KEY_TYPES
@@ -29,6 +30,9 @@ from dnscost.network import DEFAULT_NETWORK, NETWORKS, check_network
 from dnscost.targets.command import add_parser as add_target_parser
 from dnscost.targets.command import add_roots_option
 from dnscost.targets.place import label_of
+
+if TYPE_CHECKING:
+    from dnscost.results import Run
 
 __all__ = ["main"]
 
@@ -679,6 +683,10 @@ def cmd_run(a: argparse.Namespace) -> int:
             cluster=cluster,
         )
     except BaseException as e:
+        failed_write = write_failure(e, run.dir)
+        if failed_write is not None:
+            stop_on_write_failure(run, failed_write, a.command)
+            return 1
         run.finish("interrupted" if isinstance(e, KeyboardInterrupt) else "failed")
         if isinstance(e, KeyboardInterrupt):
             print(f"dnscost: resume with: dnscost {a.command} --resume {run.dir}", file=sys.stderr)
@@ -700,6 +708,55 @@ def cmd_run(a: argparse.Namespace) -> int:
     else:
         print(f"results: {run.dir}")
     return 0 if complete else 4
+
+
+WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG})
+"""Errors of a write that stop a run wherever they are met: the disk is full or read-only."""
+
+
+def write_failure(e: BaseException, run_dir: Path) -> OSError | None:
+    """The write that stopped a run, when ``e`` is one: an :class:`OSError` on a file of the run
+    directory or a full or read-only disk (:data:`WRITE_ERRNOS`). A failed write is often
+    followed by another (the trial's record written on the way out): the first is the cause,
+    named by the first of the chain that names a file with the same error (a failed ``write``
+    names none). None for any other exception."""
+    chain: list[OSError] = []
+    x: BaseException | None = e
+    while isinstance(x, OSError) and x not in chain:
+        chain.append(x)
+        x = x.__cause__ or (None if x.__suppress_context__ else x.__context__)
+    chain.reverse()  # in the order raised
+    if not chain:
+        return None
+    first = chain[0]
+    named = next((c for c in chain if c.filename and c.errno == first.errno), None)
+    inside = [c for c in chain if c.filename and Path(os.fsdecode(c.filename)).is_relative_to(run_dir)]
+    if first.errno not in WRITE_ERRNOS and not inside:
+        return None
+    if first.filename is None and named is not None:
+        return OSError(first.errno, first.strerror, named.filename)
+    return first
+
+
+def stop_on_write_failure(run: Run, e: OSError, command: str) -> None:
+    """Says which write stopped the run, marks the run (and the trial it was measuring)
+    ``interrupted`` in run.json when run.json can still be written (says so when it cannot),
+    and how to resume; the trials done stay as they are."""
+    where = f"{os.fsdecode(e.filename)}: " if e.filename else f"{run.dir}: "
+    print(f"dnscost: {where}{e.strerror or e}", file=sys.stderr)
+    before = json.dumps(run.doc["trials"])
+    for entry in run.doc["trials"].values():
+        if entry.get("status") == "running":
+            entry.update(status="interrupted", error=f"{where}{e.strerror or e}")
+    try:
+        run.finish("interrupted")
+    except OSError as again:
+        run.doc["trials"] = json.loads(before)
+        why = again.strerror or again
+        print(f"dnscost: {run.dir / 'run.json'} still says running: it could not be rewritten ({why})", file=sys.stderr)
+    else:
+        print(f"dnscost: {run.dir / 'run.json'}: the run is marked interrupted", file=sys.stderr)
+    print(f"dnscost: resume with: dnscost {command} --resume {run.dir}", file=sys.stderr)
 
 
 def _check_cluster(cluster: ClusterSettings | None, network: str, *targets: str) -> None:

@@ -41,10 +41,17 @@ def new_run_id() -> str:
 
 
 def write_json(path: Path, doc: Any) -> None:
-    """Writes ``doc`` to ``path`` atomically (a reader never sees half a file)."""
+    """Writes ``doc`` to ``path`` atomically (a reader never sees half a file). A write that
+    fails (a full disk, an unwritable directory) leaves ``path`` as it was and no partial copy
+    beside it, and raises an :class:`OSError` naming ``path``."""
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(doc, indent=2) + "\n")
-    tmp.replace(path)
+    try:
+        tmp.write_text(json.dumps(doc, indent=2) + "\n")
+        tmp.replace(path)
+    except OSError as e:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise OSError(e.errno, e.strerror or str(e), str(path)) from None
 
 
 def read_lines(path: Path) -> list[str]:
