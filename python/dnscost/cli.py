@@ -322,7 +322,7 @@ def _observe_pcap(a: argparse.Namespace) -> int:
 
 def cmd_observe(a: argparse.Namespace) -> int:
     from dnscost.observe.analysis import summary_line
-    from dnscost.observe.figure import write_all
+    from dnscost.observe.report import write_all
     from dnscost.observe.observation import Plan, load_policies, observe, resummarise
     from dnscost.results import new_run_id
 

@@ -210,3 +210,39 @@ def summary_line(s: dict[str, Any]) -> str:
         f"{s['lab_queries']} lab queries ({s['lab_names']} names) + {s['background_queries']} background, "
         f"{timed}; closed: {closes}"
     )
+
+
+COLUMNS = [
+    "client", "client_version", "delay_s", "policy", "duration_s", "connections", "idle_connections",
+    "duration_median_s", "duration_max_s", "lab_queries_per_connection_median", "lab_names", "lab_queries",
+    "background_queries", "closed_by_client", "closed_by_server", "closes",
+]  # fmt: skip
+
+
+def table(observed: list[Observed]) -> list[dict[str, Any]]:
+    """One row per observation (the columns of :data:`COLUMNS`)."""
+    rows = []
+    for o in sorted(observed, key=lambda o: (o.meta["client"], o.delay_s, o.policy)):
+        s = o.meta["summary"]
+        closes = s["closes"]
+        rows.append(
+            {
+                "client": o.meta["client"],
+                "client_version": o.meta.get("client_version"),
+                "delay_s": o.delay_s,
+                "policy": o.policy,
+                "duration_s": o.meta.get("duration_s"),
+                "connections": s["connections"],
+                "idle_connections": s["idle_connections"],
+                "duration_median_s": s["duration_s"].get("median"),
+                "duration_max_s": s["duration_s"].get("max"),
+                "lab_queries_per_connection_median": s["lab_queries_per_connection"].get("median"),
+                "lab_names": s["lab_names"],
+                "lab_queries": s["lab_queries"],
+                "background_queries": s["background_queries"],
+                "closed_by_client": sum(v for k, v in closes.items() if k.startswith("client ")),
+                "closed_by_server": sum(v for k, v in closes.items() if k.startswith("server ")),
+                "closes": "; ".join(f"{k} {v}" for k, v in sorted(closes.items())),
+            }
+        )
+    return rows

@@ -1,13 +1,11 @@
 """The study's Figure 2 for observations: one panel per delay and policy of a client, a bar per
 connection over time (a cross for one shorter than a second), ticks at its lab queries,
-coloured by who closed it; and the table of every observation. Drawn from the observations'
-own logs (:mod:`.analysis`), never from anything else."""
+coloured by who closed it. Drawn from the observations' own logs (:mod:`.analysis`), never
+from anything else."""
 
 from __future__ import annotations
 
-import csv
 from pathlib import Path
-from typing import Any
 
 import matplotlib
 
@@ -17,9 +15,9 @@ from matplotlib.axes import Axes
 from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 
-from dnscost.observe.analysis import Observed, load
+from dnscost.observe.analysis import Observed
 
-__all__ = ["draw_figure", "table", "write_all"]
+__all__ = ["draw_figure"]
 
 COLOURS = {"client": "#1f77b4", "server": "#d62728"}
 OTHER = "#7f7f7f"
@@ -89,61 +87,3 @@ def draw_figure(client: str, observed: list[Observed], out: Path) -> list[Path]:
         paths.append(path)
     plt.close(fig)
     return paths
-
-
-COLUMNS = [
-    "client", "client_version", "delay_s", "policy", "duration_s", "connections", "idle_connections",
-    "duration_median_s", "duration_max_s", "lab_queries_per_connection_median", "lab_names", "lab_queries",
-    "background_queries", "closed_by_client", "closed_by_server", "closes",
-]  # fmt: skip
-
-
-def table(observed: list[Observed]) -> list[dict[str, Any]]:
-    """One row per observation (the columns of :data:`COLUMNS`)."""
-    rows = []
-    for o in sorted(observed, key=lambda o: (o.meta["client"], o.delay_s, o.policy)):
-        s = o.meta["summary"]
-        closes = s["closes"]
-        rows.append(
-            {
-                "client": o.meta["client"],
-                "client_version": o.meta.get("client_version"),
-                "delay_s": o.delay_s,
-                "policy": o.policy,
-                "duration_s": o.meta.get("duration_s"),
-                "connections": s["connections"],
-                "idle_connections": s["idle_connections"],
-                "duration_median_s": s["duration_s"].get("median"),
-                "duration_max_s": s["duration_s"].get("max"),
-                "lab_queries_per_connection_median": s["lab_queries_per_connection"].get("median"),
-                "lab_names": s["lab_names"],
-                "lab_queries": s["lab_queries"],
-                "background_queries": s["background_queries"],
-                "closed_by_client": sum(v for k, v in closes.items() if k.startswith("client ")),
-                "closed_by_server": sum(v for k, v in closes.items() if k.startswith("server ")),
-                "closes": "; ".join(f"{k} {v}" for k, v in sorted(closes.items())),
-            }
-        )
-    return rows
-
-
-def write_all(out: Path) -> list[Path]:
-    """Reads every observation under ``out`` (``<client>/<cell>/observation.json``), writes
-    ``observations.csv``, one Figure 2 per client and ``report.html`` (all of them in one
-    page). Returns the files written."""
-    from dnscost.observe.report import write_report
-
-    observed = [load(p.parent) for p in sorted(out.glob("*/*/observation.json"))]
-    if not observed:
-        return []
-    rows = table(observed)
-    path = out / "observations.csv"
-    with path.open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=COLUMNS)
-        w.writeheader()
-        w.writerows(rows)
-    written = [path]
-    for client in dict.fromkeys(o.meta["client"] for o in observed):
-        written += draw_figure(client, [o for o in observed if o.meta["client"] == client], out)
-    written.append(write_report(out, observed))
-    return written

@@ -5,17 +5,18 @@ Drawn from what :mod:`.figure` wrote and the observations' own logs; never start
 
 from __future__ import annotations
 
+import csv
 import json
 from pathlib import Path
 from typing import Any
 
 from markupsafe import Markup
 
-from dnscost.observe.analysis import Observed
-from dnscost.observe.figure import table
+from dnscost.observe.analysis import COLUMNS, Observed, load, table
+from dnscost.observe.figure import draw_figure
 from dnscost.report.html import _ENV, Table, _table, inline_svg
 
-__all__ = ["write_report"]
+__all__ = ["write_all", "write_report"]
 
 _OBSERVATIONS = [
     ("client", "client"), ("client_version", "version"), ("delay_s", "delay, s"), ("policy", "policy"),
@@ -74,7 +75,7 @@ def _profiles(observed: list[Observed]) -> Table | None:
 
 def write_report(out: Path, observed: list[Observed]) -> Path:
     """Writes ``out/report.html`` from the observations under ``out`` and the Figure 2 SVGs
-    :func:`dnscost.observe.figure.write_all` drew there; returns its path."""
+    :func:`write_all` drew there; returns its path."""
     clients = list(dict.fromkeys(o.meta["client"] for o in observed))
     figures = []
     for k, client in enumerate(clients):
@@ -90,3 +91,23 @@ def write_report(out: Path, observed: list[Observed]) -> Path:
     path = out / "report.html"
     path.write_text(_ENV.get_template("observe.html.j2").render(context), encoding="utf-8")
     return path
+
+
+def write_all(out: Path) -> list[Path]:
+    """Reads every observation under ``out`` (``<client>/<cell>/observation.json``), writes
+    ``observations.csv``, one Figure 2 per client and ``report.html`` (all of them in one
+    page). Returns the files written."""
+    observed = [load(p.parent) for p in sorted(out.glob("*/*/observation.json"))]
+    if not observed:
+        return []
+    rows = table(observed)
+    path = out / "observations.csv"
+    with path.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=COLUMNS)
+        w.writeheader()
+        w.writerows(rows)
+    written = [path]
+    for client in dict.fromkeys(o.meta["client"] for o in observed):
+        written += draw_figure(client, [o for o in observed if o.meta["client"] == client], out)
+    written.append(write_report(out, observed))
+    return written
