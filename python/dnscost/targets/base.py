@@ -16,6 +16,7 @@ import re
 import socket
 import subprocess
 import sys
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -326,9 +327,15 @@ class Target(ABC):
 
     def stopped(self) -> list[int]:
         """The target's processes that are stopped (``/proc/PID/stat`` state T, by SIGSTOP, or
-        t, traced): they answer nothing until continued."""
+        t, traced): they answer nothing until continued. Read twice 100 ms apart, so that a
+        process traced by strace, which stops at each traced call for a moment, is not taken
+        for one."""
         pids = self.meter_pids() or ([self.child.pid] if self.child is not None else [])
-        return [pid for pid in pids if process_state(pid) in ("T", "t")]
+        found = [pid for pid in pids if process_state(pid) in ("T", "t")]
+        if found:
+            time.sleep(0.1)
+            found = [pid for pid in found if process_state(pid) in ("T", "t")]
+        return found
 
     def check_alive(self) -> None:
         """Raises :class:`TargetError` if the target died or was stopped (the trial's watchdog
