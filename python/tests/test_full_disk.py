@@ -6,9 +6,11 @@ from the filesystem, a real tmpfs of 30 MB mounted for the test."""
 
 from __future__ import annotations
 
+import errno
 import json
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -104,8 +106,11 @@ def test_a_full_disk_between_trials_stops_the_run_resumably(disk: Path, tmp_path
             p.wait()
     assert p.returncode == 1, err
     lines = err.splitlines()
-    cause = next(line for line in lines if "No space left on device" in line)
-    assert cause.startswith(f"dnscost: {run}/") and cause.endswith(": No space left on device"), err
+    assert "Traceback" not in err, err
+    # The first write that failed, whichever it was (the meter's samples, the engine's
+    # configuration, the trial's record), named.
+    cause = next(line for line in lines if line.endswith(": No space left on device"))
+    assert cause.startswith(f"dnscost: {run}/trials/{TRIALS[1]}/"), err
     assert (
         f"dnscost: {run / 'run.json'} still says running: it could not be rewritten (No space left on device)" in lines
     )
@@ -154,3 +159,31 @@ def test_an_unwritable_trial_directory_marks_the_run_interrupted(disk: Path, tmp
     ], r.stderr
     assert _run_json(run)["status"] == "interrupted"
     assert _trial_statuses(run) == {TRIALS[0]: "done"}
+
+
+def test_the_meter_on_a_full_disk_stops_its_trial_naming_its_file(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A sampling thread whose write failed died with a traceback on stderr mid-run; now
+    sampling stops writing and ``stop`` raises the failure, naming the file (/dev/full: every
+    write fails with ENOSPC)."""
+    from dnscost.meter.energy import CpuPowerModel
+    from dnscost.meter.sampler import Sampler
+
+    died: list[object] = []
+    monkeypatch.setattr(threading, "excepthook", died.append)
+    sampler = Sampler(
+        Path("/dev/full"),
+        start_monotonic=time.monotonic(),
+        target_cgroup=None,
+        target_pids=list,
+        target_ports=[],
+        target_cpus=[0],
+        generator_pids=list,
+        interval_s=0.02,
+        energy=CpuPowerModel(),
+    )
+    sampler.start()
+    time.sleep(0.1)
+    with pytest.raises(OSError, match=r"No space left on device") as caught:
+        sampler.stop()
+    assert caught.value.errno == errno.ENOSPC and caught.value.filename == "/dev/full"
+    assert died == []

@@ -40,6 +40,7 @@ the target's.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import threading
@@ -144,6 +145,9 @@ class Sampler:
         self._model_base: tuple[float, int] | None = None
         self.counts = {"fast": 0, "slow": 0, "missed_fast": 0, "missed_slow": 0, "errors": 0}
         self.first_error: str | None = None
+        self.write_error: OSError | None = None
+        """The first write of ``out`` that failed (a full disk): nothing more is written, and
+        :meth:`stop` raises it."""
         self._cpu_ns = {"fast": 0, "slow": 0}
         self._ss_cpu_us = 0
 
@@ -166,7 +170,8 @@ class Sampler:
 
     def stop(self) -> dict[str, Any]:
         """Stops sampling, takes a last fast and slow sample (so that a window ending now is
-        covered), writes the ``end`` record and returns it."""
+        covered), writes the ``end`` record and returns it. Raises :attr:`write_error`, naming
+        ``out``, when a record could not be written."""
         self._stop.set()
         for t in self._threads:
             t.join()
@@ -184,9 +189,12 @@ class Sampler:
         }
         if self._file is not None:
             self._write(end)
-            self._file.close()
+            with contextlib.suppress(OSError):  # what could not be written is write_error
+                self._file.close()
             self._file = None
         self._files.close()
+        if self.write_error is not None:
+            raise self.write_error
         return end
 
     def __enter__(self) -> Sampler:
@@ -204,9 +212,12 @@ class Sampler:
     def _write(self, record: dict[str, Any]) -> None:
         line = json.dumps(record, separators=(",", ":")) + "\n"
         with self._lock:
-            if self._file is not None:
-                self._file.write(line)
-                self._file.flush()
+            if self._file is not None and self.write_error is None:
+                try:
+                    self._file.write(line)
+                    self._file.flush()
+                except OSError as e:  # in a sampling thread too: kept for stop(), no traceback
+                    self.write_error = OSError(e.errno, e.strerror or str(e), str(self.out))
 
     def _header(self) -> dict[str, Any]:
         return {
