@@ -12,6 +12,7 @@ configuration for every place, and everything the target writes lands in the tri
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import shutil
@@ -22,7 +23,21 @@ from pathlib import Path
 from dnscost.errors import MachineError, UsageError
 from dnscost.targets._util import find_binary
 
-__all__ = ["RELEASES", "Build", "Host", "Place", "Root", "TargetName", "label_of"]
+__all__ = [
+    "MANIFEST",
+    "RELEASES",
+    "Build",
+    "Host",
+    "Manifest",
+    "Place",
+    "Root",
+    "TargetName",
+    "label_of",
+    "read_manifest",
+]
+
+MANIFEST = "dnscost-root.json"
+"""The file in a release root that says what it holds (written last by ``dnscost target prepare``)."""
 
 _BIN_DIRS = ("usr/sbin", "usr/bin", "sbin", "bin", "usr/local/sbin", "usr/local/bin")
 
@@ -106,8 +121,6 @@ class Root(Place):
         self.made.clear()
 
     def describe(self) -> dict[str, object]:
-        from dnscost.targets.roots import read_manifest
-
         manifest = read_manifest(self.path)
         return {
             "place": "root",
@@ -116,6 +129,33 @@ class Root(Place):
             "mirror": manifest.mirror if manifest else None,
             "packages": manifest.packages if manifest else {},
         }
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """What a root holds, as ``dnscost-root.json`` records it."""
+
+    release: str
+    mirror: str
+    created: str
+    packages: dict[str, str]
+    """Installed target packages and their versions (``dpkg-query``)."""
+
+
+def read_manifest(root: Path) -> Manifest | None:
+    """The manifest of ``root`` (None when the root is missing or unfinished)."""
+    try:
+        doc = json.loads((root / MANIFEST).read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+    if not isinstance(doc, dict) or not isinstance(doc.get("packages"), dict):
+        return None
+    return Manifest(
+        str(doc.get("release")),
+        str(doc.get("mirror")),
+        str(doc.get("created")),
+        {str(k): str(v) for k, v in doc["packages"].items()},
+    )
 
 
 @dataclass(frozen=True)

@@ -20,11 +20,10 @@ import shutil
 import subprocess
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 from dnscost.errors import MachineError, UsageError
-from dnscost.targets.place import Root, TargetName
+from dnscost.targets.place import MANIFEST, Manifest, Root, TargetName, read_manifest
 
 __all__ = [
     "MANIFEST",
@@ -37,8 +36,6 @@ __all__ = [
     "roots_dir",
     "set_roots_dir",
 ]
-
-MANIFEST = "dnscost-root.json"
 
 _PACKAGE_OF: dict[tuple[str, str], str] = {("knot-resolver", "sid"): "knot-resolver6"}
 """Where a release packages a target under another name than the host's: knot-resolver 6 is
@@ -61,33 +58,6 @@ def roots_dir() -> Path:
 def package_of(base: str, release: str, default: str) -> str:
     """The Debian package that holds target ``base`` in ``release``."""
     return _PACKAGE_OF.get((base, release), default)
-
-
-@dataclass(frozen=True)
-class Manifest:
-    """What a root holds, as ``dnscost-root.json`` records it."""
-
-    release: str
-    mirror: str
-    created: str
-    packages: dict[str, str]
-    """Installed target packages and their versions (``dpkg-query``)."""
-
-
-def read_manifest(root: Path) -> Manifest | None:
-    """The manifest of ``root`` (None when the root is missing or unfinished)."""
-    try:
-        doc = json.loads((root / MANIFEST).read_text())
-    except (OSError, json.JSONDecodeError):
-        return None
-    if not isinstance(doc, dict) or not isinstance(doc.get("packages"), dict):
-        return None
-    return Manifest(
-        str(doc.get("release")),
-        str(doc.get("mirror")),
-        str(doc.get("created")),
-        {str(k): str(v) for k, v in doc["packages"].items()},
-    )
 
 
 def root_of(name: TargetName, package: str) -> Root:
