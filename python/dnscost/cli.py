@@ -322,8 +322,8 @@ def _observe_pcap(a: argparse.Namespace) -> int:
 
 def cmd_observe(a: argparse.Namespace) -> int:
     from dnscost.observe.analysis import summary_line
-    from dnscost.observe.report import write_all
     from dnscost.observe.observation import Plan, load_policies, observe, resummarise
+    from dnscost.observe.report import write_all
     from dnscost.results import new_run_id
 
     if a.pcap is not None:
@@ -830,7 +830,7 @@ def parse_spec_targets(text: str) -> list[str]:
 def _report(run_dir: Path) -> Path:
     """Tables, figures and report.html of a run; prints the headline figures."""
     from dnscost.analysis import analyze, headline, write_tables
-    from dnscost.analysis.load import damage_notes
+    from dnscost.analysis.load import damage_notes, status_note
     from dnscost.report import render_report
 
     a = analyze(run_dir)
@@ -838,6 +838,9 @@ def _report(run_dir: Path) -> Path:
         print(f"dnscost: {line}", file=sys.stderr)
     if not any(t.get("status") == "done" for t in a.trials):
         raise TargetError(f"{run_dir}: no trial of this run finished, so there is nothing to report")
+    status = status_note(a.run, a.trials)
+    if status is not None:
+        print(f"dnscost: {run_dir} {status}; the report covers those", file=sys.stderr)
     write_tables(a, run_dir / "tables")
     rows = headline(a)
     path = render_report(a, run_dir, headline=rows)

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from dnscost.analysis import Analysis, analyze
-from dnscost.analysis.load import damage_notes, run_network
+from dnscost.analysis.load import damage_notes, run_network, status_note
 from dnscost.analysis.stats import median
 from dnscost.analysis.tables import CELL, JOULES_PER_KWH, REFERENCE_QPS, SECONDS_PER_DAY
 from dnscost.errors import UsageError
@@ -354,12 +354,8 @@ class NothingInCommon(UsageError):
 def side_notes(side: str, run_dir: Path, a: Analysis) -> list[str]:
     """What a reader of a comparison must know about one side: the run is not finished (its
     status and how many of its trials are done), and which trials' records are damaged."""
-    status = str(a.run.get("status") or "?")
-    notes = []
-    if status != "done":
-        done = sum(t.get("status") == "done" for t in a.trials)
-        state = "failed" if status == "failed" else f"is {status}"
-        notes.append(f"{side} {state}: {done} of {len(a.trials)} trials done")
+    status = status_note(a.run, a.trials)
+    notes = [f"{side} {status}"] if status else []
     return notes + [f"{side}: {line}" for line in damage_notes(run_dir, a.trials)]
 
 

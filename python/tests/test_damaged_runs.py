@@ -137,6 +137,15 @@ def test_compare_says_a_side_is_not_finished(tmp_path: Path, capsys: pytest.Capt
     assert json.loads(capsys.readouterr().out)["notes"] == [f"B is running: 3 of {len(doc['plan'])} trials done"]
 
 
+def test_report_says_a_run_is_not_finished(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """D7/D16: report of a run still being written gave its tables and said nothing."""
+    half = _half_run(_copy("synthetic", tmp_path / "half"), keep=3, status="running")
+    plan = len(json.loads((half / "run.json").read_text())["plan"])
+    assert main(["report", str(half)]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert err == [f"dnscost: {half} is running: 3 of {plan} trials done; the report covers those"], err
+
+
 def test_compare_refuses_runs_with_nothing_in_common(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """D16c: a run whose trials all failed, or one of other targets, gave rc 0 and rows of "-"."""
     done = _copy("synthetic", tmp_path / "done")

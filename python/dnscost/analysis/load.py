@@ -25,6 +25,7 @@ __all__ = [
     "recompute",
     "record_files",
     "run_network",
+    "status_note",
     "trial_problem",
     "validity_flags",
 ]
@@ -202,6 +203,18 @@ def _checked_records(trial_dir: Path, name: str, *, engine: bool) -> tuple[list[
         which = f"line {bad[0]}" if len(bad) == 1 else f"{len(bad)} lines, the first {bad[0]},"
         return [], f"{name} is corrupt ({which} of {len(lines)} not a JSON record)"
     return records, None
+
+
+def status_note(run: dict[str, Any], trials: list[dict[str, Any]]) -> str | None:
+    """What a reader of the run's tables must know when run.json does not say ``done``: its
+    status and how many trials of its plan are done (``is running: 1 of 3 trials done``,
+    ``failed: 0 of 3 trials done``); None for a finished run."""
+    status = str(run.get("status") or "of no status")
+    if status == "done":
+        return None
+    done = sum(t.get("status") == "done" for t in trials)
+    state = "failed" if status == "failed" else f"is {status}"
+    return f"{state}: {done} of {len(trials)} trials done"
 
 
 def damage_notes(run_dir: Path, trials: list[dict[str, Any]]) -> list[str]:
