@@ -32,13 +32,10 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import Any, Protocol, TypedDict
 
 from dnscost.cluster.shares import merge_records, split_config
 from dnscost.errors import DnscostError, EngineError, UsageError
-
-if TYPE_CHECKING:
-    from dnscost.cluster.netns import NamespaceCluster
 
 __all__ = [
     "LEAD_S",
@@ -46,6 +43,7 @@ __all__ = [
     "ClusterDescription",
     "ClusterRecord",
     "ClusterTls",
+    "Owned",
     "ShareResult",
     "WorkerFacts",
     "WorkerShare",
@@ -247,6 +245,13 @@ def _own_summary(records: list[dict[str, Any]]) -> WorkerSummary:
     }
 
 
+class Owned(Protocol):
+    """A cluster dnscost started itself (:class:`dnscost.cluster.netns.NamespaceCluster`): what
+    closing the connection to it must also stop."""
+
+    def stop(self) -> None: ...
+
+
 class Cluster:
     """A connected Dask cluster: the client, the workers' facts and, for a namespace cluster
     dnscost started itself, what to stop (``owned``)."""
@@ -258,7 +263,7 @@ class Cluster:
         *,
         target_address: str,
         expect_workers: int = 1,
-        owned: NamespaceCluster | None = None,
+        owned: Owned | None = None,
         connect_timeout_s: float = 10.0,
     ) -> None:
         from distributed import Client
