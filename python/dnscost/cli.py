@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dnscost import __version__
+from dnscost.argtypes import cpu_list, parse_duration_ms, parse_lifetime, parse_rate
 from dnscost.certs import DEFAULT_KEY_TYPE, KEY_TYPES
 from dnscost.cluster import ClusterSettings
 from dnscost.cluster.command import add_options as add_cluster_options
@@ -35,44 +36,6 @@ if TYPE_CHECKING:
     from dnscost.results import Run
 
 __all__ = ["main"]
-
-
-def parse_duration_ms(text: str) -> int:
-    """``10s``, ``250ms``, ``2m``, ``1h`` or bare seconds, in milliseconds (as the engine)."""
-    from dnscost.spec import duration_s
-
-    try:
-        return round(duration_s(text) * 1000)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
-
-
-def parse_lifetime(text: str) -> dict[str, int | None]:
-    """``forever``, ``30s``, ``100q`` or ``30s,100q`` (as the engine)."""
-    from dnscost.spec import lifetime_fields
-
-    try:
-        return lifetime_fields(text)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
-
-
-def parse_rate(text: str) -> str | float:
-    if text == "max":
-        return text
-    try:
-        return float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is neither max nor queries per second") from None
-
-
-def cpu_list(text: str) -> list[int]:
-    from dnscost.proc import parse_cpus
-
-    try:
-        return parse_cpus(text)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 # Engine knobs offered by `dnscost load`: flag, JSON field, type, help.
@@ -108,7 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("doctor", help="check this machine and say what is missing")
 
-    add_target_parser(sub, cpu_list)
+    add_target_parser(sub)
 
     ld = sub.add_parser("load", help="one measured trial against a target")
     add_roots_option(ld)

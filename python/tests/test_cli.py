@@ -10,7 +10,8 @@ from types import SimpleNamespace
 
 import pytest
 from conftest import IN_CI
-from dnscost.cli import build_parser, engine_settings, parse_duration_ms, parse_lifetime, parse_rate
+from dnscost.argtypes import parse_duration_ms, parse_lifetime, parse_rate
+from dnscost.cli import build_parser, engine_settings
 from dnscost.engine import generate
 
 

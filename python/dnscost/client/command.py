@@ -10,6 +10,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from dnscost.argtypes import parse_duration_ms
 from dnscost.errors import UsageError
 
 __all__ = ["add_parser", "main"]
@@ -47,8 +48,6 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def _durations_ms(text: str, what: str) -> list[float]:
-    from dnscost.cli import parse_duration_ms
-
     try:
         values = [parse_duration_ms(d) for d in text.split(",") if d.strip()]
     except argparse.ArgumentTypeError as e:

@@ -13,9 +13,9 @@ import argparse
 import json
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
+from dnscost.argtypes import cpu_list
 from dnscost.certs import DEFAULT_KEY_TYPE, KEY_TYPES
 from dnscost.errors import DnscostError, MachineError, UsageError
 from dnscost.targets import PACKAGED, TARGETS, Target, target_name
@@ -37,7 +37,7 @@ def add_roots_option(p: argparse.ArgumentParser) -> None:
     )
 
 
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], cpu_list: Callable[[str], list[int]]) -> None:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     t = sub.add_parser("target", help="list the targets, make release roots, start a target for manual use")
     tsub = t.add_subparsers(dest="action", required=True)
     ls = tsub.add_parser("list", help="every target at every release and build place: version, transports, status")
