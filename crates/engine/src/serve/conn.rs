@@ -59,6 +59,25 @@ impl Ending {
             _ => Ending::Client(Close::Error, Some(e.to_string())),
         }
     }
+
+    /// How a QUIC connection error reads from the server's side: the client's doing, but for
+    /// the idle timeout when the server has an idle policy (its own then).
+    pub fn from_quic(e: &quinn::ConnectionError, idle_policy: bool) -> Ending {
+        match crate::quic::close_kind(e) {
+            Close::IdleExpired if idle_policy => Ending::Server(Close::Idle),
+            close @ (Close::TlsAlert | Close::Error) => Ending::Client(close, Some(e.to_string())),
+            close => Ending::Client(close, None),
+        }
+    }
+
+    /// How the client ended a QUIC connection, as the server saw it: from the connection's close
+    /// reason when it is closed, else the protocol's `error`.
+    pub fn quic_client(connection: &quinn::Connection, error: Option<String>, idle_policy: bool) -> Ending {
+        match connection.close_reason() {
+            Some(e) => Ending::from_quic(&e, idle_policy),
+            None => Ending::Client(Close::Error, error),
+        }
+    }
 }
 
 /// Open connections, so that a shutdown can end each of them.

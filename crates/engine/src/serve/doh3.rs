@@ -127,7 +127,7 @@ pub async fn serve(
     };
     let mut h3 = match built {
         Ok(h3) => h3,
-        Err(e) => return (conn, super::doq::client_ending(&connection, Some(e.to_string()), &shared)),
+        Err(e) => return (conn, Ending::quic_client(&connection, Some(e.to_string()), shared.policy.idle.is_some())),
     };
     let mut streams = FuturesUnordered::new();
     // Once the query limit (with its answers sent) or the age is reached: why, and until when
@@ -172,7 +172,7 @@ pub async fn serve(
                 // The client said GOAWAY and its requests are done.
                 Ok(None) => break Ending::Client(Close::Goaway, None),
                 Err(_) if closing.is_some() => accepting = false,
-                Err(e) => break super::doq::client_ending(&connection, Some(e.to_string()), &shared),
+                Err(e) => break Ending::quic_client(&connection, Some(e.to_string()), shared.policy.idle.is_some()),
             },
             // The client closes once its answers are in; the server does after a second.
             _ = tokio::time::timeout_at(closing.map_or_else(Instant::now, |c| c.1), connection.closed()),

@@ -10,6 +10,7 @@ mod doh;
 mod doh3;
 mod doq;
 mod listen;
+mod quic;
 mod stream;
 mod udp;
 mod zone;
@@ -437,7 +438,7 @@ async fn run(
                     Arc::new(quinn::TokioRuntime),
                 )?;
                 let path: Arc<str> = url.path.as_str().into();
-                tasks.push(tokio::spawn(doq::accept_loop(endpoint, shared.clone(), url.transport, path)));
+                tasks.push(tokio::spawn(quic::accept_loop(endpoint, shared.clone(), url.transport, path)));
             }
             Bound::Stream(l) => {
                 let tls =
