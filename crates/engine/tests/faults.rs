@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{generate, temp_dir, Server, ENGINE};
+use common::{generate, generate_with_files, of_transport, temp_dir, Server, ENGINE};
 use std::io::{Read, Write};
 use std::net::{TcpListener, UdpSocket};
 use std::process::Command;
@@ -427,4 +427,29 @@ fn interrupt_drains_and_writes_the_summary() {
     assert_eq!(summary["interrupted"], true);
     assert_eq!(summary["accounting"]["balanced"], true);
     assert!(summary["accounting"]["answered"].as_u64().unwrap() > 300);
+}
+
+/// An engine whose open-files limit is below its connections: the attempts that found no file
+/// descriptor are counted `open_files`, the run exits 5 (it measured the engine's limit), and
+/// its last line names the limit it ran with and the ways out.
+#[test]
+fn running_out_of_file_descriptors_names_the_open_files_limit() {
+    let dir = temp_dir("open-files");
+    let server = Server::start(&dir, &[]);
+    let mut a = vec!["--transport", "tcp", "--target", server.addr("tcp"), "--quiet"];
+    a.extend(["--connections", "300", "--rate", "300", "--duration", "1s", "--synthetic", "1000"]);
+    let run = generate_with_files(&dir, &a, 128);
+    assert_eq!(run.status.code(), Some(5), "{}", run.stderr);
+    run.balanced();
+    assert!(run.total("connections.failed.open_files") > 0, "{}", run.summary());
+    assert_eq!(run.total("connections.failed.connect"), 0, "{}", run.summary());
+    let established = run.total("connections.established");
+    assert!(established > 0 && established < 128, "{}", run.summary());
+    let line = run.stderr.lines().last().unwrap_or_default();
+    for words in ["(open_files)", "open-files limit 128 (hard 128)", "300 connections", "--cluster netns:N"] {
+        assert!(line.contains(words), "{words}: {}", run.stderr);
+    }
+    // The server saw exactly the connections the engine could open.
+    let log = server.stop();
+    assert_eq!(of_transport(&log, "tcp").len() as u64, established, "{}", run.summary());
 }

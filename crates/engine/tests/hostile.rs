@@ -1,6 +1,7 @@
 //! Hostile servers, made here as fixtures: a server that stops reading, one that never answers,
-//! an HTTP/2 server that lets no stream open or never refills its flow-control window, and a
-//! dead port. Against each the engine must end on time (the test harness only has a kill
+//! an HTTP/2 server that lets no stream open, never refills its flow-control window or refuses
+//! every connection with GOAWAY, a server that closes in the middle of an answer, and a dead
+//! port. Against each the engine must end on time (the test harness only has a kill
 //! switch, `common::KILL_SWITCH`), write a summary that balances, and either count the
 //! shortfall or say that it did not keep up. And against `serve`, a constant rate must offer
 //! exactly rate × duration on every transport.
@@ -31,18 +32,26 @@ enum Behaviour {
     /// HTTP/2: SETTINGS, then a SETTINGS update to INITIAL_WINDOW_SIZE = 1, never a
     /// WINDOW_UPDATE; reads, never answers.
     NoWindow,
+    /// HTTP/2: SETTINGS and GOAWAY(last_stream_id = 0) at once, on every connection; reads,
+    /// never answers, never closes (the client has to).
+    Goaway,
+    /// Reads the first query, sends a length prefix of 65 535 octets and 100 of them, then closes
+    /// (FIN): the answer is cut off.
+    CutAnswer,
     /// Holds queries unanswered until this many are outstanding on the connection, then
     /// answers them all: only a client that keeps that many in flight gets answers. tcp/dot
     /// framing, or HTTP/2 streams with ALPN h2.
     Batch(usize),
 }
 
-/// A fixture on loopback: its address, with TLS the CA file that trusts it, and the most
-/// queries a connection had outstanding at once (as the server saw them; `Batch` only).
+/// A fixture on loopback: its address, with TLS the CA file that trusts it, the most queries a
+/// connection had outstanding at once (as the server saw them; `Batch` only) and how many
+/// connections it accepted (and, with TLS, handshook).
 struct Fixture {
     addr: String,
     ca: Option<PathBuf>,
     most_outstanding: Arc<AtomicUsize>,
+    accepted: Arc<AtomicUsize>,
 }
 
 fn h2_frame(kind: u8, flags: u8, payload: &[u8]) -> Vec<u8> {
@@ -159,7 +168,34 @@ async fn behave<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
             tokio::time::sleep_until(end).await;
             return;
         }
+        Behaviour::CutAnswer => {
+            let mut buf = vec![0u8; 4096];
+            if s.read(&mut buf).await.is_ok_and(|n| n > 0) {
+                let mut cut = vec![0xff, 0xff];
+                cut.extend_from_slice(&[0u8; 100]);
+                let _ = s.write_all(&cut).await;
+                let _ = s.shutdown().await;
+                // Reads on until the client's end, so that the close stays a FIN (a socket
+                // closed with unread octets would reset).
+                while let Ok(Ok(n)) = tokio::time::timeout_at(end, s.read(&mut buf)).await {
+                    if n == 0 {
+                        break;
+                    }
+                }
+            }
+            return;
+        }
         Behaviour::Mute => None,
+        Behaviour::Goaway => {
+            // SETTINGS, then GOAWAY(last stream 0, NO_ERROR): no request will be processed.
+            let mut first = h2_frame(4, 0, &[]);
+            first.extend(h2_frame(7, 0, &[0u8; 8]));
+            if s.write_all(&first).await.is_err() {
+                return;
+            }
+            let _ = s.flush().await;
+            None
+        }
         Behaviour::NoStreams => Some([0u8, 3, 0, 0, 0, 0]),
         Behaviour::NoWindow => Some([0u8, 4, 0, 0, 0, 1]),
     };
@@ -179,7 +215,7 @@ async fn behave<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
                 Ok(0) | Err(_) => return,
                 Ok(_) => {
                     // Acknowledge the client's SETTINGS once (it follows the 24-octet preface).
-                    if update.is_some() && !acked {
+                    if (update.is_some() || matches!(how, Behaviour::Goaway)) && !acked {
                         acked = true;
                         let _ = s.write_all(&h2_frame(4, 1, &[])).await;
                         let _ = s.flush().await;
@@ -215,6 +251,8 @@ fn fixture(dir: &Path, how: Behaviour, alpn: Option<&[u8]>) -> Fixture {
     };
     let most_outstanding = Arc::new(AtomicUsize::new(0));
     let most = most_outstanding.clone();
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let count = accepted.clone();
     let h2 = alpn == Some(&b"h2"[..]);
     std::thread::spawn(move || {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
@@ -227,21 +265,25 @@ fn fixture(dir: &Path, how: Behaviour, alpn: Option<&[u8]>) -> Fixture {
                     r = listener.accept() => match r { Ok(x) => x, Err(_) => continue },
                     _ = tokio::time::sleep_until(end) => return,
                 };
-                let (acceptor, most) = (acceptor.clone(), most.clone());
+                let (acceptor, most, count) = (acceptor.clone(), most.clone(), count.clone());
                 tokio::spawn(async move {
                     match acceptor {
                         Some(a) => {
                             if let Ok(tls) = a.accept(tcp).await {
+                                count.fetch_add(1, Ordering::Relaxed);
                                 behave(tls, how, h2, most).await;
                             }
                         }
-                        None => behave(tcp, how, h2, most).await,
+                        None => {
+                            count.fetch_add(1, Ordering::Relaxed);
+                            behave(tcp, how, h2, most).await
+                        }
                     }
                 });
             }
         });
     });
-    Fixture { addr, ca, most_outstanding }
+    Fixture { addr, ca, most_outstanding, accepted }
 }
 
 fn args<'a>(f: &'a Fixture, transport: &'a str) -> Vec<&'a str> {
@@ -455,4 +497,58 @@ fn in_flight_is_what_the_server_sees_outstanding() {
         assert!(run.total("queries.answered") >= 8, "{transport}: {}", run.summary());
         assert_eq!(f.most_outstanding.load(Ordering::Relaxed), 8, "{transport}");
     }
+}
+
+#[test]
+fn an_http2_server_that_refuses_every_connection_with_goaway_is_named() {
+    // GOAWAY(last_stream_id = 0) on every connection: no request is ever processed. The queries
+    // are refused, not unanswered, and the reason names the GOAWAYs.
+    let dir = temp_dir("h2-goaway");
+    let f = fixture(&dir, Behaviour::Goaway, Some(b"h2"));
+    let mut a = args(&f, "doh");
+    a.extend(["--rate", "100", "--duration", "2s", "--timeout", "500ms"]);
+    let run = generate(&dir, &a);
+    let acc = run.balanced();
+    assert_eq!(acc["offered"], 200, "{}", run.summary());
+    assert_eq!(acc["answered"], 0);
+    // Refused queries wait for the next connection, and fail `rejected` when their timeout
+    // passes there (a query sent again a moment before its timeout may time out on the wire).
+    let rejected = run.total("queries.failed.rejected");
+    assert!(rejected >= 100 && rejected > 2 * run.total("queries.timed_out"), "{}", run.summary());
+    let goaways = run.total("connections.closed_by_server.goaway");
+    let accepted = f.accepted.load(Ordering::Relaxed) as u64;
+    // Every connection the server accepted ended with its GOAWAY but perhaps the last (the run's end).
+    assert!(
+        goaways > 1 && goaways <= accepted && accepted <= goaways + 1,
+        "{goaways} of {accepted}: {}",
+        run.summary()
+    );
+    assert_eq!(run.status.code(), Some(4));
+    let line = run.stderr.lines().last().unwrap_or_default();
+    assert!(line.contains("GOAWAY") && line.contains(&format!("{goaways} connections")), "{}", run.stderr);
+    assert!(!run.stderr.contains("did not answer"), "{}", run.stderr);
+}
+
+#[test]
+fn a_server_that_closes_in_the_middle_of_an_answer_loses_the_connection() {
+    // A length prefix of 65 535 octets, 100 of them, then FIN: the answer was cut off, which is
+    // no orderly close (whose queries would go again, and time out).
+    let dir = temp_dir("cut-answer");
+    let f = fixture(&dir, Behaviour::CutAnswer, None);
+    let mut a = args(&f, "tcp");
+    a.extend(["--rate", "100", "--duration", "2s", "--timeout", "500ms"]);
+    let run = generate(&dir, &a);
+    let acc = run.balanced();
+    assert_eq!(acc["offered"], 200, "{}", run.summary());
+    assert_eq!(acc["answered"], 0);
+    assert_eq!(acc["timed_out"], 0, "{}", run.summary());
+    let accepted = f.accepted.load(Ordering::Relaxed) as u64;
+    // Every connection the server accepted it closed (FIN), and lost its queries, one at least.
+    assert!(accepted > 1, "{}", run.summary());
+    assert_eq!(run.total("connections.closed_by_server.fin"), accepted, "{}", run.summary());
+    assert!(run.total("queries.failed.connection_lost") >= accepted, "{}", run.summary());
+    let cut = run.connections.iter().filter(|c| c["error"].as_str().is_some_and(|e| e.contains("middle of an answer")));
+    assert_eq!(cut.count() as u64, accepted, "{:?}", run.connections);
+    assert_eq!(run.status.code(), Some(4));
+    assert!(run.stderr.contains("closed the connection in the middle of an answer"), "{}", run.stderr);
 }

@@ -28,10 +28,17 @@ pub enum ErrorKind {
     Truncated,
     /// The DoQ server reset the query's stream.
     StreamReset,
+    /// The server refused the query without processing it (above the last stream of its
+    /// GOAWAY, REFUSED_STREAM, H3_REQUEST_REJECTED, or a close in order while it was
+    /// outstanding), and it could not go again before its timeout or the end of sending.
+    Rejected,
+    /// The engine had no file descriptor left for the socket (EMFILE, ENFILE): its open-files
+    /// limit (RLIMIT_NOFILE) is below what its connections need.
+    OpenFiles,
 }
 
 impl ErrorKind {
-    pub const ALL: [ErrorKind; 11] = [
+    pub const ALL: [ErrorKind; 13] = [
         ErrorKind::Refused,
         ErrorKind::ConnectTimeout,
         ErrorKind::Connect,
@@ -43,6 +50,8 @@ impl ErrorKind {
         ErrorKind::Unsent,
         ErrorKind::Truncated,
         ErrorKind::StreamReset,
+        ErrorKind::Rejected,
+        ErrorKind::OpenFiles,
     ];
     pub const COUNT: usize = Self::ALL.len();
 
@@ -59,6 +68,8 @@ impl ErrorKind {
             ErrorKind::Unsent => "unsent",
             ErrorKind::Truncated => "truncated",
             ErrorKind::StreamReset => "stream_reset",
+            ErrorKind::Rejected => "rejected",
+            ErrorKind::OpenFiles => "open_files",
         }
     }
 }

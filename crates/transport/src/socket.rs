@@ -177,6 +177,17 @@ pub fn allowed_cpus() -> io::Result<Vec<u32>> {
     }
 }
 
+/// This process's open-files limit (RLIMIT_NOFILE): (soft, hard), `None` for unlimited.
+pub fn open_files_limit() -> io::Result<(Option<u64>, Option<u64>)> {
+    let mut r = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit writes into the struct it is given.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let finite = |v: libc::rlim_t| (v != libc::RLIM_INFINITY).then_some(v);
+    Ok((finite(r.rlim_cur), finite(r.rlim_max)))
+}
+
 /// CPU time of this process so far: (user, system) in microseconds.
 pub fn process_cpu_us() -> (u64, u64) {
     // SAFETY: getrusage fills the struct it is given.

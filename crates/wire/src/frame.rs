@@ -56,7 +56,8 @@ impl FrameDecoder {
         self.end - self.start
     }
 
-    fn pending_frame_len(&self) -> Option<usize> {
+    /// The length the next frame's prefix announces, once its two octets are buffered.
+    pub fn pending_frame_len(&self) -> Option<usize> {
         (self.end - self.start >= 2)
             .then(|| u16::from_be_bytes([self.buf[self.start], self.buf[self.start + 1]]) as usize)
     }

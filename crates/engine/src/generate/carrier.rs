@@ -50,8 +50,12 @@ pub struct Dial {
     pub endpoint: Option<quinn::Endpoint>,
 }
 
-fn classify(e: &std::io::Error) -> ErrorKind {
+/// The counted kind of a failure to set up a socket or connection.
+pub fn classify(e: &std::io::Error) -> ErrorKind {
     use std::io::ErrorKind as K;
+    if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) {
+        return ErrorKind::OpenFiles;
+    }
     match e.kind() {
         K::ConnectionRefused => ErrorKind::Refused,
         K::TimedOut => ErrorKind::ConnectTimeout,
@@ -432,7 +436,7 @@ async fn connect_quic(
         Some(e) => e.clone(),
         None => {
             let e = dnscost_transport::quic::client_endpoint(plan.target, dial.source)
-                .map_err(|e| (ErrorKind::Connect, format!("QUIC endpoint: {e}")))?;
+                .map_err(|e| (classify(&e), format!("QUIC endpoint: {e}")))?;
             dial.endpoint = Some(e.clone());
             e
         }

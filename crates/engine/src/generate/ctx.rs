@@ -414,7 +414,9 @@ impl Schedule {
     /// Queries that came due but could not be sent within the timeout (no connection, full
     /// window, no stream) are offered and failed as `unsent`, so the schedule never hides them.
     /// `free` is how many more the slot could have outstanding. Queries waiting to be sent
-    /// again whose timeout passed are timed out.
+    /// again whose timeout passed are failed `rejected`: the server refused them unprocessed
+    /// and no connection took them since (a server that refuses every connection shows so,
+    /// rather than as one that does not answer).
     pub fn expire_unsent(&mut self, now: u64, timeout_ns: u64, free: u64, c: &mut Counters) {
         if let (false, Some(p)) = (self.held, &mut self.pacer) {
             while p.next() + timeout_ns <= now && p.next() < self.end_ns {
@@ -434,14 +436,14 @@ impl Schedule {
         }
         while self.retry.front().is_some_and(|o| o.intended + timeout_ns <= now) {
             self.retry.pop_front();
-            c.timed_out += 1;
+            c.fail(ErrorKind::Rejected, 1);
         }
     }
 
     /// Sending stops at run time `at` (the end, or an interrupt): every query due before it
     /// and not sent is offered and failed as `unsent` (a closed loop's blocked places, an open
-    /// loop's schedule up to `at`), and refused queries still waiting are lost. Nothing is
-    /// due afterwards.
+    /// loop's schedule up to `at`), and refused queries still waiting are failed `rejected`.
+    /// Nothing is due afterwards.
     pub fn close(&mut self, at: u64, c: &mut Counters) {
         let at = at.min(self.end_ns);
         if let (false, Some(p)) = (self.held, &mut self.pacer) {
@@ -456,9 +458,9 @@ impl Schedule {
             c.fail(ErrorKind::Unsent, n);
         }
         self.blocked_since = None;
-        let lost = self.retry.len() as u64;
+        let refused = self.retry.len() as u64;
         self.retry.clear();
-        c.fail(ErrorKind::ConnectionLost, lost);
+        c.fail(ErrorKind::Rejected, refused);
         self.end_ns = at;
     }
 
@@ -573,12 +575,12 @@ mod tests {
         assert_eq!(s.take(50 * MS, &mut c), (10 * MS, Some(5)));
         assert_eq!(c.offered, 0, "already offered once");
         s.expire_unsent(230 * MS, 200 * MS, 4, &mut c);
-        assert_eq!(c.timed_out, 1, "query 7 timed out waiting");
+        assert_eq!((c.timed_out, c.failed[ErrorKind::Rejected as usize]), (0, 1), "query 7 expired waiting");
         s.retry([Outstanding { intended: 300 * MS, query: 9 }]);
         s.abort(&mut c);
         assert_eq!(c.aborted, 1);
         s.retry([Outstanding { intended: 400 * MS, query: 9 }]);
         s.close(500 * MS, &mut c);
-        assert_eq!(c.failed[ErrorKind::ConnectionLost as usize], 1, "still waiting when sending stopped");
+        assert_eq!(c.failed[ErrorKind::Rejected as usize], 2, "still waiting when sending stopped");
     }
 }

@@ -473,9 +473,14 @@ pub fn main(args: GenerateArgs) -> Result<ExitCode, EngineError> {
         if let Some(why) = &outcome.nothing_answered {
             eprintln!("dnscost-engine: {why}");
         }
+        if let Some(why) = &outcome.out_of_files {
+            eprintln!("dnscost-engine: {why}");
+        }
     }
     Ok(if outcome.interrupted || outcome.aborted {
         ExitCode::from(EXIT_INTERRUPTED)
+    } else if outcome.out_of_files.is_some() {
+        ExitCode::from(EXIT_OUT_OF_FILES)
     } else if outcome.nothing_answered.is_some() {
         ExitCode::from(EXIT_NOTHING_ANSWERED)
     } else {
@@ -487,6 +492,9 @@ pub fn main(args: GenerateArgs) -> Result<ExitCode, EngineError> {
 pub const EXIT_INTERRUPTED: u8 = 130;
 /// Exit code of a run that ended normally without a single answer.
 pub const EXIT_NOTHING_ANSWERED: u8 = 4;
+/// Exit code of a run that could not open all its connections for want of file descriptors
+/// (the open-files limit): it measured the engine's limit, not the target.
+pub const EXIT_OUT_OF_FILES: u8 = 5;
 
 type TlsPair = (Arc<rustls::ClientConfig>, Arc<rustls::ClientConfig>);
 
@@ -582,7 +590,9 @@ fn worker(
                     match dnscost_transport::socket::udp_connect(ctx.plan.target, source, 4 << 20) {
                         Ok(sock) => udp::run_slot(ctx, sched, sock, rng.next_u64() as u16).await,
                         Err(e) => {
-                            ctx.counters.borrow_mut().conn_fail(dnscost_stats::ErrorKind::Connect);
+                            let kind = carrier::classify(&e);
+                            ctx.counters.borrow_mut().conn_fail(kind);
+                            ctx.plan.note_error(kind, &format!("UDP socket: {e}"));
                             eprintln!("dnscost-engine: UDP socket: {e}");
                         }
                     }

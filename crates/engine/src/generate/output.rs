@@ -121,6 +121,9 @@ pub struct Outcome {
     pub nothing_answered: Option<String>,
     /// Summary line for an interrupted run.
     pub interrupt_note: Option<String>,
+    /// The engine ran out of file descriptors opening connections: what its open-files limit
+    /// was, and what to do.
+    pub out_of_files: Option<String>,
 }
 
 #[derive(Default)]
@@ -295,12 +298,16 @@ pub async fn collect(
             if aborted { " (second signal)" } else { "" }
         )
     });
+    let out_of_files = out_of_files(cfg, &total);
     if !quiet {
         eprintln!("{}", human_summary(&measured, answered_qps, &accounting, kept_up, busy));
         if let Some(note) = &interrupt_note {
             eprintln!("{note}");
         }
         if let Some(why) = &nothing_answered {
+            eprintln!("{why}");
+        }
+        if let Some(why) = &out_of_files {
             eprintln!("{why}");
         }
     }
@@ -316,7 +323,29 @@ pub async fn collect(
         total: total_t,
         accounting,
     }))?;
-    Ok(Outcome { interrupted, aborted, abandoned, nothing_answered, interrupt_note })
+    Ok(Outcome { interrupted, aborted, abandoned, nothing_answered, interrupt_note, out_of_files })
+}
+
+/// When sockets could not be opened for want of file descriptors (EMFILE, ENFILE): how many,
+/// the open-files limit the engine ran with, and the two ways out. A run short of its
+/// connections measured the generator's limit, not the target.
+fn out_of_files(cfg: &EngineConfig, total: &Counters) -> Option<String> {
+    use dnscost_stats::ErrorKind;
+    let n = total.conn_failed[ErrorKind::OpenFiles as usize] + total.failed[ErrorKind::OpenFiles as usize];
+    if n == 0 {
+        return None;
+    }
+    let show = |v: Option<u64>| v.map_or("unlimited".to_string(), |v| v.to_string());
+    let limit = match dnscost_transport::socket::open_files_limit() {
+        Ok((soft, hard)) => format!("open-files limit {} (hard {})", show(soft), show(hard)),
+        Err(_) => "open-files limit unknown".into(),
+    };
+    // One line of at most 200 characters, as dnscost quotes it.
+    Some(format!(
+        "{n} connection attempts failed (open_files): no file descriptor left for {} connections: {limit}; \
+         raise ulimit -n or use several engines (--cluster netns:N)",
+        cfg.connections
+    ))
 }
 
 /// The most frequent reason queries went unanswered, with an example message: the line a user
@@ -333,7 +362,11 @@ fn why_nothing_answered(plan: &Plan, total: &Counters) -> String {
     for (kind, &n) in ErrorKind::ALL.iter().zip(&total.failed) {
         // Unsent queries are a consequence; the connection failures above are the cause.
         if n > worst.0 && (*kind != ErrorKind::Unsent || worst.0 == 0) {
-            let example = plan.error_example(kind.as_str()).map(|e| format!(": {e}")).unwrap_or_default();
+            let example = match kind {
+                ErrorKind::Rejected => Some(refusals(total)),
+                _ => plan.error_example(kind.as_str()),
+            };
+            let example = example.map(|e| format!(": {e}")).unwrap_or_default();
             worst = (n, format!("{n} queries failed ({}){example}", kind.as_str()));
         }
     }
@@ -360,6 +393,34 @@ fn why_nothing_answered(plan: &Plan, total: &Counters) -> String {
         return "no query was answered: none was sent".into();
     }
     format!("no query was answered: {}", worst.1)
+}
+
+/// How the target refused queries unprocessed: the connections it ended (GOAWAY, or a close in
+/// order with queries outstanding), else its refused streams.
+fn refusals(total: &Counters) -> String {
+    use dnscost_stats::Close;
+    let count = |c: Close| total.conn_closed[c as usize];
+    let ends: Vec<String> = [
+        (Close::Goaway, "GOAWAY"),
+        (Close::Fin, "FIN"),
+        (Close::CloseNotify, "close_notify"),
+        (Close::ConnectionClose, "CONNECTION_CLOSE"),
+    ]
+    .into_iter()
+    .filter(|&(c, _)| count(c) > 0)
+    .map(|(c, name)| format!("{name} on {} connections", count(c)))
+    .collect();
+    let established = total.conn_established;
+    if ends.is_empty() {
+        return "the target refused their streams unprocessed (REFUSED_STREAM, H3_REQUEST_REJECTED) until their \
+                timeout"
+            .into();
+    }
+    format!(
+        "the target refused them unprocessed until their timeout: it closed its connections before answering \
+         ({} of {established} established)",
+        ends.join(", ")
+    )
 }
 
 async fn signal(a: &mut tokio::signal::unix::Signal, b: &mut tokio::signal::unix::Signal) {

@@ -10,10 +10,11 @@
 //! The server's stream limit (QUIC MAX_STREAMS) never blocks a write: a frame that finds no
 //! stream credit waits in the carrier, in order, and goes when the server grants more (reading
 //! drives it, so answers keep coming meanwhile). While one waits the carrier has no room
-//! ([`QuicStreams::has_room`]), so the session holds further queries in the schedule. A waiting
-//! query counts as sent (written to the connection, as a tcp query held by the server's receive
-//! window is) and as a stream wait ([`QuicStreams::take_stream_waits`]); one whose timeout
-//! passes while it waits is taken back ([`QuicStreams::drop_waiting`]) and never goes.
+//! ([`QuicStreams::has_room`]), so the session holds further queries in the schedule. A query
+//! counts as sent once its stream opened ([`QuicStreams::take_went`]; a waiting one is not on
+//! the wire), and one that found no credit as a stream wait
+//! ([`QuicStreams::take_stream_waits`]); one whose timeout passes while it waits is taken back
+//! ([`QuicStreams::drop_waiting`]), never goes and is failed `unsent` by the driver.
 
 use dnscost_stats::{Close, Handshake};
 use dnscost_transport::quic::{HandshakeFacts, DOQ_NO_ERROR, H3_NO_ERROR, MAX_DOQ_MESSAGE};
@@ -37,12 +38,14 @@ enum H3SendError {
     Body(h3::error::StreamError),
 }
 
-/// A query waiting for its stream: its DNS ID, the query framed as DoQ sends it (ID 0), and whether it found
-/// no stream credit when it was written (a query that goes at once never waits).
+/// A query waiting for its stream: its DNS ID, the query framed as DoQ sends it (ID 0), whether
+/// it found no stream credit when it was written (a query that goes at once never waits), and
+/// whether this is its first send (counted `sent` when its stream opens).
 struct Waiting {
     id: u16,
     query: Vec<u8>,
     held: bool,
+    fresh: bool,
 }
 
 /// Where DoH/3 requests go, and how: POST (the query is the body) or GET (`?dns=`, base64url).
@@ -104,6 +107,10 @@ pub struct QuicStreams {
     waiting: std::collections::VecDeque<Waiting>,
     /// Queries that found no stream credit since the last [`QuicStreams::take_stream_waits`].
     held: u64,
+    /// How many frames at the end of the next write are first sends ([`QuicStreams::fresh_frames`]).
+    fresh_next: u64,
+    /// First sends whose stream opened since the last [`QuicStreams::take_went`].
+    went: u64,
     /// How sending a waiting query failed, reported once the answers read are handed out.
     send_error: Option<std::io::Error>,
     /// The DoH/3 server rejected a request (it does so above its GOAWAY): no new request goes
@@ -135,6 +142,8 @@ impl QuicStreams {
             failed: Vec::new(),
             waiting: std::collections::VecDeque::new(),
             held: 0,
+            fresh_next: 0,
+            went: 0,
             send_error: None,
             rejected: false,
             handshake,
@@ -175,6 +184,22 @@ impl QuicStreams {
     /// How many queries written found no stream credit and waited, since the last call.
     pub fn take_stream_waits(&mut self) -> u64 {
         std::mem::take(&mut self.held)
+    }
+
+    /// The last `n` frames of the next write are queries sent for the first time (those before
+    /// them go again after a refusal): each counts as sent once its stream opens.
+    pub fn fresh_frames(&mut self, n: u64) {
+        self.fresh_next = n;
+    }
+
+    /// How many first sends went on a stream of their own since the last call.
+    pub fn take_went(&mut self) -> u64 {
+        std::mem::take(&mut self.went)
+    }
+
+    /// How many first sends still wait for a stream.
+    pub fn fresh_waiting(&self) -> u64 {
+        self.waiting.iter().filter(|w| w.fresh).count() as u64
     }
 
     /// Takes back the waiting queries for which `expired` is true (their timeout passed before
@@ -362,7 +387,7 @@ impl QuicStreams {
                 Protocol::H3 { .. } => self.poll_send_h3(cx, w.id, &w.query),
             };
             match sent {
-                Poll::Ready(Ok(())) => {}
+                Poll::Ready(Ok(())) => self.went += u64::from(w.fresh),
                 Poll::Ready(Err(e)) => {
                     self.waiting.push_front(w);
                     return Poll::Ready(Err(e));
@@ -517,10 +542,7 @@ impl tokio::io::AsyncWrite for QuicStreams {
     /// the octets of the frames taken; an error when the connection ended.
     fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
         let this = self.get_mut();
-        if let Some(e) = this.send_error.take() {
-            return Poll::Ready(Err(e));
-        }
-        let mut done = 0;
+        let (mut done, first) = (0, this.waiting.len());
         while buf.len() - done >= 4 {
             let len = usize::from(u16::from_be_bytes([buf[done], buf[done + 1]]));
             let end = done + 2 + len;
@@ -530,8 +552,16 @@ impl tokio::io::AsyncWrite for QuicStreams {
             let id = u16::from_be_bytes([buf[done + 2], buf[done + 3]]);
             let mut query = buf[done..end].to_vec();
             query[2..4].copy_from_slice(&[0, 0]);
-            this.waiting.push_back(Waiting { id, query, held: false });
+            this.waiting.push_back(Waiting { id, query, held: false, fresh: false });
             done = end;
+        }
+        let fresh = usize::try_from(std::mem::take(&mut this.fresh_next)).unwrap_or(usize::MAX);
+        let taken = this.waiting.len() - first;
+        for w in this.waiting.iter_mut().skip(first + taken.saturating_sub(fresh)) {
+            w.fresh = true;
+        }
+        if let Some(e) = this.send_error.take() {
+            return Poll::Ready(Err(e));
         }
         if let Poll::Ready(Err(e)) = this.poll_send_waiting(cx) {
             return Poll::Ready(Err(e));

@@ -190,6 +190,16 @@ pub async fn run_slot(ctx: Rc<Ctx>, mut sched: Schedule, slot: u64, mut rng: Rng
             (drive(&ctx, &mut sched, &mut carrier, &mut session, &mut conn, &mut out).await, &[][..])
         };
         conn.meter.sample(&mut carrier, &mut ctx.counters.borrow_mut());
+        if let Carrier::Quic(q) = &mut carrier {
+            let mut c = ctx.counters.borrow_mut();
+            c.sent += q.take_went();
+            c.stream_waits += q.take_stream_waits();
+            // Queries still waiting for a stream when the server ended the connection in order go
+            // again on the next one, where they count no more: their first send counts now.
+            if end.close.side() == Side::Server && end.error.is_none() {
+                c.sent += q.fresh_waiting();
+            }
+        }
         // A 0-RTT connection's handshake is counted once known.
         let handshake = handshake.unwrap_or_else(|| {
             let h = carrier.handshake();
@@ -313,13 +323,19 @@ pub async fn drive<S: Session>(
         }
         conn.meter.tick(now, &mut *carrier, &mut ctx.counters.borrow_mut());
         if let Carrier::Quic(q) = carrier {
-            expire_waiting(q, session, now.checked_sub(timeout));
+            if expire_waiting(ctx, q, session, now.checked_sub(timeout)) {
+                conn.policy.on_resolved(now);
+            }
             conn.carrier_room = q.has_room();
         }
         let t = turn(ctx, sched, session, conn, out, now, state);
         fresh += t.fresh;
         resent += t.resent;
         if !out.is_empty() {
+            if let Carrier::Quic(q) = carrier {
+                // A QUIC carrier counts first sends as their streams open.
+                q.fresh_frames(std::mem::take(&mut fresh));
+            }
             let deadline = session.oldest().unwrap_or(now) + timeout;
             match write_bounded(ctx, carrier, out, &mut stop, deadline).await {
                 Written::Done => {
@@ -469,6 +485,7 @@ fn settle_refusals<S: Session>(ctx: &Ctx, carrier: &mut Carrier, session: &mut S
         Carrier::Quic(q) => {
             let failed = q.take_failed();
             let mut c = ctx.counters.borrow_mut();
+            c.sent += q.take_went();
             c.stream_waits += q.take_stream_waits();
             if failed.is_empty() {
                 return false;
@@ -522,12 +539,26 @@ fn settle_refusals<S: Session>(ctx: &Ctx, carrier: &mut Carrier, session: &mut S
 }
 
 /// Queries that waited in a QUIC carrier for a stream until their timeout (intended before
-/// `deadline`) are taken back, so that they never go: the session times them out in this turn.
-fn expire_waiting<S: Session>(q: &mut super::quic::QuicStreams, session: &S, deadline: Option<u64>) {
-    let Some(deadline) = deadline else { return };
-    if !q.has_room() {
-        q.drop_waiting(|id| session.intended(id).is_none_or(|t| t <= deadline));
+/// `deadline`) are taken back, so that they never go: they were never sent, and are failed
+/// `unsent`. Returns whether there were any.
+fn expire_waiting<S: Session>(
+    ctx: &Ctx,
+    q: &mut super::quic::QuicStreams,
+    session: &mut S,
+    deadline: Option<u64>,
+) -> bool {
+    let Some(deadline) = deadline else { return false };
+    if q.has_room() {
+        return false;
     }
+    let dropped = q.drop_waiting(|id| session.intended(id).is_none_or(|t| t <= deadline));
+    let n = dropped.into_iter().filter(|&id| session.forget(id).is_some()).count() as u64;
+    if n > 0 {
+        ctx.sub_in_flight(n);
+        ctx.counters.borrow_mut().fail(ErrorKind::Unsent, n);
+        ctx.plan.note_error(ErrorKind::Unsent, "the target allowed no stream for them (QUIC MAX_STREAMS)");
+    }
+    n > 0
 }
 
 /// Returns once the run is aborted (a second signal, or the drain's safety net).

@@ -111,6 +111,17 @@ impl Session for DnsStream<'_> {
     fn ended(&mut self, s: &mut Step<'_>, error: Option<&std::io::Error>) -> SessionEnd {
         let close = server_close(error, self.tls);
         let orderly = matches!(close, Close::Fin | Close::CloseNotify | Close::ConnectionClose | Close::Goaway);
+        let cut = self.dec.buffered();
+        if orderly && cut > 0 {
+            // The server closed in the middle of an answer: no close in order, a framing
+            // error; what was outstanding is lost (sent again, it would time out unanswered).
+            let announced = self.dec.pending_frame_len().map_or(String::new(), |n| format!(" of {}", n + 2));
+            let error =
+                format!("the server closed the connection in the middle of an answer ({cut}{announced} octets)");
+            s.ctx.lose(ErrorKind::ConnectionLost, self.window.clear());
+            s.ctx.plan.note_error(ErrorKind::ConnectionLost, &error);
+            return SessionEnd { close, error: Some(error) };
+        }
         if orderly {
             // Closed in order: the outstanding queries were not processed and go again.
             let refused = self.window.drain();
@@ -307,6 +318,26 @@ mod tests {
             assert_eq!(end.close, Close::Rst);
             assert_eq!(ctx.counters.borrow().failed[ErrorKind::ConnectionLost as usize], 3);
             assert_eq!(conn.sched.peek_retry(), None);
+        });
+    }
+
+    #[test]
+    fn a_server_close_in_the_middle_of_an_answer_loses_the_outstanding_queries() {
+        with_ctx(TCP, |ctx| {
+            let mut conn = Conn::new(ctx, Schedule::closed(3, 10_000 * MS), Lifetime::default(), None);
+            conn.at(ctx, 0, |s, step| s.send(step));
+            conn.written();
+            // A length prefix of 65 535 octets and 100 of them, then FIN.
+            let mut cut = vec![0xff, 0xff];
+            cut.extend([0u8; 100]);
+            assert!(conn.deliver(ctx, MS, &cut).is_none());
+            let end = conn.at(ctx, 2 * MS, |s, step| s.ended(step, None));
+            assert_eq!(end.close, Close::Fin);
+            let error = end.error.unwrap_or_default();
+            assert!(error.contains("in the middle of an answer (102 of 65537 octets)"), "{error}");
+            assert_eq!(ctx.counters.borrow().failed[ErrorKind::ConnectionLost as usize], 3);
+            assert_eq!(ctx.in_flight.get(), 0);
+            assert_eq!(conn.sched.peek_retry(), None, "nothing goes again");
         });
     }
 

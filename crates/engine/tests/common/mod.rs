@@ -153,19 +153,40 @@ pub const KILL_SWITCH: std::time::Duration = std::time::Duration::from_secs(60);
 /// Runs `generate` with `args` (plus output files in `dir`), calling `during` with its PID
 /// once started; kills it (and fails the test) if it outlives [`KILL_SWITCH`].
 pub fn generate_with(dir: &Path, args: &[&str], during: impl FnOnce(u32)) -> Run {
+    run_generate(dir, args, None, during)
+}
+
+/// Runs `generate` with `args` (plus output files in `dir`) with its open-files limit, soft and
+/// hard, lowered to `files`.
+pub fn generate_with_files(dir: &Path, args: &[&str], files: u64) -> Run {
+    run_generate(dir, args, Some(files), |_| {})
+}
+
+fn run_generate(dir: &Path, args: &[&str], files: Option<u64>, during: impl FnOnce(u32)) -> Run {
+    use std::os::unix::process::CommandExt;
     let out = dir.join("out.jsonl");
     let log = dir.join("client-connections.jsonl");
     let err = dir.join("stderr.txt");
     let _ = std::fs::remove_file(&out);
     let _ = std::fs::remove_file(&log);
-    let mut child = Command::new(ENGINE)
+    let mut command = Command::new(ENGINE);
+    command
         .arg("generate")
         .args(args)
         .args(["--output", out.to_str().unwrap(), "--connections-log", log.to_str().unwrap()])
         .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&err).unwrap())
-        .spawn()
-        .expect("generate runs");
+        .stderr(std::fs::File::create(&err).unwrap());
+    if let Some(files) = files {
+        let limit = libc::rlimit { rlim_cur: files, rlim_max: files };
+        // SAFETY: setrlimit is async-signal-safe and touches only the child's own limits.
+        unsafe {
+            command.pre_exec(move || match libc::setrlimit(libc::RLIMIT_NOFILE, &limit) {
+                0 => Ok(()),
+                _ => Err(std::io::Error::last_os_error()),
+            });
+        }
+    }
+    let mut child = command.spawn().expect("generate runs");
     during(child.id());
     let started = std::time::Instant::now();
     let status = loop {
