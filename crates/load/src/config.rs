@@ -1,261 +1,13 @@
 //! The engine's input contract: one JSON document, unknown fields rejected, every value bounded.
 
 use crate::profile::ClientProfile;
+use crate::vocabulary::{
+    Arrival, CloseMode, DohHeaders, DohMethod, Lifetime, Rate, TlsGroup, TlsVersion, Transport, UdpRetry,
+};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::path::PathBuf;
-
-/// How DNS travels. One token per carrier, the same in every spec, flag, record and file name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum Transport {
-    Udp,
-    Tcp,
-    Dot,
-    Doh,
-    /// DNS over QUIC (RFC 9250): one query per bidirectional stream.
-    Doq,
-    /// DoH over HTTP/3 (RFC 8484, RFC 9114): one request per stream.
-    Doh3,
-}
-
-impl Transport {
-    pub const ALL: [Transport; 6] =
-        [Transport::Udp, Transport::Tcp, Transport::Dot, Transport::Doh, Transport::Doq, Transport::Doh3];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Transport::Udp => "udp",
-            Transport::Tcp => "tcp",
-            Transport::Dot => "dot",
-            Transport::Doh => "doh",
-            Transport::Doq => "doq",
-            Transport::Doh3 => "doh3",
-        }
-    }
-
-    /// Whether queries ride on connections that open and close.
-    pub fn has_connections(self) -> bool {
-        self != Transport::Udp
-    }
-
-    pub fn uses_tls(self) -> bool {
-        matches!(self, Transport::Dot | Transport::Doh | Transport::Doq | Transport::Doh3)
-    }
-
-    /// Whether connections are QUIC's (UDP datagrams, TLS inside).
-    pub fn uses_quic(self) -> bool {
-        matches!(self, Transport::Doq | Transport::Doh3)
-    }
-
-    /// Whether queries are DoH requests (over HTTP/2 or HTTP/3).
-    pub fn is_doh(self) -> bool {
-        matches!(self, Transport::Doh | Transport::Doh3)
-    }
-}
-
-impl fmt::Display for Transport {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum DohMethod {
-    #[default]
-    Post,
-    Get,
-}
-
-/// The header fields of DoH requests and how they are encoded (docs/engine.md).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum DohHeaders {
-    /// What DoH needs, string literals raw.
-    #[default]
-    Minimal,
-    /// What Chromium sends for DoH, Huffman-coded as its encoder does.
-    Browser,
-}
-
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-pub enum TlsVersion {
-    #[serde(rename = "1.2")]
-    Tls12,
-    #[default]
-    #[serde(rename = "1.3")]
-    Tls13,
-}
-
-/// The key-exchange group, pinned so that library defaults cannot change a comparison.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum TlsGroup {
-    #[default]
-    X25519,
-    Secp256r1,
-    Secp384r1,
-    X25519mlkem768,
-}
-
-impl TlsVersion {
-    /// The token of configurations and records ("1.2", "1.3").
-    pub fn as_str(self) -> &'static str {
-        match self {
-            TlsVersion::Tls12 => "1.2",
-            TlsVersion::Tls13 => "1.3",
-        }
-    }
-}
-
-impl TlsGroup {
-    /// The token of configurations and records.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            TlsGroup::X25519 => "x25519",
-            TlsGroup::Secp256r1 => "secp256r1",
-            TlsGroup::Secp384r1 => "secp384r1",
-            TlsGroup::X25519mlkem768 => "x25519mlkem768",
-        }
-    }
-}
-
-/// How the client ends a connection it decides to close.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum CloseMode {
-    /// TLS close_notify (HTTP/2 GOAWAY first for doh), then FIN.
-    #[default]
-    Graceful,
-    /// FIN without any TLS or HTTP/2 goodbye.
-    Fin,
-    /// RST (SO_LINGER 0).
-    Rst,
-    /// QUIC: send nothing more and let the idle timeout end the connection (no
-    /// CONNECTION_CLOSE; graceful is CONNECTION_CLOSE with DOQ_NO_ERROR).
-    Silent,
-}
-
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum Arrival {
-    #[default]
-    Constant,
-    Poisson,
-}
-
-/// Open-loop queries per second, closed loop bounded by `in_flight`, or one query per
-/// connection.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub enum Rate {
-    #[default]
-    Max,
-    Qps(f64),
-    /// Every connection sends one query as soon as it is established (after the `open_first`
-    /// gate), then stays open and silent until the end.
-    Once,
-}
-
-impl Serialize for Rate {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        match self {
-            Rate::Max => s.serialize_str("max"),
-            Rate::Once => s.serialize_str("once"),
-            Rate::Qps(q) => s.serialize_f64(*q),
-        }
-    }
-}
-
-impl<'de> Deserialize<'de> for Rate {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Raw {
-            Num(f64),
-            Str(String),
-        }
-        match Raw::deserialize(d)? {
-            Raw::Num(q) => Ok(Rate::Qps(q)),
-            Raw::Str(s) if s == "max" => Ok(Rate::Max),
-            Raw::Str(s) if s == "once" => Ok(Rate::Once),
-            Raw::Str(s) => s.parse().map(Rate::Qps).map_err(|_| {
-                serde::de::Error::custom(format!(
-                    "rate must be \"max\", \"once\" or a number of queries per second, not {s:?}"
-                ))
-            }),
-        }
-    }
-}
-
-impl JsonSchema for Rate {
-    fn schema_name() -> String {
-        "Rate".into()
-    }
-    fn json_schema(_: &mut schemars::gen::SchemaGenerator) -> schemars::schema::Schema {
-        serde_json::from_value(serde_json::json!({
-            "description": "Open-loop queries per second, \"max\" for a closed loop bounded by in_flight, or \"once\": every connection sends one query when established, then stays open and silent.",
-            "oneOf": [{"type": "number", "exclusiveMinimum": 0}, {"const": "max"}, {"const": "once"}]
-        }))
-        .expect("static schema")
-    }
-}
-
-/// How long a connection lives: a duration from its establishment, a number of queries, both
-/// (whichever comes first), or neither (forever).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct Lifetime {
-    pub duration_ms: Option<u64>,
-    pub queries: Option<u64>,
-}
-
-impl Lifetime {
-    pub fn is_forever(&self) -> bool {
-        self.duration_ms.is_none() && self.queries.is_none()
-    }
-
-    /// The lifetime of a slot's first connection: the share `u` (in (0, 1]) of each budget,
-    /// at least 1 ms and 1 query. Connections that open together at the start of a run would
-    /// otherwise all renew together after one lifetime, and a trial shorter than a lifetime
-    /// would renew none; in steady state a connection's age is uniform over its lifetime, so
-    /// a uniform `u` per slot gives the steady-state renewal rate (connections ÷ lifetime)
-    /// from the start.
-    pub fn first(&self, u: f64) -> Lifetime {
-        let share = |budget: u64| ((budget as f64 * u.clamp(0.0, 1.0)).ceil() as u64).clamp(1, budget.max(1));
-        Lifetime { duration_ms: self.duration_ms.map(share), queries: self.queries.map(share) }
-    }
-}
-
-/// How a UDP query unanswered is sent again, as a stub resolver does: a query without an answer
-/// `timeout_ms` after its last send is sent again, with the same DNS ID and the same octets,
-/// until it has been sent `attempts` times in all; then it times out `timeout_ms` after its last
-/// send at the latest (the whole query's timeout is `attempts` × `timeout_ms` from its intended
-/// time). An answer to any of the sends answers it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct UdpRetry {
-    /// How long each try waits for an answer, in ms (1 to 60 000): resolv.conf's `timeout`.
-    pub timeout_ms: u64,
-    /// Sends of a query in all, the first included (1 to 10; 1 sends no retransmission):
-    /// resolv.conf's `attempts`.
-    pub attempts: u32,
-}
-
-impl UdpRetry {
-    /// glibc's stub resolver with one nameserver and no resolv.conf options: `RES_TIMEOUT` (5 s
-    /// a try) and `RES_DFLRETRY` (2 tries in all), from `resolv.h`. `res_send.c`'s `send_dg`
-    /// waits `retrans << ns` seconds (divided by the number of nameservers for `ns` > 0), so
-    /// with one nameserver (`ns` = 0) every try waits the same 5 s, and `__res_context_send`
-    /// sends a query `retry` times (resolv.conf's `attempts`) with the same ID: 10 s in all.
-    pub const GLIBC: UdpRetry = UdpRetry { timeout_ms: 5_000, attempts: 2 };
-
-    /// The whole query's timeout: every try's.
-    pub fn total_ms(&self) -> u64 {
-        self.timeout_ms * u64::from(self.attempts)
-    }
-}
 
 /// Everything `dnscost-engine generate` needs. Serialised back, resolved, into its output.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -449,7 +201,7 @@ impl EngineConfig {
     /// says what it replays. Applying twice gives the same configuration.
     pub fn apply_profile(&mut self) -> Result<(), ConfigError> {
         match self.profile.clone() {
-            Some(p) => p.apply(self, self.clients.unwrap_or(1)),
+            Some(p) => replay(&p, self, self.clients.unwrap_or(1)),
             None => Ok(()),
         }
     }
@@ -649,79 +401,48 @@ impl EngineConfig {
     }
 }
 
-/// Parses `10s`, `1.5s`, `250ms`, `2m`, `1h` or a bare number of seconds into milliseconds.
-pub fn parse_duration_ms(s: &str) -> Result<u64, String> {
-    let s = s.trim();
-    let (num, mult) = if let Some(n) = s.strip_suffix("ms") {
-        (n, 1.0)
-    } else if let Some(n) = s.strip_suffix('s') {
-        (n, 1e3)
-    } else if let Some(n) = s.strip_suffix('m') {
-        (n, 60e3)
-    } else if let Some(n) = s.strip_suffix('h') {
-        (n, 3600e3)
-    } else {
-        (s, 1e3)
-    };
-    match num.trim().parse::<f64>() {
-        Ok(v) if v.is_finite() && v >= 0.0 => Ok((v * mult).round() as u64),
-        _ => Err(format!("{s:?} is not a duration (examples: 10s, 250ms, 2m)")),
+/// Sets `config` to replay `clients` clients of profile `p`: their connections, their aggregate
+/// query rate (open loop), and each connection's idle timeout, lifetime and close.
+fn replay(p: &ClientProfile, config: &mut EngineConfig, clients: u32) -> Result<(), ConfigError> {
+    let invalid = |field: &'static str, reason: String| ConfigError::Invalid { field, reason };
+    if clients == 0 {
+        return Err(invalid("clients", "must be at least 1".into()));
     }
-}
-
-/// Parses `forever`, a duration (`30s`), a query count (`100q`), or both (`30s,100q`).
-pub fn parse_lifetime(s: &str) -> Result<Lifetime, String> {
-    let mut l = Lifetime::default();
-    if s.trim() == "forever" {
-        return Ok(l);
+    if p.query_interval_ms == 0 || p.connections == 0 || p.queries_per_resolution == 0 {
+        return Err(invalid(
+            "profile",
+            format!("{}: query_interval_ms, connections and queries_per_resolution must be positive", p.name),
+        ));
     }
-    for part in s.split(',').map(str::trim) {
-        if let Some(q) = part.strip_suffix('q') {
-            l.queries = Some(q.parse().map_err(|_| format!("{part:?} is not a query count (example: 100q)"))?);
-        } else {
-            l.duration_ms = Some(parse_duration_ms(part)?);
+    config.transport = p.transport;
+    config.connections = clients.checked_mul(p.connections).ok_or_else(|| {
+        invalid("clients", format!("{clients} clients of {} connections are too many", p.connections))
+    })?;
+    let per_client = f64::from(p.queries_per_resolution) * 1000.0 / p.query_interval_ms as f64;
+    config.rate = Rate::Qps(per_client * f64::from(clients));
+    config.idle_timeout_ms = p.idle_timeout_ms;
+    if let Some(l) = p.lifetime {
+        config.lifetime = l;
+    }
+    if p.close.is_some() {
+        config.close = p.close;
+    }
+    if p.doh_method.is_some() {
+        config.doh_method = p.doh_method;
+    }
+    if let Some(r) = p.resumption {
+        if !(0.0..=1.0).contains(&r) {
+            return Err(invalid("profile", format!("{}: resumption {r} is not a share in 0..=1", p.name)));
         }
+        config.resumption = Some(r);
     }
-    Ok(l)
-}
-
-/// Parses `--udp-retry`: `TIMEOUT,ATTEMPTS` (a per-try timeout as for the other durations, and
-/// the sends in all, e.g. `5s,2` or `500ms,3`), or `glibc` for [`UdpRetry::GLIBC`].
-pub fn parse_udp_retry(s: &str) -> Result<UdpRetry, String> {
-    let s = s.trim();
-    if s == "glibc" {
-        return Ok(UdpRetry::GLIBC);
-    }
-    let bad = || format!("{s:?} is not TIMEOUT,ATTEMPTS (examples: 5s,2, 500ms,3) nor glibc");
-    let (timeout, attempts) = s.split_once(',').ok_or_else(bad)?;
-    Ok(UdpRetry {
-        timeout_ms: parse_duration_ms(timeout).map_err(|_| bad())?,
-        attempts: attempts.trim().parse().map_err(|_| bad())?,
-    })
-}
-
-/// Parses a CPU list such as `1`, `0,2` or `2-5,8`.
-pub fn parse_cpus(s: &str) -> Result<Vec<u32>, String> {
-    let mut cpus = Vec::new();
-    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        let bad = || format!("{part:?} is not a CPU or a range of CPUs");
-        match part.split_once('-') {
-            Some((a, b)) => {
-                let (a, b): (u32, u32) = (a.parse().map_err(|_| bad())?, b.parse().map_err(|_| bad())?);
-                if a > b || b - a > 4096 {
-                    return Err(bad());
-                }
-                cpus.extend(a..=b);
-            }
-            None => cpus.push(part.parse().map_err(|_| bad())?),
-        }
-    }
-    Ok(cpus)
+    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::parse::*;
 
     #[test]
     fn tls_tokens_are_the_serialised_names() {
@@ -874,5 +595,35 @@ mod tests {
         assert!(cfg(r#"{"transport":"udp","target":"a:1","cpus":[1023]}"#).is_ok());
         let e = cfg(r#"{"transport":"udp","target":"a:1","cpus":[0,1024]}"#).unwrap_err();
         assert_eq!(e.to_string(), "cpus: 1024 is out of range 0..=1023");
+    }
+
+    #[test]
+    fn a_profile_scales_to_many_clients() {
+        let p: ClientProfile = serde_json::from_str(
+            r#"{"name":"dnss-60s","transport":"doh","query_interval_ms":60000,"idle_timeout_ms":30000,
+                "close":"graceful","queries_per_resolution":2}"#,
+        )
+        .unwrap();
+        let mut c = EngineConfig::default();
+        replay(&p, &mut c, 1000).unwrap();
+        assert_eq!((c.transport, c.connections, c.idle_timeout_ms), (Transport::Doh, 1000, Some(30000)));
+        match c.rate {
+            Rate::Qps(q) => assert!((q - 2000.0 * 1000.0 / 60000.0).abs() < 1e-9, "{q}"),
+            r => panic!("{r:?}"),
+        }
+        assert!(replay(&p, &mut c, 0).is_err());
+        // In the configuration itself, applied once or twice alike.
+        let mut d = EngineConfig { profile: Some(p.clone()), clients: Some(1000), ..EngineConfig::default() };
+        d.apply_profile().unwrap();
+        let once = d.clone();
+        d.apply_profile().unwrap();
+        assert_eq!((d.connections, d.idle_timeout_ms), (1000, Some(30000)));
+        assert_eq!(d, once);
+        let orphan = EngineConfig { clients: Some(3), target: "127.0.0.1:53".into(), ..EngineConfig::default() };
+        assert!(orphan.validate().is_err(), "clients without a profile");
+        assert!(serde_json::from_str::<ClientProfile>(
+            r#"{"name":"x","transport":"doh","query_interval_ms":1,"nope":1}"#
+        )
+        .is_err());
     }
 }

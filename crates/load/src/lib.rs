@@ -8,20 +8,23 @@
 
 mod config;
 mod pacing;
+mod parse;
 mod policy;
 mod profile;
 mod queries;
 mod rng;
+mod vocabulary;
 
-pub use config::{
-    parse_cpus, parse_duration_ms, parse_lifetime, parse_udp_retry, Arrival, CloseMode, ConfigError, DohHeaders,
-    DohMethod, EngineConfig, Lifetime, Rate, TlsGroup, TlsVersion, Transport, UdpRetry, CPU_SETSIZE,
-};
+pub use config::{ConfigError, EngineConfig, CPU_SETSIZE};
 pub use pacing::{Pacer, TokenBucket};
+pub use parse::{parse_cpus, parse_duration_ms, parse_lifetime, parse_udp_retry};
 pub use policy::{ConnPolicy, PolicyClose};
 pub use profile::ClientProfile;
 pub use queries::{QuerySet, QuerySpecError};
 pub use rng::Rng;
+pub use vocabulary::{
+    Arrival, CloseMode, DohHeaders, DohMethod, Lifetime, Rate, TlsGroup, TlsVersion, Transport, UdpRetry,
+};
 
 /// Nanoseconds since the start of a run: the only notion of time in this crate.
 pub type Nanos = u64;
