@@ -471,10 +471,13 @@ def print_summary(record: dict[str, Any], out: Path) -> None:
         f"{record['settings']['target']} {record.get('target_version', '')} over {record['settings']['transport']}: "
         f"{_fmt(s['answered_qps'], ' qps', 0)} answered for {s['measured_s']} s"
     )
-    print(
-        f"  target CPU      {_fmt(s['target_cpu_us_per_query'], ' µs/query', 2)}, "
-        f"{_fmt(s['target_cpu_share'] and 100 * s['target_cpu_share'], ' % of a core')}"
-    )
+    if "cpu-unresolved" in v.get("flags", []):
+        print("  target CPU      below the meter's resolution (clock ticks of /proc): not measured at this rate")
+    else:
+        print(
+            f"  target CPU      {_fmt(s['target_cpu_us_per_query'], ' µs/query', 2)}, "
+            f"{_fmt(s['target_cpu_share'] and 100 * s['target_cpu_share'], ' % of a core')}"
+        )
     cluster = record.get("cluster")
     if cluster:
         print(

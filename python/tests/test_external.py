@@ -408,3 +408,5 @@ def test_external_cpu_below_the_tick_is_unresolved(server: Server, tmp_path: Pat
     assert "cpu-unresolved" in summary["validity"]["flags"] and not summary["validity"]["valid"]
     assert summary["energy_marginal_j"] is None
     assert any(line.split()[:1] == ["INVALID"] and "cpu-unresolved" in line for line in r.stdout.splitlines())
+    (cpu,) = [line for line in r.stdout.splitlines() if line.strip().startswith("target CPU")]
+    assert "below the meter's resolution" in cpu and "µs/query" not in cpu, cpu
