@@ -281,3 +281,15 @@ def test_doh3_stream_limit_finding() -> None:
         assert row in text, row
         cells = row.split(" | ")
         assert cells[2] == cells[3] and cells[4] == "0", row  # engine = CoreDNS, none timed out
+    # "the median latency grows with the queries outstanding ... the rate does not fall: its
+    # median at 2 000 in flight lies within the range at 500"
+    rows = [r.split(" | ") for r in doh3_stream_limit_rows()]
+    p50 = [float(r[6]) for r in rows]
+    assert p50 == sorted(p50), p50
+
+    def qps(cell: str) -> tuple[float, ...]:
+        return tuple(float(x.replace(",", "")) for x in re.findall(r"[\d,]+", cell))
+
+    mid_2000 = qps(rows[2][1])[0]
+    _, low_500, high_500 = qps(rows[0][1])
+    assert low_500 <= mid_2000 <= high_500, (rows[0][1], rows[2][1])
