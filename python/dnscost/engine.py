@@ -241,7 +241,7 @@ def generate(
         if code == 2:
             raise UsageError(child.log_tail(1).removeprefix("dnscost-engine: "))
         # "exited with code 4: no query was answered: …", "killed by signal 9 (SIGKILL)"
-        raise EngineError(f"dnscost-engine {child.last_words()}")
+        raise EngineError(f"dnscost-engine {child.last_words(first_error=False)}")
     records = read_records(Path(config["output"]))
     if not records or records[-1].get("type") != "summary":
         raise EngineError(f"dnscost-engine wrote no summary: {child.log_tail()}")

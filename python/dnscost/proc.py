@@ -253,15 +253,17 @@ class Child:
             return ""
         return " | ".join(text[-lines:])
 
-    def last_words(self) -> str:
+    def last_words(self, *, first_error: bool = True) -> str:
         """How the process ended, in one line: its exit code or the signal that killed it and,
-        unless a signal sent from outside killed it, the last line of its log that is not a
-        JSON record (its ``listening`` records, say), trimmed."""
+        unless a signal sent from outside killed it, a line of its log that is not a JSON record
+        (its ``listening`` records, say), trimmed: the first that says ``error`` (the cause,
+        where a server goes on to say that it gives up), else the last; with ``first_error``
+        false always the last (the engine's last line is its reason)."""
         ended = exit_text(self.popen.returncode)
         code = self.popen.returncode
         if code is not None and code < 0 and -code in _OUTSIDE_SIGNALS:
             return ended  # a signal from outside: nothing the process wrote says why
-        line = last_line(self.log)
+        line = last_line(self.log, first_error=first_error)
         return f"{ended}: {line}" if line else ended
 
     def wait_for(self, ready: Callable[[], bool], timeout: float, what: str) -> None:
@@ -318,18 +320,22 @@ def exit_text(code: int | None) -> str:
     return f"exited with code {code}"
 
 
-def last_line(log: Path, width: int = 200) -> str:
+def last_line(log: Path, width: int = 200, *, first_error: bool = False) -> str:
     """The last line of ``log`` that is neither empty nor a JSON record, at most ``width``
-    characters ("" if none)."""
+    characters ("" if none); with ``first_error``, the first such line that says ``error`` if
+    there is one (unbound: "unbound.conf:2: error: unknown keyword …" before "fatal error: Could
+    not read config file …")."""
     try:
         lines = log.read_text(errors="replace").splitlines()
     except OSError:
         return ""
-    for line in reversed(lines):
-        text = line.strip().removeprefix("dnscost-engine: ")
-        if text and not text.startswith("{"):
-            return text if len(text) <= width else text[: width - 1] + "…"
-    return ""
+    texts = [t for line in lines if (t := line.strip().removeprefix("dnscost-engine: ")) and not t.startswith("{")]
+    errors = [t for t in texts if _ERROR.search(t)] if first_error else []
+    text = errors[0] if errors else texts[-1] if texts else ""
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+_ERROR = re.compile(r"\berror\b", re.IGNORECASE)
 
 
 def process_state(pid: int) -> str | None:

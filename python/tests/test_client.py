@@ -201,9 +201,11 @@ def test_response_times_cold_cross_both_links_and_warm_one(
     assert {(r["cache"], r["transport"]) for r in rows} == {(c, t) for c in ("cold", "warm") for t in transports}
     for r in rows:
         assert r["answered"] == r["offered"] > 0, r
-        # DoT's first query opens the connection (3 round trips): the median is past it.
+        # DoT's first query opens the connection (3 round trips): the median is past it. The
+        # margin is what the resolver and a busy VM add (a cold DoT median once took 58.9 ms of
+        # 50); a round trip missing or added on either link is 20 or 30 ms.
         expected = 20 + (30 if r["cache"] == "cold" else 0)
-        assert expected <= r["p50_ms"] < expected + 6, r
+        assert expected <= r["p50_ms"] < expected + 10, r
         assert r["cache_hit_ratio"] == (0.0 if r["cache"] == "cold" else 1.0), r
     netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True).stdout
     assert f"dnscost-lab-{os.getpid()}-" not in netns  # this process's labs (another's may run)

@@ -460,7 +460,9 @@ def test_failed_start_leaves_nothing(tmp_path: Path) -> None:
             return argv
 
     t = Broken(tmp_path, cpus=[cpu], tls=make_tls(tmp_path / "tls"), upstream=FAKE_UPSTREAM)
-    with pytest.raises(TargetError, match=r"^unbound exited \(code 1\) on udp: .*no-such-option"):
+    # The cause (unbound's first error line), not its closing "fatal error: Could not read config file".
+    cause = r"\S*unbound.conf:2: error: unknown keyword 'no-such-option'"
+    with pytest.raises(TargetError, match=rf"^unbound ended on udp: exited with code 1: {cause}$"):
         t.start(health_timeout=5)
     assert t.cgroup is None and t.child is not None and not t.child.alive()
 
