@@ -23,8 +23,8 @@ from dnscost.analysis.capacity import (
     run_model,
     what_if_rows,
 )
-from dnscost.capacity_command import load_tables
 from dnscost.cli import main
+from dnscost.commands.plan import load_tables
 from dnscost.errors import UsageError
 from dnscost.spec import load_profile
 

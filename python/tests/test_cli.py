@@ -11,7 +11,8 @@ from types import SimpleNamespace
 import pytest
 from conftest import IN_CI
 from dnscost.argtypes import parse_duration_ms, parse_lifetime, parse_rate
-from dnscost.cli import build_parser, engine_settings
+from dnscost.cli import build_parser
+from dnscost.commands.load import engine_settings
 from dnscost.engine import generate
 
 
@@ -189,7 +190,8 @@ def test_a_trial_json_of_the_wrong_shape_is_unreadable_as_broken_json_is(
     run --resume. It is now what a trial.json of broken JSON is: an unreadable trial, kept as
     such, that report names in one line."""
     from dnscost.analysis.load import load_run
-    from dnscost.cli import _count_line, main
+    from dnscost.cli import main
+    from dnscost.commands.run import _count_line
     from dnscost.results import Run
     from dnscost.runner import read_record
 
@@ -229,13 +231,13 @@ def test_a_bad_load_setting_names_its_flag_or_file(
     """The engine's own message named neither ("configuration: invalid value: integer `-5`,
     expected u64 at line 1 column 102"): now the flag, or the --engine-config file and field,
     before anything starts."""
-    import dnscost.cli
+    import dnscost.commands.load
     from dnscost.cli import main
 
     def started(_: object) -> None:
         raise AssertionError("dnscost load went past its checks")
 
-    monkeypatch.setattr(dnscost.cli, "pin_self", started)  # what a load does first once checked
+    monkeypatch.setattr(dnscost.commands.load, "pin_self", started)  # what a load does first once checked
     config = tmp_path / "engine.json"
     if "--engine-config" in args:
         k = args.index("--engine-config") + 1

@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 from dnscost.analysis import analyze, write_tables
 from dnscost.cli import main
+from dnscost.commands.keep import keep_run
 from dnscost.errors import UsageError
-from dnscost.keep import keep_run
 
 RUNS = Path(__file__).parent / "fixtures" / "runs"
 RAW_TRIAL = "load-dnsdist@trixie-doh"

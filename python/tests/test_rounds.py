@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 from dnscost.analysis import Analysis, analyze, headline
-from dnscost.cli import format_headline
 from dnscost.plan import REFERENCE_GROUP, expand, round_seed
+from dnscost.report.headline import format_headline
 from dnscost.spec import parse_spec
 from dnscost.validity import CONSISTENCY_FLAGS
 
@@ -200,7 +200,7 @@ def test_a_resumed_handshake_dearer_than_a_full_one_is_marked(tmp_path: Path) ->
 def test_an_idle_cost_whose_interval_reaches_zero_is_given_as_a_bound() -> None:
     """A cost cannot be negative: an interval reaching 0 says the data cannot tell it from none."""
     from dnscost.analysis.rounds import Spread
-    from dnscost.cli import _nonnegative
+    from dnscost.report.headline import _nonnegative
 
     assert _nonnegative(Spread(5.28, -0.39, 10.96, 5)) == "below 10.96 (not distinguishable from 0)"
     assert _nonnegative(Spread(5.16, 3.12, 7.20, 5)) == "5.16 [3.12-7.20]"

@@ -400,7 +400,7 @@ def test_control_sockets_work_under_a_deep_run_directory(root: None, tmp_path: P
 FAILING_LOAD = """
 import sys
 from pathlib import Path
-import dnscost.cli, dnscost.trial
+import dnscost.cli, dnscost.commands.load, dnscost.trial
 from dnscost.errors import TargetError
 
 def fails(settings, trial_dir, cluster=None):
@@ -411,7 +411,7 @@ def fails(settings, trial_dir, cluster=None):
     raise TargetError("dnsdist not found")
 
 dnscost.trial.run_trial = fails
-dnscost.cli.pin_self = lambda cpus: None
+dnscost.commands.load.pin_self = lambda cpus: None
 sys.exit(dnscost.cli.main(sys.argv[1:]))
 """
 

@@ -261,7 +261,7 @@ def test_the_runner_derives_fails_cleanly_and_resumes_from_disk(
     # Today's analysis, recomputing the UDP reference from its raw records, finds it valid (as
     # a fixed flag would): the resumed run derives the UDP share from that, not the stored one.
     from dnscost.analysis import load
-    from dnscost.cli import _count_line
+    from dnscost.commands.run import _count_line
 
     assert _count_line(again, plan).endswith("; 1 invalid (loss 1)")
 

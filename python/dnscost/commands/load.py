@@ -1,0 +1,265 @@
+"""``dnscost load``: one measured trial against a target, its summary printed (ARCHITECTURE.md,
+"data flow of one trial")."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from dnscost.argtypes import cpu_list, parse_duration_ms, parse_lifetime, parse_rate
+from dnscost.certs import DEFAULT_KEY_TYPE, KEY_TYPES
+from dnscost.commands.cluster import add_options as add_cluster_options
+from dnscost.commands.cluster import check_cluster, open_run_cluster
+from dnscost.commands.cluster import settings_from as cluster_settings
+from dnscost.commands.external import add_options as add_external_options
+from dnscost.commands.external import external_settings
+from dnscost.commands.target import add_roots_option
+from dnscost.engine import TRANSPORTS
+from dnscost.errors import UsageError
+from dnscost.network import DEFAULT_NETWORK, NETWORKS
+from dnscost.targets.place import label_of
+
+__all__ = ["ENGINE_KNOBS", "add_parser", "engine_field_names", "engine_settings", "main", "pin_self", "print_summary"]
+
+
+# Engine knobs offered by `dnscost load`: flag, JSON field, type, help.
+ENGINE_KNOBS: list[tuple[str, str, Any, str]] = [
+    ("--connections", "connections", int, "concurrent connection slots (udp: sockets)"),
+    ("--lifetime", "lifetime", parse_lifetime, "forever, 30s, 100q or 30s,100q"),
+    ("--idle-timeout", "idle_timeout_ms", parse_duration_ms, "client closes idle connections after this"),
+    ("--open-rate", "open_rate", float, "ceiling on new connections per second"),
+    ("--open-first", "open_first", bool, "open every connection before any query (until the warm-up ends)"),
+    ("--resumption", "resumption", float, "share of reconnections resuming TLS (0..1)"),
+    ("--early-data", "early_data", float, "doq, doh3: share of resumed connections sending 0-RTT data (0..1)"),
+    ("--in-flight", "in_flight", int, "outstanding queries per connection"),
+    ("--close", "close", str, "graceful, fin or rst; doq, doh3: graceful or silent"),
+    ("--rate", "rate", parse_rate, "queries per second (open loop) or max"),
+    ("--arrival", "arrival", str, "constant or poisson"),
+    ("--duration", "duration_ms", parse_duration_ms, "measured period (default 20s)"),
+    ("--warmup", "warmup_ms", parse_duration_ms, "load before the measured period (default 2s)"),
+    ("--timeout", "timeout_ms", parse_duration_ms, "query timeout"),
+    ("--doh-method", "doh_method", str, "post or get"),
+    ("--doh-headers", "doh_headers", str, "minimal or browser"),
+    ("--tls-version", "tls_version", str, "1.2 or 1.3"),
+    ("--tls-group", "tls_group", str, "x25519, secp256r1, secp384r1, x25519mlkem768"),
+    ("--edns-size", "edns_udp_size", int, "EDNS UDP size, 0 for none"),
+    ("--threads", "threads", int, "generator threads (default: one per generator CPU)"),
+    ("--seed", "seed", int, "seed of arrivals and resumption draws"),
+]
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    ld = sub.add_parser("load", help="one measured trial against a target")
+    add_roots_option(ld)
+    ld.add_argument(
+        "--target",
+        required=True,
+        help="dnsdist, knot-resolver, unbound, bind9, pdns-recursor, builtin, coredns, or external; "
+        "NAME@RELEASE for a Debian release root (dnscost target prepare), NAME@PATH for your own build",
+    )
+    ld.add_argument("--transport", required=True, choices=TRANSPORTS)
+    for flag, field, kind, text in ENGINE_KNOBS:
+        if kind is bool:
+            ld.add_argument(flag, dest=f"engine_{field}", action="store_true", default=None, help=text)
+        else:
+            ld.add_argument(flag, dest=f"engine_{field}", type=kind, help=text)
+    ld.add_argument("--engine-config", type=Path, help="JSON engine configuration to start from (flags override)")
+    ld.add_argument("--target-cpus", type=cpu_list, default=[0], help="CPUs of the target (default 0)")
+    ld.add_argument("--generator-cpus", type=cpu_list, help="CPUs of the generator (default: all others)")
+    ld.add_argument("--names", type=int, default=10_000, help="synthetic names (default 10000)")
+    ld.add_argument("--tld", default="test")
+    ld.add_argument("--no-fill", action="store_true", help="skip the cache pre-fill")
+    ld.add_argument("--cert-key", choices=KEY_TYPES, default=DEFAULT_KEY_TYPE, help="the target's certificate key")
+    ld.add_argument("--network", choices=NETWORKS, help=f"where the target sits (default {DEFAULT_NETWORK})")
+    ld.add_argument("--output", type=Path, help="results directory (default results/load/<run-id>)")
+    add_external_options(ld)
+    add_cluster_options(ld)
+
+
+def engine_settings(a: argparse.Namespace) -> dict[str, Any]:
+    config: dict[str, Any] = {}
+    if a.engine_config:
+        try:
+            config = json.loads(a.engine_config.read_text())
+        except (OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise UsageError(f"{a.engine_config}: {e}") from e
+        if not isinstance(config, dict):
+            raise UsageError(f"{a.engine_config}: not a JSON object")
+        # Paths in the file are relative to where dnscost was started, as on the command line.
+        for key in ("queries_file", "ca_file", "keylog_file"):
+            if isinstance(config.get(key), str):
+                config[key] = str(Path(config[key]).expanduser().resolve())
+    for _, field, _, _ in ENGINE_KNOBS:
+        value = getattr(a, f"engine_{field}")
+        if value is not None:
+            config[field] = value
+    config.setdefault("duration_ms", 20_000)
+    config.setdefault("warmup_ms", 2_000)
+    return config
+
+
+def engine_field_names(a: argparse.Namespace, config: dict[str, Any]) -> dict[str, str]:
+    """What the user of ``dnscost load`` calls each field of its engine configuration
+    ``config``, for the engine's messages: the flag that set it, else the ``--engine-config``
+    file's field."""
+    flags = {field: flag for flag, field, _, _ in ENGINE_KNOBS if getattr(a, f"engine_{field}") is not None}
+    names = {key: flags.get(key) or (f"{a.engine_config}: {key}" if a.engine_config else key) for key in config}
+    return {**names, "transport": "--transport", "synthetic": "--names", "tld": "--tld"}
+
+
+def main(a: argparse.Namespace) -> int:
+    from dnscost.engine import check_config, engine_version
+    from dnscost.machine import facts
+    from dnscost.proc import use_ledger
+    from dnscost.results import Run, new_run_id
+    from dnscost.spec import MAX_NAMES
+    from dnscost.trial import LoadSettings, run_trial
+
+    if not 1 <= a.names <= MAX_NAMES:  # as a spec's names
+        raise UsageError(f"--names: {a.names} is out of range 1..={MAX_NAMES}")
+    generator_cpus = a.generator_cpus or sorted(set(os.sched_getaffinity(0)) - set(a.target_cpus))
+    settings = LoadSettings(
+        a.target,
+        a.transport,
+        engine_settings(a),
+        a.target_cpus,
+        generator_cpus,
+        a.names,
+        a.tld,
+        fill=not a.no_fill,
+        cert_key=a.cert_key,
+        network=a.network or DEFAULT_NETWORK,
+        external=external_settings(a, a.target),
+    )
+    settings.validate()
+    cluster_given = cluster_settings(a)
+    check_cluster(cluster_given, settings.network, a.target)
+    check_config(
+        {**settings.engine, "transport": a.transport, "synthetic": a.names, "tld": a.tld},
+        "dnscost load",
+        engine_field_names(a, settings.engine),
+    )
+    pin_self(generator_cpus)
+    out = a.output or Path("results", "load", new_run_id()).resolve()
+    trial_id = f"load-{label_of(a.target)}-{a.transport}"
+    plan = [{"id": trial_id, "group": "load", "kind": "load", "target": a.target, "transport": a.transport}]
+    spec = {
+        "command": "load",
+        "settings": asdict(settings),
+        **({"cluster": cluster_given.to_dict()} if cluster_given else {}),
+    }
+    # A run here that measured nothing (a target that did not start, say) is replaced.
+    run = Run.create(
+        out,
+        "load",
+        spec=spec,
+        spec_toml="",
+        plan=plan,
+        facts=facts(),
+        versions={"dnscost-engine": engine_version()},
+        reuse_unmeasured=True,
+    )
+    use_ledger(run.ledger)
+    cluster = None
+    try:
+        if cluster_given is not None:
+            cluster = open_run_cluster(cluster_given, run, generator_cpus)
+        record = run_trial(settings, run.trial_dir(trial_id), cluster)
+    except BaseException as e:
+        run.set_trial(trial_id, "interrupted" if isinstance(e, KeyboardInterrupt) else "failed", str(e))
+        run.finish("interrupted" if isinstance(e, KeyboardInterrupt) else "failed")
+        raise
+    finally:
+        if cluster is not None:
+            cluster.close()
+    run.doc["versions"][a.target] = record.get("target_version", "")
+    run.set_trial(trial_id, "done")
+    run.finish("done")
+    print_summary(record, out)
+    return 0
+
+
+def pin_self(cpus: Sequence[int]) -> None:
+    """Runs dnscost itself (the runner, the sampler's threads, the ``ss`` it starts) on the
+    generator's CPUs, never on the target's, with the highest open-files limit the machine
+    allows (inherited by the target and the engine)."""
+    from dnscost.machine import raise_open_files
+
+    os.sched_setaffinity(0, set(cpus))
+    raise_open_files()
+
+
+def _fmt(v: float | None, unit: str = "", digits: int = 1) -> str:
+    return "n/a" if v is None else f"{v:,.{digits}f}{unit}"
+
+
+def print_summary(record: dict[str, Any], out: Path) -> None:
+    s = record["summary"]
+    v = s["validity"]
+    lat = s["latency_us"]
+
+    def kib(b: float | None) -> float | None:
+        return None if b is None else b / 1024
+
+    print(
+        f"{record['settings']['target']} {record.get('target_version', '')} over {record['settings']['transport']}: "
+        f"{_fmt(s['answered_qps'], ' qps', 0)} answered for {s['measured_s']} s"
+    )
+    if "cpu-unresolved" in v.get("flags", []):
+        print("  target CPU      below the meter's resolution (clock ticks of /proc): not measured at this rate")
+    else:
+        print(
+            f"  target CPU      {_fmt(s['target_cpu_us_per_query'], ' µs/query', 2)}, "
+            f"{_fmt(s['target_cpu_share'] and 100 * s['target_cpu_share'], ' % of a core')}"
+        )
+    cluster = record.get("cluster")
+    if cluster:
+        print(
+            f"  generator CPU   {_fmt(s.get('generator_cpu_us_per_query'), ' µs/query', 2)} (the engines' own), "
+            f"{_fmt(100 * v['generator_busy_share'] if v.get('generator_busy_share') is not None else None, ' %')} "
+            f"of the workers' {cluster['generator_cores']} cores busy"
+        )
+        print(f"  cluster         {len(cluster['workers'])} workers, started within {cluster['start_skew_ms']} ms:")
+        for w in cluster["workers"]:
+            own, who = w["summary"], w["name"] or w["address"]
+            print(
+                f"    {who:<12} {w['connections']} connections, {_fmt(own['answered_qps'], ' qps', 0)} "
+                f"answered, p50 {own['latency_p50_us']} µs, p99 {own['latency_p99_us']} µs, "
+                f"kept up: {own['generator_kept_up']}"
+            )
+    else:
+        own_cpu = s["engine_cpu_us"] / s["queries_answered"] if s["queries_answered"] else None
+        print(
+            f"  generator CPU   {_fmt(s.get('generator_cpu_us_per_query'), ' µs/query', 2)} (kernel's accounting; "
+            f"engine's own {_fmt(own_cpu, '', 2)}), "
+            f"{_fmt(100 * v['generator_busy_share'] if v.get('generator_busy_share') is not None else None, ' %')} "
+            f"of its cores busy"
+        )
+    print(
+        f"  memory          {_fmt(kib(s['user_bytes_per_connection']), ' KiB')} user, "
+        f"{_fmt(kib(s['kernel_bytes_per_connection']), ' KiB')} kernel per open connection "
+        f"({_fmt(s['mean_active_connections'], '', 0)} open)"
+    )
+    print(f"  energy          {_fmt(s['energy_j_per_1000_queries'], ' J/1000 queries', 3)} ({s['energy_source']})")
+    print(
+        f"  latency         p50 {lat['p50_us']} µs, p90 {lat['p90_us']} µs, p99 {lat['p99_us']} µs, "
+        f"max {lat['max_us']} µs"
+    )
+    agreement = v["answer_count_agreement"]
+    print(
+        f"  validity        generator kept up: {v['generator_kept_up']}, "
+        f"loss {_fmt(v['loss'] and 100 * v['loss'], ' %', 2)}, "
+        f"cache hits {_fmt(v['cache_hit_ratio'] and 100 * v['cache_hit_ratio'], ' %')}, "
+        f"answers engine/target {v['engine_answered']}/{v['target_answered']} "
+        f"({_fmt(agreement and 100 * agreement, ' %', 2)})"
+    )
+    if v.get("unchecked"):
+        print(f"  not checked     {', '.join(v['unchecked'])} (docs/results.md, Validity)")
+    if v["flags"]:
+        print(f"  INVALID         {', '.join(v['flags'])} (docs/results.md, Validity)")
+    print(f"  results         {out}")
