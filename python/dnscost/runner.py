@@ -303,6 +303,13 @@ def run_plan(
             if run.done(t.id):
                 counts["skipped"] += 1
                 continue
+            if _done_on_disk(run.trial_dir(t.id)):
+                # The run stopped between the trial's last write and run.json's (a disk that
+                # filled up, a directory made unwritable): its records are whole, keep them.
+                run.set_trial(t.id, "done")
+                progress.note(f"{t.id}: done, as its trial.json says; not measured again")
+                counts["skipped"] += 1
+                continue
             if start_failures.get(t.target, 0) >= START_ATTEMPTS:
                 reason = f"not run: {t.target} failed to start {START_ATTEMPTS} times in a row"
                 progress.note(f"{t.id}: {reason}")
@@ -455,6 +462,12 @@ def bed_network(cluster: Cluster | None) -> dict[str, Any]:
     """``start_bed``'s network argument for a bed loaded by ``cluster``: the cluster's set-up,
     given only with a cluster (without one, the run's own; tests stand in for start_bed)."""
     return {"network": cluster_network(cluster.target_address)} if cluster is not None else {}
+
+
+def _done_on_disk(trial_dir: Path) -> bool:
+    """Whether the trial's own trial.json says it was measured to the end, with its summary."""
+    record = read_record(trial_dir)
+    return record is not None and record.get("status") == "done" and record.get("summary") is not None
 
 
 def read_record(trial_dir: Path) -> dict[str, Any] | None:

@@ -270,7 +270,9 @@ def test_a_run_directory_has_one_writer(root: None, tmp_path: Path) -> None:
 
 def test_resume_stops_what_a_killed_run_left(root: None, tmp_path: Path) -> None:
     """A leftover that escaped (here: a process recorded in the run's ledger as if a killed
-    run had started it) is stopped by the resume before it measures anything."""
+    run had started it) is stopped by the resume before it measures anything. The trial
+    run.json calls interrupted while its own trial.json says done (the run stopped between the
+    two writes) keeps its records; it used to be measured again, over them."""
     (tmp_path / "tiny.toml").write_text(TINY.replace('"udp", "tcp"', '"udp"').replace('"4s"', '"1s"'))
     r = _dnscost(tmp_path, "run", "tiny.toml", "--output", "out", "--no-report")
     assert r.returncode == 0, r.stderr
@@ -281,9 +283,13 @@ def test_resume_stops_what_a_killed_run_left(root: None, tmp_path: Path) -> None
     orphan = subprocess.Popen(["sleep", "60"], start_new_session=True)
     with (tmp_path / "out" / "children.jsonl").open("a") as f:
         f.write(json.dumps({"name": "orphan", "pid": orphan.pid, "start_time": start_time(orphan.pid)}) + "\n")
+    before = {p: p.read_bytes() for p in (tmp_path / "out" / "trials" / trial).iterdir() if p.is_file()}
     r = _dnscost(tmp_path, "run", "--resume", "out", "--no-report")
     assert r.returncode == 0, r.stderr
     assert f"dnscost: stopped orphan (PID {orphan.pid}), left running by the interrupted run" in r.stderr
+    assert f"{trial}: done, as its trial.json says; not measured again" in r.stderr + r.stdout
+    assert {p: p.read_bytes() for p in before} == before
+    assert json.loads((tmp_path / "out" / "run.json").read_text())["trials"][trial]["status"] == "done"
     assert orphan.wait(timeout=10) == -signal.SIGKILL
 
 
