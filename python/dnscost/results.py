@@ -11,6 +11,7 @@ import gzip
 import json
 import os
 import shutil
+import subprocess
 import sys
 import time
 import zlib
@@ -30,10 +31,31 @@ __all__ = [
     "read_lines",
     "read_records",
     "run_problem",
+    "source_commit",
     "write_json",
 ]
 
 FORMAT_VERSION = 2
+
+
+def source_commit() -> dict[str, Any] | None:
+    """The git commit of the dnscost code running, ``{"commit": SHA, "dirty": bool}`` (``dirty``:
+    its tracked files differ from the commit), recorded in run.json so that a stored run names
+    the code that measured it; None outside a git checkout (an installed package) or without git."""
+    here = Path(__file__).resolve().parent
+
+    def git(*args: str) -> str | None:
+        try:
+            r = subprocess.run(["git", "-C", str(here), *args], capture_output=True, text=True, timeout=10, check=False)
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return r.stdout if r.returncode == 0 else None
+
+    commit = git("rev-parse", "HEAD")
+    if commit is None:
+        return None
+    status = git("status", "--porcelain", "--untracked-files=no")
+    return {"commit": commit.strip(), "dirty": bool(status and status.strip())}
 
 
 def new_run_id() -> str:
@@ -199,6 +221,7 @@ class Run:
         doc: dict[str, Any] = {
             "format_version": FORMAT_VERSION,
             "dnscost_version": __version__,
+            "dnscost_source": source_commit(),
             "experiment": experiment,
             "run_id": directory.name,
             "created_unix_ms": int(time.time() * 1000),

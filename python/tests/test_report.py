@@ -523,6 +523,26 @@ def test_write_report_from_a_run_directory(tmp_path: Path) -> None:
     assert '<tr class="invalid">' in text
 
 
+def test_a_run_names_the_commit_that_measured_it(tmp_path: Path) -> None:
+    """run.json records the checkout's commit, as git itself gives it, and the report prints it."""
+    import subprocess
+
+    from dnscost.results import Run
+
+    def git(*args: str) -> str:
+        here = Path(__file__).parent
+        return subprocess.run(["git", *args], cwd=here, capture_output=True, text=True, check=True).stdout
+
+    run = Run.create(tmp_path / "r", "study", spec={}, spec_toml="", plan=[], facts={}, versions={})
+    run.unlock()
+    head = git("rev-parse", "HEAD").strip()
+    dirty = bool(git("status", "--porcelain", "--untracked-files=no").strip())
+    doc = json.loads((tmp_path / "r" / "run.json").read_text())
+    assert doc["dnscost_source"] == {"commit": head, "dirty": dirty}
+    text = write_report(tmp_path / "r").read_text()
+    assert f"commit {head[:10]}{', with changes' if dirty else ''})" in text
+
+
 def test_write_report_uses_the_analysis(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(analysis, "analyze", lambda run_dir: make_analysis())
     path = write_report(tmp_path)

@@ -983,6 +983,15 @@ def _facts(items: dict[str, Any]) -> list[tuple[str, str]]:
     return [(str(k), json.dumps(v) if isinstance(v, dict | list) else fmt(v)) for k, v in items.items()]
 
 
+def _version(run: dict[str, Any]) -> str:
+    """dnscost's version and the commit that measured the run, when run.json names it."""
+    version = str(run.get("dnscost_version", DASH))
+    source = run.get("dnscost_source")
+    if isinstance(source, dict) and isinstance(source.get("commit"), str):
+        version += f" (commit {source['commit'][:10]}{', with changes' if source.get('dirty') else ''})"
+    return version
+
+
 def _machine(a: Analysis) -> dict[str, Any]:
     run = a.run
     spec_text = run.get("spec_toml")
@@ -991,7 +1000,7 @@ def _machine(a: Analysis) -> dict[str, Any]:
         spec_text = json.dumps(spec, indent=2, sort_keys=True) if spec is not None else ""
     return {
         "machine": _facts(_dict(run.get("machine"))),
-        "versions": _facts({"dnscost": run.get("dnscost_version"), **_dict(run.get("versions"))}),
+        "versions": _facts({"dnscost": _version(run), **_dict(run.get("versions"))}),
         "spec": spec_text,
     }
 
@@ -1065,7 +1074,7 @@ def render_report(a: Analysis, run_dir: Path, *, headline: list[Row] | None = No
         "started": _when(run.get("created_unix_ms")),
         "finished": _when(run.get("finished_unix_ms")),
         "command": " ".join(str(c) for c in run.get("command") or []),
-        "version": run.get("dnscost_version", DASH),
+        "version": _version(run),
         "nav": [(anchor, label) for anchor, label, analysis in _NAV if analysis in shown],
         "shown": shown,
         "titles": {name: title for name, (title, _, _) in _CAPTIONS.items()},
