@@ -3,7 +3,7 @@ missing, unreadable or failed is kept, with its status, never raised. A trial wh
 are stored (``engine.jsonl``, ``meter.jsonl``, the target's counters and the summary's context)
 gets its summary computed again from them, so what the report shows follows from raw data and
 the current definitions (:mod:`dnscost.trial_summary`), not from what was written at the time.
-A kept run (``dnscost keep``, :mod:`dnscost.keep`) holds those records gzip-compressed, and is
+A kept run (``dnscost keep``, :mod:`dnscost.commands.keep`) holds those records gzip-compressed, and is
 read the same way."""
 
 from __future__ import annotations

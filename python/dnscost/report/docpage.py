@@ -1,0 +1,308 @@
+"""Pages of the docs whose figures come from a stored run: a Jinja template (``docs/study.md.j2``)
+rendered with the run's derived tables (``RUN_DIR/tables/*.csv``), its run.json (or, for a run
+kept as tables only, ``run-facts.json``) and the study's published numbers, so that every number
+of the page is read from the data, never typed.
+
+    python -m dnscost.report.docpage docs/study.md.j2 docs/study-run docs/study.md
+    python -m dnscost.report.docpage docs/study.md.j2 docs/study-run docs/study.md --check
+
+``--check`` renders into memory and exits 1, printing the first differing lines, when the page
+on disk is not what the tables give (the docs check runs it; ``python/tests/test_docs_numbers.py``).
+
+In the template, ``t(TABLE, key=value, ...)`` is the one row of ``TABLE`` with those values (an
+error names the table and keys when none or several match), ``rows(TABLE, ...)`` every such row,
+``run`` the run's facts, ``study`` the study's numbers (:func:`dnscost.report.study.published`),
+``extra(NAME)`` another run's tables (``extra("audited")`` reads ``RUN_DIR/../audited-run``),
+``kept_trial(PATH)`` a kept trial beside the template, ``group(NAME)`` the run's spec group, and
+``require(CONDITION, STATEMENT)`` stops the rendering when the data contradict a verdict the
+words state.
+Filters format a number the way the docs write it: ``f(2)`` fixed digits, ``n`` an integer with
+spaces between thousands (``2 550``), ``k`` thousands (``255 k``), ``pct`` a share as a percent,
+``iv(2)`` a table row's ``value [low-high]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import gzip
+import json
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from dnscost.analysis.stored import read_table
+from dnscost.analysis.table1 import key_match, verdict_counts
+from dnscost.errors import UsageError
+from dnscost.meter.energy import CpuPowerModel
+from dnscost.report.study import published
+
+__all__ = ["RunTables", "invalid_trials", "main", "render_page"]
+
+Row = dict[str, Any]
+
+
+class RunTables:
+    """The derived tables of one stored run, read once each, and its facts."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.dir = run_dir
+        self._tables: dict[str, list[Row]] = {}
+        if not (run_dir / "tables").is_dir():
+            raise UsageError(f"{run_dir}: no tables/ to render from (dnscost report {run_dir} writes them)")
+
+    def rows(self, table: str, **keys: Any) -> list[Row]:
+        if table not in self._tables:
+            path = self.dir / "tables" / f"{table}.csv"
+            if not path.is_file():
+                raise UsageError(f"{path}: no such table")
+            self._tables[table] = read_table(path)
+        missing = [k for k in keys if self._tables[table] and k not in self._tables[table][0]]
+        if missing:
+            raise UsageError(f"{table}: no column {', '.join(missing)}")
+        return [r for r in self._tables[table] if all(r.get(k) == v for k, v in keys.items())]
+
+    def row(self, table: str, **keys: Any) -> Row:
+        found = self.rows(table, **keys)
+        if len(found) != 1:
+            shown = ", ".join(f"{k}={v!r}" for k, v in keys.items())
+            raise UsageError(f"{table}: {len(found)} rows with {shown}, not one")
+        return found[0]
+
+    def facts(self) -> dict[str, Any]:
+        """run.json's facts (not its plan or trials), or ``run-facts.json`` for a run kept as tables."""
+        for name in ("run.json", "run-facts.json"):
+            path = self.dir / name
+            if path.is_file():
+                doc = json.loads(path.read_text(encoding="utf-8"))
+                return {k: v for k, v in doc.items() if k not in ("plan", "trials", "spec_toml")}
+        return {}
+
+
+def _number(v: Any) -> float:
+    if not isinstance(v, int | float) or isinstance(v, bool):
+        raise UsageError(f"not a number: {v!r}")
+    return float(v)
+
+
+def fixed(v: Any, digits: int = 1) -> str:
+    return f"{_number(v):.{digits}f}"
+
+
+def spaced(v: Any) -> str:
+    """An integer with a space between thousands, as the docs write them: ``2 550``."""
+    return f"{round(_number(v)):,}".replace(",", " ")
+
+
+def thousands(v: Any) -> str:
+    return f"{spaced(_number(v) / 1000)} k"
+
+
+def percent(v: Any, digits: int = 0) -> str:
+    return f"{100 * _number(v):.{digits}f} %"
+
+
+def interval(row: Row, digits: int = 2, key: str = "value") -> str:
+    """``value [low-high]`` of a table row (``key``'s interval columns: ``low``/``high``, or
+    ``KEY_low``/``KEY_high``)."""
+    low, high = ("low", "high") if key == "value" else (f"{key}_low", f"{key}_high")
+    return f"{fixed(row[key], digits)} [{fixed(row[low], digits)}-{fixed(row[high], digits)}]"
+
+
+FILTERS: dict[str, Callable[..., str]] = {
+    "f": fixed,
+    "n": spaced,
+    "k": thousands,
+    "pct": percent,
+    "iv": interval,
+}
+
+TRANSPORTS = {"udp": "UDP", "tcp": "TCP", "dot": "DoT", "doh": "DoH", "doq": "DoQ", "doh3": "DoH/3"}
+LIFETIMES = {
+    "forever": "on persistent connections",
+    "30s": "with 30 s lifetimes",
+    "1s": "with 1 s lifetimes",
+    "1q": "at one query per connection",
+}
+
+
+def cell_words(r: Row) -> str:
+    """A trial's cell as the docs name it: ``knot-resolver's TCP at one query per connection``."""
+    what = f"{r['target']}'s {TRANSPORTS.get(str(r['transport']), r['transport'])}"
+    if r["kind"] == "idle":
+        return f"{what} at {spaced(r['connections'])} idle connections"
+    if r["kind"] == "search":
+        return f"{what} open-loop search"
+    if r["group"] == "connections":
+        what += f" at {spaced(r['connections'])} persistent connections"
+    elif r.get("lifetime"):
+        what += f" {LIFETIMES.get(str(r['lifetime']), 'with lifetime ' + str(r['lifetime']))}"
+    extras = [
+        "RSA-2048" if r.get("cert_key") == "rsa-2048" else "",
+        "resumed" if (r.get("resumption") or 0) > 0 else "",
+        str(r["group"]) if r["group"] not in ("connections", "establishment") else "",
+    ]
+    extra = ", ".join(e for e in extras if e)
+    return f"{what} ({extra})" if extra else what
+
+
+def _rounds(rounds: list[int]) -> str:
+    return "every round" if len(rounds) == 3 else f"{len(rounds)} of 3 rounds" if len(rounds) > 1 else "one round"
+
+
+def invalid_trials(rows: list[Row]) -> list[dict[str, Any]]:
+    """The trials measured but invalid, grouped by their flags, most first: ``flags``, ``n`` and
+    ``cells`` (each cell's words and the rounds it was invalid in)."""
+    groups: dict[str, dict[str, list[int]]] = {}
+    for r in rows:
+        if r["status"] == "done" and not r["valid"]:
+            groups.setdefault(str(r["flags"]), {}).setdefault(cell_words(r), []).append(int(r["round"]))
+    out = []
+    for flags, cells in groups.items():
+        words = [f"{cell}, {_rounds(rounds)}" for cell, rounds in cells.items()]
+        out.append({"flags": flags, "n": sum(len(v) for v in cells.values()), "cells": words})
+    return sorted(out, key=lambda g: (-g["n"], g["flags"]))
+
+
+def span(values: list[Any], digits: int = 1) -> str:
+    """``low to high`` of some numbers, or the one value when they are all the same once written."""
+    low, high = fixed(min(values), digits), fixed(max(values), digits)
+    return low if low == high else f"{low} to {high}"
+
+
+def utc(ms: Any, fmt: str = "%Y-%m-%d %H:%M") -> str:
+    """A run.json time (ms since the epoch) in UTC."""
+    return time.strftime(fmt, time.gmtime(_number(ms) / 1000))
+
+
+def model_term(r: Row) -> str:
+    """A cost-model term as the docs' tables show it: ``value [low-high]``, three significant
+    digits below 100, whole µs above."""
+
+    def g(v: Any) -> str:
+        x = _number(v)
+        return f"{x:.0f}" if abs(x) >= 100 or (abs(x) >= 10 and x == round(x)) else f"{x:.3g}"
+
+    return f"{g(r['us'])} [{g(r['ci95_low'])}-{g(r['ci95_high'])}]"
+
+
+def memory_matched(points: list[Row], target: str, x: str, y: str) -> dict[str, Any]:
+    """User memory per connection of transports ``x`` and ``y`` of ``target``, each the slope
+    over only the connection counts measured valid for both (``memory_points``): ``points``
+    (those counts), ``ratio`` (x ÷ y) and ``detail`` (both slopes in KiB)."""
+    from dnscost.analysis.stats import fit_line
+
+    def valid(transport: str) -> dict[float, tuple[float, float]]:
+        out = {}
+        for p in points:
+            if (p["target"], p["transport"]) == (target, transport) and p["valid"] and p["rss_delta_bytes"] is not None:
+                held = p["connections_held"] or p["connections"]
+                out[_number(p["connections"])] = (_number(held), _number(p["rss_delta_bytes"]))
+        return out
+
+    px, py = valid(x), valid(y)
+    counts = sorted(set(px) & set(py))
+    slopes = []
+    for pts in (px, py):
+        f = fit_line([pts[c][0] for c in counts], [pts[c][1] for c in counts])
+        if f is None:
+            raise UsageError(f"memory_points: {target} {x} and {y} share fewer than two valid points")
+        slopes.append(f.slope)
+    detail = f"{TRANSPORTS[x]} {slopes[0] / 1024:.1f}, {TRANSPORTS[y]} {slopes[1] / 1024:.1f} KiB per connection"
+    return {"points": counts, "ratio": slopes[0] / slopes[1], "detail": detail}
+
+
+def kept_trial(path: Path) -> dict[str, Any]:
+    """A kept trial (``dnscost keep``): its trial.json (``record``) and its engine's last record
+    (``engine``, the summary)."""
+    record = json.loads((path / "trial.json").read_text(encoding="utf-8"))
+    lines = gzip.decompress((path / "engine.jsonl.gz").read_bytes()).decode().splitlines()
+    return {"record": record, "engine": json.loads(lines[-1])}
+
+
+def require(condition: Any, statement: str) -> str:
+    """Nothing, when the data bear out ``statement``, the verdict the page's words state; else
+    an error naming it, so that a page whose words the data contradict is never rendered."""
+    if not condition:
+        raise UsageError(f"the tables contradict the page: {statement}")
+    return ""
+
+
+def render_page(template: Path, run_dir: Path) -> str:
+    """The page ``template`` gives with the tables of the run in ``run_dir``."""
+    tables = RunTables(run_dir)
+    others: dict[str, RunTables] = {}
+
+    def extra(name: str) -> RunTables:
+        if name not in others:
+            others[name] = RunTables(run_dir.parent / f"{name}-run")
+        return others[name]
+
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(template.parent)),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        autoescape=False,
+    )
+    env.filters.update(FILTERS)
+    env.filters.update(utc=utc, model_term=model_term, span=span, tr=lambda t: TRANSPORTS.get(str(t), str(t)))
+    env.tests["contains"] = lambda text, part: part in str(text or "")
+    facts = tables.facts()
+    groups: dict[str, dict[str, Any]] = {g["name"]: g for g in (facts.get("spec") or {}).get("groups", [])}
+
+    def group(name: str) -> dict[str, Any]:
+        if name not in groups:
+            raise UsageError(f"{run_dir}: run.json has no spec group {name!r}")
+        return groups[name]
+
+    try:
+        return env.get_template(template.name).render(
+            t=tables.row,
+            rows=tables.rows,
+            run=facts,
+            group=group,
+            study=published(),
+            power=CpuPowerModel(),
+            extra=extra,
+            invalid_trials=lambda: invalid_trials(tables.rows("trials")),
+            verdict_counts=lambda: verdict_counts(tables.rows("table1")),
+            key_match=lambda: key_match(tables.rows("table1")),
+            memory_matched=lambda target, x, y: memory_matched(tables.rows("memory_points"), target, x, y),
+            kept_trial=lambda rel: kept_trial(template.parent / rel),
+            require=require,
+        )
+    except jinja2.TemplateError as e:
+        line = f" line {e.lineno}" if isinstance(e, jinja2.TemplateSyntaxError) else ""
+        raise UsageError(f"{template}{line}: {e}") from None
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m dnscost.report.docpage", description=__doc__.split("\n\n")[0])
+    p.add_argument("template", type=Path)
+    p.add_argument("run_dir", type=Path)
+    p.add_argument("page", type=Path)
+    p.add_argument("--check", action="store_true", help="do not write: exit 1 if the page differs")
+    a = p.parse_args(argv)
+    try:
+        text = render_page(a.template, a.run_dir)
+    except UsageError as e:
+        print(f"docpage: {e}", file=sys.stderr)
+        return 2
+    if not a.check:
+        a.page.write_text(text, encoding="utf-8")
+        return 0
+    old = a.page.read_text(encoding="utf-8") if a.page.is_file() else ""
+    if old == text:
+        return 0
+    diff = difflib.unified_diff(old.splitlines(), text.splitlines(), str(a.page), "rendered", lineterm="", n=0)
+    print("\n".join(list(diff)[:40]))
+    print(f"docpage: {a.page} is not what {a.run_dir}'s tables give: render it again", file=sys.stderr)
+    return 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
