@@ -32,6 +32,7 @@ __all__ = [
     "read_records",
     "run_problem",
     "source_commit",
+    "write_atomic",
     "write_json",
 ]
 
@@ -62,18 +63,26 @@ def new_run_id() -> str:
     return time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid() % 10000:04d}"
 
 
-def write_json(path: Path, doc: Any) -> None:
-    """Writes ``doc`` to ``path`` atomically (a reader never sees half a file). A write that
-    fails (a full disk, an unwritable directory) leaves ``path`` as it was and no partial copy
-    beside it, and raises an :class:`OSError` naming ``path``."""
+def write_atomic(path: Path, data: str | bytes) -> None:
+    """Writes ``data`` to ``path`` atomically (a reader never sees half a file), through
+    ``<name>.tmp`` beside it. A write that fails (a full disk, an unwritable directory) leaves
+    ``path`` as it was and no partial copy beside it, and raises an :class:`OSError` naming ``path``."""
     tmp = path.with_name(path.name + ".tmp")
     try:
-        tmp.write_text(json.dumps(doc, indent=2) + "\n")
+        if isinstance(data, str):
+            tmp.write_text(data)
+        else:
+            tmp.write_bytes(data)
         tmp.replace(path)
     except OSError as e:
         with contextlib.suppress(OSError):
             tmp.unlink()
         raise OSError(e.errno, e.strerror or str(e), str(path)) from None
+
+
+def write_json(path: Path, doc: Any) -> None:
+    """Writes ``doc`` to ``path`` as indented JSON, atomically as :func:`write_atomic` says."""
+    write_atomic(path, json.dumps(doc, indent=2) + "\n")
 
 
 def read_lines(path: Path) -> list[str]:

@@ -187,3 +187,24 @@ def test_the_meter_on_a_full_disk_stops_its_trial_naming_its_file(monkeypatch: p
         sampler.stop()
     assert caught.value.errno == errno.ENOSPC and caught.value.filename == "/dev/full"
     assert died == []
+
+
+@pytest.mark.parametrize("data", ["text\n", b"bytes\n"])
+def test_a_failed_atomic_write_leaves_no_partial_file_and_names_its_path(tmp_path: Path, data: str | bytes) -> None:
+    """Every file dnscost rewrites in place (run.json, client.json, pageload.json, a root's
+    manifest) goes through ``write_atomic``: the temporary copy is written, but moving it over
+    ``path`` fails (``path`` is a directory), so the write raises an OSError naming ``path``,
+    ``path`` is as it was and no ``.tmp`` is left beside it; a write that succeeds leaves the
+    data, byte for byte, and no ``.tmp`` either."""
+    from dnscost.results import write_atomic
+
+    blocked = tmp_path / "run.json"
+    (blocked / "inside").mkdir(parents=True)
+    with pytest.raises(OSError) as caught:
+        write_atomic(blocked, data)
+    assert caught.value.filename == str(blocked)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.json"] and blocked.is_dir()
+    done = tmp_path / "client.json"
+    write_atomic(done, data)
+    assert done.read_bytes() == (data.encode() if isinstance(data, str) else data)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["client.json", "run.json"]

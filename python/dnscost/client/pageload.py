@@ -106,6 +106,7 @@ from dnscost.observe.clients import (
 from dnscost.observe.lab import Lab
 from dnscost.observe.observation import ZONE
 from dnscost.proc import Child
+from dnscost.results import write_json
 
 if TYPE_CHECKING:
     from dnscost.client.presets import Preset
@@ -803,12 +804,6 @@ def _read_jsonl(path: Path) -> list[dict[str, Any]]:
     return out
 
 
-def _write_json(path: Path, doc: dict[str, Any]) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(doc, indent=2) + "\n")
-    tmp.replace(path)
-
-
 def run_pageloads(lab: Lab, out: Path, settings: PageloadSettings) -> Path:
     """Runs every session of ``settings`` in ``lab`` (made and removed by the caller; only its
     namespaces' command prefixes, ``/etc`` files and server address are used), writing into
@@ -858,7 +853,7 @@ def run_pageloads(lab: Lab, out: Path, settings: PageloadSettings) -> Path:
         "started_unix_us": time.time_ns() // 1000,
         "status": "running",
     }
-    _write_json(out / "pageload.json", doc)
+    write_json(out / "pageload.json", doc)
 
     dot = any(t in STUBS for t in settings.transports)
     listen = [f"udp://{address}:53", f"tcp://{address}:53", f"doh://{address}:443/dns-query"]
@@ -904,7 +899,7 @@ def run_pageloads(lab: Lab, out: Path, settings: PageloadSettings) -> Path:
         records = _read_jsonl(out / "loads.jsonl")
         doc["loads_ok"] = sum(1 for r in records if r.get("ok"))
         doc["loads_failed"] = sum(1 for r in records if not r.get("ok"))
-        _write_json(out / "pageload.json", doc)
+        write_json(out / "pageload.json", doc)
     return out / "pageload.json"
 
 
@@ -968,14 +963,14 @@ def run_pageload_presets(out: Path, presets: Sequence[Preset], settings: Pageloa
         "started_unix_us": time.time_ns() // 1000,
         "status": "running",
     }
-    _write_json(out / "presets.json", doc)
+    write_json(out / "presets.json", doc)
     status = "interrupted"
     try:
         for preset in presets:
             entry = doc["presets"][preset.name]
             entry["status"] = "running"
             entry["started_unix_us"] = time.time_ns() // 1000
-            _write_json(out / "presets.json", doc)
+            write_json(out / "presets.json", doc)
             run_dir = out / preset.name
             lab = Lab.create(preset if preset.shaped else None, workdir=run_dir / "lab")
             try:
@@ -989,12 +984,12 @@ def run_pageload_presets(out: Path, presets: Sequence[Preset], settings: Pageloa
                 lab.remove()
                 entry["link"] = lab.link_stats()
                 entry["ended_unix_us"] = time.time_ns() // 1000
-                _write_json(out / "presets.json", doc)
+                write_json(out / "presets.json", doc)
         status = "done"
     finally:
         doc["status"] = status
         doc["ended_unix_us"] = time.time_ns() // 1000
-        _write_json(out / "presets.json", doc)
+        write_json(out / "presets.json", doc)
     write_outputs(out)
     return out / "presets.json"
 

@@ -12,21 +12,15 @@ which parts finished."""
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 from typing import Any
 
 from dnscost import __version__
 from dnscost.client.spec import ClientSpec
+from dnscost.results import write_json
 
 __all__ = ["run_client"]
-
-
-def _write(out: Path, doc: dict[str, Any]) -> None:
-    tmp = out / "client.json.tmp"
-    tmp.write_text(json.dumps(doc, indent=2) + "\n")
-    tmp.replace(out / "client.json")
 
 
 def run_client(spec: ClientSpec, out: Path, *, say: Any = print) -> dict[str, Any]:
@@ -41,7 +35,7 @@ def run_client(spec: ClientSpec, out: Path, *, say: Any = print) -> dict[str, An
         **spec.to_dict(),
         "finished": [],
     }
-    _write(out, doc)
+    write_json(out / "client.json", doc)
     if spec.check is not None:
         from dnscost.client.latency import run_check, table
 
@@ -50,7 +44,7 @@ def run_client(spec: ClientSpec, out: Path, *, say: Any = print) -> dict[str, An
         rows = run_check(out / "check", c.rtt_ms, c.transports, queries=c.queries)
         say(table(rows))
         doc["finished"].append("check")
-        _write(out, doc)
+        write_json(out / "client.json", doc)
     if spec.times is not None:
         from dnscost.client.times import TimesSettings, run_times
 
@@ -64,7 +58,7 @@ def run_client(spec: ClientSpec, out: Path, *, say: Any = print) -> dict[str, An
                     f"p90 {r['p90_ms']:8.1f} ms  {r['answered']}/{r['offered']} answered"
                 )
         doc["finished"].append("times")
-        _write(out, doc)
+        write_json(out / "client.json", doc)
     if spec.pageload is not None:
         from dnscost.client.pageload import PageloadSettings, run_pageload_presets
 
@@ -73,7 +67,7 @@ def run_client(spec: ClientSpec, out: Path, *, say: Any = print) -> dict[str, An
         page_settings = PageloadSettings(pages=p.pages, rounds=p.rounds, transports=p.transports, browser=p.browser)
         run_pageload_presets(out / "pageload", p.presets, page_settings)
         doc["finished"].append("pageload")
-        _write(out, doc)
+        write_json(out / "client.json", doc)
     doc["ended_unix_s"] = round(time.time(), 3)
-    _write(out, doc)
+    write_json(out / "client.json", doc)
     return doc

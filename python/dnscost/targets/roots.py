@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import json
 import os
 import re
 import shutil
@@ -23,6 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from dnscost.errors import MachineError, UsageError
+from dnscost.results import write_json
 from dnscost.targets.place import MANIFEST, Manifest, Root, TargetName, read_manifest
 
 __all__ = [
@@ -157,7 +157,5 @@ def prepare(name: TargetName, package: str, *, mirror: str | None = None, log: b
         manifest = Manifest(
             manifest.release, manifest.mirror, manifest.created, {**manifest.packages, pkg: got.stdout.strip()}
         )
-        tmp = path / f".{MANIFEST}.tmp"
-        tmp.write_text(json.dumps(manifest.__dict__, indent=2) + "\n")
-        tmp.replace(path / MANIFEST)
+        write_json(path / MANIFEST, manifest.__dict__)
         return manifest
