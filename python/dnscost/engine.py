@@ -114,13 +114,7 @@ class Responder:
         )
 
     def _records(self) -> list[dict[str, Any]]:
-        out = []
-        for line in self._listen_file.read_text().splitlines():
-            try:
-                out.append(json.loads(line))
-            except json.JSONDecodeError:
-                continue
-        return out
+        return read_records(self._listen_file)
 
     def _listening(self) -> list[Endpoint]:
         out = []

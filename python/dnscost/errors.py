@@ -5,6 +5,7 @@ traceback) and exits with the class's exit code.
 
     DnscostError              (exit 1)
     ├── UsageError            (exit 2)  bad command line, spec or configuration
+    │   └── DamagedLineError              a line of a JSON-lines file written whole is not a record
     ├── MachineError          (exit 3)  something missing on this machine: a binary, a cgroup
     ├── TargetError           (exit 4)  a resolver failed to start, answer or stay alive
     └── EngineError           (exit 5)  dnscost-engine failed
@@ -12,7 +13,7 @@ traceback) and exits with the class's exit code.
 
 from __future__ import annotations
 
-__all__ = ["DnscostError", "EngineError", "MachineError", "TargetError", "UsageError"]
+__all__ = ["DamagedLineError", "DnscostError", "EngineError", "MachineError", "TargetError", "UsageError"]
 
 
 class DnscostError(Exception):
@@ -25,6 +26,16 @@ class UsageError(DnscostError):
     """The command line, an experiment spec or a configuration is invalid."""
 
     exit_code = 2
+
+
+class DamagedLineError(UsageError):
+    """A line of a JSON-lines file that should have been written whole is not a JSON object
+    (``dnscost.results.read_records(path, strict=True)``); names the file and the line."""
+
+    def __init__(self, path: object, line: int, reason: str) -> None:
+        super().__init__(f"{path}: line {line} is not a JSON record ({reason})")
+        self.path = path
+        self.line = line
 
 
 class MachineError(DnscostError):

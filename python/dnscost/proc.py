@@ -110,6 +110,7 @@ class Ledger:
             lines = self.path.read_text().splitlines()
         except FileNotFoundError:
             return []
+        # Not results.read_records: dnscost.results imports this module (its Ledger).
         out = []
         for line in lines:
             with contextlib.suppress(json.JSONDecodeError):

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from dnscost import __version__
-from dnscost.errors import UsageError
+from dnscost.errors import DamagedLineError, UsageError
 from dnscost.proc import Ledger
 
 __all__ = [
@@ -100,16 +100,24 @@ def read_lines(path: Path) -> list[str]:
         raise UsageError(f"{packed}: unreadable ({e})") from None
 
 
-def read_records(path: Path) -> list[dict[str, Any]]:
-    """The records of a JSON-lines file (the engine's output, the meter's samples), in order;
-    a line cut short by a crash is skipped, a missing file has none; read compressed as
-    :func:`read_lines` says."""
+def read_records(path: Path, *, strict: bool = False) -> list[dict[str, Any]]:
+    """The records (JSON objects) of a JSON-lines file (the engine's output, the meter's
+    samples), in order; a missing file has none; read compressed as :func:`read_lines` says.
+    A line that is not a record (cut short by a crash) is skipped, or, with ``strict`` (a file
+    written whole), raises :class:`DamagedLineError` naming the file and the line; a blank line
+    is skipped either way."""
     out: list[dict[str, Any]] = []
-    for line in read_lines(path):
+    for number, line in enumerate(read_lines(path), 1):
         try:
-            out.append(json.loads(line))
-        except json.JSONDecodeError:
+            record = json.loads(line)
+        except json.JSONDecodeError as e:
+            if strict and line.strip():
+                raise DamagedLineError(path, number, e.msg) from None
             continue
+        if isinstance(record, dict):
+            out.append(record)
+        elif strict:
+            raise DamagedLineError(path, number, json_kind(record))
     return out
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -513,6 +514,26 @@ def test_read_records_skips_a_line_cut_short(tmp_path: Path) -> None:
     p.write_text('{"type":"header"}\n{"type":"fast","t_ms":0}\n{"type":"fa')
     assert [r["type"] for r in read_records(p)] == ["header", "fast"]
     assert read_records(tmp_path / "missing.jsonl") == []
+
+
+@pytest.mark.parametrize(("damage", "reason"), [('{"type":"fa', "Unterminated string"), ("[1]", "an array")])
+def test_read_records_strict_names_the_file_and_line_of_a_damaged_line(
+    tmp_path: Path, damage: str, reason: str
+) -> None:
+    """A file written whole (an observation's) is read with ``strict``: a line that is not a
+    record is an error naming the file and the line, not a record skipped; blank lines are not."""
+    from dnscost.errors import DamagedLineError, UsageError
+
+    p = tmp_path / "connections.jsonl"
+    p.write_text('{"type":"header"}\n\n' + damage + '\n{"type":"fast"}\n')
+    with pytest.raises(
+        DamagedLineError, match=rf"^{re.escape(str(p))}: line 3 is not a JSON record \({reason}"
+    ) as caught:
+        read_records(p, strict=True)
+    assert isinstance(caught.value, UsageError) and caught.value.line == 3
+    assert [r["type"] for r in read_records(p)] == ["header", "fast"]
+    p.write_text('{"type":"header"}\n\n{"type":"fast"}\n')
+    assert [r["type"] for r in read_records(p, strict=True)] == ["header", "fast"]
 
 
 def test_sampler_survives_a_target_that_exits(tmp_path: Path) -> None:

@@ -22,10 +22,11 @@ from dnscost.cli import main
 from dnscost.engine import engine_path
 from dnscost.errors import UsageError
 from dnscost.network import _ip
-from dnscost.observe.analysis import connections, is_lab_name, load, read_jsonl, summarise, summary_line
+from dnscost.observe.analysis import connections, is_lab_name, load, summarise, summary_line
 from dnscost.observe.lab import ETC_NETNS, Lab, remove_leftovers
 from dnscost.observe.observation import load_policies, policy_flags
 from dnscost.observe.resolve import lab_name
+from dnscost.results import read_records
 
 
 def _namespaces() -> set[str]:
@@ -95,9 +96,9 @@ def _observed(
     cell = next((out / client).iterdir())
     return {
         "observation": json.loads((cell / "observation.json").read_text()),
-        "connections": read_jsonl(cell / "connections.jsonl"),
-        "queries": read_jsonl(cell / "queries.jsonl"),
-        "resolutions": read_jsonl(cell / "resolutions.jsonl"),
+        "connections": read_records(cell / "connections.jsonl", strict=True),
+        "queries": read_records(cell / "queries.jsonl", strict=True),
+        "resolutions": read_records(cell / "resolutions.jsonl", strict=True),
     }
 
 
@@ -404,7 +405,9 @@ def test_a_profile_replayed_against_serve_reproduces_its_connections(tmp_path: P
         serve.stop()
     # The server's view: each connection carried one query and was closed by the client (the
     # engine's graceful close over DoH: GOAWAY) one idle second after it.
-    replayed = [c for c in connections(read_jsonl(log), read_jsonl(qlog)) if c.lab_queries]
+    replayed = [
+        c for c in connections(read_records(log, strict=True), read_records(qlog, strict=True)) if c.lab_queries
+    ]
     end = max(c.closed_s for c in replayed)  # the engine closes what is open when the run ends
     own = [c for c in replayed if c.closed_by == "client" and c.close == "goaway" and c.closed_s < end - 0.1]
     assert len(own) >= 9, replayed  # 3 clients, a query every 1.5 s for 6 s, less the last ones

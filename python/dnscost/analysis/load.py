@@ -182,6 +182,7 @@ def _checked_records(trial_dir: Path, name: str, *, engine: bool) -> tuple[list[
     if not path.exists() and not path.with_name(path.name + ".gz").exists():
         return [], f"{name} is missing"
     lines = read_lines(path)
+    # Not results.read_records: the message names the damaged lines, so this keeps their numbers.
     records: list[dict[str, Any]] = []
     bad: list[int] = []
     for k, line in enumerate(lines, 1):

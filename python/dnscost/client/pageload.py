@@ -106,7 +106,7 @@ from dnscost.observe.clients import (
 from dnscost.observe.lab import Lab
 from dnscost.observe.observation import ZONE
 from dnscost.proc import Child
-from dnscost.results import write_json
+from dnscost.results import read_records, write_json
 
 if TYPE_CHECKING:
     from dnscost.client.presets import Preset
@@ -365,6 +365,8 @@ class _Beacons:
                 data = f.read()
         except FileNotFoundError:
             return
+        # Not results.read_records: the file is still being written, so it reads from an offset
+        # and leaves an unfinished last line for the next call.
         end = data.rfind(b"\n") + 1
         self.offset += end
         for line in data[:end].splitlines():
@@ -793,17 +795,6 @@ def dot_connections(
     return out
 
 
-def _read_jsonl(path: Path) -> list[dict[str, Any]]:
-    out = []
-    with contextlib.suppress(FileNotFoundError), path.open() as f:
-        for line in f:
-            with contextlib.suppress(json.JSONDecodeError):
-                doc = json.loads(line)
-                if isinstance(doc, dict):
-                    out.append(doc)
-    return out
-
-
 def run_pageloads(lab: Lab, out: Path, settings: PageloadSettings) -> Path:
     """Runs every session of ``settings`` in ``lab`` (made and removed by the caller; only its
     namespaces' command prefixes, ``/etc`` files and server address are used), writing into
@@ -887,16 +878,16 @@ def run_pageloads(lab: Lab, out: Path, settings: PageloadSettings) -> Path:
         session_lines.close()
         doc["status"] = status
         doc["ended_unix_us"] = time.time_ns() // 1000
-        queries = _read_jsonl(out / "queries.jsonl")
+        queries = read_records(out / "queries.jsonl")
         doc["dns_check"] = dns_check(queries, sessions, corpus)
         if dot:
             conns = dot_connections(
-                queries, _read_jsonl(out / "connections.jsonl"), _read_jsonl(out / "dot-connections.jsonl"), sessions
+                queries, read_records(out / "connections.jsonl"), read_records(out / "dot-connections.jsonl"), sessions
             )
             for check in doc["dns_check"]:
                 if check["transport"] in STUBS:
                     check["dot_connections"] = conns.get(check["session"], [])
-        records = _read_jsonl(out / "loads.jsonl")
+        records = read_records(out / "loads.jsonl")
         doc["loads_ok"] = sum(1 for r in records if r.get("ok"))
         doc["loads_failed"] = sum(1 for r in records if not r.get("ok"))
         write_json(out / "pageload.json", doc)

@@ -33,6 +33,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NotRequired, TypedDict, cast
 
+from dnscost import results
+
 __all__ = [
     "HOUNSEL",
     "HOUNSEL_SOURCE",
@@ -243,17 +245,10 @@ class Pair:
 
 
 def read_records(path: Path) -> list[LoadRecord]:
-    """A run's ``loads.jsonl`` (a line cut short by a crash is skipped)."""
-    out: list[LoadRecord] = []
-    with path.open() as f:
-        for line in f:
-            try:
-                doc = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if isinstance(doc, dict):
-                out.append(cast(LoadRecord, doc))
-    return out
+    """A run's ``loads.jsonl``, read as :func:`dnscost.results.read_records` reads it (a line
+    cut short by a crash is skipped), except that a missing file is an error here."""
+    path.stat()  # a run without loads.jsonl is an error (FileNotFoundError), not a run of no loads
+    return cast(list[LoadRecord], results.read_records(path))
 
 
 def _measured(records: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:

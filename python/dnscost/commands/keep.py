@@ -125,6 +125,7 @@ def _keep_records(path: Path, out: Path, types: tuple[str, ...] | None) -> int:
     from dnscost.results import read_lines
 
     lines = []
+    # Not results.read_records: each kept line is written as it was, so the text is kept too.
     for line in read_lines(path):
         try:
             record = json.loads(line)

@@ -17,21 +17,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from dnscost.results import read_records
+
 __all__ = [
-    "Connection", "Observed", "Summary", "connections", "is_lab_name", "lab_name_of", "load", "read_jsonl", "summarise",
+    "Connection", "Observed", "Summary", "connections", "is_lab_name", "lab_name_of", "load", "summarise",
     "summary_line",
 ]  # fmt: skip
-
-
-def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    if not path.exists():
-        return []
-    out = []
-    for line in path.read_text().splitlines():
-        line = line.strip()
-        if line:
-            out.append(json.loads(line))
-    return out
 
 
 def lab_name_of(qname: str, tld: str = "test") -> str | None:
@@ -190,10 +181,12 @@ def load(cell: Path) -> Observed:
     origin = int(meta.get("origin_unix_us") or 0)
     started = int(meta.get("client_started_unix_us") or origin)
     conns = connections(
-        read_jsonl(cell / "connections.jsonl"), read_jsonl(cell / "queries.jsonl"), origin_us=started - origin
+        read_records(cell / "connections.jsonl", strict=True),
+        read_records(cell / "queries.jsonl", strict=True),
+        origin_us=started - origin,
     )
     timed = cell / "resolutions.jsonl"
-    meta["summary"] = summarise(conns, read_jsonl(timed) if timed.exists() else None).as_dict()
+    meta["summary"] = summarise(conns, read_records(timed, strict=True) if timed.exists() else None).as_dict()
     return Observed(cell, meta, conns)
 
 

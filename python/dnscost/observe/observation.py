@@ -27,12 +27,13 @@ from dnscost import __version__
 from dnscost.certs import make_tls
 from dnscost.engine import Responder
 from dnscost.errors import MachineError, UsageError
-from dnscost.observe.analysis import load, read_jsonl
+from dnscost.observe.analysis import load
 from dnscost.observe.capture import analyse, reconcile
 from dnscost.observe.clients import STUB_LISTEN, Schedule, Upstream, client
 from dnscost.observe.lab import SERVER_ADDRESS, Lab
 from dnscost.observe.profile import extract
 from dnscost.proc import Child
+from dnscost.results import read_records
 
 __all__ = ["Plan", "load_policies", "observe", "policy_flags", "resummarise"]
 
@@ -227,7 +228,7 @@ def _reconciled_capture(cell: Path, origin_unix_us: int) -> dict[str, int]:
     each beside the server's log); returns the counts for observation.json."""
     pcap = cell / "capture.pcap"
     captured = [c for port in (443, 853) for c in analyse(pcap, f"{SERVER_ADDRESS}:{port}")]
-    rows = reconcile(captured, read_jsonl(cell / "connections.jsonl"), origin_unix_us)
+    rows = reconcile(captured, read_records(cell / "connections.jsonl", strict=True), origin_unix_us)
     (cell / "capture.json").write_text(
         json.dumps({"connections": [c.as_dict() for c in captured], "reconciled": rows}, indent=2) + "\n"
     )

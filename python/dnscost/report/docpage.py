@@ -220,6 +220,7 @@ def kept_trial(path: Path) -> dict[str, Any]:
     """A kept trial (``dnscost keep``): its trial.json (``record``) and its engine's last record
     (``engine``, the summary)."""
     record = json.loads((path / "trial.json").read_text(encoding="utf-8"))
+    # Not results.read_records: only a kept run's summary, its last line, which must be whole.
     lines = gzip.decompress((path / "engine.jsonl.gz").read_bytes()).decode().splitlines()
     return {"record": record, "engine": json.loads(lines[-1])}
 

@@ -309,6 +309,7 @@ class Target(ABC):
         out = subprocess.run(argv, capture_output=True, text=True, timeout=10, check=False)
         said = [line.strip() for line in out.stderr.splitlines() if line.strip()]
         reason = said[-1].removeprefix("dnscost-engine: ").removeprefix("no query was answered: ") if said else ""
+        # Not results.read_records: the engine's records here are its stdout, not a file.
         lines = [line for line in out.stdout.splitlines() if line.startswith('{"type":"summary"')]
         if not lines:
             return Probe(False, reason or f"the engine exited with code {out.returncode}", False)
