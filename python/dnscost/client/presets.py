@@ -14,6 +14,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from dnscost.client.fields import fields, number, read_toml
 from dnscost.errors import UsageError
 
 __all__ = ["Preset", "load_presets", "parse_preset"]
@@ -62,19 +63,14 @@ def _number(name: str, table: dict[str, Any], key: str, lo: float, hi: float, *,
         if optional:
             return None
         raise UsageError(f"preset {name}: {key} is missing")
-    v = table[key]
-    if isinstance(v, bool) or not isinstance(v, int | float) or not lo <= v <= hi:
-        raise UsageError(f"preset {name}: {key} must be a number in [{lo:g}, {hi:g}], not {v!r}")
-    return float(v)
+    return float(number(f"preset {name}: {key}", table[key], lo, hi))
 
 
 def parse_preset(name: str, table: Any) -> Preset:
     """One preset from its TOML table; errors name the preset and the field."""
     if not isinstance(table, dict):
         raise UsageError(f"preset {name}: must be a table")
-    unknown = sorted(set(table) - _FIELDS)
-    if unknown:
-        raise UsageError(f"preset {name}: unknown field {unknown[0]!r} (known: {', '.join(sorted(_FIELDS))})")
+    fields(f"preset {name}", table, _FIELDS)
     for key in ("label", "source"):
         if not isinstance(table.get(key), str) or not table[key].strip():
             raise UsageError(f"preset {name}: {key} must be a non-empty string (every preset names its source)")
@@ -95,10 +91,5 @@ def load_presets(extra: Path | None = None) -> dict[str, Preset]:
     text = resources.files("dnscost.client").joinpath("presets.toml").read_text()
     tables = tomllib.loads(text)
     if extra is not None:
-        try:
-            tables.update(tomllib.loads(extra.read_text()))
-        except OSError as e:
-            raise UsageError(f"presets: cannot read {extra}: {e.strerror}") from None
-        except tomllib.TOMLDecodeError as e:
-            raise UsageError(f"presets: {extra}: {e}") from None
+        tables.update(read_toml(extra, "presets"))
     return {name: parse_preset(name, t) for name, t in tables.items()}

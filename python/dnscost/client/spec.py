@@ -28,11 +28,11 @@ one): up to three parts, each optional, every field checked with an error naming
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dnscost.client.fields import fields, number, read_toml, strings
 from dnscost.client.presets import Preset, load_presets
 from dnscost.errors import UsageError
 
@@ -96,33 +96,8 @@ class ClientSpec:
         }
 
 
-def _strings(where: str, value: Any) -> tuple[str, ...]:
-    if not isinstance(value, list) or not value or not all(isinstance(v, str) and v for v in value):
-        raise UsageError(f"{where} must be a non-empty list of strings")
-    if len(set(value)) != len(value):
-        raise UsageError(f"{where} names an entry twice")
-    return tuple(value)
-
-
-def _number(where: str, value: Any, lo: float, hi: float, integer: bool = False) -> Any:
-    ok = isinstance(value, int) if integer else isinstance(value, int | float)
-    if isinstance(value, bool) or not ok or not lo <= value <= hi:
-        kind = "an integer" if integer else "a number"
-        raise UsageError(f"{where} must be {kind} in [{lo:g}, {hi:g}], not {value!r}")
-    return value
-
-
-def _fields(where: str, table: Any, known: set[str]) -> dict[str, Any]:
-    if not isinstance(table, dict):
-        raise UsageError(f"{where} must be a table")
-    unknown = sorted(set(table) - known)
-    if unknown:
-        raise UsageError(f"{where}: unknown field {unknown[0]!r} (known: {', '.join(sorted(known))})")
-    return table
-
-
 def _presets(where: str, names: Any, known: dict[str, Preset]) -> tuple[Preset, ...]:
-    chosen = _strings(where, names)
+    chosen = strings(where, names)
     for n in chosen:
         if n not in known:
             raise UsageError(f"{where}: unknown preset {n!r} (known: {', '.join(known)})")
@@ -137,7 +112,7 @@ def parse_spec(doc: dict[str, Any], path: Path | None = None) -> ClientSpec:
     from dnscost.client.times import TRANSPORTS as TIMES_TRANSPORTS
     from dnscost.targets import TARGETS
 
-    _fields("client spec", doc, {"check", "times", "pageload", "presets_file"})
+    fields("client spec", doc, {"check", "times", "pageload", "presets_file"})
     extra = doc.get("presets_file")
     if extra is not None and not isinstance(extra, str):
         raise UsageError("presets_file must be a path")
@@ -151,7 +126,7 @@ def parse_spec(doc: dict[str, Any], path: Path | None = None) -> ClientSpec:
         return ps
 
     def subset(where: str, values: Any, allowed: Any) -> tuple[str, ...]:
-        chosen = _strings(where, values)
+        chosen = strings(where, values)
         for v in chosen:
             if v not in allowed:
                 raise UsageError(f"{where}: unknown {v!r} (known: {', '.join(allowed)})")
@@ -159,17 +134,17 @@ def parse_spec(doc: dict[str, Any], path: Path | None = None) -> ClientSpec:
 
     check = times = page = None
     if "check" in doc:
-        t = _fields("check", doc["check"], {"rtt_ms", "transports", "queries"})
+        t = fields("check", doc["check"], {"rtt_ms", "transports", "queries"})
         rtts = t.get("rtt_ms", [20, 50])
         if not isinstance(rtts, list) or not rtts:
             raise UsageError("check.rtt_ms must be a non-empty list of numbers")
         check = CheckSpec(
-            tuple(float(_number("check.rtt_ms", r, 1, 2000)) for r in rtts),
+            tuple(float(number("check.rtt_ms", r, 1, 2000)) for r in rtts),
             subset("check.transports", t.get("transports", list(CheckSpec.transports)), LISTEN),
-            _number("check.queries", t.get("queries", 10), 3, 1000, integer=True),
+            number("check.queries", t.get("queries", 10), 3, 1000, integer=True),
         )
     if "times" in doc:
-        t = _fields("times", doc["times"], {"presets", "upstream", "targets", "transports", "qps", "queries", "caches"})
+        t = fields("times", doc["times"], {"presets", "upstream", "targets", "transports", "qps", "queries", "caches"})
         if "presets" not in t:
             raise UsageError("times.presets is missing")
         upstream = t.get("upstream", "upstream")
@@ -181,12 +156,12 @@ def parse_spec(doc: dict[str, Any], path: Path | None = None) -> ClientSpec:
             known[upstream],
             subset("times.targets", t.get("targets", ["unbound"]), TARGETS),
             subset("times.transports", t.get("transports", ["udp", "tcp", "dot", "doh"]), TIMES_TRANSPORTS),
-            float(_number("times.qps", t.get("qps", 4.0), 0.1, 100)),
-            _number("times.queries", t.get("queries", 200), 10, 100_000, integer=True),
+            float(number("times.qps", t.get("qps", 4.0), 0.1, 100)),
+            number("times.queries", t.get("queries", 200), 10, 100_000, integer=True),
             subset("times.caches", t.get("caches", ["cold", "warm"]), ("cold", "warm")),
         )
     if "pageload" in doc:
-        t = _fields("pageload", doc["pageload"], {"presets", "browser", "pages", "rounds", "transports"})
+        t = fields("pageload", doc["pageload"], {"presets", "browser", "pages", "rounds", "transports"})
         if "presets" not in t:
             raise UsageError("pageload.presets is missing")
         browser = t.get("browser", "chromium")
@@ -195,8 +170,8 @@ def parse_spec(doc: dict[str, Any], path: Path | None = None) -> ClientSpec:
         page = PageSpec(
             choose("pageload.presets", t["presets"]),
             browser,
-            _number("pageload.pages", t.get("pages", 10), 1, 1000, integer=True),
-            _number("pageload.rounds", t.get("rounds", 3), 1, 1000, integer=True),
+            number("pageload.pages", t.get("pages", 10), 1, 1000, integer=True),
+            number("pageload.rounds", t.get("rounds", 3), 1, 1000, integer=True),
             subset("pageload.transports", t.get("transports", ["do53", "dot", "doh"]), PAGE_TRANSPORTS),
         )
     if check is None and times is None and page is None:
@@ -205,10 +180,4 @@ def parse_spec(doc: dict[str, Any], path: Path | None = None) -> ClientSpec:
 
 
 def load_spec(path: Path) -> ClientSpec:
-    try:
-        doc = tomllib.loads(path.read_text())
-    except OSError as e:
-        raise UsageError(f"client spec: cannot read {path}: {e.strerror}") from None
-    except tomllib.TOMLDecodeError as e:
-        raise UsageError(f"client spec: {path}: {e}") from None
-    return parse_spec(doc, path)
+    return parse_spec(read_toml(path, "client spec"), path)
