@@ -491,6 +491,7 @@ def _compress(path: Path, *, keep: bool) -> None:
     """The per-connection log, gzipped (one query per connection writes tens of MB), or removed."""
     if not path.exists():
         return
+    # Not results.write_atomic: the log (tens of MB) is streamed through gzip, not held in memory.
     if keep:  # written aside and renamed: an interrupt leaves the plain log, never a cut .gz
         partial = path.with_name(path.name + ".gz.partial")
         with path.open("rb") as src, gzip.open(partial, "wb", compresslevel=6) as dst:
