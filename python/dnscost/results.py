@@ -87,17 +87,24 @@ def write_json(path: Path, doc: Any) -> None:
 
 def read_lines(path: Path) -> list[str]:
     """The lines of a JSON-lines file, or of ``<name>.gz`` beside it when it alone is there (a
-    kept run's, as ``dnscost keep`` stores them); a missing file has none."""
+    kept run's, as ``dnscost keep`` stores them); a missing file has none. Lines end at ``\n``
+    only: JSON leaves U+2028, U+0085 and the like unescaped inside strings, which
+    ``str.splitlines`` would cut."""
     packed = path.with_name(path.name + ".gz")
     try:
         if not path.exists() and packed.exists():
             with gzip.open(packed, "rt") as f:
-                return f.read().splitlines()
-        return path.read_text().splitlines()
+                return _lines(f.read())
+        return _lines(path.read_text())
     except FileNotFoundError:
         return []
     except (EOFError, gzip.BadGzipFile, zlib.error) as e:
         raise UsageError(f"{packed}: unreadable ({e})") from None
+
+
+def _lines(text: str) -> list[str]:
+    lines = text.split("\n")
+    return lines[:-1] if lines and lines[-1] == "" else lines
 
 
 def read_records(path: Path, *, strict: bool = False) -> list[dict[str, Any]]:

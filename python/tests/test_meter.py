@@ -536,6 +536,21 @@ def test_read_records_strict_names_the_file_and_line_of_a_damaged_line(
     assert [r["type"] for r in read_records(p, strict=True)] == ["header", "fast"]
 
 
+def test_a_record_holding_a_line_separator_is_one_record(tmp_path: Path) -> None:
+    """JSON (serde_json's too) leaves U+2028, U+2029 and U+0085 unescaped in strings: a line ends
+    at a newline only, in a plain file and in a kept one's gzip alike."""
+    import gzip
+    import json
+
+    text = "".join(json.dumps({"n": k, "ua": f"a\u2028b\u0085c\u2029{k}"}, ensure_ascii=False) + "\n" for k in range(2))
+    p = tmp_path / "engine.jsonl"
+    p.write_text(text)
+    assert [r["ua"] for r in read_records(p, strict=True)] == ["a\u2028b\u0085c\u20290", "a\u2028b\u0085c\u20291"]
+    p.unlink()
+    p.with_name("engine.jsonl.gz").write_bytes(gzip.compress(text.encode()))
+    assert [r["n"] for r in read_records(p, strict=True)] == [0, 1]
+
+
 def test_sampler_survives_a_target_that_exits(tmp_path: Path) -> None:
     child = subprocess.Popen([sys.executable, "-c", "pass"])
     child.wait()
