@@ -36,7 +36,7 @@ from dnscost.analysis.stats import median
 from dnscost.analysis.tables import CELL, JOULES_PER_KWH, REFERENCE_QPS, SECONDS_PER_DAY
 from dnscost.errors import UsageError
 
-__all__ = ["CompareRow", "Comparison", "NothingInCommon", "compare", "incompatibilities"]
+__all__ = ["CompareRow", "Comparison", "NothingInCommon", "Repeatability", "compare", "incompatibilities"]
 
 Row = dict[str, Any]
 
@@ -155,6 +155,48 @@ class Comparison:
         if not self.rows:
             lines.append("no metric in common")
         return "\n".join(lines) + "\n"
+
+
+@dataclass(frozen=True)
+class Repeatability:
+    """How two runs of one spec agree on the headline ratios (``bench/repeatability``): the
+    ``headline`` rows whose metric is a ratio or a share (CPU per query over UDP's, qps over
+    UDP's, one query per connection over persistent, shares of reconnections resumed), each
+    run's value the median over its rounds, and ``|B - A| / A`` for those measured in both."""
+
+    tolerance: float
+    rows: list[CompareRow]
+    differences: list[float]
+    """``|B - A| / A`` of every row measured in both runs, in the rows' order."""
+
+    @classmethod
+    def of(cls, comparison: Comparison, tolerance: float = 0.10) -> Repeatability:
+        rows = [r for r in comparison.rows if r.table == "headline" and ("ratio" in r.metric or "share" in r.metric)]
+        return cls(tolerance, rows, [abs(r.rel_diff) for r in rows if r.rel_diff is not None])
+
+    @property
+    def within(self) -> int:
+        return sum(1 for d in self.differences if d <= self.tolerance)
+
+    @property
+    def median(self) -> float | None:
+        """The median difference (the upper one of an even count)."""
+        ordered = sorted(self.differences)
+        return ordered[len(ordered) // 2] if ordered else None
+
+    @property
+    def largest(self) -> CompareRow | None:
+        both = [r for r in self.rows if r.rel_diff is not None]
+        return max(both, key=lambda r: abs(r.rel_diff or 0.0)) if both else None
+
+    def summary(self) -> str:
+        """``N of M headline ratios within ±10 %, median difference X %, largest Y %``."""
+        if self.median is None or self.largest is None:
+            return "no headline ratio in both runs"
+        return (
+            f"{self.within} of {len(self.differences)} headline ratios within ±{100 * self.tolerance:.0f} %, "
+            f"median difference {100 * self.median:.1f} %, largest {100 * abs(self.largest.rel_diff or 0.0):.1f} %"
+        )
 
 
 def _fmt(x: float | None) -> str:

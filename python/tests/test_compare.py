@@ -207,3 +207,30 @@ def test_runs_that_differ_in_target_version_are_compared_and_the_difference_name
     assert row(c, "establishment", "answered_qps", "dnsdist dot lifetime=forever resumption=0").significant is False
     # Unchanged targets are not named.
     assert compare(SYNTHETIC, SYNTHETIC).target_differences == []
+
+
+def test_repeatability_counts_the_headline_ratios_measured_in_both() -> None:
+    """bench/repeatability's figures: ratios and shares of the headline table only, |B-A|/A of
+    those measured in both runs, the upper median, and the largest named."""
+    from dnscost.compare import Repeatability
+
+    def row(metric: str, a: float | None, b: float | None, table: str = "headline") -> CompareRow:
+        diff = b - a if a is not None and b is not None else None
+        return CompareRow(table, metric, "dnsdist dot", a, b, diff, None, None, None, None, None, "range", None)
+
+    rows = [
+        row("cpu_ratio_to_udp", 2.0, 2.1),  # +5 %
+        row("qps_share_of_udp", 0.5, 0.44),  # -12 %
+        row("resumed_share", 1.0, 1.0),  # 0
+        row("cpu_ratio_to_persistent", 20.0, None),  # one side missing: not counted
+        row("cpu_us_per_query", 3.0, 6.0),  # not a ratio
+        row("cpu_ratio_to_udp", 1.0, 3.0, table="rounds"),  # not the headline
+    ]
+    rep = Repeatability.of(Comparison(Path("a"), Path("b"), "a", "b", rows=rows))
+    assert [r.metric for r in rep.rows] == [
+        "cpu_ratio_to_udp", "qps_share_of_udp", "resumed_share", "cpu_ratio_to_persistent"
+    ]  # fmt: skip
+    assert rep.within == 2 and rep.differences == pytest.approx([0.05, 0.12, 0.0])
+    assert rep.largest is rows[1] and rep.median == pytest.approx(0.05)
+    assert rep.summary() == "2 of 3 headline ratios within ±10 %, median difference 5.0 %, largest 12.0 %"
+    assert Repeatability.of(Comparison(Path("a"), Path("b"), "a", "b")).summary() == "no headline ratio in both runs"
