@@ -22,14 +22,9 @@ from typing import Any
 from dnscost.errors import EngineError, MachineError, UsageError
 from dnscost.proc import Child
 from dnscost.results import read_records
+from dnscost.transports import TLS_TRANSPORTS
 
 __all__ = ["Endpoint", "Responder", "check_config", "engine_path", "engine_version", "generate"]
-
-TRANSPORTS = ("udp", "tcp", "dot", "doh", "doq", "doh3")
-TLS_TRANSPORTS = ("dot", "doh", "doq", "doh3")
-"""The transports whose connections carry TLS (over TCP, or inside QUIC)."""
-DATAGRAM_TRANSPORTS = ("udp", "doq", "doh3")
-"""The transports whose packets are UDP datagrams (QUIC's connections included)."""
 
 
 def engine_path() -> Path:

@@ -27,9 +27,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from dnscost.certs import DEFAULT_KEY_TYPE
-from dnscost.engine import TLS_TRANSPORTS
 from dnscost.spec import Group, Spec, lifetime_fields, load_share
 from dnscost.targets.place import label_of
+from dnscost.transports import TLS_TRANSPORTS
 
 __all__ = [
     "REFERENCE_GROUP",

@@ -28,6 +28,7 @@ from dnscost.cluster import ClusterSettings
 from dnscost.errors import UsageError
 from dnscost.network import NETWORKS
 from dnscost.targets.external import EXTERNAL, ExternalSettings, resolve_external
+from dnscost.transports import TRANSPORTS
 
 __all__ = [
     "ANALYSES",
@@ -47,7 +48,6 @@ __all__ = [
     "parse_spec",
 ]
 
-TRANSPORTS = ("udp", "tcp", "dot", "doh", "doq", "doh3")
 TLS_GROUPS = ("x25519", "secp256r1", "secp384r1", "x25519mlkem768")
 """Key-exchange groups the engine can pin (``dnscost-engine generate --tls-group``)."""
 KINDS = ("load", "idle", "search")

@@ -53,15 +53,16 @@ from dnscost.analysis.costmodel import RESAMPLES, TransportFit, fit_transports
 from dnscost.analysis.stats import median
 from dnscost.analysis.tables import JOULES_PER_KWH, SECONDS_PER_DAY, Row, memory_fit_rows, reference_key
 from dnscost.errors import UsageError
+from dnscost.transports import TRANSPORTS
 
 __all__ = [
     "DEFAULT_QPS_PER_CONNECTION",
     "NOT_IDENTIFIED",
     "STANDARD_MIXES",
     "WHAT_IF_QPS",
+    "CapacityPlan",
     "Estimate",
     "Mix",
-    "Plan",
     "RunModel",
     "Shape",
     "Share",
@@ -74,7 +75,6 @@ __all__ = [
     "what_if_rows",
 ]
 
-TRANSPORTS = ("udp", "tcp", "dot", "doh", "doq", "doh3")
 DEFAULT_QPS_PER_CONNECTION = 10.0
 """A connection-oriented share's queries per second per connection when the mix does not say:
 the study's Table I (1 000 connections at 10 000 qps)."""
@@ -462,7 +462,7 @@ class TargetPlan:
 
 
 @dataclass(frozen=True)
-class Plan:
+class CapacityPlan:
     """A mix planned on every target of a run."""
 
     mix: Mix
@@ -687,9 +687,9 @@ def _target_plan(tm: TargetModel, mix: Mix) -> TargetPlan:
     )
 
 
-def plan(mix: Mix, model: RunModel) -> Plan:
+def plan(mix: Mix, model: RunModel) -> CapacityPlan:
     """The mix planned on every target of the run (module docstring: equations, intervals)."""
-    return Plan(mix, [_target_plan(tm, mix) for tm in model.targets])
+    return CapacityPlan(mix, [_target_plan(tm, mix) for tm in model.targets])
 
 
 # --- The report's what-if table --------------------------------------------------------------

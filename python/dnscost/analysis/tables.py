@@ -11,7 +11,7 @@ from dnscost.analysis.consistency import CONSISTENCY_COLUMNS, lifetime_order
 from dnscost.analysis.load import is_valid, run_network, validity_flags
 from dnscost.analysis.rounds import ROUND_COLUMNS, round_of, udp_references
 from dnscost.analysis.stats import fit_line, median
-from dnscost.engine import DATAGRAM_TRANSPORTS
+from dnscost.transports import DATAGRAM_TRANSPORTS
 from dnscost.validity import CONSISTENCY_FLAGS
 
 __all__ = [

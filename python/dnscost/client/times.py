@@ -34,11 +34,11 @@ from dnscost.client.presets import Preset
 from dnscost.engine import Responder, generate
 from dnscost.errors import UsageError
 from dnscost.observe.lab import SERVER_ADDRESS, UPSTREAM_ADDRESS, Lab
+from dnscost.transports import TRANSPORTS
 
 __all__ = ["NAMES", "TRANSPORTS", "TimesSettings", "client_config", "rows", "run_times"]
 
 NAMES = 100_000
-TRANSPORTS = ("udp", "tcp", "dot", "doh", "doq", "doh3")
 GLIBC_RETRY = {"timeout_ms": 5000, "attempts": 2}
 """glibc's stub: ``options timeout:5 attempts:2`` (RES_TIMEOUT, RES_DFLRETRY), one nameserver."""
 

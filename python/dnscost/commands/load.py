@@ -19,10 +19,10 @@ from dnscost.commands.cluster import settings_from as cluster_settings
 from dnscost.commands.external import add_options as add_external_options
 from dnscost.commands.external import external_settings
 from dnscost.commands.target import add_roots_option
-from dnscost.engine import TRANSPORTS
 from dnscost.errors import UsageError
 from dnscost.network import DEFAULT_NETWORK, NETWORKS
 from dnscost.targets.place import label_of
+from dnscost.transports import TRANSPORTS
 
 __all__ = ["ENGINE_KNOBS", "add_parser", "engine_field_names", "engine_settings", "main", "pin_self", "print_summary"]
 

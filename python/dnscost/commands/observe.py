@@ -68,7 +68,7 @@ def _observe_pcap(a: argparse.Namespace) -> int:
 
 def main(a: argparse.Namespace) -> int:
     from dnscost.observe.analysis import summary_line
-    from dnscost.observe.observation import Plan, load_policies, observe, resummarise
+    from dnscost.observe.observation import ObservationPlan, load_policies, observe, resummarise
     from dnscost.observe.report import write_all
     from dnscost.results import new_run_id
 
@@ -104,7 +104,7 @@ def main(a: argparse.Namespace) -> int:
         for policy in chosen:
             cell = out / a.client / f"{delay:g}s-{policy}"
             print(f"observe: {a.client}, one query every {delay:g} s, {policy}, {duration_s:g} s -> {cell}", flush=True)
-            plan = Plan(a.client, delay, policy, duration_s, cell, a.external_command, a.capture)
+            plan = ObservationPlan(a.client, delay, policy, duration_s, cell, a.external_command, a.capture)
             print(f"  {summary_line(observe(plan, policies)['summary'])}", flush=True)
     for path in write_all(out):
         print(f"observe: wrote {path}")

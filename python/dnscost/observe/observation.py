@@ -35,7 +35,7 @@ from dnscost.observe.profile import extract
 from dnscost.proc import Child
 from dnscost.results import read_records
 
-__all__ = ["Plan", "load_policies", "observe", "policy_flags", "resummarise"]
+__all__ = ["ObservationPlan", "load_policies", "observe", "policy_flags", "resummarise"]
 
 NAMES = 100_000
 """Synthetic names the responder serves: fresh names for 30 minutes at 50 ms (36 000)."""
@@ -89,7 +89,7 @@ def policy_flags(policy: dict[str, Any]) -> list[str]:
 
 
 @dataclass(frozen=True)
-class Plan:
+class ObservationPlan:
     client: str
     delay_s: float
     policy: str
@@ -119,7 +119,7 @@ def _capture(lab: Lab, out: Path) -> Child:
     return child
 
 
-def observe(plan: Plan, policies: dict[str, dict[str, Any]]) -> dict[str, Any]:
+def observe(plan: ObservationPlan, policies: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """Runs one observation (see the module's documentation); returns observation.json's
     content. Ctrl-C stops it early: what was logged is kept and summarised."""
     if plan.policy not in policies:

@@ -40,6 +40,7 @@ from dnscost.analysis.table1 import key_match, verdict_counts
 from dnscost.errors import UsageError
 from dnscost.meter.energy import CpuPowerModel
 from dnscost.report.study import published
+from dnscost.transports import display_name
 
 __all__ = ["RunTables", "invalid_trials", "main", "render_page"]
 
@@ -121,7 +122,6 @@ FILTERS: dict[str, Callable[..., str]] = {
     "iv": interval,
 }
 
-TRANSPORTS = {"udp": "UDP", "tcp": "TCP", "dot": "DoT", "doh": "DoH", "doq": "DoQ", "doh3": "DoH/3"}
 LIFETIMES = {
     "forever": "on persistent connections",
     "30s": "with 30 s lifetimes",
@@ -132,7 +132,7 @@ LIFETIMES = {
 
 def cell_words(r: Row) -> str:
     """A trial's cell as the docs name it: ``knot-resolver's TCP at one query per connection``."""
-    what = f"{r['target']}'s {TRANSPORTS.get(str(r['transport']), r['transport'])}"
+    what = f"{r['target']}'s {display_name(str(r['transport']))}"
     if r["kind"] == "idle":
         return f"{what} at {spaced(r['connections'])} idle connections"
     if r["kind"] == "search":
@@ -212,7 +212,7 @@ def memory_matched(points: list[Row], target: str, x: str, y: str) -> dict[str, 
         if f is None:
             raise UsageError(f"memory_points: {target} {x} and {y} share fewer than two valid points")
         slopes.append(f.slope)
-    detail = f"{TRANSPORTS[x]} {slopes[0] / 1024:.1f}, {TRANSPORTS[y]} {slopes[1] / 1024:.1f} KiB per connection"
+    detail = f"{display_name(x)} {slopes[0] / 1024:.1f}, {display_name(y)} {slopes[1] / 1024:.1f} KiB per connection"
     return {"points": counts, "ratio": slopes[0] / slopes[1], "detail": detail}
 
 
@@ -250,7 +250,7 @@ def render_page(template: Path, run_dir: Path) -> str:
         autoescape=False,
     )
     env.filters.update(FILTERS)
-    env.filters.update(utc=utc, model_term=model_term, span=span, tr=lambda t: TRANSPORTS.get(str(t), str(t)))
+    env.filters.update(utc=utc, model_term=model_term, span=span, tr=lambda t: display_name(str(t)))
     env.tests["contains"] = lambda text, part: part in str(text or "")
     facts = tables.facts()
     groups: dict[str, dict[str, Any]] = {g["name"]: g for g in (facts.get("spec") or {}).get("groups", [])}

@@ -24,6 +24,7 @@ from matplotlib.figure import Figure
 
 from dnscost.analysis import Analysis
 from dnscost.analysis.tables import reference_key
+from dnscost.transports import TRANSPORTS, display_name
 
 __all__ = [
     "FIGURES",
@@ -42,7 +43,6 @@ __all__ = [
     "udp_baseline",
 ]
 
-_TRANSPORTS: dict[str, str] = {"udp": "UDP", "tcp": "TCP", "dot": "DoT", "doh": "DoH", "doq": "DoQ", "doh3": "DoH/3"}
 _COLOURS: dict[str, str] = {
     "udp": "#555555",
     "tcp": "#1f77b4",
@@ -69,7 +69,7 @@ def display_transport(transport: str | None) -> str:
     """The transport's name for people: ``doh`` → ``DoH``."""
     if transport is None:
         return "\u2013"
-    return _TRANSPORTS.get(transport, transport)
+    return display_name(transport)
 
 
 def display_lifetime(lifetime: str | None) -> str:
@@ -92,7 +92,7 @@ def display_profile(lifetime: str | None, resumption: float | None, early_data: 
 
 def transport_key(transport: str) -> tuple[int, str]:
     """Sorts transports as the report shows them: UDP, TCP, DoT, DoH, then the others."""
-    order = list(_TRANSPORTS)
+    order = list(TRANSPORTS)
     return (order.index(transport) if transport in order else len(order), transport)
 
 

@@ -25,12 +25,13 @@ from typing import Any, ClassVar
 
 from dnscost.certs import TlsFiles
 from dnscost.cgroup import Cgroup, cgroup_name, remove_orphans
-from dnscost.engine import TLS_TRANSPORTS, Endpoint, engine_path
+from dnscost.engine import Endpoint, engine_path
 from dnscost.errors import MachineError, TargetError, UsageError
 from dnscost.proc import Child, process_state, remove_orphan_dirs
 from dnscost.results import read_records
 from dnscost.targets._util import find_binary, version_of
 from dnscost.targets.place import Host, Place
+from dnscost.transports import TLS_TRANSPORTS
 
 __all__ = ["DEFINITE_FAILURES", "Counters", "Probe", "Target", "free_port"]
 

@@ -4,8 +4,9 @@ as connections close), so :meth:`Builtin.counters` reports none."""
 
 from __future__ import annotations
 
-from dnscost.engine import TLS_TRANSPORTS, Endpoint, engine_path, engine_version
+from dnscost.engine import Endpoint, engine_path, engine_version
 from dnscost.targets.base import Counters, Target, free_port
+from dnscost.transports import TLS_TRANSPORTS
 
 __all__ = ["Builtin"]
 

@@ -21,9 +21,10 @@ from urllib.parse import urlsplit
 
 from dnscost.certs import TlsFiles
 from dnscost.cgroup import Cgroup, find_mounts
-from dnscost.engine import TLS_TRANSPORTS, TRANSPORTS, Endpoint
+from dnscost.engine import Endpoint
 from dnscost.errors import TargetError, UsageError
 from dnscost.targets.base import Counters, Target, stopped_text
+from dnscost.transports import TLS_TRANSPORTS, TRANSPORTS
 
 __all__ = ["EXTERNAL", "SCHEMES", "ExternalSettings", "ExternalTarget", "parse_endpoint", "resolve_external"]
 

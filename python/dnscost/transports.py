@@ -1,0 +1,50 @@
+"""The DNS transports dnscost measures, named once: the token every spec, table and engine
+configuration uses, the name the docs and figures print, and which ones run over TLS or over
+datagrams. Imports nothing, so every layer can use it."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+__all__ = ["DATAGRAM_TRANSPORTS", "TLS_TRANSPORTS", "TRANSPORTS", "Transport", "display_name"]
+
+
+class Transport(StrEnum):
+    """A transport, as its token (``Transport("doh") == "doh"``)."""
+
+    UDP = "udp"
+    TCP = "tcp"
+    DOT = "dot"
+    DOH = "doh"
+    DOQ = "doq"
+    DOH3 = "doh3"
+
+    @property
+    def display(self) -> str:
+        """How the docs and figures write it: ``DoT``, ``DoH/3``."""
+        return _DISPLAY[self]
+
+
+_DISPLAY = {
+    Transport.UDP: "UDP",
+    Transport.TCP: "TCP",
+    Transport.DOT: "DoT",
+    Transport.DOH: "DoH",
+    Transport.DOQ: "DoQ",
+    Transport.DOH3: "DoH/3",
+}
+
+TRANSPORTS: tuple[str, ...] = tuple(t.value for t in Transport)
+"""Every transport's token, in the order tables and figures list them."""
+TLS_TRANSPORTS: tuple[str, ...] = ("dot", "doh", "doq", "doh3")
+DATAGRAM_TRANSPORTS: tuple[str, ...] = ("udp", "doq", "doh3")
+"""The transports over UDP datagrams (QUIC's included)."""
+
+
+def display_name(token: str) -> str:
+    """``Transport(token).display``, or the token itself when it names no transport (a client
+    profile's label)."""
+    try:
+        return Transport(token).display
+    except ValueError:
+        return token
