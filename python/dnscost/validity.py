@@ -90,9 +90,11 @@ The analysis also invalidates single trials for what their own counts show
 flag                the trial is invalid because
 ==================  ====================================================================
 not-persistent      a trial with persistent connections (lifetime ``forever``) opened more
-                    than ``MAX_NEW_CONNECTIONS`` of its connections again in its window:
-                    its cell is not persistent (knot-resolver's RSA-2048 DoT and DoH
-                    trials reconnect about 50 a second)
+                    than ``MAX_NEW_CONNECTIONS`` of its connections again in its window,
+                    by the engine's count or, over TCP, by the kernel's (connections its
+                    network namespace accepted, less ``KERNEL_ACCEPT_NOISE``): its cell is
+                    not persistent (knot-resolver's RSA-2048 DoT and DoH trials reconnect
+                    about 50 a second)
 ==================  ====================================================================
 """
 
@@ -105,6 +107,7 @@ __all__ = [
     "ANALYSIS_FLAGS",
     "CONSISTENCY_FLAGS",
     "FLAGS",
+    "KERNEL_ACCEPT_NOISE",
     "MAX_FOREIGN",
     "MAX_LOSS",
     "MAX_NEW_CONNECTIONS",
@@ -178,6 +181,9 @@ ANALYSIS_FLAGS = ("not-persistent",)
 MAX_NEW_CONNECTIONS = 0.01
 """A persistent trial that establishes more than this share of its connections in its window
 is ``not-persistent``."""
+KERNEL_ACCEPT_NOISE = 10
+"""Connections the kernel may accept in a trial's window for others than the target (its count,
+``Tcp: PassiveOpens``, covers the whole network namespace) before they count against it."""
 ONE_ROUND_SPREAD = 0.10
 """With a single round, a paired ratio's interval is the ratio ± this share of it (the spread
 of one repetition on the reference 2-core VM)."""

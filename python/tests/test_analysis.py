@@ -432,3 +432,28 @@ def test_real_clients_replayed_cost_what_their_shape_costs(synthetic: Analysis) 
     assert stub["kwh_per_day_at_10k_qps"] == pytest.approx(kwh, rel=0.05)
     assert not rows(synthetic, "latency", group="clients")
     assert not any(r["connections"] in (3000, 5000) for r in rows(synthetic, "wire", target="dnsdist"))
+
+
+def test_not_persistent_by_either_observer() -> None:
+    """A persistent trial is not persistent when the engine opened connections in its window,
+    or when the kernel accepted them (over TCP: beyond KERNEL_ACCEPT_NOISE of others' accepts);
+    a QUIC trial's TCP count says nothing of it."""
+    from dnscost.analysis.consistency import flag_not_persistent
+
+    def row(tid: str, transport: str, engine: float | None, kernel: float | None) -> dict[str, object]:
+        return {
+            "id": tid, "transport": transport, "lifetime": "forever", "status": "done", "connections": 1000,
+            "connections_established": engine, "kernel_passive_opens": kernel, "flags": "", "valid": True,
+        }  # fmt: skip
+
+    rows = [
+        row("engine", "dot", 240, 0),  # the engine gave up handshakes and opened them again
+        row("kernel", "doh", 0, 300),  # the engine did not see what the target accepted
+        row("noise", "tcp", 0, 19),  # 10 allowed (1 %), and 10 accepted for others
+        row("quic", "doq", 0, 500),  # not a TCP transport: the kernel's count is not its
+        row("old", "dot", 0, None),  # a run measured before the kernel's count was kept
+    ]
+    assert flag_not_persistent(rows) == ["engine", "kernel"]
+    assert [(r["valid"], r["flags"]) for r in rows] == [
+        (False, "not-persistent"), (False, "not-persistent"), (True, ""), (True, ""), (True, ""),
+    ]  # fmt: skip

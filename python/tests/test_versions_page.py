@@ -61,7 +61,8 @@ def test_docs_versions_page_matches_its_stored_run(tmp_path: Path) -> None:
 
     repo = Path(__file__).resolve().parents[2]
     run = repo / "docs" / "versions-run"
-    write_tables(analyze(run), tmp_path)
+    a = analyze(run)
+    write_tables(a, tmp_path)
     with (tmp_path / "headline.csv").open(newline="") as f:
         headline = list(csv.DictReader(f))
     with (tmp_path / "consistency.csv").open(newline="") as f:
@@ -79,3 +80,8 @@ def test_docs_versions_page_matches_its_stored_run(tmp_path: Path) -> None:
         r["target"]: float(r["value"]) for r in headline if (r["figure"], r["transport"]) == ("cpu_us_per_query", "udp")
     }
     assert round(100 * (udp["knot-resolver@sid"] / udp["knot-resolver"] - 1)) == 45  # "45 % more"
+    # "the kernel saw dnsdist still accepting 786 of those connections": a second observer.
+    trials = {r["id"]: r for r in a.tables["trials"].rows}
+    late = trials["memory-dnsdist@trixie-dot-c2000-r0"]
+    assert late["connections_established"] == 0 and "not-persistent" in late["flags"]
+    assert f"still accepting {late['kernel_passive_opens']:.0f} of those connections" in " ".join(page.split())

@@ -41,7 +41,8 @@ from typing import Any
 
 from dnscost.analysis.rounds import round_of
 from dnscost.analysis.stats import fit_line
-from dnscost.validity import MAX_NEW_CONNECTIONS, ONE_ROUND_SPREAD
+from dnscost.transports import STREAM_TRANSPORTS
+from dnscost.validity import KERNEL_ACCEPT_NOISE, MAX_NEW_CONNECTIONS, ONE_ROUND_SPREAD
 
 __all__ = [
     "CONSISTENCY_COLUMNS",
@@ -100,13 +101,23 @@ def flag_not_persistent(trial_rows: Iterable[Row]) -> list[str]:
     """Marks every finished trial with persistent connections (lifetime ``forever``, any
     transport but UDP) that established more than ``MAX_NEW_CONNECTIONS`` of its connections in
     its window ``not-persistent`` and invalid (rows of the ``trials`` table, changed in place);
-    returns their ids. A cell of persistent connections must not pay for handshakes."""
+    returns their ids. A cell of persistent connections must not pay for handshakes. Two
+    observers count: the engine (``connections_established``) and, over TCP, the kernel
+    (``kernel_passive_opens``, the connections the target's network namespace accepted in the
+    window, less ``KERNEL_ACCEPT_NOISE`` for what others there accepted)."""
     flagged = []
     for r in trial_rows:
         if r.get("transport") in (None, "udp") or r.get("lifetime") != "forever":
             continue  # a replay of real clients (no lifetime) opens connections as its shape says
-        asked, opened = r.get("connections"), r.get("connections_established")
-        if r.get("status") != "done" or not asked or opened is None or opened <= MAX_NEW_CONNECTIONS * asked:
+        asked, opened, accepted = r.get("connections"), r.get("connections_established"), r.get("kernel_passive_opens")
+        if r.get("status") != "done" or not asked:
+            continue
+        limit = MAX_NEW_CONNECTIONS * asked
+        by_engine = opened is not None and opened > limit
+        by_kernel = (
+            r["transport"] in STREAM_TRANSPORTS and accepted is not None and accepted - KERNEL_ACCEPT_NOISE > limit
+        )
+        if not (by_engine or by_kernel):
             continue
         flags = [f for f in str(r.get("flags") or "").split(";") if f]
         if NOT_PERSISTENT not in flags:

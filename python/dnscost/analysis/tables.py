@@ -41,7 +41,7 @@ COLUMNS: dict[str, list[str]] = {
         "trials": """
             id group analysis kind target target_version transport connections lifetime resumption early_data rate
             in_flight cert_key tls_group profile clients rep round network status valid flags measured_s offered_qps
-            answered_qps queries_answered connections_established
+            answered_qps queries_answered connections_established kernel_passive_opens
             handshakes_full handshakes_resumed handshakes_zero_rtt_accepted handshakes_zero_rtt_rejected
             connection_seconds target_cpu_us cpu_us_per_query
             cpu_us_per_new_connection target_cpu_share softirq_us engine_cpu_us rss_bytes rss_baseline_bytes
@@ -251,6 +251,7 @@ def trial_row(trial: dict[str, Any], run: dict[str, Any]) -> Row:
         "answered_qps": answered_qps,
         "queries_answered": queries,
         "connections_established": _num(s.get("connections_established")),
+        "kernel_passive_opens": _num(_dict(meter.get("counters")).get("tcp_passive_opens")),
         "handshakes_full": _num(s.get("handshakes_full")),
         "handshakes_resumed": _num(s.get("handshakes_resumed")),
         "handshakes_zero_rtt_accepted": _num(s.get("handshakes_zero_rtt_accepted")),
