@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from conftest import need
 from dnscost.certs import TlsFiles, make_tls
-from dnscost.engine import TLS_TRANSPORTS, TRANSPORTS, Endpoint, Responder, engine_path, generate
+from dnscost.engine import Endpoint, Responder, engine_path, generate
 from dnscost.errors import MachineError, TargetError, UsageError
 from dnscost.results import read_records
 from dnscost.targets import TARGETS, make_target
@@ -32,6 +32,7 @@ from dnscost.targets.dnsdist import parse_dnsdist_stats
 from dnscost.targets.knot import kresd_counters, parse_kresd_table
 from dnscost.targets.pdns import parse_rec_control
 from dnscost.targets.unbound import incoming_num_tcp, parse_unbound_stats
+from dnscost.transports import TLS_TRANSPORTS, TRANSPORTS
 
 NAMES = 1000
 RESOLVERS = [n for n in TARGETS if n != "builtin"]
