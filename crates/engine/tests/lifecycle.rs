@@ -370,7 +370,12 @@ fn doh3_get_and_post() {
         run.balanced();
         assert_eq!(run.records[0]["config"]["doh_method"], method);
         assert!(run.total("queries.answered") >= 95, "{method}: {}", run.summary());
-        assert_eq!(run.summary()["total"]["queries"]["failed_total"], 0, "{method}: {}", run.summary());
+        // A query the responder could not decode fails with its status; the one due just as
+        // sending stops may still be counted unsent after the window, which is no failure here.
+        let summary = run.summary();
+        assert_eq!(summary["measured"]["queries"]["failed_total"], 0, "{method}: {summary}");
+        let failed = summary["total"]["queries"]["failed"].as_object().unwrap();
+        assert!(failed.keys().all(|reason| reason == "unsent"), "{method}: {summary}");
     }
 }
 
