@@ -67,7 +67,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         if kind is bool:
             ld.add_argument(flag, dest=f"engine_{field}", action="store_true", default=None, help=text)
         else:
-            ld.add_argument(flag, dest=f"engine_{field}", type=kind, help=text)
+            # The metavar names the flag, not the engine's field: `--duration 5000` is 5000 s, not ms.
+            metavar = flag.lstrip("-").upper().replace("-", "_")
+            if kind is parse_duration_ms:
+                text += "; 10s, 250ms or 2m, a bare number is seconds"
+            ld.add_argument(flag, dest=f"engine_{field}", type=kind, metavar=metavar, help=text)
     ld.add_argument("--engine-config", type=Path, help="JSON engine configuration to start from (flags override)")
     ld.add_argument("--target-cpus", type=cpu_list, default=[0], help="CPUs of the target (default 0)")
     ld.add_argument("--generator-cpus", type=cpu_list, help="CPUs of the generator (default: all others)")
