@@ -31,7 +31,9 @@ from dnscost.results import write_json
 from dnscost.targets import make_target
 from dnscost.targets.base import Target
 from dnscost.targets.external import EXTERNAL, ExternalSettings, ExternalTarget, pid_affinity
+from dnscost.transports import STREAM_TRANSPORTS
 from dnscost.trial_summary import CounterDelta, SummaryContext, summarize_trial
+from dnscost.validity import KERNEL_ACCEPT_NOISE, MAX_NEW_CONNECTIONS
 
 if TYPE_CHECKING:
     from dnscost.cluster import Cluster
@@ -388,12 +390,19 @@ def measure(
 
     A trial that opens its connections first whose open phase outlasted its warm-up (the
     engine's ``opened_ms`` after its measured period began: handshakes in the window) is run
-    once more with a warm-up half as long again as that open phase; the first attempt's files
-    are kept in ``open-phase-1/`` and the record says so (``warmup_extended``)."""
+    once more with a warm-up half as long again as that open phase; so is a persistent trial
+    over TCP whose target's kernel was still accepting its connections in the window (the
+    engine's connect returns when the SYN-ACK comes, the target may accept it seconds later,
+    after a full accept queue), with a warm-up half as long again as warm-up and window
+    together. The first attempt's files are kept in ``open-phase-1/`` and the record says so
+    (``warmup_extended``, with ``by``: ``engine`` or ``kernel``)."""
     result, summary = _measure_once(
         bed, s, trial_dir, cache_hit_ratio=cache_hit_ratio, backlog=backlog, cluster=cluster
     )
-    longer = warmup_for_open_phase(summary, s.engine.get("warmup_ms", 0))
+    warmup_ms = int(s.engine.get("warmup_ms", 0))
+    by, longer = "engine", warmup_for_open_phase(summary, warmup_ms)
+    if longer is None:
+        by, longer = "kernel", warmup_for_late_accepts(result["engine_config"], result.get("summary") or {}, warmup_ms)
     if longer is None:
         return result
     aside = trial_dir / "open-phase-1"
@@ -401,10 +410,14 @@ def measure(
     for f in trial_dir.iterdir():
         if f.is_file() and f.name != "trial.json":
             f.rename(aside / f.name)
-    first = {"warmup_ms": s.engine.get("warmup_ms", 0), "opened_ms": summary["opened_ms"]}
+    first = {
+        "warmup_ms": warmup_ms,
+        "opened_ms": summary.get("opened_ms"),
+        "kernel_passive_opens": _passive_opens(result.get("summary") or {}),
+    }
     s = replace(s, engine={**s.engine, "warmup_ms": longer})
     result, _ = _measure_once(bed, s, trial_dir, cache_hit_ratio=cache_hit_ratio, backlog=backlog, cluster=cluster)
-    return {**result, "warmup_extended": {"first": first, "warmup_ms": longer, "kept": aside.name}}
+    return {**result, "warmup_extended": {"by": by, "first": first, "warmup_ms": longer, "kept": aside.name}}
 
 
 def warmup_for_open_phase(summary: dict[str, Any], warmup_ms: int) -> int | None:
@@ -415,6 +428,30 @@ def warmup_for_open_phase(summary: dict[str, Any], warmup_ms: int) -> int | None
     if opened is None or opened <= summary["measure_start_ms"]:
         return None
     return max(warmup_ms, -(-int(opened * 1.5) // 100) * 100)
+
+
+def warmup_for_late_accepts(config: dict[str, Any], summary: dict[str, Any], warmup_ms: int) -> int | None:
+    """The warm-up (ms) a persistent trial over TCP (lifetime forever, no idle timeout) needs
+    whose target's network namespace accepted more of its connections in the window than
+    ``validity.flag_not_persistent`` lets pass (``Tcp: PassiveOpens``; the engine counted them
+    open before the target took them): warm-up and window together and half as much again,
+    rounded up to 100 ms, as the accepts went on until the window's end at least; None when
+    it needs none."""
+    life = config.get("lifetime") or {}
+    persistent = not any(life.values()) and not config.get("idle_timeout_ms") and "profile" not in config
+    accepted, asked = _passive_opens(summary), config.get("connections")
+    if config.get("transport") not in STREAM_TRANSPORTS or not persistent or accepted is None or not asked:
+        return None
+    if accepted - KERNEL_ACCEPT_NOISE <= MAX_NEW_CONNECTIONS * int(asked):
+        return None
+    open_phase = warmup_ms + int(config.get("duration_ms", 0))
+    return -(-int(open_phase * 1.5) // 100) * 100
+
+
+def _passive_opens(summary: dict[str, Any]) -> int | None:
+    """The connections the target's namespace accepted in the window, as the meter counted them."""
+    value = ((summary.get("meter") or {}).get("counters") or {}).get("tcp_passive_opens")
+    return int(value) if isinstance(value, int | float) else None
 
 
 def _measure_once(
