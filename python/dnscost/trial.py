@@ -263,12 +263,18 @@ def cluster_network(target_address: str) -> Network:
 
 
 def start_bed(
-    s: LoadSettings, workdir: Path, *, fill: bool | None = None, network: Network | None = None
+    s: LoadSettings,
+    workdir: Path,
+    *,
+    fill: bool | None = None,
+    network: Network | None = None,
+    transports: Sequence[str] | None = None,
 ) -> tuple[Testbed, dict[str, Any]]:
     """Creates and starts the target of ``s`` (with its upstream) in ``workdir`` and, unless
     ``fill`` is false, fills its cache. Returns the bed and what is known of it (version, PID,
     endpoints, cache-hit ratio after the fill). ``network``: a set-up made elsewhere (a
-    cluster's, :func:`cluster_network`), instead of the one ``s`` names."""
+    cluster's, :func:`cluster_network`), instead of the one ``s`` names; ``transports``: the
+    ones the target serves, when not all it can (``dnscost target start --transports``)."""
     if network is None:
         network = Network.create(s.network, target_cpus=s.target_cpus, generator_cpus=s.generator_cpus)
     try:
@@ -282,6 +288,7 @@ def start_bed(
             cert_key=s.cert_key,
             network=network,
             external=s.external if s.target == EXTERNAL else None,
+            transports=transports,
         )
     except BaseException:
         network.remove()

@@ -122,36 +122,39 @@ def cmd_prepare(names: list[str], mirror: str | None) -> int:
 
 
 def cmd_start(a: argparse.Namespace) -> int:
+    """Starts a target as a trial's bed is started (``trial.start_bed``: its network, cache
+    filled and checked on its counters) and keeps it until Ctrl-C."""
     from dnscost.results import new_run_id
-    from dnscost.trial import Testbed, fill_cache
+    from dnscost.trial import LoadSettings, start_bed
 
     workdir = a.dir or Path("results", "targets", f"{new_run_id()}-{label_of(a.name)}").resolve()
     transports = a.transports.split(",") if a.transports else None
-    bed = Testbed.create(
-        a.name,
-        workdir,
+    first = transports[0] if transports else TARGETS[target_name(a.name).base].transports[0]
+    settings = LoadSettings(
+        target=a.name,
+        transport=first,  # the bed serves every one of `transports`; a trial's settings name one
         target_cpus=a.target_cpus,
-        upstream_cpus=a.upstream_cpus,
+        generator_cpus=a.upstream_cpus,
         names=a.names,
         tld=a.tld,
-        transports=transports,
+        fill=not a.no_fill,
         cert_key=a.cert_key,
     )
-    target, tls = bed.target, bed.tls
+    settings.validate()
+    bed, info = start_bed(settings, workdir, transports=transports)
+    target = bed.target
     try:
-        target.start()
-        if not a.no_fill and target.name != "builtin":
-            fill_cache(target, workdir / "fill", a.upstream_cpus, a.names, list(target.endpoints))
         print(
             json.dumps(
                 {
                     "target": target.token,
-                    "version": target.version(),
-                    "place": target.place.describe(),
-                    "pid": target.child.pid if target.child else None,
-                    "endpoints": {t: e.url() for t, e in target.endpoints.items()},
-                    "ca": str(tls.ca),
+                    "version": info["target_version"],
+                    "place": info["target_place"],
+                    "pid": info["target_pid"],
+                    "endpoints": info["endpoints"],
+                    "ca": str(bed.tls.ca),
                     "names": f"q{'0' * len(str(a.names - 1))}.{a.tld} .. q{a.names - 1}.{a.tld}",
+                    "cache_hit_ratio": info.get("cache_hit_ratio"),
                     "workdir": str(workdir),
                 },
                 indent=2,
