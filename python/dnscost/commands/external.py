@@ -6,9 +6,13 @@ from __future__ import annotations
 import argparse
 import dataclasses
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dnscost.errors import UsageError
+
+if TYPE_CHECKING:
+    from dnscost.spec import Spec
+    from dnscost.targets.external import ExternalSettings
 
 __all__ = ["add_options", "external_settings", "spec_external"]
 
@@ -29,26 +33,39 @@ def add_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--external-version", metavar="TEXT", help="its version, recorded as given")
 
 
-def spec_external(a: argparse.Namespace, spec: Any, recorded: dict[str, Any] | None = None) -> Any:
+def _given(a: argparse.Namespace) -> bool:
+    """Whether any ``--external-*`` option was given."""
+    options = (a.external_endpoint, a.external_pid, a.external_cgroup, a.external_ca, a.external_sni)
+    return any(v for v in options) or bool(a.external_version)
+
+
+def _resolved(a: argparse.Namespace) -> ExternalSettings:
+    """The ``--external-*`` options, resolved once (one line on what is wrong with them)."""
+    from dnscost.targets.external import resolve_external
+
+    return resolve_external(
+        a.external_endpoint,
+        pid=a.external_pid,
+        cgroup=a.external_cgroup,
+        ca=a.external_ca,
+        sni=a.external_sni,
+        version=a.external_version,
+    )
+
+
+def spec_external(a: argparse.Namespace, spec: Spec, recorded: dict[str, Any] | None = None) -> Spec:
     """``spec`` with the external target's settings it runs with: ``--external-*`` when given
     (they replace the spec's ``[external]`` table), else the table, else those ``recorded`` in
     the run being resumed. One line when the spec loads the external target without them, or
     when they are given for a spec that does not load it."""
-    from dnscost.targets.external import EXTERNAL, ExternalSettings, resolve_external
+    from dnscost.targets.external import EXTERNAL, ExternalSettings
 
     loads = EXTERNAL in spec.all_targets()
-    given = [a.external_endpoint, a.external_pid, a.external_cgroup, a.external_ca, a.external_sni, a.external_version]
-    if any(v for v in given):
+    settings: ExternalSettings | None
+    if _given(a):
         if not loads:
             raise UsageError("--external-* options are for the external target: add --target external")
-        settings = resolve_external(
-            a.external_endpoint,
-            pid=a.external_pid,
-            cgroup=a.external_cgroup,
-            ca=a.external_ca,
-            sni=a.external_sni,
-            version=a.external_version,
-        )
+        settings = _resolved(a)
     elif spec.external is not None:
         settings = spec.external
     elif recorded is not None:
@@ -63,21 +80,13 @@ def spec_external(a: argparse.Namespace, spec: Any, recorded: dict[str, Any] | N
     return dataclasses.replace(spec, external=settings if loads else None)
 
 
-def external_settings(a: argparse.Namespace, target: str) -> Any:
+def external_settings(a: argparse.Namespace, target: str) -> ExternalSettings | None:
     """The external target's settings, resolved once; None for other targets (whose
     ``--external-*`` options are refused)."""
-    from dnscost.targets.external import EXTERNAL, resolve_external
+    from dnscost.targets.external import EXTERNAL
 
-    given = [a.external_endpoint, a.external_pid, a.external_cgroup, a.external_ca, a.external_sni]
     if target != EXTERNAL:
-        if any(v for v in given) or a.external_version:
+        if _given(a):
             raise UsageError(f"--external-* options are for --target external, not {target}")
         return None
-    return resolve_external(
-        a.external_endpoint,
-        pid=a.external_pid,
-        cgroup=a.external_cgroup,
-        ca=a.external_ca,
-        sni=a.external_sni,
-        version=a.external_version,
-    )
+    return _resolved(a)
