@@ -34,11 +34,10 @@ from dnscost.analysis import Analysis, analyze
 from dnscost.analysis.load import damage_notes, run_network, status_note
 from dnscost.analysis.stats import median
 from dnscost.analysis.tables import CELL, JOULES_PER_KWH, REFERENCE_QPS, SECONDS_PER_DAY
+from dnscost.contract import Row
 from dnscost.errors import UsageError
 
 __all__ = ["CompareRow", "Comparison", "NothingInCommon", "Repeatability", "compare", "incompatibilities"]
-
-Row = dict[str, Any]
 
 
 def _kernel_release(kernel: Any) -> str | None:

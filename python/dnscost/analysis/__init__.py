@@ -37,10 +37,9 @@ from dnscost.analysis.tables import (
     wire_rows,
 )
 from dnscost.analysis.write import write_tables
+from dnscost.contract import Row
 
 __all__ = ["COLUMNS", "Analysis", "Table", "analyze", "derive", "headline", "write_tables"]
-
-Row = dict[str, Any]
 
 
 def analyze(run_dir: Path) -> Analysis:

@@ -51,7 +51,8 @@ import numpy as np
 
 from dnscost.analysis.costmodel import RESAMPLES, TransportFit, fit_transports
 from dnscost.analysis.stats import median
-from dnscost.analysis.tables import JOULES_PER_KWH, SECONDS_PER_DAY, Row, memory_fit_rows, reference_key
+from dnscost.analysis.tables import JOULES_PER_KWH, SECONDS_PER_DAY, memory_fit_rows, reference_key
+from dnscost.contract import Row
 from dnscost.errors import UsageError
 from dnscost.transports import TRANSPORTS
 

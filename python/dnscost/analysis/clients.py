@@ -15,8 +15,6 @@ with the min and max; the ratio to UDP divides by the round's UDP reference
 
 from __future__ import annotations
 
-from typing import Any
-
 from dnscost.analysis.rounds import spread
 from dnscost.analysis.stats import median
 from dnscost.analysis.tables import (
@@ -27,10 +25,9 @@ from dnscost.analysis.tables import (
     energy_per_query,
     group_by,
 )
+from dnscost.contract import Row
 
 __all__ = ["clients_rows"]
-
-Row = dict[str, Any]
 
 
 def _handshakes_per_1k(r: Row) -> float | None:

@@ -41,6 +41,7 @@ from typing import Any
 
 from dnscost.analysis.rounds import round_of
 from dnscost.analysis.stats import fit_line
+from dnscost.contract import Row
 from dnscost.transports import STREAM_TRANSPORTS
 from dnscost.validity import KERNEL_ACCEPT_NOISE, MAX_NEW_CONNECTIONS, ONE_ROUND_SPREAD
 
@@ -54,7 +55,6 @@ __all__ = [
     "lifetime_order",
 ]
 
-Row = dict[str, Any]
 
 NOT_PERSISTENT = "not-persistent"
 """The flag of a persistent trial that reconnects in its window (:func:`flag_not_persistent`)."""

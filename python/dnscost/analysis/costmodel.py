@@ -24,7 +24,8 @@ from dnscost.analysis.stats import (
     leave_one_out_errors_pct,
     median,
 )
-from dnscost.analysis.tables import Row, group_by, reference_key
+from dnscost.analysis.tables import group_by, reference_key
+from dnscost.contract import Row
 
 __all__ = [
     "APPLIES",

@@ -15,6 +15,7 @@ from dnscost.analysis.records import Analysis
 from dnscost.analysis.rounds import Spread, round_of, spread
 from dnscost.analysis.stats import fit_line
 from dnscost.analysis.tables import reference_key
+from dnscost.contract import Row
 
 __all__ = ["INTERVALS", "headline", "headline_rows"]
 
@@ -25,8 +26,6 @@ INTERVALS = {
     "t95": "estimate [95 % t interval]",
 }
 """What each figure's interval is (``interval`` column of the ``headline`` table)."""
-
-Row = dict[str, Any]
 
 
 def _per_round(rows: list[Row], value: Callable[[Row], float | None]) -> dict[Any, float]:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dnscost.analysis.stats import median
+from dnscost.contract import Row
 
 __all__ = [
     "ROUND_COLUMNS",
@@ -26,7 +27,6 @@ __all__ = [
     "udp_references",
 ]
 
-Row = dict[str, Any]
 
 ROUND_COLUMNS = [
     "target",

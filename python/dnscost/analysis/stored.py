@@ -26,6 +26,7 @@ from dnscost.analysis import derive
 from dnscost.analysis.consistency import flag_not_persistent
 from dnscost.analysis.records import Analysis
 from dnscost.analysis.tables import COLUMNS, TEXT_COLUMNS
+from dnscost.contract import Row
 from dnscost.errors import UsageError
 from dnscost.validity import CONSISTENCY_FLAGS
 
@@ -33,8 +34,6 @@ __all__ = ["FROM_DOCUMENTS", "analyze_tables", "read_table"]
 
 FROM_DOCUMENTS = ("baseline", "memory_points", "wire")
 """Tables that need the trials' documents: taken as stored."""
-
-Row = dict[str, Any]
 
 
 def _cell(name: str, text: str) -> Any:

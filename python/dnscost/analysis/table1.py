@@ -42,11 +42,11 @@ from dnscost.analysis.tables import (
     REFERENCE_QPS,
     SECONDS_PER_DAY,
     TRANSPORT_ORDER,
-    Row,
     energy_per_query,
     group_by,
     per_unit_trials,
 )
+from dnscost.contract import Row
 
 __all__ = [
     "AGREE_FACTOR",

@@ -11,6 +11,7 @@ from dnscost.analysis.consistency import CONSISTENCY_COLUMNS, lifetime_order
 from dnscost.analysis.load import is_valid, run_network, validity_flags
 from dnscost.analysis.rounds import ROUND_COLUMNS, round_of, udp_references
 from dnscost.analysis.stats import fit_line, median
+from dnscost.contract import Row
 from dnscost.transports import DATAGRAM_TRANSPORTS
 from dnscost.validity import CONSISTENCY_FLAGS
 
@@ -138,8 +139,6 @@ TEXT_COLUMNS = frozenset(
     ]
 )
 """Columns holding text; every other column is numeric or boolean (``valid``)."""
-
-Row = dict[str, Any]
 
 
 def reference_key(rows: Iterable[Row]) -> list[Row]:

@@ -19,11 +19,10 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from dnscost.contract import Row
 from dnscost.errors import UsageError
 
 __all__ = ["add_parser", "load_tables", "main"]
-
-Row = dict[str, Any]
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -37,14 +37,13 @@ import jinja2
 
 from dnscost.analysis.stored import read_table
 from dnscost.analysis.table1 import key_match, verdict_counts
+from dnscost.contract import Row
 from dnscost.errors import UsageError
 from dnscost.meter.energy import CpuPowerModel
 from dnscost.report.study import published
 from dnscost.transports import display_name
 
 __all__ = ["RunTables", "invalid_trials", "main", "render_page"]
-
-Row = dict[str, Any]
 
 
 class RunTables:

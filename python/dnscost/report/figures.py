@@ -24,6 +24,7 @@ from matplotlib.figure import Figure
 
 from dnscost.analysis import Analysis
 from dnscost.analysis.tables import reference_key
+from dnscost.contract import Row
 from dnscost.transports import TRANSPORTS, display_name
 
 __all__ = [
@@ -61,8 +62,6 @@ _TERMS: dict[str, str] = {
 _DPI = 110
 _PANEL_W = 5.2
 _PANEL_H = 3.4
-
-Row = dict[str, Any]
 
 
 def display_transport(transport: str | None) -> str:

@@ -25,6 +25,7 @@ from markupsafe import Markup, escape
 
 from dnscost import analysis
 from dnscost.analysis import Analysis
+from dnscost.contract import Row
 from dnscost.report import points, study
 from dnscost.report.figures import (
     display_profile,
@@ -37,7 +38,6 @@ from dnscost.report.figures import (
 
 __all__ = ["render_report", "write_report"]
 
-Row = dict[str, Any]
 
 DASH = "\u2013"
 """Shown for a missing value."""

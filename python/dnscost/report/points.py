@@ -16,6 +16,7 @@ from typing import Any
 
 from dnscost.analysis import Analysis
 from dnscost.analysis.tables import reference_key
+from dnscost.contract import Row
 from dnscost.report.study import published
 
 __all__ = ["AGREE", "DIFFER", "NOT_CHECKED", "NOT_MEASURED", "StudyPoint", "study_points"]
@@ -27,8 +28,6 @@ FACTOR = 1.5
 """A ratio agrees with the study's when within this factor either way."""
 SAME = 0.1
 """Two throughputs are "about the same" within this share; a drop "about 20 %" within ± this."""
-
-Row = dict[str, Any]
 
 
 @dataclass(frozen=True)
