@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 from dnscost.client.pageload import (
-    DEFAULT_TRANSPORTS,
-    TRANSPORTS,
+    DEFAULT_SETUPS,
+    SETUPS,
     PageloadSettings,
     PlannedLoad,
     Session,
@@ -29,8 +29,8 @@ from dnscost.errors import UsageError
 
 
 def test_transports_default_to_stubby_for_dot_and_unbound_is_a_second_stub() -> None:
-    assert DEFAULT_TRANSPORTS == ("do53", "dot", "doh") == PageloadSettings().transports
-    assert "dot-unbound" in TRANSPORTS
+    assert DEFAULT_SETUPS == ("do53", "dot", "doh") == PageloadSettings().transports
+    assert "dot-unbound" in SETUPS
     PageloadSettings(transports=("do53", "dot-unbound")).check()
     with pytest.raises(UsageError, match="unknown transports"):
         PageloadSettings(transports=("do53", "dot-stubby")).check()

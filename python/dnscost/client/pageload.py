@@ -113,9 +113,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BROWSERS",
-    "DEFAULT_TRANSPORTS",
+    "DEFAULT_SETUPS",
+    "SETUPS",
     "STUBS",
-    "TRANSPORTS",
     "PageloadSettings",
     "PlannedLoad",
     "Session",
@@ -133,10 +133,12 @@ __all__ = [
     "run_pageloads",
 ]
 
-TRANSPORTS = ("do53", "dot", "dot-unbound", "dot-nodelay", "doh")
-"""Every transport a run may take: ``dot`` is Stubby, ``dot-unbound`` unbound, ``dot-nodelay``
-Stubby with Nagle's algorithm off, a diagnostic (see the module's documentation)."""
-DEFAULT_TRANSPORTS = ("do53", "dot", "doh")
+SETUPS = ("do53", "dot", "dot-unbound", "dot-nodelay", "doh")
+"""Every resolver set-up a run may take (how the browser's host reaches the resolver; the
+``--transports`` option and a spec's ``pageload.transports`` name them): ``dot`` is Stubby,
+``dot-unbound`` unbound, ``dot-nodelay`` Stubby with Nagle's algorithm off, a diagnostic (see the
+module's documentation)."""
+DEFAULT_SETUPS = ("do53", "dot", "doh")
 BROWSERS = ("chromium", "firefox")
 START_ALLOWANCE_S = 30.0
 """How long a browser may take to start before its first page's timeout begins."""
@@ -151,7 +153,7 @@ class PageloadSettings:
 
     pages: int = 10
     rounds: int = 3
-    transports: tuple[str, ...] = DEFAULT_TRANSPORTS
+    transports: tuple[str, ...] = DEFAULT_SETUPS
     browser: str = "chromium"
     seed: int = 1
     loads_per_page: int = 1
@@ -171,9 +173,9 @@ class PageloadSettings:
             raise UsageError("pageload: pages, rounds and loads per page must be at least 1")
         if not self.transports or len(set(self.transports)) != len(self.transports):
             raise UsageError("pageload: give each transport once")
-        unknown = set(self.transports) - set(TRANSPORTS)
+        unknown = set(self.transports) - set(SETUPS)
         if unknown:
-            raise UsageError(f"pageload: unknown transports {sorted(unknown)} (known: {', '.join(TRANSPORTS)})")
+            raise UsageError(f"pageload: unknown transports {sorted(unknown)} (known: {', '.join(SETUPS)})")
         if self.browser not in BROWSERS:
             raise UsageError(f"pageload: unknown browser {self.browser!r} (known: {', '.join(BROWSERS)})")
         if self.page_timeout_s <= 0 or self.settle_s < 0 or self.stub_idle_timeout_ms < 0 or self.ttl_s < 0:
@@ -993,9 +995,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--pages", type=int, default=d.pages)
     parser.add_argument("--rounds", type=int, default=d.rounds)
-    parser.add_argument(
-        "--transports", default=",".join(d.transports), help=f"comma-separated, of {','.join(TRANSPORTS)}"
-    )
+    parser.add_argument("--transports", default=",".join(d.transports), help=f"comma-separated, of {','.join(SETUPS)}")
     parser.add_argument("--browser", default=d.browser, choices=BROWSERS)
     parser.add_argument("--seed", type=int, default=d.seed)
     parser.add_argument("--loads-per-page", type=int, default=d.loads_per_page)

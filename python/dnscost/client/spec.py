@@ -35,6 +35,7 @@ from typing import Any
 from dnscost.client.fields import fields, number, read_toml, strings
 from dnscost.client.presets import Preset, load_presets
 from dnscost.errors import UsageError
+from dnscost.transports import TRANSPORTS
 
 __all__ = ["CheckSpec", "ClientSpec", "PageSpec", "TimesSpec", "load_spec"]
 
@@ -107,9 +108,7 @@ def _presets(where: str, names: Any, known: dict[str, Preset]) -> tuple[Preset, 
 def parse_spec(doc: dict[str, Any], path: Path | None = None) -> ClientSpec:
     """A spec from its parsed TOML (see the module's documentation)."""
     from dnscost.client.latency import LISTEN
-    from dnscost.client.pageload import BROWSERS
-    from dnscost.client.pageload import TRANSPORTS as PAGE_TRANSPORTS
-    from dnscost.client.times import TRANSPORTS as TIMES_TRANSPORTS
+    from dnscost.client.pageload import BROWSERS, SETUPS
     from dnscost.targets import TARGETS
 
     fields("client spec", doc, {"check", "times", "pageload", "presets_file"})
@@ -155,7 +154,7 @@ def parse_spec(doc: dict[str, Any], path: Path | None = None) -> ClientSpec:
             choose("times.presets", t["presets"]),
             known[upstream],
             subset("times.targets", t.get("targets", ["unbound"]), TARGETS),
-            subset("times.transports", t.get("transports", ["udp", "tcp", "dot", "doh"]), TIMES_TRANSPORTS),
+            subset("times.transports", t.get("transports", ["udp", "tcp", "dot", "doh"]), TRANSPORTS),
             float(number("times.qps", t.get("qps", 4.0), 0.1, 100)),
             number("times.queries", t.get("queries", 200), 10, 100_000, integer=True),
             subset("times.caches", t.get("caches", ["cold", "warm"]), ("cold", "warm")),
@@ -172,7 +171,7 @@ def parse_spec(doc: dict[str, Any], path: Path | None = None) -> ClientSpec:
             browser,
             number("pageload.pages", t.get("pages", 10), 1, 1000, integer=True),
             number("pageload.rounds", t.get("rounds", 3), 1, 1000, integer=True),
-            subset("pageload.transports", t.get("transports", ["do53", "dot", "doh"]), PAGE_TRANSPORTS),
+            subset("pageload.transports", t.get("transports", ["do53", "dot", "doh"]), SETUPS),
         )
     if check is None and times is None and page is None:
         raise UsageError("client spec: give at least one of [check], [times], [pageload]")

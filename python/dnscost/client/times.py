@@ -34,9 +34,8 @@ from dnscost.client.presets import Preset
 from dnscost.engine import Responder, generate
 from dnscost.errors import UsageError
 from dnscost.observe.lab import SERVER_ADDRESS, UPSTREAM_ADDRESS, Lab
-from dnscost.transports import TRANSPORTS
 
-__all__ = ["NAMES", "TRANSPORTS", "TimesSettings", "client_config", "rows", "run_times"]
+__all__ = ["NAMES", "TimesSettings", "client_config", "rows", "run_times"]
 
 NAMES = 100_000
 GLIBC_RETRY = {"timeout_ms": 5000, "attempts": 2}
