@@ -2,7 +2,7 @@
 //! of at least an ID (RFC 9250 §4.2) or nothing, never panics, and the responder's answer to what
 //! it takes, framed as `serve` frames it, passes the same check.
 #![no_main]
-use dnscost_wire::{doq_message, parse_query, Carrier, ResponseBuilder};
+use dnscost_wire::{doq_message, parse_query, Framing, ResponseBuilder};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -13,7 +13,7 @@ fuzz_target!(|data: &[u8]| {
         let mut out = vec![0, 0];
         let mut b = ResponseBuilder::new(message, &q, 2, &mut out);
         b.answer(1, 60, &[192, 0, 2, 1]);
-        let n = b.finish(Carrier::Stream);
+        let n = b.finish(Framing::Stream);
         out[..2].copy_from_slice(&(n as u16).to_be_bytes());
         assert_eq!(doq_message(&out).map(<[u8]>::len), Some(n));
     }

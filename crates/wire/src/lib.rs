@@ -13,7 +13,7 @@ mod name;
 
 pub use frame::{doq_message, FrameDecoder, MAX_FRAME};
 pub use message::{
-    parse_query, parse_response, Carrier, Edns, QueryOptions, QueryTemplate, QueryView, Rcode, ResponseBuilder,
+    parse_query, parse_response, Edns, Framing, QueryOptions, QueryTemplate, QueryView, Rcode, ResponseBuilder,
     ResponseView, CLASS_IN, HEADER_LEN,
 };
 pub use name::{encode_name, name_to_string, synthetic_index, synthetic_name, type_from_str, type_to_str};

@@ -255,9 +255,9 @@ pub fn parse_query(msg: &[u8]) -> Result<QueryView, WireError> {
     })
 }
 
-/// What carries a response, which decides whether it may be truncated.
+/// How a response is framed (datagram or stream), which decides whether it may be truncated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Carrier {
+pub enum Framing {
     /// UDP: the response must fit the size the query advertised in EDNS(0), or 512 octets
     /// without EDNS (RFC 1035 §4.2.1, RFC 6891 §7); a larger one is truncated (TC set, no
     /// answers).
@@ -301,19 +301,19 @@ impl<'a> ResponseBuilder<'a> {
     }
 
     /// Adds the OPT record if the query had one (padding the response if the query was
-    /// padded), truncates the response if the carrier demands it, and returns the message
+    /// padded), truncates the response if the framing demands it, and returns the message
     /// length.
-    pub fn finish(self, carrier: Carrier) -> usize {
+    pub fn finish(self, framing: Framing) -> usize {
         let out = self.out;
         let header = self.start;
         // The question was copied verbatim right after the header.
         let question_end = header + HEADER_LEN + self.question_len;
         let opt_len = |pad: usize| 11 + if pad > 0 || self.edns.is_some_and(|e| e.padding) { 4 + pad } else { 0 };
         let mut answers = self.answers;
-        let limit = match (carrier, self.edns) {
-            (Carrier::Stream, _) => crate::MAX_FRAME,
-            (Carrier::Datagram, Some(e)) => (e.udp_size as usize).max(512),
-            (Carrier::Datagram, None) => 512,
+        let limit = match (framing, self.edns) {
+            (Framing::Stream, _) => crate::MAX_FRAME,
+            (Framing::Datagram, Some(e)) => (e.udp_size as usize).max(512),
+            (Framing::Datagram, None) => 512,
         };
         if out.len() - header + self.edns.map_or(0, |_| opt_len(0)) > limit {
             out.truncate(question_end);
@@ -399,7 +399,7 @@ mod tests {
         let mut out = Vec::new();
         let mut b = ResponseBuilder::new(&m, &q, 0, &mut out);
         b.answer(1, 3600, &[192, 0, 2, 1]);
-        let n = b.finish(Carrier::Stream);
+        let n = b.finish(Framing::Stream);
         assert_eq!(n, out.len());
         assert_eq!(n % 468, 0);
         let r = parse_response(&out, Some(t.question())).unwrap();
@@ -421,7 +421,7 @@ mod tests {
         for _ in 0..10 {
             b.answer(16, 60, &[100; 101]);
         }
-        b.finish(Carrier::Datagram);
+        b.finish(Framing::Datagram);
         let r = parse_response(&out, Some(t.question())).unwrap();
         assert!(r.truncated);
         assert_eq!(u16::from_be_bytes([out[6], out[7]]), 0);
@@ -437,7 +437,7 @@ mod tests {
         for _ in 0..10 {
             b.answer(16, 60, &[100; 101]);
         }
-        assert!(b.finish(Carrier::Stream) > 1000);
+        assert!(b.finish(Framing::Stream) > 1000);
         assert!(!parse_response(&out, None).unwrap().truncated);
     }
 

@@ -66,10 +66,10 @@ pub fn classify(e: &std::io::Error) -> ErrorKind {
 }
 
 impl Carrier {
-    /// Connects to the plan's target from the slot's source; over TLS or QUIC when the plan
+    /// Connects to the set-up's target from the slot's source; over TLS or QUIC when the set-up
     /// has connectors, offering a stored session (and sending early data) as `resume` says.
     pub async fn connect(ctx: &Ctx, dial: &mut Dial, resume: Resume) -> Result<Established, (ErrorKind, String)> {
-        let plan = &ctx.plan;
+        let setup = &ctx.setup;
         let connectors = match &ctx.connectors {
             Some(Connectors::Quic { fresh, resume: resumed, early }) => {
                 let config = match resume {
@@ -82,12 +82,12 @@ impl Carrier {
             Some(Connectors::Tls { fresh, resume }) => Some((fresh, resume)),
             None => None,
         };
-        let tcp = socket::tcp_connect(plan.target, dial.source).await.map_err(|e| (classify(&e), e.to_string()))?;
+        let tcp = socket::tcp_connect(setup.target, dial.source).await.map_err(|e| (classify(&e), e.to_string()))?;
         let Some((fresh, resumed)) = connectors else {
             return Ok(Established { carrier: Carrier::Tcp(tcp), handshake: Some(Handshake::None), tls_version: None });
         };
         let connector = if resume == Resume::No { fresh } else { resumed };
-        let name = plan.server_name.clone().expect("TLS plans have a server name");
+        let name = setup.server_name.clone().expect("TLS setups have a server name");
         let tls = connector.connect(name, tcp).await.map_err(|e| (classify(&e), e.to_string()))?;
         let (resumed, tls_version) = dnscost_transport::tls::handshake_facts(tls.get_ref().1);
         let handshake = if resumed { Handshake::Resumed } else { Handshake::Full };
@@ -431,19 +431,19 @@ async fn connect_quic(
     config: &quinn::ClientConfig,
     early: bool,
 ) -> Result<Established, (ErrorKind, String)> {
-    let plan = &ctx.plan;
+    let setup = &ctx.setup;
     let endpoint = match &dial.endpoint {
         Some(e) => e.clone(),
         None => {
-            let e = dnscost_transport::quic::client_endpoint(plan.target, dial.source)
+            let e = dnscost_transport::quic::client_endpoint(setup.target, dial.source)
                 .map_err(|e| (classify(&e), format!("QUIC endpoint: {e}")))?;
             dial.endpoint = Some(e.clone());
             e
         }
     };
-    let name = plan.quic_server_name.as_deref().expect("QUIC plans have a server name");
+    let name = setup.quic_server_name.as_deref().expect("QUIC setups have a server name");
     let connecting =
-        endpoint.connect_with(config.clone(), plan.target, name).map_err(|e| (ErrorKind::Connect, e.to_string()))?;
+        endpoint.connect_with(config.clone(), setup.target, name).map_err(|e| (ErrorKind::Connect, e.to_string()))?;
     let local = endpoint.local_addr().ok();
     let quic_error = |e: quinn::ConnectionError| {
         let kind = match &e {
@@ -472,7 +472,7 @@ async fn connect_quic(
         let h = handshake_of(&conn);
         (conn, Some(h))
     };
-    let protocol = match &plan.doh3 {
+    let protocol = match &setup.doh3 {
         None => super::quic::Protocol::Doq,
         Some(target) => {
             let mut builder = h3::client::builder();

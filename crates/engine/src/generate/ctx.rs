@@ -1,4 +1,4 @@
-//! What the tasks of one generator thread share: the resolved plan, the thread's counters and
+//! What the tasks of one generator thread share: the run's set-up, the thread's counters and
 //! gauges, the stop signal, the open-rate bucket and the TLS connectors.
 
 use dnscost_load::{EngineConfig, Pacer, QuerySet, TokenBucket};
@@ -22,8 +22,9 @@ pub enum Stop {
     Abort,
 }
 
-/// The run, resolved once and shared by every thread.
-pub struct Plan {
+/// The run's set-up: its configuration resolved once (addresses, TLS, request templates, the
+/// open-first gate) and shared by every thread.
+pub struct Setup {
     pub config: EngineConfig,
     pub target: SocketAddr,
     pub queries: QuerySet,
@@ -45,7 +46,7 @@ pub struct Plan {
     pub errors: std::sync::Mutex<std::collections::BTreeMap<&'static str, String>>,
 }
 
-impl Plan {
+impl Setup {
     /// Keeps `message` as the example of `kind` if it is the first.
     pub fn note_error(&self, kind: ErrorKind, message: &str) {
         if let Ok(mut m) = self.errors.lock() {
@@ -125,7 +126,7 @@ pub enum Connectors {
 /// One generator thread's shared state. Not `Send`: every task of the thread runs on its own
 /// single-threaded runtime.
 pub struct Ctx {
-    pub plan: Arc<Plan>,
+    pub setup: Arc<Setup>,
     pub counters: RefCell<Counters>,
     pub in_flight: Cell<u64>,
     pub active: Cell<u64>,
@@ -149,7 +150,7 @@ pub struct Ctx {
 impl Ctx {
     #[allow(clippy::too_many_arguments)]
     pub fn new(
-        plan: Arc<Plan>,
+        setup: Arc<Setup>,
         thread: u64,
         threads: u64,
         stop: watch::Receiver<Stop>,
@@ -158,9 +159,9 @@ impl Ctx {
         log: Option<std::sync::mpsc::Sender<ConnectionRecord>>,
         timer: Rc<super::timer::Timer>,
     ) -> Self {
-        let spread = plan.queries.len() as u64 / threads.max(1);
+        let spread = setup.queries.len() as u64 / threads.max(1);
         Ctx {
-            plan,
+            setup,
             counters: RefCell::new(Counters::default()),
             in_flight: Cell::new(0),
             active: Cell::new(0),
@@ -182,13 +183,13 @@ impl Ctx {
     /// Nanoseconds since the start of the run.
     #[inline]
     pub fn now(&self) -> u64 {
-        self.plan.start.elapsed().as_nanos() as u64
+        self.setup.start.elapsed().as_nanos() as u64
     }
 
     /// The tokio instant of run time `ns`.
     #[inline]
     pub fn instant(&self, ns: u64) -> tokio::time::Instant {
-        tokio::time::Instant::from_std(self.plan.start + std::time::Duration::from_nanos(ns.min(u64::MAX / 4)))
+        tokio::time::Instant::from_std(self.setup.start + std::time::Duration::from_nanos(ns.min(u64::MAX / 4)))
     }
 
     /// Waits until run time `ns` with microsecond precision (`u64::MAX`: never).

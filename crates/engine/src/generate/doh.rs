@@ -66,7 +66,7 @@ impl Session for Doh {
 
     fn send(&mut self, s: &mut Step<'_>) -> Sent {
         let (ctx, now) = (s.ctx, s.now);
-        let plan = &ctx.plan;
+        let setup = &ctx.setup;
         let mut c = ctx.counters.borrow_mut();
         let mut fresh = 0;
         let wants = self.window.len() < self.in_flight && s.policy.may_send(now);
@@ -76,9 +76,9 @@ impl Session for Doh {
         while room && s.sched.due(now) {
             let q = s.sched.peek_retry().unwrap_or_else(|| ctx.peek_query());
             let (template, body) = if self.post {
-                (&plan.doh[0], plan.queries.get(q).bytes())
+                (&setup.doh[0], setup.queries.get(q).bytes())
             } else {
-                (&plan.doh[(q % plan.doh.len() as u64) as usize], &[][..])
+                (&setup.doh[(q % setup.doh.len() as u64) as usize], &[][..])
             };
             let Ok(stream) = self.client.send(template, body, s.out) else {
                 // The server's limits (or a GOAWAY, or identifiers used up): wait.
@@ -124,7 +124,7 @@ impl Session for Doh {
                         continue;
                     }
                     s.tally.answers += 1;
-                    match parse_response(body, Some(ctx.plan.queries.get(o.query).question())) {
+                    match parse_response(body, Some(ctx.setup.queries.get(o.query).question())) {
                         Ok(r) => c.answer(r.rcode, now.saturating_sub(o.intended) / 1000),
                         Err(_) => c.fail(ErrorKind::Malformed, 1),
                     }
@@ -154,7 +154,7 @@ impl Session for Doh {
                     let error = e.to_string();
                     drop(c);
                     ctx.lose(ErrorKind::Http2, self.window.clear());
-                    ctx.plan.note_error(ErrorKind::Http2, &error);
+                    ctx.setup.note_error(ErrorKind::Http2, &error);
                     return Some(SessionEnd { close: Close::Error, error: Some(error) });
                 }
             }
@@ -264,7 +264,7 @@ mod tests {
     impl Conn {
         fn new(ctx: &Ctx, sched: Schedule) -> Self {
             let mut out = Vec::new();
-            let session = Doh::new(ctx.plan.config.in_flight as usize, DohMethod::Post, &mut out);
+            let session = Doh::new(ctx.setup.config.in_flight as usize, DohMethod::Post, &mut out);
             Conn { session, sched, policy: ConnPolicy::new(Lifetime::default(), None, 0), tally: Tally::default(), out }
         }
 

@@ -1,6 +1,6 @@
 //! `dnscost-engine generate`: the load generator.
 //!
-//! The configuration (a JSON file and/or flags) is resolved once into a [`ctx::Plan`]. Each
+//! The configuration (a JSON file and/or flags) is resolved once into a [`ctx::Setup`]. Each
 //! thread runs its own single-threaded runtime, pinned, with its share of the connection slots
 //! and of the rate, and counts into its own counters. At every interval boundary each thread
 //! hands its counts to the main thread, which merges them and writes one `interval` record;
@@ -21,7 +21,7 @@ mod udp;
 mod window;
 
 use crate::EngineError;
-use ctx::{Connectors, Ctx, Plan, Schedule, Stop};
+use ctx::{Connectors, Ctx, Schedule, Setup, Stop};
 use dnscost_load::{
     parse_cpus, parse_duration_ms, parse_lifetime, parse_udp_retry, EngineConfig, Pacer, QuerySet, Rate, Rng, TlsGroup,
     TlsVersion, TokenBucket, Transport,
@@ -268,7 +268,7 @@ pub fn check_cpus(cpus: &[u32]) -> Result<(), EngineError> {
 }
 
 /// Resolves names and files once, before any thread starts.
-fn plan(mut config: EngineConfig) -> Result<Plan, EngineError> {
+fn setup(mut config: EngineConfig) -> Result<Setup, EngineError> {
     // Resolved once and recorded: the start record shows the values used.
     config.pacing_resolution_us = Some(config.pacing_resolution_us());
     config.timeout_ms = config.query_timeout_ms();
@@ -367,7 +367,7 @@ fn plan(mut config: EngineConfig) -> Result<Plan, EngineError> {
     let timeout_ns = config.timeout_ms * 1_000_000;
     let gate =
         (config.open_first && config.transport.has_connections()).then(|| ctx::Gate::new(config.connections as u64));
-    Ok(Plan {
+    Ok(Setup {
         config,
         target,
         queries,
@@ -416,15 +416,15 @@ pub fn main(args: GenerateArgs) -> Result<ExitCode, EngineError> {
         return Ok(ExitCode::SUCCESS);
     }
     let mut out = output::Output::open(&config)?;
-    let plan = Arc::new(plan(config)?);
-    let cfg = &plan.config;
+    let setup = Arc::new(setup(config)?);
+    let cfg = &setup.config;
     let threads = cfg.threads as usize;
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(Stop::Running);
     let (report_tx, report_rx) = tokio::sync::mpsc::unbounded_channel::<Report>();
     let log_thread = output::connections_log(cfg)?;
     let mut connectors = Vec::with_capacity(threads);
     for _ in 0..threads {
-        connectors.push(match &plan.tls {
+        connectors.push(match &setup.tls {
             Some(o) => {
                 let per_thread_sessions = (cfg.connections as usize / threads) * 2;
                 Some((tls::client_config(o, true, per_thread_sessions)?, tls::client_config(o, false, 0)?))
@@ -432,22 +432,22 @@ pub fn main(args: GenerateArgs) -> Result<ExitCode, EngineError> {
             None => None,
         });
     }
-    out.start(&plan)?;
+    out.start(&setup)?;
     let mut handles = Vec::with_capacity(threads);
     for (t, tls_configs) in connectors.into_iter().enumerate() {
-        let plan = plan.clone();
+        let setup = setup.clone();
         let stop = stop_rx.clone();
         let reports = report_tx.clone();
         let log = log_thread.as_ref().map(|(tx, _)| tx.clone());
         let handle = std::thread::Builder::new()
             .name(format!("gen-{t}"))
-            .spawn(move || worker(t, plan, stop, reports, log, tls_configs))
+            .spawn(move || worker(t, setup, stop, reports, log, tls_configs))
             .map_err(EngineError::Io)?;
         handles.push(handle);
     }
     drop(report_tx);
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    let result = runtime.block_on(output::collect(&plan, &mut out, report_rx, stop_tx, quiet));
+    let result = runtime.block_on(output::collect(&setup, &mut out, report_rx, stop_tx, quiet));
     if result.as_ref().is_ok_and(|o| o.abandoned) {
         // Threads that ignored the abort are left to the process exit.
         eprintln!("dnscost-engine: generator threads did not stop after the abort; summary written without them");
@@ -500,11 +500,11 @@ type TlsPair = (Arc<rustls::ClientConfig>, Arc<rustls::ClientConfig>);
 
 /// A thread's client configurations from its TLS pair (with a session store, without).
 fn connectors(
-    plan: &Plan,
+    setup: &Setup,
     resume: Arc<rustls::ClientConfig>,
     fresh: Arc<rustls::ClientConfig>,
 ) -> Result<Connectors, dnscost_transport::TransportError> {
-    if !plan.config.transport.uses_quic() {
+    if !setup.config.transport.uses_quic() {
         return Ok(Connectors::Tls { resume: resume.into(), fresh: fresh.into() });
     }
     use dnscost_transport::quic::client_config;
@@ -521,13 +521,13 @@ fn connectors(
 /// One generator thread: its runtime, its slots, and its reports.
 fn worker(
     t: usize,
-    plan: Arc<Plan>,
+    setup: Arc<Setup>,
     stop: tokio::sync::watch::Receiver<Stop>,
     reports: tokio::sync::mpsc::UnboundedSender<Report>,
     log: Option<std::sync::mpsc::Sender<dnscost_stats::ConnectionRecord>>,
     tls_configs: Option<TlsPair>,
 ) {
-    let cfg = &plan.config;
+    let cfg = &setup.config;
     if !cfg.cpus.is_empty() {
         if let Err(e) = dnscost_transport::socket::pin_thread(cfg.cpus[t % cfg.cpus.len()]) {
             eprintln!("dnscost-engine: cannot pin thread {t} to CPU {}: {e}", cfg.cpus[t % cfg.cpus.len()]);
@@ -547,7 +547,7 @@ fn worker(
     if let Some((resume, _)) = &tls_configs {
         let _ = resume.crypto_provider().secure_random.fill(&mut [0u8; 1]);
     }
-    let connectors = match tls_configs.map(|(resume, fresh)| connectors(&plan, resume, fresh)).transpose() {
+    let connectors = match tls_configs.map(|(resume, fresh)| connectors(&setup, resume, fresh)).transpose() {
         Ok(c) => c,
         Err(e) => {
             eprintln!("dnscost-engine: thread {t}: {e}");
@@ -556,7 +556,7 @@ fn worker(
     };
     let timer = {
         let _runtime = runtime.enter();
-        match timer::Timer::new(plan.start, cfg.pacing_resolution_us() as u64 * 1000) {
+        match timer::Timer::new(setup.start, cfg.pacing_resolution_us() as u64 * 1000) {
             Ok(t) => t,
             Err(e) => {
                 eprintln!("dnscost-engine: thread {t}: timer: {e}");
@@ -564,7 +564,7 @@ fn worker(
             }
         }
     };
-    let ctx = Rc::new(Ctx::new(plan.clone(), t as u64, threads, stop, bucket, connectors, log, timer.clone()));
+    let ctx = Rc::new(Ctx::new(setup.clone(), t as u64, threads, stop, bucket, connectors, log, timer.clone()));
     let local = tokio::task::LocalSet::new();
     local.spawn_local(timer.drive());
     local.block_on(&runtime, async move {
@@ -581,18 +581,18 @@ fn worker(
                 Rate::Max => Schedule::closed(cfg.in_flight as u64, end_ns),
                 Rate::Once => Schedule::once(end_ns),
             };
-            let sched = if ctx.plan.gate.is_some() { sched.hold() } else { sched };
+            let sched = if ctx.setup.gate.is_some() { sched.hold() } else { sched };
             let ctx = ctx.clone();
             slots.push(tokio::task::spawn_local(async move {
-                if ctx.plan.config.transport == Transport::Udp {
-                    let source = (!ctx.plan.sources.is_empty())
-                        .then(|| ctx.plan.sources[slot as usize % ctx.plan.sources.len()]);
-                    match dnscost_transport::socket::udp_connect(ctx.plan.target, source, 4 << 20) {
+                if ctx.setup.config.transport == Transport::Udp {
+                    let source = (!ctx.setup.sources.is_empty())
+                        .then(|| ctx.setup.sources[slot as usize % ctx.setup.sources.len()]);
+                    match dnscost_transport::socket::udp_connect(ctx.setup.target, source, 4 << 20) {
                         Ok(sock) => udp::run_slot(ctx, sched, sock, rng.next_u64() as u16).await,
                         Err(e) => {
                             let kind = carrier::classify(&e);
                             ctx.counters.borrow_mut().conn_fail(kind);
-                            ctx.plan.note_error(kind, &format!("UDP socket: {e}"));
+                            ctx.setup.note_error(kind, &format!("UDP socket: {e}"));
                             eprintln!("dnscost-engine: UDP socket: {e}");
                         }
                     }

@@ -2,7 +2,7 @@
 //! come, move the phases on (drain at the end, abort on a second signal), and write the
 //! summary. Every record is flushed when written, so an interrupted run keeps what it measured.
 
-use super::ctx::{Plan, Stop};
+use super::ctx::{Setup, Stop};
 use super::Report;
 use crate::EngineError;
 use dnscost_load::EngineConfig;
@@ -42,15 +42,15 @@ impl Output {
             .map_err(|e| EngineError::file(&self.name, e))
     }
 
-    pub fn start(&mut self, plan: &Plan) -> Result<(), EngineError> {
-        let cfg = &plan.config;
-        let tls = plan.tls.as_ref();
+    pub fn start(&mut self, setup: &Setup) -> Result<(), EngineError> {
+        let cfg = &setup.config;
+        let tls = setup.tls.as_ref();
         self.write(&Record::Start(StartRecord {
             engine_version: env!("CARGO_PKG_VERSION").into(),
             config: serde_json::to_value(cfg).expect("config serialises"),
             tls_version: tls.map(|t| t.version.as_str().into()),
             tls_group: tls.map(|t| t.group.as_str().into()),
-            target_address: plan.target.to_string(),
+            target_address: setup.target.to_string(),
             started_unix_ms: std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_millis() as u64),
@@ -137,16 +137,16 @@ struct Pending {
 
 /// Collects reports until every thread is done, writes the summary and says how the run ended.
 pub async fn collect(
-    plan: &Plan,
+    setup: &Setup,
     out: &mut Output,
     mut reports: tokio::sync::mpsc::UnboundedReceiver<Report>,
     stop: tokio::sync::watch::Sender<Stop>,
     quiet: bool,
 ) -> Result<Outcome, EngineError> {
-    let cfg = &plan.config;
+    let cfg = &setup.config;
     let threads = cfg.threads as usize;
     let measure_end = cfg.warmup_ms + cfg.duration_ms;
-    let instant = |ms: u64| tokio::time::Instant::from_std(plan.start + Duration::from_millis(ms));
+    let instant = |ms: u64| tokio::time::Instant::from_std(setup.start + Duration::from_millis(ms));
     let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
     let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     let progress = !quiet && std::io::stderr().is_terminal();
@@ -236,7 +236,7 @@ pub async fn collect(
             },
             _ = tokio::time::sleep_until(drain_at), if *stop.borrow() == Stop::Running => {
                 let _ = stop.send(Stop::Drain);
-                abort_at = Some(tokio::time::Instant::now() + Duration::from_nanos(plan.timeout_ns) + Duration::from_secs(2));
+                abort_at = Some(tokio::time::Instant::now() + Duration::from_nanos(setup.timeout_ns) + Duration::from_secs(2));
             }
             _ = abort_sleep, if abort_at.is_some() && *stop.borrow() == Stop::Drain => {
                 // Safety net: threads that still have not drained are stopped.
@@ -252,7 +252,7 @@ pub async fn collect(
                     interrupted = true;
                     drain_at = tokio::time::Instant::now();
                     let _ = stop.send(Stop::Drain);
-                    abort_at = Some(tokio::time::Instant::now() + Duration::from_nanos(plan.timeout_ns) + Duration::from_secs(2));
+                    abort_at = Some(tokio::time::Instant::now() + Duration::from_nanos(setup.timeout_ns) + Duration::from_secs(2));
                 } else {
                     aborted = true;
                     let _ = stop.send(Stop::Abort);
@@ -289,11 +289,11 @@ pub async fn collect(
     let answered_qps =
         if seconds > 0.0 { (measured.queries.answered as f64 / seconds * 10.0).round() / 10.0 } else { 0.0 };
     let nothing_answered = (total.answered == 0 && (total.offered > 0 || total.conn_failed.iter().sum::<u64>() > 0))
-        .then(|| why_nothing_answered(plan, &total));
+        .then(|| why_nothing_answered(setup, &total));
     let interrupt_note = interrupted.then(|| {
         format!(
             "interrupted: sending stopped at {:.1} s; {} queries aborted{}",
-            plan.start.elapsed().as_secs_f64().min(emitted_end_ms as f64 / 1000.0),
+            setup.start.elapsed().as_secs_f64().min(emitted_end_ms as f64 / 1000.0),
             total.aborted,
             if aborted { " (second signal)" } else { "" }
         )
@@ -314,7 +314,7 @@ pub async fn collect(
     out.write(&Record::Summary(SummaryRecord {
         measure_start_ms: measure_from,
         measure_end_ms: measure_to,
-        opened_ms: plan.gate.as_ref().and_then(|g| g.opened()).map(|ns| ns / 1_000_000),
+        opened_ms: setup.gate.as_ref().and_then(|g| g.opened()).map(|ns| ns / 1_000_000),
         interrupted,
         aborted,
         answered_qps,
@@ -350,12 +350,12 @@ fn out_of_files(cfg: &EngineConfig, total: &Counters) -> Option<String> {
 
 /// The most frequent reason queries went unanswered, with an example message: the line a user
 /// needs when a run answered nothing (e.g. a wrong CA, a closed port, a mute server).
-fn why_nothing_answered(plan: &Plan, total: &Counters) -> String {
+fn why_nothing_answered(setup: &Setup, total: &Counters) -> String {
     use dnscost_stats::ErrorKind;
     let mut worst: (u64, String) = (0, "no query was answered".into());
     for (kind, &n) in ErrorKind::ALL.iter().zip(&total.conn_failed) {
         if n > worst.0 {
-            let example = plan.error_example(kind.as_str()).map(|e| format!(": {e}")).unwrap_or_default();
+            let example = setup.error_example(kind.as_str()).map(|e| format!(": {e}")).unwrap_or_default();
             worst = (n, format!("{n} connection attempts failed ({}){example}", kind.as_str()));
         }
     }
@@ -364,7 +364,7 @@ fn why_nothing_answered(plan: &Plan, total: &Counters) -> String {
         if n > worst.0 && (*kind != ErrorKind::Unsent || worst.0 == 0) {
             let example = match kind {
                 ErrorKind::Rejected => Some(refusals(total)),
-                _ => plan.error_example(kind.as_str()),
+                _ => setup.error_example(kind.as_str()),
             };
             let example = example.map(|e| format!(": {e}")).unwrap_or_default();
             worst = (n, format!("{n} queries failed ({}){example}", kind.as_str()));

@@ -38,7 +38,7 @@ impl From<PolicyClose> for SessionEnd {
     }
 }
 
-/// What the driver lends a session for one step: the thread's shared state (plan, counters,
+/// What the driver lends a session for one step: the thread's shared state (set-up, counters,
 /// query cursor, in-flight gauge; never its clock), the slot's schedule, the connection's
 /// policy and tally, the time, the bytes to send, and whether the carrier takes a query now
 /// (false while queries wait for the server to allow a QUIC stream).
@@ -149,12 +149,12 @@ pub mod testing {
     pub fn with_ctx<R>(config: &str, f: impl FnOnce(&Ctx) -> R) -> R {
         let config: EngineConfig = serde_json::from_str(config).expect("test config");
         config.validate().expect("valid test config");
-        let plan = Arc::new(super::super::plan(config).expect("plan"));
+        let setup = Arc::new(super::super::setup(config).expect("setup"));
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         rt.block_on(async move {
-            let timer = super::super::timer::Timer::new(plan.start, 1000).unwrap();
+            let timer = super::super::timer::Timer::new(setup.start, 1000).unwrap();
             let (_tx, rx) = tokio::sync::watch::channel(Stop::Running);
-            let ctx = Ctx::new(plan, 0, 1, rx, None, None, None, timer);
+            let ctx = Ctx::new(setup, 0, 1, rx, None, None, None, timer);
             f(&ctx)
         })
     }

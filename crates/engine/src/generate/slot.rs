@@ -29,7 +29,7 @@ pub async fn wait_until(
 ) -> bool {
     loop {
         let now = ctx.now();
-        sched.expire_unsent(now, ctx.plan.timeout_ns, u64::MAX, &mut ctx.counters.borrow_mut());
+        sched.expire_unsent(now, ctx.setup.timeout_ns, u64::MAX, &mut ctx.counters.borrow_mut());
         if ctx.state(stop) != Stop::Running {
             return false;
         }
@@ -50,9 +50,9 @@ pub async fn wait_until(
 /// slot: a slot whose first connection settled after it owes the queries due since (a
 /// schedule started at each slot's own passage would offer less than the rate asks).
 async fn pass_gate(ctx: &Ctx, stop: &mut tokio::sync::watch::Receiver<Stop>, sched: &mut Schedule) {
-    if let Some(g) = &ctx.plan.gate {
+    if let Some(g) = &ctx.setup.gate {
         g.arrive(ctx.now());
-        let until = gate_deadline_ns(&ctx.plan.config);
+        let until = gate_deadline_ns(&ctx.setup.config);
         g.wait(ctx, stop, until).await;
         sched.start_at(g.opened_at(until).min(ctx.now()));
     }
@@ -66,13 +66,13 @@ fn gate_deadline_ns(cfg: &EngineConfig) -> u64 {
 
 /// Runs one connection slot until the run stops.
 pub async fn run_slot(ctx: Rc<Ctx>, mut sched: Schedule, slot: u64, mut rng: Rng) {
-    let plan = ctx.plan.clone();
-    let cfg = &plan.config;
-    let source = (!plan.sources.is_empty()).then(|| plan.sources[slot as usize % plan.sources.len()]);
+    let setup = ctx.setup.clone();
+    let cfg = &setup.config;
+    let source = (!setup.sources.is_empty()).then(|| setup.sources[slot as usize % setup.sources.len()]);
     let mut dial = Dial { source, endpoint: None };
     let resumption = cfg.resumption.unwrap_or(0.0);
     let early_data = cfg.early_data.unwrap_or(0.0);
-    let timeout = std::time::Duration::from_nanos(plan.timeout_ns);
+    let timeout = std::time::Duration::from_nanos(setup.timeout_ns);
     let mut stop = ctx.stop.clone();
     // Kept from one connection to the next: DNS IDs keep running, buffers stay allocated.
     let mut window = Window::new(cfg.in_flight as usize, rng.next_u64() as u16);
@@ -124,7 +124,7 @@ pub async fn run_slot(ctx: Rc<Ctx>, mut sched: Schedule, slot: u64, mut rng: Rng
         // the timeout: a handshake queued at a slow server in the open phase is not given up
         // and opened again in the measured period (knot-resolver signs about 500 RSA-2048
         // handshakes a second: with a 2 s timeout, 1 000 connections reopened 283).
-        let setup = match (&plan.gate, first) {
+        let setup = match (&setup.gate, first) {
             (Some(_), true) => std::time::Duration::from_nanos(gate_deadline_ns(cfg).saturating_sub(opened)) + timeout,
             _ => timeout,
         };
@@ -147,7 +147,7 @@ pub async fn run_slot(ctx: Rc<Ctx>, mut sched: Schedule, slot: u64, mut rng: Rng
                 }
                 first = false;
                 ctx.counters.borrow_mut().conn_fail(kind);
-                ctx.plan.note_error(kind, &error);
+                ctx.setup.note_error(kind, &error);
                 let end = SessionEnd { close: Close::Error, error: Some(error) };
                 ctx.write_log(record(&ctx, id, opened, None, Handshake::None, None, &end, None));
                 backoff_ms = (backoff_ms * 2).clamp(50, 1000);
@@ -226,7 +226,7 @@ pub async fn run_slot(ctx: Rc<Ctx>, mut sched: Schedule, slot: u64, mut rng: Rng
         }
         if let Some(error) = &end.error {
             if end.close == Close::Error {
-                ctx.plan.note_error(ErrorKind::ConnectionLost, error);
+                ctx.setup.note_error(ErrorKind::ConnectionLost, error);
             }
         }
         if end.close == Close::Error || end.close.side() == Side::Server {
@@ -256,7 +256,7 @@ pub async fn run_slot(ctx: Rc<Ctx>, mut sched: Schedule, slot: u64, mut rng: Rng
 /// before its next connection.
 async fn count_close(ctx: Rc<Ctx>, mut carrier: Carrier, mut meter: TcpMeter, log: ConnectionRecord) {
     let mut stop = ctx.stop.clone();
-    let bound = std::time::Duration::from_nanos(ctx.plan.timeout_ns).min(std::time::Duration::from_secs(1));
+    let bound = std::time::Duration::from_nanos(ctx.setup.timeout_ns).min(std::time::Duration::from_secs(1));
     tokio::select! {
         _ = carrier.await_end(bound) => {}
         _ = aborted(&ctx, &mut stop) => {}
@@ -294,7 +294,7 @@ pub async fn drive<S: Session>(
     conn: &mut Connection,
     out: &mut Vec<u8>,
 ) -> SessionEnd {
-    let timeout = ctx.plan.timeout_ns;
+    let timeout = ctx.setup.timeout_ns;
     let mut stop = ctx.stop.clone();
     // First sends and retransmissions in `out`: counted `sent` and `retransmitted` once the
     // write completes.
@@ -424,7 +424,7 @@ pub fn turn<S: Session>(
     now: u64,
     state: Stop,
 ) -> Turn {
-    let timeout = ctx.plan.timeout_ns;
+    let timeout = ctx.setup.timeout_ns;
     let mut step = Step {
         ctx,
         sched: &mut *sched,
@@ -442,7 +442,7 @@ pub fn turn<S: Session>(
     }
     let mut t = Turn { resent: session.retransmit(&mut step), ..Turn::default() };
     if state == Stop::Running {
-        let free = (ctx.plan.config.in_flight as usize).saturating_sub(session.outstanding()) as u64;
+        let free = (ctx.setup.config.in_flight as usize).saturating_sub(session.outstanding()) as u64;
         step.sched.expire_unsent(now, timeout, free, &mut ctx.counters.borrow_mut());
         let sent = session.send(&mut step);
         (t.fresh, t.room) = (sent.fresh, sent.room);
@@ -504,7 +504,7 @@ fn settle_refusals<S: Session>(ctx: &Ctx, carrier: &mut Carrier, session: &mut S
                 };
                 c.fail(kind, 1);
                 if let super::quic::StreamFailure::Reset(code) = failure {
-                    ctx.plan.note_error(kind, &format!("stream reset by the server, code {code}"));
+                    ctx.setup.note_error(kind, &format!("stream reset by the server, code {code}"));
                 }
             }
             return true;
@@ -533,7 +533,7 @@ fn settle_refusals<S: Session>(ctx: &Ctx, carrier: &mut Carrier, session: &mut S
         }
     }
     if let Some(m) = message {
-        ctx.plan.note_error(ErrorKind::Refused, &m);
+        ctx.setup.note_error(ErrorKind::Refused, &m);
     }
     true
 }
@@ -556,7 +556,7 @@ fn expire_waiting<S: Session>(
     if n > 0 {
         ctx.sub_in_flight(n);
         ctx.counters.borrow_mut().fail(ErrorKind::Unsent, n);
-        ctx.plan.note_error(ErrorKind::Unsent, "the target allowed no stream for them (QUIC MAX_STREAMS)");
+        ctx.setup.note_error(ErrorKind::Unsent, "the target allowed no stream for them (QUIC MAX_STREAMS)");
     }
     n > 0
 }
@@ -616,7 +616,7 @@ fn write_timed_out(ctx: &Ctx, timed_out: u64, lost: u64) -> SessionEnd {
     ctx.counters.borrow_mut().timed_out += timed_out;
     ctx.sub_in_flight(timed_out);
     ctx.lose(ErrorKind::ConnectionLost, lost);
-    ctx.plan.note_error(ErrorKind::ConnectionLost, message);
+    ctx.setup.note_error(ErrorKind::ConnectionLost, message);
     SessionEnd { close: Close::Error, error: Some(message.into()) }
 }
 
@@ -634,10 +634,10 @@ pub fn record(
     let total = conn.map(|(c, _)| c.meter.total).unwrap_or_default();
     ConnectionRecord {
         role: Side::Client,
-        transport: ctx.plan.config.transport.as_str().into(),
+        transport: ctx.setup.config.transport.as_str().into(),
         id,
         local_address: conn.and_then(|(_, l)| l).map(|a| a.to_string()).unwrap_or_default(),
-        peer_address: ctx.plan.target.to_string(),
+        peer_address: ctx.setup.target.to_string(),
         opened_us: opened / 1000,
         established_us: established.map(|e| e / 1000),
         closed_us: ctx.now() / 1000,

@@ -59,7 +59,7 @@ impl Session for DnsStream<'_> {
             let (intended, again) = s.sched.take(s.now, &mut c);
             let q = again.unwrap_or_else(|| ctx.next_query());
             let id = self.window.insert(intended, q, s.now).expect("window has room");
-            ctx.plan.queries.get(q).write_framed(id, s.out);
+            ctx.setup.queries.get(q).write_framed(id, s.out);
             s.policy.on_send(s.now);
             fresh += u64::from(again.is_none());
             s.tally.queries += 1;
@@ -69,7 +69,7 @@ impl Session for DnsStream<'_> {
     }
 
     fn retransmit(&mut self, s: &mut Step<'_>) -> u64 {
-        let (queries, out) = (&s.ctx.plan.queries, &mut *s.out);
+        let (queries, out) = (&s.ctx.setup.queries, &mut *s.out);
         self.window.retransmit(s.now, |id, q| queries.get(q).write_framed(id, out))
     }
 
@@ -98,7 +98,7 @@ impl Session for DnsStream<'_> {
             ctx.sub_in_flight(1);
             s.policy.on_resolved(s.now);
             s.tally.answers += 1;
-            match parse_response(msg, Some(ctx.plan.queries.get(o.query).question())) {
+            match parse_response(msg, Some(ctx.setup.queries.get(o.query).question())) {
                 // Over udp the client would ask again over tcp; this one is not answered.
                 Ok(r) if r.truncated => c.fail(ErrorKind::Truncated, 1),
                 Ok(r) => c.answer(r.rcode, s.now.saturating_sub(o.intended) / 1000),
@@ -119,7 +119,7 @@ impl Session for DnsStream<'_> {
             let error =
                 format!("the server closed the connection in the middle of an answer ({cut}{announced} octets)");
             s.ctx.lose(ErrorKind::ConnectionLost, self.window.clear());
-            s.ctx.plan.note_error(ErrorKind::ConnectionLost, &error);
+            s.ctx.setup.note_error(ErrorKind::ConnectionLost, &error);
             return SessionEnd { close, error: Some(error) };
         }
         if orderly {
@@ -180,7 +180,7 @@ mod tests {
     impl Conn {
         fn new(ctx: &Ctx, sched: Schedule, lifetime: Lifetime, idle_ms: Option<u64>) -> Self {
             Conn {
-                window: Window::new(ctx.plan.config.in_flight as usize, 100),
+                window: Window::new(ctx.setup.config.in_flight as usize, 100),
                 dec: FrameDecoder::new(4096),
                 sched,
                 policy: ConnPolicy::new(lifetime, idle_ms, 0),

@@ -15,11 +15,11 @@ use std::rc::Rc;
 
 /// Sends one slot's queries over its own socket until the run stops.
 pub async fn run_slot(ctx: Rc<Ctx>, mut sched: Schedule, sock: tokio::net::UdpSocket, first_id: u16) {
-    let retransmit = ctx.plan.config.udp_retry.map(|r| Retransmit {
+    let retransmit = ctx.setup.config.udp_retry.map(|r| Retransmit {
         every_ns: r.timeout_ms * 1_000_000,
         attempts: u8::try_from(r.attempts).expect("validated: 1..=10"),
     });
-    let mut window = Window::new(ctx.plan.config.in_flight as usize, first_id).retransmitting(retransmit);
+    let mut window = Window::new(ctx.setup.config.in_flight as usize, first_id).retransmitting(retransmit);
     let mut dec = FrameDecoder::new(16 * 1024);
     let mut out = Vec::with_capacity(512);
     let mut carrier = Carrier::Udp(Box::new(Datagrams::new(sock)));
@@ -40,7 +40,7 @@ pub async fn run_slot(ctx: Rc<Ctx>, mut sched: Schedule, sock: tokio::net::UdpSo
         }
         // The socket failed (its outstanding queries are lost): say why, pause, go on.
         if let Some(e) = &end.error {
-            ctx.plan.note_error(ErrorKind::Connect, e);
+            ctx.setup.note_error(ErrorKind::Connect, e);
         }
         sched.blocked(ctx.now(), true);
         if !wait_until(&ctx, &mut stop, ctx.now() + 50_000_000, &mut sched).await {
@@ -78,12 +78,12 @@ mod tests {
         /// A socket whose slot sends one query at 0 (`rate: once`).
         fn new(ctx: &Ctx) -> Self {
             let retransmit = ctx
-                .plan
+                .setup
                 .config
                 .udp_retry
                 .map(|r| Retransmit { every_ns: r.timeout_ms * MS, attempts: r.attempts as u8 });
             Socket {
-                window: Window::new(ctx.plan.config.in_flight as usize, 100).retransmitting(retransmit),
+                window: Window::new(ctx.setup.config.in_flight as usize, 100).retransmitting(retransmit),
                 dec: FrameDecoder::new(4096),
                 sched: Schedule::once(10_000 * MS),
                 conn: Connection {
@@ -115,7 +115,7 @@ mod tests {
         /// When the driver would take its next turn, with nothing read meanwhile.
         fn wake(&mut self, ctx: &Ctx, now: u64, state: Stop) -> u64 {
             let session = DnsStream::new(&mut self.window, &mut self.dec, false);
-            wake_at(&session, &self.sched, &self.conn, now, state, self.room, ctx.plan.timeout_ns)
+            wake_at(&session, &self.sched, &self.conn, now, state, self.room, ctx.setup.timeout_ns)
         }
 
         /// A datagram from the server arrives at `now`.
@@ -149,8 +149,8 @@ mod tests {
     #[test]
     fn an_unanswered_query_goes_again_a_try_later_with_its_id_and_times_out_after_its_last_try() {
         with_ctx(&config(r#","udp_retry":{"timeout_ms":200,"attempts":2}"#), |ctx| {
-            assert_eq!(ctx.plan.timeout_ns, 400 * MS, "the query's timeout is every try's");
-            assert_eq!(ctx.plan.config.timeout_ms, 400, "and the start record says so");
+            assert_eq!(ctx.setup.timeout_ns, 400 * MS, "the query's timeout is every try's");
+            assert_eq!(ctx.setup.config.timeout_ms, 400, "and the start record says so");
             let mut s = Socket::new(ctx);
             let (t, first) = s.turn(ctx, 0, Stop::Running);
             assert_eq!((t.fresh, t.resent, first.len()), (1, 0, 1));

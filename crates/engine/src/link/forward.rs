@@ -213,7 +213,7 @@ pub struct Outcome {
 pub fn run(mut direction: Direction, input: &File, output: &File, stop: &File) -> Outcome {
     let mut scratch = vec![0u8; READ_BUFFER];
     let mut pool: Vec<Vec<u8>> = Vec::new();
-    let error = match sys::Timer::new() {
+    let error = match sys::TimerFd::new() {
         Err(e) => Some(e),
         Ok(timer) => {
             let mut armed = None;

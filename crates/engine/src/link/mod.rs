@@ -118,9 +118,9 @@ struct Split {
     b_to_a: Impairment,
 }
 
-/// The arguments, validated.
+/// The link's set-up: its arguments, validated.
 #[derive(Debug)]
-struct Plan {
+struct Setup {
     a: End,
     b: End,
     a_to_b: Impairment,
@@ -129,8 +129,8 @@ struct Plan {
     seed: u64,
 }
 
-impl Plan {
-    fn resolve(args: &LinkArgs) -> Result<Plan, LinkError> {
+impl Setup {
+    fn resolve(args: &LinkArgs) -> Result<Setup, LinkError> {
         fn arg<T: std::str::FromStr<Err = SpecError>>(flag: &'static str, value: &str) -> Result<T, LinkError> {
             value.parse().map_err(|error| LinkError::Argument { flag, error })
         }
@@ -160,7 +160,7 @@ impl Plan {
                 None
             }
         };
-        Ok(Plan { a, b, a_to_b, b_to_a, split, seed: args.seed })
+        Ok(Setup { a, b, a_to_b, b_to_a, split, seed: args.seed })
     }
 
     /// A direction's paths; each path draws from a stream of its own.
@@ -265,22 +265,22 @@ fn print_line(value: &impl Serialize) -> io::Result<()> {
 
 /// Runs the link until SIGINT or SIGTERM.
 pub fn main(args: LinkArgs) -> Result<ExitCode, EngineError> {
-    let plan = Plan::resolve(&args)?;
+    let setup = Setup::resolve(&args)?;
     let mut stats_file = match &args.stats {
         Some(path) => Some(File::create(path).map_err(|e| EngineError::file(path, e))?),
         None => None,
     };
-    let (netns_a, netns_b) = (open_netns(&plan.a)?, open_netns(&plan.b)?);
+    let (netns_a, netns_b) = (open_netns(&setup.a)?, open_netns(&setup.b)?);
     // Before any thread starts, so that every thread inherits them.
     let signals = sys::Signals::block()?;
     if args.realtime {
         sys::realtime().map_err(LinkError::Realtime)?;
     }
-    let tun_a = create_device(&plan.a, netns_a)?;
-    let tun_b = create_device(&plan.b, netns_b)?;
+    let tun_a = create_device(&setup.a, netns_a)?;
+    let tun_b = create_device(&setup.b, netns_b)?;
     let stop = sys::eventfd()?;
-    let a_to_b = plan.direction(plan.a_to_b, plan.split.as_ref().map(|s| s.a_to_b), 0);
-    let b_to_a = plan.direction(plan.b_to_a, plan.split.as_ref().map(|s| s.b_to_a), 1);
+    let a_to_b = setup.direction(setup.a_to_b, setup.split.as_ref().map(|s| s.a_to_b), 0);
+    let b_to_a = setup.direction(setup.b_to_a, setup.split.as_ref().map(|s| s.b_to_a), 1);
     let (forward_a, forward_b, ready) = std::thread::scope(|scope| -> io::Result<_> {
         let guard = StopOnDrop(&stop);
         let (stop, tun_a, tun_b) = (&stop, &tun_a, &tun_b);
@@ -292,7 +292,7 @@ pub fn main(args: LinkArgs) -> Result<ExitCode, EngineError> {
         };
         let forward_a = spawn("link a-to-b", a_to_b, true)?;
         let forward_b = spawn("link b-to-a", b_to_a, false)?;
-        let ready = print_line(&Ready { kind: "ready", ready: true, a: &plan.a.label, b: &plan.b.label });
+        let ready = print_line(&Ready { kind: "ready", ready: true, a: &setup.a.label, b: &setup.b.label });
         if ready.is_ok() {
             while !signals.wait(Duration::from_millis(100)) && !forward_a.is_finished() && !forward_b.is_finished() {}
         }
@@ -302,7 +302,7 @@ pub fn main(args: LinkArgs) -> Result<ExitCode, EngineError> {
     })?;
     let stats = Stats {
         kind: "stats",
-        seed: plan.seed,
+        seed: setup.seed,
         a_to_b: DirectionReport::of(&forward_a),
         b_to_a: DirectionReport::of(&forward_b),
     };
@@ -332,14 +332,14 @@ mod tests {
         args: LinkArgs,
     }
 
-    fn plan(argv: &str) -> Result<Plan, LinkError> {
+    fn setup(argv: &str) -> Result<Setup, LinkError> {
         let cli = Cli::try_parse_from(std::iter::once("link").chain(argv.split_whitespace())).unwrap();
-        Plan::resolve(&cli.args)
+        Setup::resolve(&cli.args)
     }
 
     #[test]
     fn arguments_resolve_into_a_plan() {
-        let p = plan(
+        let p = setup(
             "--a x:ta --b y:tb --a-to-b delay=35ms,loss=1% --b-to-a rate=12mbit --split 198.18.1.1 \
              --split-b-to-a delay=10ms --seed 9",
         )
@@ -353,13 +353,13 @@ mod tests {
             (Ipv4Addr::new(198, 18, 1, 1), Impairment::default(), 10_000_000)
         );
         assert_eq!(p.seed, 9);
-        let p = plan("--a x:t --b y:t").unwrap();
+        let p = setup("--a x:t --b y:t").unwrap();
         assert_eq!((p.a_to_b, p.b_to_a), (Impairment::default(), Impairment::default()));
     }
 
     #[test]
     fn bad_arguments_name_their_flag() {
-        let err = |argv| plan(argv).unwrap_err().to_string();
+        let err = |argv| setup(argv).unwrap_err().to_string();
         assert_eq!(err("--a x:t --b x:t"), "--b: --a and --b are the same device");
         assert!(err("--a x:t --b y:t --b-to-a loss=2").starts_with("--b-to-a: loss: \"2\""));
         assert_eq!(
@@ -367,6 +367,6 @@ mod tests {
             "--split-a-to-b: --split-a-to-b needs --split ADDRESS"
         );
         assert_eq!(err("--a x:t --b y:t --split ::1"), "--split: \"::1\" is not an IPv4 address");
-        assert!(matches!(plan("--a x --b y:t"), Err(LinkError::Argument { flag: "--a", .. })));
+        assert!(matches!(setup("--a x --b y:t"), Err(LinkError::Argument { flag: "--a", .. })));
     }
 }

@@ -70,14 +70,14 @@ pub fn monotonic_ns() -> u64 {
 /// A timerfd on CLOCK_MONOTONIC: readable once the time it is armed at has come. Its hrtimer
 /// has no slack (unlike a `ppoll` timeout, which the kernel lets run late by 0.1 % of its
 /// length, 10 µs for 10 ms, or by the thread's timer slack, 50 µs by default).
-pub struct Timer(File);
+pub struct TimerFd(File);
 
-impl Timer {
-    pub fn new() -> io::Result<Timer> {
+impl TimerFd {
+    pub fn new() -> io::Result<TimerFd> {
         // SAFETY: no pointers; the descriptor returned is ours alone.
         let fd = check(unsafe { libc::timerfd_create(libc::CLOCK_MONOTONIC, libc::TFD_NONBLOCK | libc::TFD_CLOEXEC) })?;
         // SAFETY: `fd` was just opened and nothing else owns it.
-        Ok(Timer(unsafe { File::from_raw_fd(fd) }))
+        Ok(TimerFd(unsafe { File::from_raw_fd(fd) }))
     }
 
     /// Arms the timer at `at_ns` (CLOCK_MONOTONIC), or disarms it; either way it is no longer

@@ -1,6 +1,6 @@
 //! The life of a served connection: its record, the registry that ends every open connection
 //! at shutdown, the logs that write one JSON line per closed connection or per query, and what every carrier
-//! shares: the idle and age [`Timer`], [`guarded`] set-up, the [`Counted`] socket, how a TLS
+//! shares: the idle and age [`ConnDeadline`], [`guarded`] set-up, the [`Counted`] socket, how a TLS
 //! handshake failed and what it negotiated.
 
 use super::Policy;
@@ -258,7 +258,7 @@ pub fn handshake_failure(e: &std::io::Error) -> Ending {
 
 /// Deadlines of the idle and max-age policies, with one timer per connection that is only
 /// re-armed when it fires (queries just note their time).
-pub(crate) struct Timer {
+pub(crate) struct ConnDeadline {
     idle: Option<Duration>,
     max_age: Option<Duration>,
     opened: Instant,
@@ -268,10 +268,10 @@ pub(crate) struct Timer {
     sleep: Option<Pin<Box<Sleep>>>,
 }
 
-impl Timer {
+impl ConnDeadline {
     pub fn new(policy: &Policy, opened: Instant) -> Self {
         let mut t =
-            Timer { idle: policy.idle, max_age: policy.max_age, opened, last: opened, reads: None, sleep: None };
+            ConnDeadline { idle: policy.idle, max_age: policy.max_age, opened, last: opened, reads: None, sleep: None };
         if let Some(at) = t.next() {
             t.sleep = Some(Box::pin(tokio::time::sleep_until(at)));
         }
@@ -329,7 +329,7 @@ impl Timer {
 pub(crate) async fn guarded<F: Future>(
     mut fut: Pin<&mut F>,
     stop: &mut oneshot::Receiver<()>,
-    timer: &mut Timer,
+    timer: &mut ConnDeadline,
 ) -> Result<F::Output, Ending> {
     tokio::select! {
         biased;
@@ -382,9 +382,13 @@ impl Counted {
 
 /// An accepted TCP connection's counted stream, its tally and its policy timer (which counts
 /// any octet read as activity when the policy says so).
-pub(crate) fn watched(policy: &Policy, sock: tokio::net::TcpStream, opened: Instant) -> (Counted, Arc<Tally>, Timer) {
+pub(crate) fn watched(
+    policy: &Policy,
+    sock: tokio::net::TcpStream,
+    opened: Instant,
+) -> (Counted, Arc<Tally>, ConnDeadline) {
     let (s, tally) = Counted::new(sock, policy.idle_on_bytes);
-    let mut timer = Timer::new(policy, opened);
+    let mut timer = ConnDeadline::new(policy, opened);
     if policy.idle_on_bytes {
         timer.count_reads(tally.clone());
     }
@@ -447,7 +451,7 @@ pub(crate) async fn accept_tls(
     (s, tally): (Counted, &Tally),
     config: Arc<rustls::ServerConfig>,
     stop: &mut oneshot::Receiver<()>,
-    timer: &mut Timer,
+    timer: &mut ConnDeadline,
 ) -> Option<tokio_rustls::server::TlsStream<Counted>> {
     // Boxed so that dropping it closes the socket (and reads its counts) before the record.
     let mut accept = Box::pin(tokio_rustls::TlsAcceptor::from(config).accept(s));

@@ -196,7 +196,7 @@ async fn answer(
         }
     };
     let mut out = Vec::with_capacity(query.len() + 64);
-    let Some(reply) = shared.respond(&query, &mut out, dnscost_wire::Carrier::Stream, &origin, Some(method)) else {
+    let Some(reply) = shared.respond(&query, &mut out, dnscost_wire::Framing::Stream, &origin, Some(method)) else {
         status(&mut respond, StatusCode::BAD_REQUEST);
         return false;
     };

@@ -6,7 +6,7 @@
 //! them again elsewhere), the answers still owed are sent, and the server closes with
 //! H3_NO_ERROR if the client has not closed within a second.
 
-use super::conn::{Conn, Ending, Timer, LINGER};
+use super::conn::{Conn, ConnDeadline, Ending, LINGER};
 use super::{Origin, Shared};
 use bytes::{Buf, BufMut, Bytes};
 use dnscost_stats::Close;
@@ -48,7 +48,7 @@ async fn answer(resolver: Resolver, shared: Arc<Shared>, origin: Origin, path: A
     };
     let mut out = Vec::with_capacity(query.len() + 64);
     let method = if request.method() == Method::GET { "get" } else { "post" };
-    match shared.respond(&query, &mut out, dnscost_wire::Carrier::Stream, &origin, Some(method)) {
+    match shared.respond(&query, &mut out, dnscost_wire::Framing::Stream, &origin, Some(method)) {
         Some(reply) => respond(&mut stream, StatusCode::OK, Some((out, reply.ttl))).await,
         None => respond(&mut stream, StatusCode::BAD_REQUEST, None).await,
     }
@@ -116,7 +116,7 @@ pub async fn serve(
     path: Arc<str>,
 ) -> (Conn, Ending) {
     let mut handshake_done = Box::pin(handshake_done);
-    let mut timer = Timer::new(&super::Policy { idle: None, ..shared.policy }, opened);
+    let mut timer = ConnDeadline::new(&super::Policy { idle: None, ..shared.policy }, opened);
     let max_queries = shared.policy.max_queries;
     let builder = h3::server::builder();
     let built = tokio::select! {

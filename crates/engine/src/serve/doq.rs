@@ -3,7 +3,7 @@
 //! timeout is QUIC's (a transport parameter: the connection ends silently), the query limit and
 //! the age end the connection with CONNECTION_CLOSE and DOQ_NO_ERROR.
 
-use super::conn::{Conn, Ending, Timer};
+use super::conn::{Conn, ConnDeadline, Ending};
 use super::{Origin, Shared};
 use dnscost_stats::Close;
 use dnscost_transport::quic::{DOQ_NO_ERROR, DOQ_PROTOCOL_ERROR, MAX_DOQ_MESSAGE};
@@ -32,7 +32,7 @@ async fn answer(
     };
     let mut out = Vec::with_capacity(512);
     out.extend_from_slice(&[0, 0]);
-    let reply = shared.respond(query, &mut out, dnscost_wire::Carrier::Stream, &origin, None);
+    let reply = shared.respond(query, &mut out, dnscost_wire::Framing::Stream, &origin, None);
     match reply {
         Some(r) if r.len <= usize::from(u16::MAX) => {
             out[..2].copy_from_slice(&(r.len as u16).to_be_bytes());
@@ -59,7 +59,7 @@ pub async fn session(
 ) -> (Conn, Ending) {
     let mut handshake_done = Box::pin(handshake_done);
     // The idle policy is QUIC's own timeout (silent); the timer keeps the age.
-    let mut timer = Timer::new(&super::Policy { idle: None, ..shared.policy }, opened);
+    let mut timer = ConnDeadline::new(&super::Policy { idle: None, ..shared.policy }, opened);
     let max_queries = shared.policy.max_queries;
     let acked = max_queries > 0 || shared.policy.max_age.is_some();
     let mut streams = FuturesUnordered::new();

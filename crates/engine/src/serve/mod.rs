@@ -1,7 +1,7 @@
 //! `serve`: a reference DNS responder over udp, tcp, dot, doh, doq and doh3 that logs every
 //! connection's life and can enforce server policies (max queries per connection, idle timeout, max age).
 //!
-//! Answers come from [`zone::Responder`] (pure); each carrier has its module ([`udp`],
+//! Answers come from [`zone::Responder`] (pure); each transport has its module ([`udp`],
 //! [`stream`] for tcp and dot, [`doh`], [`doq`]); [`conn`] holds what every connection shares: its
 //! record, the registry that ends it at shutdown and the connections log.
 
@@ -184,11 +184,11 @@ impl Shared {
         &self,
         msg: &[u8],
         out: &mut Vec<u8>,
-        carrier: dnscost_wire::Carrier,
+        framing: dnscost_wire::Framing,
         origin: &Origin,
         method: Option<&'static str>,
     ) -> Option<zone::Reply> {
-        let reply = self.responder.respond(msg, out, carrier);
+        let reply = self.responder.respond(msg, out, framing);
         if let Some(log) = &self.queries {
             let question = dnscost_wire::parse_query(msg).ok();
             log.write(dnscost_stats::Record::Query(dnscost_stats::QueryRecord {
@@ -471,7 +471,7 @@ async fn run(
 
 #[cfg(test)]
 mod tests {
-    use super::conn::Timer;
+    use super::conn::ConnDeadline;
     use super::*;
     use clap::Parser;
 
@@ -516,13 +516,13 @@ mod tests {
     async fn timer_fires_for_idle_and_age() {
         let ms = Duration::from_millis;
         let idle = Policy { idle: Some(ms(20)), max_age: Some(Duration::from_secs(3600)), ..Policy::default() };
-        let mut t = Timer::new(&idle, Instant::now());
+        let mut t = ConnDeadline::new(&idle, Instant::now());
         t.touch(Instant::now());
         assert_eq!(t.expired().await, dnscost_stats::Close::Idle);
         let age = Policy { idle: Some(Duration::from_secs(3600)), max_age: Some(ms(20)), ..Policy::default() };
-        let mut t = Timer::new(&age, Instant::now());
+        let mut t = ConnDeadline::new(&age, Instant::now());
         assert_eq!(t.expired().await, dnscost_stats::Close::MaxAge);
-        let mut none = Timer::new(&Policy::default(), Instant::now());
+        let mut none = ConnDeadline::new(&Policy::default(), Instant::now());
         assert!(tokio::time::timeout(ms(50), none.expired()).await.is_err());
     }
 }

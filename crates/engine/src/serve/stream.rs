@@ -1,7 +1,7 @@
 //! The two-octet framed exchange of tcp and dot (RFC 7766, RFC 7858), pipelined: every query
 //! is answered as it arrives and all answers ready at once leave in one write.
 
-use super::conn::{accept_tls, watched, Conn, Ending, Timer, LINGER};
+use super::conn::{accept_tls, watched, Conn, ConnDeadline, Ending, LINGER};
 use super::Shared;
 use dnscost_stats::Close;
 use dnscost_wire::{FrameDecoder, MAX_FRAME};
@@ -56,7 +56,7 @@ async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
     s: &mut S,
     conn: &mut Conn,
     stop: &mut oneshot::Receiver<()>,
-    timer: &mut Timer,
+    timer: &mut ConnDeadline,
     tls: bool,
 ) -> Ending {
     let max_queries = shared.policy.max_queries;
@@ -92,7 +92,7 @@ async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
                 conn.queries += 1;
                 let at = out.len();
                 out.extend_from_slice(&[0, 0]);
-                match shared.respond(msg, &mut out, dnscost_wire::Carrier::Stream, &origin, None) {
+                match shared.respond(msg, &mut out, dnscost_wire::Framing::Stream, &origin, None) {
                     Some(reply) if reply.len <= MAX_FRAME => {
                         out[at..at + 2].copy_from_slice(&(reply.len as u16).to_be_bytes());
                         conn.answers += 1;

@@ -23,7 +23,7 @@ pub async fn serve(socket: tokio::net::UdpSocket, shared: Arc<Shared>) {
         out.clear();
         // The response is limited by the query's EDNS size (512 without EDNS).
         let origin = Origin { transport: "udp", connection: None, peer };
-        if shared.respond(&buf[..n], &mut out, dnscost_wire::Carrier::Datagram, &origin, None).is_none() {
+        if shared.respond(&buf[..n], &mut out, dnscost_wire::Framing::Datagram, &origin, None).is_none() {
             continue;
         }
         match socket.try_send_to(&out, peer) {

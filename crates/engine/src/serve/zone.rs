@@ -2,7 +2,7 @@
 //! read from a master file. No I/O besides reading that file; answers are built into a
 //! caller's buffer without allocating.
 
-use dnscost_wire::{encode_name, parse_query, type_from_str, Carrier, ResponseBuilder, CLASS_IN, HEADER_LEN};
+use dnscost_wire::{encode_name, parse_query, type_from_str, Framing, ResponseBuilder, CLASS_IN, HEADER_LEN};
 use std::collections::HashMap;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
@@ -26,7 +26,7 @@ const CLASS_ANY: u16 = 255;
 /// Longest name in wire form.
 const MAX_NAME: usize = 255;
 
-/// What was answered, for the carriers that need more than the bytes.
+/// What was answered, for the transports that need more than the bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Reply {
     /// Octets appended to the output buffer.
@@ -487,10 +487,10 @@ pub struct Responder {
 }
 
 impl Responder {
-    /// Appends the response to the query `msg` to `out`, truncated if `carrier` demands it
+    /// Appends the response to the query `msg` to `out`, truncated if `framing` demands it
     /// (UDP). Returns `None` when nothing must be sent (a response, or fewer octets than a
     /// header).
-    pub fn respond(&self, msg: &[u8], out: &mut Vec<u8>, carrier: Carrier) -> Option<Reply> {
+    pub fn respond(&self, msg: &[u8], out: &mut Vec<u8>, framing: Framing) -> Option<Reply> {
         if msg.len() < HEADER_LEN || msg[2] & 0x80 != 0 {
             return None;
         }
@@ -517,7 +517,7 @@ impl Responder {
                 b.answer(rtype, ttl, rdata);
                 min_ttl = Some(min_ttl.map_or(ttl, |m: u32| m.min(ttl)));
             }
-            b.finish(carrier);
+            b.finish(framing);
             Some(Reply { len: out.len() - start, rcode, ttl: min_ttl.unwrap_or(ttl) })
         };
         if q.qclass != CLASS_IN && q.qclass != CLASS_ANY {
@@ -595,7 +595,7 @@ mod tests {
         let mut msg = Vec::new();
         t.write(0x1234, &mut msg);
         let mut out = vec![0xAA]; // answers are appended
-        let reply = r.respond(&msg, &mut out, Carrier::Stream).unwrap();
+        let reply = r.respond(&msg, &mut out, Framing::Stream).unwrap();
         assert_eq!(reply.len, out.len() - 1);
         let out = out.split_off(1);
         let view = dnscost_wire::parse_response(&out, Some(t.question())).unwrap();
@@ -668,27 +668,27 @@ mod tests {
         let t = QueryTemplate::new("q0001.test", 1, &QueryOptions::default()).unwrap();
         let mut out = Vec::new();
         // Too short or a response: silence.
-        assert_eq!(r.respond(&t.bytes()[..11], &mut out, Carrier::Datagram), None);
+        assert_eq!(r.respond(&t.bytes()[..11], &mut out, Framing::Datagram), None);
         let mut resp = t.bytes().to_vec();
         resp[2] |= 0x80;
-        assert_eq!(r.respond(&resp, &mut out, Carrier::Datagram), None);
+        assert_eq!(r.respond(&resp, &mut out, Framing::Datagram), None);
         assert!(out.is_empty());
         // Truncated question: FORMERR, echoing the ID.
         let mut bad = t.bytes().to_vec();
         bad[0] = 7;
         bad.truncate(16);
-        let reply = r.respond(&bad, &mut out, Carrier::Datagram).unwrap();
+        let reply = r.respond(&bad, &mut out, Framing::Datagram).unwrap();
         assert_eq!((reply.rcode, reply.len, out[0], out[2] & 0x80, out[3] & 0x0F), (FORMERR, 12, 7, 0x80, FORMERR));
         // Two questions: FORMERR.
         let mut two = t.bytes().to_vec();
         two[5] = 2;
         out.clear();
-        assert_eq!(r.respond(&two, &mut out, Carrier::Datagram).unwrap().rcode, FORMERR);
+        assert_eq!(r.respond(&two, &mut out, Framing::Datagram).unwrap().rcode, FORMERR);
         // NOTIFY (opcode 4): NOTIMP with the opcode echoed.
         let mut notify = t.bytes().to_vec();
         notify[2] = (notify[2] & 0x87) | (4 << 3);
         out.clear();
-        assert_eq!(r.respond(&notify, &mut out, Carrier::Datagram).unwrap().rcode, NOTIMP);
+        assert_eq!(r.respond(&notify, &mut out, Framing::Datagram).unwrap().rcode, NOTIMP);
         assert_eq!((out[2] >> 3) & 0x0F, 4);
     }
 
@@ -812,7 +812,7 @@ a.b.deep A 192.0.2.99
                 m[at] = (x >> 8) as u8;
             }
             out.clear();
-            let _ = r.respond(&m, &mut out, Carrier::Datagram);
+            let _ = r.respond(&m, &mut out, Framing::Datagram);
         }
     }
 }
