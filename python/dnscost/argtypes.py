@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 
+from dnscost.contract import Lifetime
 from dnscost.proc import parse_cpus
 from dnscost.spec import duration_s, lifetime_fields
 
@@ -20,7 +21,7 @@ def parse_duration_ms(text: str) -> int:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
-def parse_lifetime(text: str) -> dict[str, int | None]:
+def parse_lifetime(text: str) -> Lifetime:
     """``forever``, ``30s``, ``100q`` or ``30s,100q`` (as the engine)."""
     try:
         return lifetime_fields(text)

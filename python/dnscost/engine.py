@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from dnscost.contract import EngineConfig
 from dnscost.errors import EngineError, MachineError, UsageError
 from dnscost.proc import Child
 from dnscost.results import read_records
@@ -124,7 +125,7 @@ class Responder:
         self._out.close()
 
 
-def check_config(config: dict[str, Any], where: str, names: Mapping[str, str] | None = None) -> None:
+def check_config(config: EngineConfig, where: str, names: Mapping[str, str] | None = None) -> None:
     """Has the engine validate ``config`` (``generate --check``: nothing is sent), before any
     target starts. The target's address is not known yet: a placeholder stands in for it.
     A bad setting raises :class:`UsageError` naming ``where`` and the field, as ``names`` calls
@@ -178,7 +179,7 @@ def _name_field(message: str, text: str, names: Mapping[str, str]) -> str:
 
 
 def generate(
-    config: dict[str, Any],
+    config: EngineConfig,
     workdir: Path,
     *,
     cpus: Sequence[int] | None = None,
@@ -196,8 +197,9 @@ def generate(
     The wait is bounded: an engine still running well past its schedule is stopped and the
     trial fails with :class:`EngineError`."""
     workdir.mkdir(parents=True, exist_ok=True)
-    config = dict(config)
-    config.setdefault("output", str(workdir / f"{name}.jsonl"))
+    config = config.copy()
+    output = config.get("output") or str(workdir / f"{name}.jsonl")
+    config["output"] = output
     if cpus:
         config.setdefault("cpus", list(cpus))
         config.setdefault("threads", min(len(cpus), int(config.get("connections", 1))))
@@ -231,7 +233,7 @@ def generate(
             raise UsageError(child.log_tail(1).removeprefix("dnscost-engine: "))
         # "exited with code 4: no query was answered: …", "killed by signal 9 (SIGKILL)"
         raise EngineError(f"dnscost-engine {child.last_words(first_error=False)}")
-    records = read_records(Path(config["output"]))
+    records = read_records(Path(output))
     if not records or records[-1].get("type") != "summary":
         raise EngineError(f"dnscost-engine wrote no summary: {child.log_tail()}")
     return records

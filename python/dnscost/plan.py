@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dnscost.certs import DEFAULT_KEY_TYPE
+from dnscost.contract import EngineConfig
 from dnscost.spec import Group, Spec, lifetime_fields, load_share
 from dnscost.targets.place import label_of
 from dnscost.transports import TLS_TRANSPORTS
@@ -319,11 +320,11 @@ def expand(spec: Spec) -> list[TrialPlan]:
     return plan
 
 
-def engine_knobs(t: TrialPlan) -> dict[str, Any]:
+def engine_knobs(t: TrialPlan) -> EngineConfig:
     """The engine configuration fields of a load or idle trial (target and TLS are added by the
     testbed)."""
     p = t.params
-    config: dict[str, Any] = {
+    config: EngineConfig = {
         "connections": p["connections"],
         "duration_ms": round(p["duration_s"] * 1000),
         "warmup_ms": round(p["warmup_s"] * 1000),
@@ -335,7 +336,7 @@ def engine_knobs(t: TrialPlan) -> dict[str, Any]:
         # measured period; clients that close them idle open them as their queries come, from
         # the start, as such clients do all the time.
         profile = p["profile"]
-        config.update(profile=profile, clients=p["clients"], in_flight=p["in_flight"])
+        config.update({"profile": profile, "clients": p["clients"], "in_flight": p["in_flight"]})
         if "idle_timeout_ms" not in profile and "lifetime" not in profile:
             config["open_first"] = True
         if p.get("open_rate"):
@@ -346,9 +347,9 @@ def engine_knobs(t: TrialPlan) -> dict[str, Any]:
     if t.kind == "idle":
         # Figure 3 as the study measured it: every connection carries one query as soon as it
         # is open (so the target builds its TLS and HTTP/2 state), then stays idle.
-        config.update(rate="once", in_flight=1)
+        config.update({"rate": "once", "in_flight": 1})
     else:
-        config.update(rate=p["rate"], in_flight=p["in_flight"])
+        config.update({"rate": p["rate"], "in_flight": p["in_flight"]})
     if t.transport != "udp":
         # Every connection is open before load starts: the set-up of the last ones does not
         # compete with queries on the first (Figure 4 is about N open connections).

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dnscost.certs import DEFAULT_KEY_TYPE
+from dnscost.contract import EngineConfig
 from dnscost.engine import check_config
 from dnscost.errors import EngineError, MachineError, TargetError
 from dnscost.network import DEFAULT_NETWORK
@@ -129,7 +130,7 @@ def check_plan(
         s.validate()
         if t.kind == "search":
             continue
-        config = {**s.engine, "transport": t.transport, "synthetic": s.names, "tld": s.tld}
+        config: EngineConfig = {**s.engine, "transport": t.transport, "synthetic": s.names, "tld": s.tld}
         key = repr(sorted(config.items()))
         if key not in seen:
             seen.add(key)
@@ -211,7 +212,7 @@ def search(
     best: dict[str, Any] | None = None
     generator_bound = False
     for k in range(int(p["max_steps"])):
-        engine = {
+        engine: EngineConfig = {
             "connections": p["connections"],
             "in_flight": p["in_flight"],
             "rate": rate,

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from dnscost.cluster import ClusterSettings
+from dnscost.contract import Lifetime
 from dnscost.errors import UsageError
 from dnscost.network import NETWORKS
 from dnscost.targets.external import EXTERNAL, ExternalSettings, resolve_external
@@ -145,10 +146,10 @@ def load_share(rate: Any) -> float | None:
     return float(m.group(1)) / 100
 
 
-def lifetime_fields(text: str) -> dict[str, int | None]:
+def lifetime_fields(text: str) -> Lifetime:
     """``forever``, ``30s``, ``100q`` or ``30s,100q`` as the engine's ``lifetime``
     (``duration_ms``, ``queries``); ValueError otherwise."""
-    life: dict[str, int | None] = {"duration_ms": None, "queries": None}
+    life: Lifetime = {"duration_ms": None, "queries": None}
     if text.strip() == "forever":
         return life
     for part in text.split(","):

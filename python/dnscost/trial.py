@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dnscost.certs import DEFAULT_KEY_TYPE, TlsFiles, make_tls
+from dnscost.contract import EngineConfig
 from dnscost.engine import Endpoint, Responder, generate
 from dnscost.errors import TargetError, UsageError
 from dnscost.network import (
@@ -61,7 +62,7 @@ class LoadSettings:
 
     target: str
     transport: str
-    engine: dict[str, Any] = field(default_factory=dict)
+    engine: EngineConfig = field(default_factory=lambda: EngineConfig())
     """Engine configuration fields (see `dnscost-engine schema`), without target and transport."""
     target_cpus: list[int] = field(default_factory=lambda: [0])
     generator_cpus: list[int] = field(default_factory=lambda: [1])
@@ -99,8 +100,8 @@ class LoadSettings:
             raise UsageError("no CPU left for the generator: give --target-cpus and --generator-cpus")
 
 
-def _tls_options(transport: str, target: Target, ep: Endpoint) -> dict[str, Any]:
-    opts: dict[str, Any] = target.client_tls(transport)
+def _tls_options(transport: str, target: Target, ep: Endpoint) -> EngineConfig:
+    opts = target.client_tls(transport)
     if transport in ("doh", "doh3") and ep.path:
         opts["doh_path"] = ep.path
     return opts
@@ -214,7 +215,7 @@ def fill_cache(
     rate = min(names, 20_000)
     for transport in transports:
         ep = target.endpoints[transport]
-        config = {
+        config: EngineConfig = {
             "transport": transport,
             "target": ep.address,
             "synthetic": names,
@@ -337,7 +338,7 @@ def listen_backlog(target: Target, network: Network) -> dict[str, int]:
     return {**declared, **{t: backlogs[e.port] for t, e in eps.items() if e.port in backlogs}}
 
 
-def one_query_slots(config: dict[str, Any], backlog: int | None) -> int:
+def one_query_slots(config: EngineConfig, backlog: int | None) -> int:
     """The connection slots a trial runs with: those asked for, except in a closed loop of
     one-query connections, where every slot reconnects as soon as it is answered, so up to
     that many connection attempts wait on the target's listener at once: there, no more than
@@ -360,14 +361,14 @@ def engine_config(
     trial_dir: Path,
     backlog: dict[str, int] | None = None,
     sources: Sequence[str] = (),
-) -> dict[str, Any]:
+) -> EngineConfig:
     """The engine configuration of one trial of ``s`` against ``target`` whose listeners'
     accept queues are ``backlog`` (per transport; see :func:`one_query_slots`), its
     connections spread over the source addresses ``sources`` (the network's; see
     :mod:`dnscost.network`) unless the settings' engine configuration names its own (``sources``)."""
     ep = target.endpoints[s.transport]
-    config = {
-        **({"sources": list(sources)} if sources else {}),
+    config: EngineConfig = {
+        **(EngineConfig(sources=list(sources)) if sources else EngineConfig()),
         **s.engine,
         "transport": s.transport,
         "target": ep.address,
@@ -437,7 +438,7 @@ def warmup_for_open_phase(summary: dict[str, Any], warmup_ms: int) -> int | None
     return max(warmup_ms, -(-int(opened * 1.5) // 100) * 100)
 
 
-def warmup_for_late_accepts(config: dict[str, Any], summary: dict[str, Any], warmup_ms: int) -> int | None:
+def warmup_for_late_accepts(config: EngineConfig, summary: dict[str, Any], warmup_ms: int) -> int | None:
     """The warm-up (ms) a persistent trial over TCP (lifetime forever, no idle timeout) needs
     whose target's network namespace accepted more of its connections in the window than
     ``validity.flag_not_persistent`` lets pass (``Tcp: PassiveOpens``; the engine counted them

@@ -31,6 +31,7 @@ from typing import Any
 
 from dnscost.certs import make_tls
 from dnscost.client.presets import Preset
+from dnscost.contract import EngineConfig
 from dnscost.engine import Responder, generate
 from dnscost.errors import UsageError
 from dnscost.observe.lab import SERVER_ADDRESS, Lab
@@ -96,10 +97,10 @@ def gap_ms(rtt_ms: float) -> float:
     return 4 * rtt_ms + 100
 
 
-def engine_config(case: Case, rtt_ms: float, queries: int, ca: Path) -> dict[str, Any]:
+def engine_config(case: Case, rtt_ms: float, queries: int, ca: Path) -> EngineConfig:
     """The engine configuration of one case (see the module's documentation)."""
     gap = gap_ms(rtt_ms)
-    config: dict[str, Any] = {
+    config: EngineConfig = {
         "transport": case.transport,
         "target": f"{SERVER_ADDRESS}:{PORTS[case.transport]}",
         "connections": 1,
@@ -118,7 +119,7 @@ def engine_config(case: Case, rtt_ms: float, queries: int, ca: Path) -> dict[str
         else:
             config["idle_timeout_ms"] = round(rtt_ms + 30)
     if case.transport in ("dot", "doh", "doq", "doh3"):
-        config.update(ca_file=str(ca), sni="localhost")
+        config.update({"ca_file": str(ca), "sni": "localhost"})
         if case.shape != "reused":
             config["resumption"] = 0.0 if case.shape == "full" else 1.0
         if case.shape == "0rtt":

@@ -31,6 +31,7 @@ from typing import Any
 from dnscost.analysis.hdr import decode, quantile
 from dnscost.certs import make_tls
 from dnscost.client.presets import Preset
+from dnscost.contract import EngineConfig, UdpRetry
 from dnscost.engine import Responder, generate
 from dnscost.errors import UsageError
 from dnscost.observe.lab import SERVER_ADDRESS, UPSTREAM_ADDRESS, Lab
@@ -38,7 +39,7 @@ from dnscost.observe.lab import SERVER_ADDRESS, UPSTREAM_ADDRESS, Lab
 __all__ = ["NAMES", "TimesSettings", "client_config", "rows", "run_times"]
 
 NAMES = 100_000
-GLIBC_RETRY = {"timeout_ms": 5000, "attempts": 2}
+GLIBC_RETRY: UdpRetry = {"timeout_ms": 5000, "attempts": 2}
 """glibc's stub: ``options timeout:5 attempts:2`` (RES_TIMEOUT, RES_DFLRETRY), one nameserver."""
 
 
@@ -56,9 +57,9 @@ class TimesSettings:
         return asdict(self)
 
 
-def client_config(transport: str, s: TimesSettings, endpoint: str, ca: Path, seed: int) -> dict[str, Any]:
+def client_config(transport: str, s: TimesSettings, endpoint: str, ca: Path, seed: int) -> EngineConfig:
     """One transport's engine configuration (see the module's documentation)."""
-    config: dict[str, Any] = {
+    config: EngineConfig = {
         "transport": transport,
         "target": endpoint,
         "connections": 1,
@@ -72,11 +73,11 @@ def client_config(transport: str, s: TimesSettings, endpoint: str, ca: Path, see
         "seed": seed,
     }
     if transport == "udp":
-        config["udp_retry"] = dict(GLIBC_RETRY)
+        config["udp_retry"] = GLIBC_RETRY.copy()
     else:
         config["idle_timeout_ms"] = s.idle_timeout_ms
     if transport in ("dot", "doh", "doq", "doh3"):
-        config.update(ca_file=str(ca), sni="localhost", resumption=1.0)
+        config.update({"ca_file": str(ca), "sni": "localhost", "resumption": 1.0})
     return config
 
 

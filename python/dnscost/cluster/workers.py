@@ -32,9 +32,10 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Protocol, TypedDict
+from typing import Any, Protocol, TypedDict, cast
 
 from dnscost.cluster.shares import merge_records, split_config
+from dnscost.contract import EngineConfig
 from dnscost.errors import DnscostError, EngineError, UsageError
 
 __all__ = [
@@ -60,7 +61,7 @@ with their engines and a page-loading browser on the other were once 2.1 s late 
 late worker starts at once and records by how much (``late_ms``)."""
 LEAD_PER_WORKER_S = 0.25
 SOURCES_ENV = "DNSCOST_WORKER_SOURCES"
-SHIPPED_FILES = ("ca_file", "queries_file")
+SHIPPED_FILES = ("ca_file", "queries_file")  # Cluster.generate reads them by name
 """Engine knobs naming files of this host (the target's CA, a query list): their contents go
 with each share and the worker writes them where its engine reads them."""
 
@@ -205,13 +206,14 @@ def run_share(
     try:
         cpus = sorted(os.sched_getaffinity(0))
         sources = _sources()
-        config = {**share, **({"sources": sources} if sources else {})}
-        config["threads"] = max(1, min(len(cpus), int(config.get("connections", 1))))
-        config["connections_log"] = str(workdir / "engine-connections.jsonl")
+        raw = {**share, **({"sources": sources} if sources else {})}
         for knob, content in (files or {}).items():
             path = workdir / f"{knob}.shipped"
             path.write_bytes(content)
-            config[knob] = str(path)
+            raw[knob] = str(path)
+        config = cast(EngineConfig, raw)  # the share, as Cluster.generate split it
+        config["threads"] = max(1, min(len(cpus), int(config.get("connections", 1))))
+        config["connections_log"] = str(workdir / "engine-connections.jsonl")
         wait_s = start_at_unix_ms / 1000 - time.time()
         if wait_s > 0:
             time.sleep(wait_s)
@@ -309,14 +311,15 @@ class Cluster:
         }
 
     def generate(
-        self, config: dict[str, Any], trial_dir: Path, *, watchdog: Callable[[], None] | None = None
+        self, config: EngineConfig, trial_dir: Path, *, watchdog: Callable[[], None] | None = None
     ) -> tuple[list[dict[str, Any]], ClusterRecord]:
         """Runs ``config`` (one trial's engine configuration) split over the workers, all
         starting together; writes each worker's records under ``trial_dir/workers/`` and the
         merged ones to ``trial_dir/engine.jsonl``. Returns the merged records and the record of
         the split."""
         shares = split_config(config, len(self.workers))
-        files = {k: Path(str(config[k])).read_bytes() for k in SHIPPED_FILES if config.get(k)}
+        named = {"ca_file": config.get("ca_file"), "queries_file": config.get("queries_file")}
+        files = {k: Path(path).read_bytes() for k, path in named.items() if path}
         start_at = round(time.time() * 1000 + (LEAD_S + LEAD_PER_WORKER_S * len(self.workers)) * 1000)
         futures = [
             self.client.submit(

@@ -9,7 +9,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from dnscost.argtypes import cpu_list, parse_duration_ms, parse_lifetime, parse_rate
 from dnscost.certs import DEFAULT_KEY_TYPE, KEY_TYPES
@@ -19,6 +19,7 @@ from dnscost.commands.cluster import settings_from as cluster_settings
 from dnscost.commands.external import add_options as add_external_options
 from dnscost.commands.external import external_settings
 from dnscost.commands.target import add_roots_option
+from dnscost.contract import EngineConfig
 from dnscost.errors import UsageError
 from dnscost.network import DEFAULT_NETWORK, NETWORKS
 from dnscost.targets.place import label_of
@@ -85,29 +86,32 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     add_cluster_options(ld)
 
 
-def engine_settings(a: argparse.Namespace) -> dict[str, Any]:
-    config: dict[str, Any] = {}
+def engine_settings(a: argparse.Namespace) -> EngineConfig:
+    raw: dict[str, Any] = {}
     if a.engine_config:
         try:
-            config = json.loads(a.engine_config.read_text())
+            raw = json.loads(a.engine_config.read_text())
         except (OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
             raise UsageError(f"{a.engine_config}: {e}") from e
-        if not isinstance(config, dict):
+        if not isinstance(raw, dict):
             raise UsageError(f"{a.engine_config}: not a JSON object")
         # Paths in the file are relative to where dnscost was started, as on the command line.
         for key in ("queries_file", "ca_file", "keylog_file"):
-            if isinstance(config.get(key), str):
-                config[key] = str(Path(config[key]).expanduser().resolve())
+            if isinstance(raw.get(key), str):
+                raw[key] = str(Path(raw[key]).expanduser().resolve())
     for _, field, _, _ in ENGINE_KNOBS:
         value = getattr(a, f"engine_{field}")
         if value is not None:
-            config[field] = value
+            raw[field] = value
+    # The file's fields are the engine's to check (check_config names a wrong one); from here
+    # on the configuration has the engine's type.
+    config = cast(EngineConfig, raw)
     config.setdefault("duration_ms", 20_000)
     config.setdefault("warmup_ms", 2_000)
     return config
 
 
-def engine_field_names(a: argparse.Namespace, config: dict[str, Any]) -> dict[str, str]:
+def engine_field_names(a: argparse.Namespace, config: EngineConfig) -> dict[str, str]:
     """What the user of ``dnscost load`` calls each field of its engine configuration
     ``config``, for the engine's messages: the flag that set it, else the ``--engine-config``
     file's field."""

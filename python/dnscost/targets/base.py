@@ -21,10 +21,11 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from dnscost.certs import TlsFiles
 from dnscost.cgroup import Cgroup, cgroup_name, remove_orphans
+from dnscost.contract import EngineConfig
 from dnscost.engine import Endpoint, engine_path
 from dnscost.errors import MachineError, TargetError, UsageError
 from dnscost.proc import Child, process_state, remove_orphan_dirs
@@ -252,7 +253,7 @@ class Target(ABC):
             self.stop()  # leave no process or cgroup behind: ``with`` does not call __exit__ here
             raise
 
-    def client_tls(self, transport: str) -> dict[str, Any]:
+    def client_tls(self, transport: str) -> EngineConfig:
         """The engine configuration fields that make a client trust this target over
         ``transport`` (the run's CA and its certificate's name; nothing without TLS)."""
         return {"ca_file": str(self.tls.ca), "sni": "localhost"} if transport in TLS_TRANSPORTS else {}

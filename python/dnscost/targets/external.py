@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 
 from dnscost.certs import TlsFiles
 from dnscost.cgroup import Cgroup, find_mounts
+from dnscost.contract import EngineConfig
 from dnscost.engine import Endpoint
 from dnscost.errors import TargetError, UsageError
 from dnscost.targets.base import Counters, Target, stopped_text
@@ -203,11 +204,13 @@ class ExternalTarget(Target):
     def counters(self) -> Counters:
         return Counters()
 
-    def client_tls(self, transport: str) -> dict[str, Any]:
+    def client_tls(self, transport: str) -> EngineConfig:
         if transport not in TLS_TRANSPORTS:
             return {}
-        opts: dict[str, Any] = {"insecure": True} if self.settings.insecure else {"ca_file": self.settings.ca}
-        return {**opts, **({"sni": self.settings.sni} if self.settings.sni else {})}
+        opts: EngineConfig = {"insecure": True} if self.settings.insecure else {"ca_file": self.settings.ca}
+        if self.settings.sni:
+            opts["sni"] = self.settings.sni
+        return opts
 
     def meter_cgroup(self) -> Cgroup | None:
         return self.external_cgroup

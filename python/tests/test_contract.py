@@ -1,0 +1,90 @@
+"""The Python half's type of the engine's configuration (``dnscost.contract.EngineConfig``) is
+the engine's own, field by field: the engine writes its schema (``dnscost-engine schema``, kept
+in ``schemas/engine-config.schema.json``, which ``crates/engine/tests/schema.rs`` holds to the
+code), and every field, its type and its choices must be the same on both sides, so that a field
+added, renamed or narrowed in ``config.rs`` fails here."""
+
+from __future__ import annotations
+
+import json
+import types
+import typing
+from pathlib import Path
+from typing import Any, Literal, get_args, get_origin, get_type_hints
+
+from dnscost import contract
+from dnscost.transports import TRANSPORTS
+
+SCHEMA = Path(__file__).parents[2] / "schemas" / "engine-config.schema.json"
+JSON_TYPES = {"string": str, "integer": int, "number": float, "boolean": bool, "null": type(None)}
+
+
+def schema_atoms(node: dict[str, Any], defs: dict[str, Any]) -> set[object]:
+    """What a schema node admits, as atoms: Python types, ("literal", value) for a choice,
+    ("object", NAME) for a structure, ("list", atoms) for an array."""
+    if "$ref" in node:
+        name = node["$ref"].rsplit("/", 1)[1]
+        target = defs[name]
+        return {("object", name)} if target.get("type") == "object" else schema_atoms(target, defs)
+    if "const" in node:
+        return {("literal", node["const"])}
+    if "enum" in node:
+        return {("literal", v) for v in node["enum"]}
+    for key in ("oneOf", "anyOf", "allOf"):
+        if key in node:
+            return set().union(*(schema_atoms(part, defs) for part in node[key]))
+    kinds = node["type"] if isinstance(node["type"], list) else [node["type"]]
+    atoms: set[object] = set()
+    for kind in kinds:
+        if kind == "array":
+            atoms.add(("list", frozenset(schema_atoms(node["items"], defs))))
+        elif kind == "object":
+            atoms.add(("object", "map"))
+        else:
+            atoms.add(JSON_TYPES[kind])
+    return atoms
+
+
+def hint_atoms(hint: object) -> set[object]:
+    """The same atoms for a Python annotation."""
+    origin = get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        return set().union(*(hint_atoms(h) for h in get_args(hint)))
+    if origin is Literal:
+        return {("literal", v) for v in get_args(hint)}
+    if origin is list:
+        return {("list", frozenset(hint_atoms(get_args(hint)[0])))}
+    if origin is dict:
+        return {("object", "map")}
+    if isinstance(hint, type) and typing.is_typeddict(hint):
+        return {("object", hint.__name__)}
+    if hint is type(None) or hint is None:
+        return {type(None)}
+    assert isinstance(hint, type), hint
+    return {hint}
+
+
+def test_engine_config_has_the_engines_fields_and_types() -> None:
+    schema = json.loads(SCHEMA.read_text())
+    defs = schema["definitions"]
+    hints = get_type_hints(contract.EngineConfig)
+    assert set(hints) == set(schema["properties"]), "fields only on one side"
+    for field, node in schema["properties"].items():
+        want = schema_atoms(node, defs)
+        if ("object", "ClientProfile") in want:  # kept as the parsed JSON dnscost observe wrote
+            want = (want - {("object", "ClientProfile")}) | {("object", "map")}
+        if field == "transport":  # a str, checked against dnscost.transports' list
+            assert want == {("literal", t) for t in TRANSPORTS}
+            want = {str}
+        assert hint_atoms(hints[field]) == want, field
+
+
+def test_nested_structures_have_the_engines_fields() -> None:
+    defs = json.loads(SCHEMA.read_text())["definitions"]
+    for cls in (contract.Lifetime, contract.UdpRetry):
+        node = defs[cls.__name__]
+        hints = get_type_hints(cls)
+        assert set(hints) == set(node["properties"]), cls.__name__
+        for field, sub in node["properties"].items():
+            assert hint_atoms(hints[field]) == schema_atoms(sub, defs), f"{cls.__name__}.{field}"
+        assert cls.__required_keys__ == frozenset(node.get("required", [])), cls.__name__
