@@ -29,14 +29,17 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from dnscost.analysis.load import resummarize, trial_problem
 from dnscost.certs import DEFAULT_KEY_TYPE
+from dnscost.cluster.shares import split_config
 from dnscost.contract import EngineConfig
 from dnscost.engine import check_config
-from dnscost.errors import EngineError, MachineError, TargetError
-from dnscost.network import DEFAULT_NETWORK
+from dnscost.errors import EngineError, MachineError, TargetError, UsageError
+from dnscost.network import DEFAULT_NETWORK, Network
 from dnscost.plan import TrialPlan, engine_knobs, estimate_s, share_rate
 from dnscost.results import Run, write_json
 from dnscost.spec import Spec
+from dnscost.targets import locate
 from dnscost.targets.external import EXTERNAL
 from dnscost.targets.place import label_of
 from dnscost.trial import LoadSettings, Testbed, cluster_network, describe_failure, measure, start_bed
@@ -151,8 +154,6 @@ def preflight(
     (:class:`MachineError` otherwise, at once), it starts in the ``network`` set-up, and it
     answers on every transport the plan loads it over (:class:`TargetError` otherwise).
     Returns each target's version."""
-    from dnscost.network import Network
-    from dnscost.targets import locate
 
     needed: dict[str, set[str]] = {}
     for t in plan:
@@ -440,8 +441,6 @@ def check_split(
 ) -> None:
     """Fails before the first trial, with one line naming it, on a trial whose load cannot be
     split over ``workers`` cluster workers (:func:`dnscost.cluster.shares.split_config`)."""
-    from dnscost.cluster.shares import split_config
-    from dnscost.errors import UsageError
 
     for t in plan:
         if t.kind == "search":
@@ -476,7 +475,6 @@ def read_record(trial_dir: Path) -> dict[str, Any] | None:
     shaped as a trial record), with its summary computed again from its raw records, as
     ``dnscost report`` does: a rate derived from it follows the validity of today's analysis,
     not that of the code that measured it."""
-    from dnscost.analysis.load import resummarize, trial_problem
 
     try:
         doc = json.loads((trial_dir / "trial.json").read_text(encoding="utf-8"))

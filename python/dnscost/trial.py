@@ -16,10 +16,12 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from dnscost import meter
 from dnscost.certs import DEFAULT_KEY_TYPE, TlsFiles, make_tls
 from dnscost.contract import EngineConfig
 from dnscost.engine import Endpoint, Responder, generate
 from dnscost.errors import TargetError, UsageError
+from dnscost.meter.sockets import listen_backlogs
 from dnscost.network import (
     DEFAULT_NETWORK,
     Network,
@@ -29,8 +31,8 @@ from dnscost.network import (
     softnet_delta,
 )
 from dnscost.results import write_json
-from dnscost.targets import make_target
-from dnscost.targets.base import Target
+from dnscost.targets import adapter, make_target
+from dnscost.targets.base import Target, free_port
 from dnscost.targets.external import EXTERNAL, ExternalSettings, ExternalTarget, pid_affinity
 from dnscost.transports import STREAM_TRANSPORTS
 from dnscost.trial_summary import CounterDelta, SummaryContext, summarize_trial
@@ -110,7 +112,6 @@ def _tls_options(transport: str, target: Target, ep: Endpoint) -> EngineConfig:
 def upstream_listeners(host: str = "127.0.0.1") -> list[str]:
     """UDP and TCP on one port: resolvers retry truncated answers, and dnsdist forwards TCP
     queries, to the port they query over UDP."""
-    from dnscost.targets.base import free_port
 
     port = free_port()
     return [f"udp://{host}:{port}", f"tcp://{host}:{port}"]
@@ -195,7 +196,6 @@ class Testbed:
 
 def check_target(name: str, transport: str) -> None:
     """Fails early, before anything starts, on a target or transport that cannot be run."""
-    from dnscost.targets import adapter
 
     cls = adapter(name)
     if transport not in cls.transports:
@@ -328,7 +328,6 @@ def listen_backlog(target: Target, network: Network) -> dict[str, int]:
     """Per connection-oriented transport, the accept-queue length of the target's listener as
     the kernel holds it, or for a QUIC listener as the target's code fixes it
     (:attr:`Target.accept_queues`); transports with neither are left out."""
-    from dnscost.meter.sockets import listen_backlogs
 
     declared = {t: n for t, n in target.accept_queues.items() if t in target.endpoints}
     eps = {t: e for t, e in target.endpoints.items() if t not in ("udp", "doq", "doh3")}
@@ -472,7 +471,6 @@ def _measure_once(
     cluster: Cluster | None,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """:func:`measure`'s one engine run; also returns the engine's summary record."""
-    from dnscost import meter
 
     target = bed.target
     trial_dir.mkdir(parents=True, exist_ok=True)

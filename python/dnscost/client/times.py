@@ -28,13 +28,17 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from dnscost.analysis.hdr import decode, quantile
+from dnscost.analysis.hdr import cdf, decode, quantile
 from dnscost.certs import make_tls
 from dnscost.client.presets import Preset
 from dnscost.contract import EngineConfig, UdpRetry
 from dnscost.engine import Responder, generate
-from dnscost.errors import UsageError
+from dnscost.errors import DnscostError, UsageError
 from dnscost.observe.lab import SERVER_ADDRESS, UPSTREAM_ADDRESS, Lab
+from dnscost.observe.resolve import lab_name
+from dnscost.targets import TARGETS, make_target
+from dnscost.targets.base import Counters
+from dnscost.trial import fill_cache
 
 __all__ = ["NAMES", "TimesSettings", "client_config", "rows", "run_times"]
 
@@ -84,8 +88,6 @@ def client_config(transport: str, s: TimesSettings, endpoint: str, ca: Path, see
 def run_times(out: Path, presets: Sequence[Preset], upstream: Preset, s: TimesSettings) -> list[dict[str, Any]]:
     """Runs every (preset, cache, transport); writes ``times.json`` (settings, presets, rows)
     and one directory of engine records per run; returns the rows."""
-    from dnscost.targets import TARGETS, make_target
-    from dnscost.trial import fill_cache
 
     if s.target not in TARGETS:
         raise UsageError(f"client times: unknown target {s.target!r} (known: {', '.join(TARGETS)})")
@@ -171,8 +173,6 @@ def _counters(target: Any) -> Any:
     """The resolver's counters, or none where they are out of reach from here (a target read
     over HTTP from the root namespace, dnsdist's and CoreDNS's, cannot be reached in a lab):
     the cache-hit column is then empty."""
-    from dnscost.errors import DnscostError
-    from dnscost.targets.base import Counters
 
     try:
         return target.counters()
@@ -182,7 +182,6 @@ def _counters(target: Any) -> Any:
 
 def _fresh_names(directory: Path, count: int, block: int) -> Path:
     """A queries file (dnsperf's format) of ``count`` synthetic names from block ``block``."""
-    from dnscost.observe.resolve import lab_name
 
     start = NAMES // 2 + block * count  # clear of the first names, which health checks ask
     if start + count > NAMES:
@@ -236,6 +235,5 @@ def rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _cdf(buckets: list[tuple[int, int]]) -> list[tuple[int, float]]:
-    from dnscost.analysis.hdr import cdf
 
     return cdf(buckets) if buckets else []
