@@ -34,6 +34,7 @@ from dnscost.analysis import Analysis, analyze
 from dnscost.analysis.load import damage_notes, run_network, status_note
 from dnscost.analysis.stats import median
 from dnscost.analysis.tables import CELL, JOULES_PER_KWH, REFERENCE_QPS, SECONDS_PER_DAY
+from dnscost.certs import DEFAULT_KEY_TYPE
 from dnscost.contract import Row
 from dnscost.errors import UsageError
 
@@ -251,7 +252,6 @@ _GROUP_KEYS = {
 def _label_value(r: Row, k: str) -> Any:
     """A cell's value in its label: none for 0-RTT off and for the default key (runs made before
     those axes have the same labels)."""
-    from dnscost.certs import DEFAULT_KEY_TYPE
 
     if k == "early_data" and not r[k]:
         return None

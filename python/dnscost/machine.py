@@ -13,6 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from dnscost.cgroup import find_mounts
+from dnscost.engine import engine_path
+from dnscost.errors import MachineError
+from dnscost.targets import TARGETS
 
 __all__ = ["Check", "checks", "facts"]
 
@@ -111,9 +114,6 @@ class Check:
 
 def checks() -> list[Check]:
     """Everything ``dnscost doctor`` checks, in order."""
-    from dnscost.engine import engine_path
-    from dnscost.errors import MachineError
-    from dnscost.targets import TARGETS
 
     out: list[Check] = []
     cpus = len(os.sched_getaffinity(0))

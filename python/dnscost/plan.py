@@ -29,6 +29,7 @@ from typing import Any
 from dnscost.certs import DEFAULT_KEY_TYPE
 from dnscost.contract import EngineConfig
 from dnscost.spec import Group, Spec, lifetime_fields, load_share
+from dnscost.targets import adapter
 from dnscost.targets.place import label_of
 from dnscost.transports import TLS_TRANSPORTS
 
@@ -279,7 +280,6 @@ def _reference_trial(target: str, rnd: int, round_trials: list[TrialPlan]) -> Tr
 def expand(spec: Spec) -> list[TrialPlan]:
     """Every trial of ``spec``, in run order: target by target, round by round, each round
     shuffled with its own seed and holding a UDP reference when it loads the target."""
-    from dnscost.targets import adapter
 
     plan: list[TrialPlan] = []
     for target in spec.all_targets():

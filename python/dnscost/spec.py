@@ -24,10 +24,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from dnscost.certs import KEY_TYPES
 from dnscost.cluster import ClusterSettings
 from dnscost.contract import Lifetime
 from dnscost.errors import UsageError
 from dnscost.network import NETWORKS
+from dnscost.proc import parse_cpus
 from dnscost.targets.external import EXTERNAL, ExternalSettings, resolve_external
 from dnscost.transports import TRANSPORTS
 
@@ -329,7 +331,7 @@ class _Checker:
     def targets(self, key: str, value: Any) -> tuple[str, ...]:
         """Target names (``NAME``, ``NAME@RELEASE``, ``NAME@PATH`` or ``external``), each as
         :func:`dnscost.targets.target_name` writes it."""
-        from dnscost.targets import target_name
+        from dnscost.targets import target_name  # targets' modules read specs' vocabulary
 
         out = []
         for v in self.strings(key, value):
@@ -351,7 +353,6 @@ class _Checker:
             raise AssertionError from None
 
     def cpus(self, key: str, value: Any) -> tuple[int, ...]:
-        from dnscost.proc import parse_cpus
 
         try:
             return tuple(parse_cpus(value if isinstance(value, str) else ",".join(map(str, value))))
@@ -392,8 +393,6 @@ def _knob(c: _Checker, key: str, value: Any) -> Any:
     if key == "doh_headers":
         return c.choice(key, value, ("minimal", "browser"))
     if key == "cert_key":
-        from dnscost.certs import KEY_TYPES
-
         return c.choice(key, value, KEY_TYPES)
     if key == "tls_group":
         return c.choice(key, value, TLS_GROUPS)

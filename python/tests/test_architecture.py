@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).parents[2]
@@ -40,3 +41,32 @@ def test_every_file_architecture_md_names_exists() -> None:
             missing.append(token)
     assert len(named) > 100
     assert not missing, f"ARCHITECTURE.md names what the repository does not hold: {missing}"
+
+
+def test_every_module_imports_on_its_own() -> None:
+    """Each of the package's modules imports first, in a fresh interpreter: an import circle
+    hidden by the order modules happen to be imported in (``A`` imports ``B`` at the top, ``B``
+    imports ``A`` at the top, and only importing ``B`` first fails) fails here. One interpreter
+    forgets dnscost's modules before each, so as not to start a hundred."""
+    script = (
+        "import importlib, sys\n"
+        "failed = []\n"
+        "for name in sys.argv[1:]:\n"
+        "    for loaded in [m for m in sys.modules if m == 'dnscost' or m.startswith('dnscost.')]:\n"
+        "        del sys.modules[loaded]\n"
+        "    try:\n"
+        "        importlib.import_module(name)\n"
+        "    except Exception as e:\n"
+        "        failed.append(f'{name}: {type(e).__name__}: {e}')\n"
+        "print('\\n'.join(failed))\n"
+    )
+    package = ROOT / "python" / "dnscost"
+    modules = sorted(
+        ".".join(p.relative_to(package.parent).with_suffix("").parts).removesuffix(".__init__")
+        for p in package.rglob("*.py")
+    )
+    assert len(modules) > 100
+    out = subprocess.run(
+        [sys.executable, "-c", script, *modules], capture_output=True, text=True, check=True, timeout=300
+    )
+    assert out.stdout.strip() == "", out.stdout

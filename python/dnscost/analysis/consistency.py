@@ -41,6 +41,7 @@ from typing import Any
 
 from dnscost.analysis.rounds import round_of
 from dnscost.analysis.stats import fit_line
+from dnscost.certs import DEFAULT_KEY_TYPE
 from dnscost.contract import Row
 from dnscost.transports import STREAM_TRANSPORTS
 from dnscost.validity import KERNEL_ACCEPT_NOISE, MAX_NEW_CONNECTIONS, ONE_ROUND_SPREAD
@@ -84,7 +85,7 @@ LAYERED = {"tcp": ("dot", "doh")}
 def lifetime_order(lifetime: Any) -> tuple[int, float]:
     """Sorts lifetimes from the shortest: query counts (``1q``), then durations (``1s``,
     ``30s``), then ``forever``. A lifetime bounded both ways sorts by its query count."""
-    from dnscost.spec import lifetime_fields
+    from dnscost.spec import lifetime_fields  # the spec imports the cluster, which imports the analysis
 
     if lifetime in (None, "forever"):
         return (2, math.inf)
@@ -148,8 +149,6 @@ def _interval(ratios: list[float]) -> tuple[float, float, float, str]:
 
 
 def _name(r: Row, *, connections: bool = False) -> str:
-    from dnscost.certs import DEFAULT_KEY_TYPE
-
     parts = [str(r["target"]), str(r["transport"])]
     parts.append(f"{r['connections']} connections" if connections else str(r["lifetime"]))
     if r["resumption"]:

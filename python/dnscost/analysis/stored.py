@@ -22,10 +22,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from dnscost.analysis import derive
+from dnscost.analysis import derive, headline
 from dnscost.analysis.consistency import flag_not_persistent
 from dnscost.analysis.records import Analysis
 from dnscost.analysis.tables import COLUMNS, TEXT_COLUMNS
+from dnscost.analysis.write import write_tables
 from dnscost.contract import Row
 from dnscost.errors import UsageError
 from dnscost.validity import CONSISTENCY_FLAGS
@@ -98,9 +99,6 @@ def main(argv: list[str] | None = None) -> int:
     from its ``trials.csv`` (and the tables of :data:`FROM_DOCUMENTS`, kept as they are); with
     ``--page``, also the study page ``study.md`` and the HTML report with its figures."""
     import argparse
-
-    from dnscost.analysis import headline
-    from dnscost.analysis.write import write_tables
 
     parser = argparse.ArgumentParser(prog="python -m dnscost.analysis.stored", description=main.__doc__)
     parser.add_argument("run_dir", type=Path)

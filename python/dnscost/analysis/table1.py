@@ -46,6 +46,7 @@ from dnscost.analysis.tables import (
     group_by,
     per_unit_trials,
 )
+from dnscost.certs import DEFAULT_KEY_TYPE
 from dnscost.contract import Row
 
 __all__ = [
@@ -209,7 +210,6 @@ def table1_rows(rows: list[Row], energy: list[Row], cost_terms: list[Row]) -> li
         for e in energy
         if e["transport"] == "udp" or not e["resumption"]
     }
-    from dnscost.certs import DEFAULT_KEY_TYPE
 
     refs = udp_references(rows)
     out: list[Row] = []

@@ -11,6 +11,7 @@ from dnscost.analysis.consistency import CONSISTENCY_COLUMNS, lifetime_order
 from dnscost.analysis.load import is_valid, run_network, validity_flags
 from dnscost.analysis.rounds import ROUND_COLUMNS, round_of, udp_references
 from dnscost.analysis.stats import fit_line, median
+from dnscost.certs import DEFAULT_KEY_TYPE
 from dnscost.contract import Row
 from dnscost.transports import DATAGRAM_TRANSPORTS
 from dnscost.validity import CONSISTENCY_FLAGS
@@ -145,7 +146,6 @@ def reference_key(rows: Iterable[Row]) -> list[Row]:
     """The rows measured with the default certificate key type (ECDSA P-256; runs made before
     the key type was an axis have none): figures, headline and the cost model use these, the
     tables keep every key type."""
-    from dnscost.certs import DEFAULT_KEY_TYPE
 
     return [r for r in rows if r.get("cert_key") in (None, DEFAULT_KEY_TYPE)]
 

@@ -35,6 +35,7 @@ from typing import Any
 
 import jinja2
 
+from dnscost.analysis.stats import fit_line
 from dnscost.analysis.stored import read_table
 from dnscost.analysis.table1 import key_match, verdict_counts
 from dnscost.contract import Row
@@ -193,7 +194,6 @@ def memory_matched(points: list[Row], target: str, x: str, y: str) -> dict[str, 
     """User memory per connection of transports ``x`` and ``y`` of ``target``, each the slope
     over only the connection counts measured valid for both (``memory_points``): ``points``
     (those counts), ``ratio`` (x ÷ y) and ``detail`` (both slopes in KiB)."""
-    from dnscost.analysis.stats import fit_line
 
     def valid(transport: str) -> dict[float, tuple[float, float]]:
         out = {}

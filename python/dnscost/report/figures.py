@@ -25,6 +25,7 @@ from matplotlib.figure import Figure
 from dnscost.analysis import Analysis
 from dnscost.analysis.tables import reference_key
 from dnscost.contract import Row
+from dnscost.spec import ANALYSES
 from dnscost.transports import TRANSPORTS, display_name
 
 __all__ = [
@@ -496,7 +497,6 @@ FIGURE_ANALYSIS = {
 
 def wanted_analyses(a: Analysis) -> set[str]:
     """The analyses the run's spec asks for (all when it does not say)."""
-    from dnscost.spec import ANALYSES
 
     spec = a.run.get("spec")
     wanted = spec.get("analyses") if isinstance(spec, dict) else None

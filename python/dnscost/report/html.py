@@ -25,6 +25,9 @@ from markupsafe import Markup, escape
 
 from dnscost import analysis
 from dnscost.analysis import Analysis
+from dnscost.analysis.capacity import run_model, what_if_rows
+from dnscost.analysis.table1 import AGREE_FACTOR, key_match, verdict_counts
+from dnscost.analysis.tables import group_by
 from dnscost.contract import Row
 from dnscost.report import points, study
 from dnscost.report.figures import (
@@ -35,6 +38,7 @@ from dnscost.report.figures import (
     transport_key,
     wanted_analyses,
 )
+from dnscost.spec import load_profile
 
 __all__ = ["render_report", "write_report"]
 
@@ -417,8 +421,6 @@ def _study_method_kwh(r: Row) -> str:
 
 
 def _study_table1_context(a: Analysis) -> dict[str, Any]:
-    from dnscost.analysis.table1 import AGREE_FACTOR, key_match, verdict_counts
-    from dnscost.analysis.tables import group_by
 
     rows = [r for r in _rows(a, "table1") if r.get("transport") is not None]
     if not rows:
@@ -864,8 +866,6 @@ def _interval_text(value: Any, low: Any, high: Any, scale: float = 1.0, digits: 
 def _what_if(a: Analysis) -> Table | None:
     """The capacity plan of a few standard mixes at 10 000 and 50 000 qps, per target
     (:func:`dnscost.analysis.capacity.what_if_rows`, from the run's cost model)."""
-    from dnscost.analysis.capacity import run_model, what_if_rows
-    from dnscost.spec import load_profile
 
     model = run_model(_rows(a, "trials"), _rows(a, "memory_points"))
     if not model.targets:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dnscost.analysis import Analysis
+from dnscost.analysis.stats import fit_line
 from dnscost.analysis.tables import reference_key
 from dnscost.contract import Row
 from dnscost.report.study import published
@@ -141,7 +142,6 @@ def _matched_user(a: Analysis, target: str, x: str, y: str) -> tuple[float | Non
     """User bytes per connection of two transports, each an OLS slope over only the connection
     counts measured valid for both (a fit that kept a point the other lost compares unlike
     with unlike), and those counts."""
-    from dnscost.analysis.stats import fit_line
 
     px, py = _memory_points(a, target, x), _memory_points(a, target, y)
     counts = sorted(set(px) & set(py))
