@@ -30,13 +30,13 @@ def parse_lifetime(text: str) -> Lifetime:
 
 
 def parse_rate(text: str) -> str | float:
-    """``max`` or queries per second."""
-    if text == "max":
+    """``max``, ``once`` or queries per second (as the engine)."""
+    if text in ("max", "once"):
         return text
     try:
         return float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is neither max nor queries per second") from None
+        raise argparse.ArgumentTypeError(f"{text!r} is neither max, once nor queries per second") from None
 
 
 def cpu_list(text: str) -> list[int]:

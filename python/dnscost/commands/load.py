@@ -39,7 +39,12 @@ ENGINE_KNOBS: list[tuple[str, str, Any, str]] = [
     ("--early-data", "early_data", float, "doq, doh3: share of resumed connections sending 0-RTT data (0..1)"),
     ("--in-flight", "in_flight", int, "outstanding queries per connection"),
     ("--close", "close", str, "graceful, fin or rst; doq, doh3: graceful or silent"),
-    ("--rate", "rate", parse_rate, "queries per second (open loop) or max"),
+    (
+        "--rate",
+        "rate",
+        parse_rate,
+        "queries per second (open loop), max, or once (one query per connection, then idle)",
+    ),
     ("--arrival", "arrival", str, "constant or poisson"),
     ("--duration", "duration_ms", parse_duration_ms, "measured period (default 20s)"),
     ("--warmup", "warmup_ms", parse_duration_ms, "load before the measured period (default 2s)"),
