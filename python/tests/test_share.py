@@ -250,8 +250,11 @@ def test_the_runner_derives_fails_cleanly_and_resumes_from_disk(
     assert tcp["derived_rate"]["reference"] == "establishment-builtin-tcp-lforever-r0"
     assert tcp["params"]["rate"] == "50%"
 
-    # A later invocation: the references are done (on disk only), the TCP share is to run again.
+    # A later invocation: the references are done (on disk only), the TCP share is to run again
+    # (killed while it ran: run.json does not have it, its trial.json says running; a trial.json
+    # that says done would be kept as it is).
     del run.doc["trials"][tcp_id]
+    (run.trial_dir(tcp_id) / "trial.json").write_text(json.dumps({**tcp, "status": "running"}))
     offered.clear()
     again = Run(run.dir, run.doc)
     counts = runner.run_plan(again, spec, plan, target_cpus=[0], generator_cpus=[1], progress=quiet)
@@ -260,7 +263,6 @@ def test_the_runner_derives_fails_cleanly_and_resumes_from_disk(
 
     # Today's analysis, recomputing the UDP reference from its raw records, finds it valid (as
     # a fixed flag would): the resumed run derives the UDP share from that, not the stored one.
-    from dnscost.analysis import load
     from dnscost.commands.run import _count_line
 
     assert _count_line(again, plan).endswith("; 1 invalid (loss 1)")
@@ -270,7 +272,7 @@ def test_the_runner_derives_fails_cleanly_and_resumes_from_disk(
             return None
         return {"answered_qps": 9000.0, "validity": {"valid": True, "flags": []}}
 
-    monkeypatch.setattr(load, "resummarize", recomputed)
+    monkeypatch.setattr(runner, "resummarize", recomputed)  # what the runner reads a record with
     offered.clear()
     last = Run(run.dir, run.doc)
     counts = runner.run_plan(last, spec, plan, target_cpus=[0], generator_cpus=[1], progress=quiet)
