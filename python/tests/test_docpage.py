@@ -111,3 +111,14 @@ def test_invalid_trials_are_grouped_by_flags_with_their_rounds() -> None:
             "cells": ["knot-resolver's DoT on persistent connections (RSA-2048), one round"],
         },
     ]
+
+
+def test_an_empty_cell_names_the_template_line(run: Path, tmp_path: Path) -> None:
+    """A number the tables do not have (an empty cell) stops the rendering with the line of the
+    template that asked for it, so its author finds the sentence to make conditional."""
+    page = _page(tmp_path, 'line one\n{{ t("connections", transport="dot").missing_column | f(1) }}\n')
+    table = CONNECTIONS.replace("qps_median,", "qps_median,missing_column,")
+    table = table.replace("116382.0,", "116382.0,,").replace("82445.75,", "82445.75,,")
+    (run / "tables" / "connections.csv").write_text(table)
+    with pytest.raises(UsageError, match=r"page\.md\.j2 line 2: not a number: None"):
+        render_page(page, run)

@@ -29,6 +29,7 @@ import gzip
 import json
 import sys
 import time
+import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -276,8 +277,16 @@ def render_page(template: Path, run_dir: Path) -> str:
             require=require,
         )
     except jinja2.TemplateError as e:
-        line = f" line {e.lineno}" if isinstance(e, jinja2.TemplateSyntaxError) else ""
+        line = f" line {e.lineno}" if isinstance(e, jinja2.TemplateSyntaxError) else _template_line(e, template)
         raise UsageError(f"{template}{line}: {e}") from None
+    except UsageError as e:
+        raise UsageError(f"{template}{_template_line(e, template)}: {e}") from None
+
+
+def _template_line(e: BaseException, template: Path) -> str:
+    """`` line N``: the template's line a rendering error came from (Jinja keeps it in the traceback)."""
+    lines = [f.lineno for f in traceback.extract_tb(e.__traceback__) if f.filename.endswith(template.name)]
+    return f" line {lines[-1]}" if lines else ""
 
 
 def main(argv: list[str] | None = None) -> int:
