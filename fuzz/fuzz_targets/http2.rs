@@ -2,7 +2,7 @@
 //! HTTP/2 client returns events or one connection error, never panics, never returns more body
 //! octets than it was given, and writes only whole frames.
 #![no_main]
-use dnscost_transport::http2::{Client, Event, Headers, RequestTemplate, Settings, PREFACE};
+use dnscost_wire::http2::{Client, Event, Headers, RequestTemplate, Settings, PREFACE};
 use libfuzzer_sys::fuzz_target;
 
 /// Checks that `out` is a sequence of whole frames, each within the default frame size.
@@ -36,7 +36,7 @@ fuzz_target!(|data: &[u8]| {
         if client.can_send() {
             let sent = if i % 2 == 0 { client.send(&post, b"query", &mut out) } else { client.send(&get, b"", &mut out) };
             if let (Ok(stream), true) = (sent, head & 1 != 0 && i % 5 == 4) {
-                client.reset(stream, dnscost_transport::http2::ErrorCode::CANCEL, &mut out);
+                client.reset(stream, dnscost_wire::http2::ErrorCode::CANCEL, &mut out);
             }
         }
         client.receive(piece, &mut out, |event| {

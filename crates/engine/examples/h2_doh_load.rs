@@ -123,7 +123,7 @@ async fn connect(
     let tcp = socket::tcp_connect(args.target, None).await?;
     let name = tls::server_name(None, args.target.ip())?;
     let stream = tokio_rustls::TlsConnector::from(config).connect(name, tcp).await?;
-    let settings = dnscost_transport::http2::Settings::default();
+    let settings = dnscost_wire::http2::Settings::default();
     let (send, connection) = h2::client::Builder::new()
         .header_table_size(settings.header_table_size)
         .enable_push(false)

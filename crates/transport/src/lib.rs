@@ -1,14 +1,13 @@
-//! Sockets and TLS for dnscost, for both the generator and the responder.
+//! Sockets, TLS and QUIC for dnscost, for both the generator and the responder.
 //!
 //! Modules are named by carrier: [`socket`] (UDP and TCP sockets: source binding, linger,
 //! TCP_INFO), [`tls`] (rustls configurations with the version and key-exchange group pinned,
 //! resumption on or off, key logging, certificates), [`quic`] (quinn configurations on those, and
-//! the kind of each QUIC handshake) and [`http2`] (the generator's sans-I/O
-//! HTTP/2 client for DoH; the responder serves HTTP/2 with the `h2` crate).
+//! the kind of each QUIC handshake). The generator's HTTP/2 client, which does no I/O, is
+//! `dnscost_wire::http2`.
 
 #![deny(unsafe_code)]
 
-pub mod http2;
 pub mod quic;
 /// The only module with unsafe code: socket options and TCP_INFO through libc.
 #[allow(unsafe_code)]

@@ -1,13 +1,16 @@
-//! DNS messages and stream framing for dnscost. No I/O, no clock.
+//! DNS messages, stream framing and the generator's HTTP/2 client for dnscost. No I/O, no clock.
 //!
 //! The generator never builds a message on the hot path: every query is encoded once as a
 //! [`QueryTemplate`] and sent with only its ID patched. Responses are checked against the
 //! template's question with one comparison. The responder side parses a question
-//! ([`parse_query`]) and builds an answer ([`ResponseBuilder`]).
+//! ([`parse_query`]) and builds an answer ([`ResponseBuilder`]). [`http2`] is the generator's
+//! sans-I/O HTTP/2 client for DoH: bytes in, events and bytes out (the responder serves HTTP/2
+//! with the `h2` crate).
 
 #![forbid(unsafe_code)]
 
 mod frame;
+pub mod http2;
 mod message;
 mod name;
 

@@ -35,7 +35,7 @@ pub struct Setup {
     pub quic_server_name: Option<String>,
     /// DoH request templates, built once: one for POST (the query is the body), one per query
     /// of the set for GET (the query is in the path).
-    pub doh: Vec<dnscost_transport::http2::RequestTemplate>,
+    pub doh: Vec<dnscost_wire::http2::RequestTemplate>,
     /// Where and how DoH/3 requests go.
     pub doh3: Option<super::quic::H3Target>,
     pub start: Instant,

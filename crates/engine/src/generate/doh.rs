@@ -1,4 +1,4 @@
-//! DoH (RFC 8484) over HTTP/2, with the sans-I/O client of [`dnscost_transport::http2`]: one
+//! DoH (RFC 8484) over HTTP/2, with the sans-I/O client of [`dnscost_wire::http2`]: one
 //! stream per query, up to `in_flight` at once and never more than the server's
 //! SETTINGS_MAX_CONCURRENT_STREAMS; answers matched by stream ID; a stream past its timeout is
 //! cancelled with RST_STREAM so that the server frees it. Sans-I/O (see `session.rs`).
@@ -8,7 +8,7 @@ use super::session::{server_close, Sent, Session, SessionEnd, Step};
 use super::window::StreamWindow;
 use dnscost_load::DohMethod;
 use dnscost_stats::{Close, ErrorKind};
-use dnscost_transport::http2::{Client, ErrorCode, Event, Settings, StreamId};
+use dnscost_wire::http2::{Client, ErrorCode, Event, Settings, StreamId};
 use dnscost_wire::parse_response;
 
 /// One DoH connection's session.

@@ -337,7 +337,7 @@ fn setup(mut config: EngineConfig) -> Result<Setup, EngineError> {
         (None, t) => t.to_string(),
     };
     let doh = if config.transport == Transport::Doh {
-        use dnscost_transport::http2::{Headers, RequestTemplate};
+        use dnscost_wire::http2::{Headers, RequestTemplate};
         // Resolved once and recorded: the start record shows the header fields sent.
         let choice = *config.doh_headers.get_or_insert_default();
         let headers = match choice {

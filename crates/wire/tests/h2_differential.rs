@@ -4,7 +4,7 @@
 //! `h2` answers (its encoder Huffman-codes and indexes the response fields).
 
 use bytes::Bytes;
-use dnscost_transport::http2::{Client, Event, Headers, Method, RequestTemplate, Settings, StreamId};
+use dnscost_wire::http2::{Client, Event, Headers, Method, RequestTemplate, Settings, StreamId};
 use std::collections::BTreeMap;
 use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
 use tokio::sync::mpsc;
