@@ -17,15 +17,25 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
-from dnscost.contract import EngineConfig
+from dnscost.contract import EngineConfig, EngineRecord, IntervalRecord, StartRecord, SummaryRecord
 from dnscost.errors import EngineError, MachineError, UsageError
 from dnscost.proc import Child
 from dnscost.results import read_records
 from dnscost.transports import TLS_TRANSPORTS
 
-__all__ = ["Endpoint", "Responder", "check_config", "engine_path", "engine_version", "generate"]
+__all__ = [
+    "Endpoint",
+    "Responder",
+    "check_config",
+    "engine_path",
+    "engine_records",
+    "engine_version",
+    "generate",
+    "start_of",
+    "summary_of",
+]
 
 
 def engine_path() -> Path:
@@ -187,7 +197,7 @@ def generate(
     watchdog: Callable[[], None] | None = None,
     started: Callable[[int], None] | None = None,
     exec_prefix: Sequence[str] = (),
-) -> list[dict[str, Any]]:
+) -> list[EngineRecord]:
     """Runs one ``generate`` with ``config`` (the engine's JSON configuration; its output and
     connections-log paths are set here), pinned to ``cpus``, behind ``exec_prefix`` (e.g. a
     lab namespace's ``ip netns exec``). Returns its records. Ctrl-C is
@@ -233,10 +243,46 @@ def generate(
             raise UsageError(child.log_tail(1).removeprefix("dnscost-engine: "))
         # "exited with code 4: no query was answered: …", "killed by signal 9 (SIGKILL)"
         raise EngineError(f"dnscost-engine {child.last_words(first_error=False)}")
-    records = read_records(Path(output))
-    if not records or records[-1].get("type") != "summary":
+    records = engine_records(Path(output))
+    if not records or records[-1]["type"] != "summary":
         raise EngineError(f"dnscost-engine wrote no summary: {child.log_tail()}")
     return records
+
+
+_RECORD_KEYS = {cls.__annotations__["type"].__args__[0]: cls.__required_keys__
+                for cls in (StartRecord, IntervalRecord, SummaryRecord)}  # fmt: skip
+
+
+def engine_records(path: Path) -> list[EngineRecord]:
+    """The records of an engine's output (``generate``'s JSON lines, or ``<path>.gz`` beside it),
+    typed: each must be of a type the engine writes and hold that type's fields (their own
+    types are the engine's, which ``python/tests/test_contract.py`` holds to its schema). A
+    line cut short by a crash is skipped, as :func:`~dnscost.results.read_records` does; any
+    other record is an :class:`EngineError` naming the file and line."""
+    records = read_records(path)
+    for n, r in enumerate(records, 1):
+        required = _RECORD_KEYS.get(r.get("type"))
+        if required is None:
+            raise EngineError(f"{path}: record {n} is not the engine's (type {r.get('type')!r})")
+        if missing := sorted(required - r.keys()):
+            raise EngineError(f"{path}: record {n} ({r['type']}) lacks {', '.join(missing)}")
+    return cast(list[EngineRecord], records)
+
+
+def start_of(records: Sequence[EngineRecord]) -> StartRecord:
+    """The run's start record (its first)."""
+    first = records[0] if records else None
+    if first is None or first["type"] != "start":
+        raise EngineError("the engine's records do not begin with its start record")
+    return first
+
+
+def summary_of(records: Sequence[EngineRecord]) -> SummaryRecord:
+    """The run's summary record (its last)."""
+    last = records[-1] if records else None
+    if last is None or last["type"] != "summary":
+        raise EngineError("the engine's records do not end with its summary")
+    return last
 
 
 def _wait(child: Child, limit_s: float, timeout_s: float, watchdog: Callable[[], None] | None) -> int | None:

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 from dnscost import meter
 from dnscost.certs import DEFAULT_KEY_TYPE, TlsFiles, make_tls
-from dnscost.contract import EngineConfig
-from dnscost.engine import Endpoint, Responder, generate
+from dnscost.contract import EngineConfig, SummaryRecord
+from dnscost.engine import Endpoint, Responder, generate, summary_of
 from dnscost.errors import TargetError, UsageError
 from dnscost.meter.sockets import listen_backlogs
 from dnscost.network import (
@@ -427,7 +427,7 @@ def measure(
     return {**result, "warmup_extended": {"by": by, "first": first, "warmup_ms": longer, "kept": aside.name}}
 
 
-def warmup_for_open_phase(summary: dict[str, Any], warmup_ms: int) -> int | None:
+def warmup_for_open_phase(summary: SummaryRecord, warmup_ms: int) -> int | None:
     """The warm-up (ms) a run needs whose connections were not all open when its measured
     period began (the engine summary's ``opened_ms`` later than ``measure_start_ms``): the
     open phase and half as much again, rounded up to 100 ms; None when it needs none."""
@@ -469,7 +469,7 @@ def _measure_once(
     cache_hit_ratio: float | None,
     backlog: dict[str, int] | None,
     cluster: Cluster | None,
-) -> tuple[dict[str, Any], dict[str, Any]]:
+) -> tuple[dict[str, Any], SummaryRecord]:
     """:func:`measure`'s one engine run; also returns the engine's summary record."""
 
     target = bed.target
@@ -538,7 +538,7 @@ def _measure_once(
         "summary_context": context.to_dict(),
         "counters": counters,
         "softnet": softnet,
-    }, records[-1]
+    }, summary_of(records)
 
 
 def _unchecked(target: Target, s: LoadSettings) -> tuple[str, ...]:

@@ -1,6 +1,6 @@
 """The Python half's type of the engine's configuration (``dnscost.contract.EngineConfig``) is
 the engine's own, field by field: the engine writes its schema (``dnscost-engine schema``, kept
-in ``schemas/engine-config.schema.json``, which ``crates/engine/tests/schema.rs`` holds to the
+in ``schemas/engine-config.schema.json``, which ``crates/engine/tests/it/schema.rs`` holds to the
 code), and every field, its type and its choices must be the same on both sides, so that a field
 added, renamed or narrowed in ``config.rs`` fails here."""
 
@@ -88,3 +88,42 @@ def test_nested_structures_have_the_engines_fields() -> None:
         for field, sub in node["properties"].items():
             assert hint_atoms(hints[field]) == schema_atoms(sub, defs), f"{cls.__name__}.{field}"
         assert cls.__required_keys__ == frozenset(node.get("required", [])), cls.__name__
+
+
+RECORDS = Path(__file__).parents[2] / "schemas" / "engine-record.schema.json"
+RECORD_TYPES = {
+    "start": contract.StartRecord,
+    "interval": contract.IntervalRecord,
+    "summary": contract.SummaryRecord,
+    "connection": contract.ConnectionRecord,
+    "query": contract.QueryRecord,
+}
+
+
+def _same_fields(cls: type, node: dict[str, Any], defs: dict[str, Any]) -> None:
+    hints = get_type_hints(cls)
+    assert set(hints) == set(node["properties"]), f"{cls.__name__}: fields only on one side"
+    assert cls.__required_keys__ == frozenset(node["required"]), f"{cls.__name__}: which fields are required"
+    for field, sub in node["properties"].items():
+        if cls is contract.StartRecord and field == "config":  # the schema leaves it open; the config's own test
+            assert hints[field] is contract.EngineConfig
+            continue
+        assert hint_atoms(hints[field]) == schema_atoms(sub, defs), f"{cls.__name__}.{field}"
+        for atom in hint_atoms(hints[field]):
+            if isinstance(atom, tuple) and atom[0] == "object" and atom[1] != "map":
+                _same_fields(getattr(contract, str(atom[1])), defs[str(atom[1])], defs)
+
+
+def test_engine_records_have_the_engines_fields_and_types() -> None:
+    """Every record the engine writes, and every structure inside one, field by field: a field
+    added, renamed, retyped or made optional in the engine's records fails here."""
+    schema = json.loads(RECORDS.read_text())
+    defs = schema["definitions"]
+    seen = set()
+    for branch in schema["oneOf"]:
+        (kind,) = branch["properties"]["type"]["enum"]
+        seen.add(kind)
+        _same_fields(RECORD_TYPES[kind], branch, defs)
+    assert seen == set(RECORD_TYPES)
+    generate_writes = {contract.StartRecord, contract.IntervalRecord, contract.SummaryRecord}
+    assert set(get_args(contract.EngineRecord)) == generate_writes

@@ -9,6 +9,7 @@ read the same way."""
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -153,20 +154,19 @@ def recompute(trial_dir: Path, doc: dict[str, Any]) -> tuple[dict[str, Any] | No
     *engines, meter = files
     parts = []
     for name in engines:
-        records, problem = _checked_records(trial_dir, name, engine=True)
+        part, problem = _checked_records(trial_dir, name, engine=True)
         if problem is not None:
             return None, problem
-        parts.append(records)
+        parts.append(part)
     samples, problem = _checked_records(trial_dir, meter, engine=False)
     if problem is not None:
         return None, problem
+    records: Sequence[Mapping[str, Any]] = parts[0]
     if _cluster(doc):
         # A cluster trial: its workers' records merged again under today's definitions.
         from dnscost.cluster.shares import merge_records
 
         records = merge_records(parts, doc["engine_config"])
-    else:
-        records = parts[0]
     context, counters = doc["summary_context"], doc["counters"]
     counts = CounterDelta.from_counters(counters["before"], counters["after"])
     return dict(summarize_trial(records, samples, counts, SummaryContext.from_dict(context))), None

@@ -31,8 +31,8 @@ from typing import Any
 
 from dnscost.certs import make_tls
 from dnscost.client.presets import Preset
-from dnscost.contract import EngineConfig
-from dnscost.engine import Responder, generate
+from dnscost.contract import EngineConfig, EngineRecord, SummaryRecord
+from dnscost.engine import Responder, generate, summary_of
 from dnscost.errors import UsageError
 from dnscost.observe.lab import SERVER_ADDRESS, Lab
 
@@ -128,7 +128,7 @@ def engine_config(case: Case, rtt_ms: float, queries: int, ca: Path) -> EngineCo
 
 
 def judge(
-    case: Case, rtt_ms: float, summary: dict[str, Any], baseline_ms: float = 0.0, slack_ms: float = SLACK_MS
+    case: Case, rtt_ms: float, summary: SummaryRecord, baseline_ms: float = 0.0, slack_ms: float = SLACK_MS
 ) -> dict[str, Any]:
     """One row of the check from the engine's summary record and the case's baseline (pure)."""
     m = summary["measured"]
@@ -209,7 +209,7 @@ def run_check(
                             name="engine",
                             exec_prefix=lab.exec_prefix("client"),
                         )
-                        row = judge(case, rtt, records[-1], baselines.setdefault(case, _p50(records)), slack_ms)
+                        row = judge(case, rtt, summary_of(records), baselines.setdefault(case, _p50(records)), slack_ms)
                         rows.append(row)
                         log.write(json.dumps(row) + "\n")
                         log.flush()
@@ -223,8 +223,8 @@ def run_check(
     return rows
 
 
-def _p50(records: list[dict[str, Any]]) -> float:
-    return float(records[-1]["measured"]["latency"]["p50_us"]) / 1000
+def _p50(records: Sequence[EngineRecord]) -> float:
+    return float(summary_of(records)["measured"]["latency"]["p50_us"]) / 1000
 
 
 def table(rows: Sequence[dict[str, Any]]) -> str:

@@ -31,8 +31,8 @@ from typing import Any
 from dnscost.analysis.hdr import cdf, decode, quantile
 from dnscost.certs import make_tls
 from dnscost.client.presets import Preset
-from dnscost.contract import EngineConfig, UdpRetry
-from dnscost.engine import Responder, generate
+from dnscost.contract import EngineConfig, SummaryRecord, UdpRetry
+from dnscost.engine import Responder, generate, summary_of
 from dnscost.errors import DnscostError, UsageError
 from dnscost.observe.lab import SERVER_ADDRESS, UPSTREAM_ADDRESS, Lab
 from dnscost.observe.resolve import lab_name
@@ -155,7 +155,7 @@ def run_times(out: Path, presets: Sequence[Preset], upstream: Preset, s: TimesSe
                                 block += 1
                             records = generate(config, run_dir, name="engine", exec_prefix=lab.exec_prefix("client"))
                             after = _counters(target)
-                            row = _row(preset.name, cache, transport, records[-1], before, after)
+                            row = _row(preset.name, cache, transport, summary_of(records), before, after)
                             result.append(row)
                             (out / "times.json").write_text(json.dumps(doc, indent=2) + "\n")
                 finally:
@@ -192,7 +192,7 @@ def _fresh_names(directory: Path, count: int, block: int) -> Path:
     return path
 
 
-def _row(preset: str, cache: str, transport: str, summary: dict[str, Any], before: Any, after: Any) -> dict[str, Any]:
+def _row(preset: str, cache: str, transport: str, summary: SummaryRecord, before: Any, after: Any) -> dict[str, Any]:
     # The whole run: no warm-up, and a query answered after the schedule ended (a retransmission
     # 5 s later) is one of the run's response times.
     m = summary["total"]

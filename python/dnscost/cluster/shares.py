@@ -23,9 +23,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 from dnscost.analysis import hdr
+from dnscost.contract import EngineRecord
 from dnscost.errors import EngineError, UsageError
 
 __all__ = ["HOST_KNOBS", "merge_records", "merge_totals", "split_config"]
@@ -126,7 +127,7 @@ def merge_totals(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 
 def merge_records(
     workers: Sequence[Sequence[Mapping[str, Any]]], config: Mapping[str, Any], *, max_skew_ms: float | None = None
-) -> list[dict[str, Any]]:
+) -> list[EngineRecord]:
     """The records of one engine run with ``config`` (the trial's whole configuration) from
     those of its workers' runs: a ``start``, the ``interval`` records all workers wrote
     (summed index by index), and a ``summary``. Raises EngineError when a worker wrote no
@@ -188,4 +189,6 @@ def merge_records(
             "accounting": merge_totals([r["accounting"] for r in summaries]),
         }
     )
-    return merged
+    # Built field by field from the workers' records, summed: the engine's own shape
+    # (python/tests/test_cluster.py holds a merged run to one engine's).
+    return cast(list[EngineRecord], merged)

@@ -29,13 +29,14 @@ import shutil
 import socket
 import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypedDict, cast
 
 from dnscost.cluster.shares import merge_records, split_config
-from dnscost.contract import EngineConfig
+from dnscost.contract import EngineConfig, EngineRecord
+from dnscost.engine import start_of, summary_of
 from dnscost.errors import DnscostError, EngineError, UsageError
 
 __all__ = [
@@ -111,7 +112,7 @@ class ShareResult(TypedDict):
     """The share as the engine ran it (with the host's CPUs, threads and sources)."""
     late_ms: float
     """How long after the scheduled instant the engine was spawned (0: on time)."""
-    records: list[dict[str, Any]]
+    records: list[EngineRecord]
     connections_log_gz: bytes | None
 
 
@@ -233,8 +234,8 @@ def run_share(
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-def _own_summary(records: list[dict[str, Any]]) -> WorkerSummary:
-    s = records[-1]
+def _own_summary(records: Sequence[EngineRecord]) -> WorkerSummary:
+    s = summary_of(records)
     m = s["measured"]
     return {
         "offered": m["queries"]["offered"],
@@ -312,7 +313,7 @@ class Cluster:
 
     def generate(
         self, config: EngineConfig, trial_dir: Path, *, watchdog: Callable[[], None] | None = None
-    ) -> tuple[list[dict[str, Any]], ClusterRecord]:
+    ) -> tuple[list[EngineRecord], ClusterRecord]:
         """Runs ``config`` (one trial's engine configuration) split over the workers, all
         starting together; writes each worker's records under ``trial_dir/workers/`` and the
         merged ones to ``trial_dir/engine.jsonl``. Returns the merged records and the record of
@@ -370,7 +371,7 @@ class Cluster:
             (d / "engine.jsonl").write_text("".join(json.dumps(x) + "\n" for x in r["records"]))
             if r["connections_log_gz"] is not None:
                 (d / "engine-connections.jsonl.gz").write_bytes(r["connections_log_gz"])
-            start = next(x for x in r["records"] if x.get("type") == "start")
+            start = start_of(r["records"])
             shares_out.append(
                 {
                     "address": w["address"],
