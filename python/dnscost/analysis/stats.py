@@ -11,8 +11,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
-import scipy.optimize  # type: ignore[import-untyped]
-import scipy.stats  # type: ignore[import-untyped]
 
 __all__ = [
     "RANK_TOLERANCE",
@@ -42,6 +40,10 @@ def t_quantile(p: float, df: float) -> float:
         raise ValueError(f"p must be in (0, 1), got {p}")
     if df <= 0:
         raise ValueError(f"degrees of freedom must be positive, got {df}")
+    # scipy is imported where it is used: it takes a second to import, and every dnscost
+    # command that reaches this module (dnscost --help among them) would pay it.
+    import scipy.stats  # type: ignore[import-untyped]
+
     return float(scipy.stats.t.ppf(p, df))
 
 
@@ -117,6 +119,8 @@ def _solve(xw: Matrix, yw: Matrix) -> tuple[Matrix, Matrix, Matrix, Matrix]:
     rank = int((s > RANK_TOLERANCE * s[0]).sum()) if len(s) else 0
     null = vt[rank:]
     identified = used & (np.abs(null) <= _NULL_TOLERANCE).all(axis=0)
+    import scipy.optimize  # type: ignore[import-untyped]  # imported here: see t_quantile
+
     try:
         solution = scipy.optimize.nnls(a[:, used], yw, maxiter=100 * p)[0]
     except RuntimeError:  # the iteration limit
