@@ -62,7 +62,7 @@ with their engines and a page-loading browser on the other were once 2.1 s late 
 late worker starts at once and records by how much (``late_ms``)."""
 LEAD_PER_WORKER_S = 0.25
 SOURCES_ENV = "DNSCOST_WORKER_SOURCES"
-SHIPPED_FILES = ("ca_file", "queries_file")  # Cluster.generate reads them by name
+SHIPPED_FILES = ("ca_file", "queries_file")
 """Engine knobs naming files of this host (the target's CA, a query list): their contents go
 with each share and the worker writes them where its engine reads them."""
 
@@ -319,8 +319,8 @@ class Cluster:
         merged ones to ``trial_dir/engine.jsonl``. Returns the merged records and the record of
         the split."""
         shares = split_config(config, len(self.workers))
-        named = {"ca_file": config.get("ca_file"), "queries_file": config.get("queries_file")}
-        files = {k: Path(path).read_bytes() for k, path in named.items() if path}
+        named = {k: config.get(k) for k in SHIPPED_FILES}
+        files = {k: Path(str(path)).read_bytes() for k, path in named.items() if path}
         start_at = round(time.time() * 1000 + (LEAD_S + LEAD_PER_WORKER_S * len(self.workers)) * 1000)
         futures = [
             self.client.submit(
