@@ -1,9 +1,7 @@
 //! Options beyond the connection model: threads, source addresses, key log, warm-up,
 //! padding, query files, Poisson arrivals, GET with padding.
 
-mod common;
-
-use common::{generate, of_transport, temp_dir, Server};
+use crate::common::{generate, of_transport, temp_dir, Server};
 use std::collections::HashSet;
 
 #[test]

@@ -6,9 +6,8 @@
 //! shortfall or say that it did not keep up. And against `serve`, a constant rate must offer
 //! exactly rate × duration on every transport.
 
-mod common;
-
-use common::{generate, generate_with, signal, temp_dir, Server};
+use crate::common;
+use crate::common::{generate, generate_with, signal, temp_dir, Server};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -2,9 +2,7 @@
 //! SETTINGS_MAX_CONCURRENT_STREAMS for doh) below `in_flight`: queries wait for streams,
 //! counted as `stream_waits`, and are answered; none is lost and the connection never stalls.
 
-mod common;
-
-use common::{generate, temp_dir, Server};
+use crate::common::{generate, temp_dir, Server};
 
 /// Against `serve` allowing `limit` streams per connection, a closed loop of more than twice
 /// as many in flight on one connection is answered on every stream transport.

@@ -2,9 +2,8 @@
 //! transport and every knob, `generate` runs against `serve` on loopback and the assertions
 //! read the **server's** connection log, not the generator's own counters.
 
-mod common;
-
-use common::{generate, of_transport, temp_dir, Server};
+use crate::common;
+use crate::common::{generate, of_transport, temp_dir, Server};
 use serde_json::Value;
 
 fn target_args<'a>(server: &'a Server, transport: &'a str) -> Vec<&'a str> {

@@ -1,9 +1,8 @@
 //! Bad input and misbehaving servers: a clear error or a counted error kind, never a panic,
 //! never a lost count.
 
-mod common;
-
-use common::{generate, generate_with_files, of_transport, temp_dir, Server, ENGINE};
+use crate::common;
+use crate::common::{generate, generate_with_files, of_transport, temp_dir, Server, ENGINE};
 use std::io::{Read, Write};
 use std::net::{TcpListener, UdpSocket};
 use std::process::Command;

@@ -4,9 +4,8 @@
 //! first connection still in its handshake is not given up at the query timeout and opened
 //! again, and the summary says when every connection was open (`opened_ms`).
 
-mod common;
-
-use common::{generate, of_transport, temp_dir, Server};
+use crate::common;
+use crate::common::{generate, of_transport, temp_dir, Server};
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::thread;

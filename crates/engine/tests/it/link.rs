@@ -7,9 +7,8 @@
 //! not: the namespaces by their guards, the devices with the link process (stopped by PID).
 //! The labs run one at a time, so that their timings do not disturb each other.
 
-mod common;
-
-use common::ENGINE;
+use crate::common;
+use crate::common::ENGINE;
 use serde_json::Value;
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Write};

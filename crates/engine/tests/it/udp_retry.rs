@@ -2,9 +2,8 @@
 //! sends each query again after a try's timeout with the same ID, as a stub resolver does, and
 //! the server, not the engine, counts the datagrams.
 
-mod common;
-
-use common::{generate, temp_dir};
+use crate::common;
+use crate::common::{generate, temp_dir};
 use std::collections::HashMap;
 use std::net::UdpSocket;
 use std::sync::atomic::{AtomicBool, Ordering};
