@@ -246,8 +246,10 @@ class Pair:
 
 def read_records(path: Path) -> list[LoadRecord]:
     """A run's ``loads.jsonl``, read as :func:`dnscost.results.read_records` reads it (a line
-    cut short by a crash is skipped), except that a missing file is an error here."""
-    path.stat()  # a run without loads.jsonl is an error (FileNotFoundError), not a run of no loads
+    cut short by a crash is skipped; a kept run's ``loads.jsonl.gz`` alike), except that a
+    missing file is an error here."""
+    if not path.with_name(path.name + ".gz").exists():
+        path.stat()  # a run without loads.jsonl is an error (FileNotFoundError), not a run of no loads
     return cast(list[LoadRecord], results.read_records(path))
 
 
@@ -412,14 +414,15 @@ def summarise_presets(out: Path, baseline: str = "do53") -> PresetsSummary:
     files only; the figures listed are those :func:`write_outputs` drew, if it has."""
     meta_path = out / "presets.json"
     meta: dict[str, Any] = json.loads(meta_path.read_text()) if meta_path.exists() else {"presets": {}}
-    names = list(meta["presets"]) or sorted(p.parent.name for p in out.glob("*/loads.jsonl"))
+    # A kept run's records are compressed (dnscost keep): read_records reads <name>.gz alike.
+    names = list(meta["presets"]) or sorted({p.parent.name for p in out.glob("*/loads.jsonl*")})
     records: list[LoadRecord] = []
     networks: dict[str, PresetInfo] = {}
     checks: dict[str, list[dict[str, Any]]] = {}
     for name in names:
         m = meta["presets"].get(name, {})
         run = out / str(m.get("dir", name))
-        if (run / "loads.jsonl").exists():
+        if (run / "loads.jsonl").exists() or (run / "loads.jsonl.gz").exists():
             records += read_records(run / "loads.jsonl")
         doc = json.loads((run / "pageload.json").read_text()) if (run / "pageload.json").exists() else {}
         checks[name] = list(doc.get("dns_check") or [])

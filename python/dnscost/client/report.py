@@ -118,7 +118,7 @@ def _pageloads(run: Path, figures: Path) -> dict[str, Any] | None:
                     lo, hi = diff["interval_ms"]
                     shown += f" [{lo:+.1f}, {hi:+.1f}]"
             theirs = published.get(transport)
-            rows.append([preset, transport, e["page_load"].get("median"), e["dns"].get("median"), shown,
+            rows.append([preset, transport, e["page_load"]["median_ms"], e["dns"]["median_ms"], shown,
                          diff["pairs"] if diff else None, e["failed"],
                          f"{theirs['text']} ({theirs['network']})" if theirs else None])  # fmt: skip
     table = _table(

@@ -86,8 +86,8 @@ def client_config(transport: str, s: TimesSettings, endpoint: str, ca: Path, see
 
 
 def run_times(out: Path, presets: Sequence[Preset], upstream: Preset, s: TimesSettings) -> list[dict[str, Any]]:
-    """Runs every (preset, cache, transport); writes ``times.json`` (settings, presets, rows)
-    and one directory of engine records per run; returns the rows."""
+    """Runs every (preset, cache, transport); writes ``times.json`` (settings, presets, the
+    target's version, rows) and one directory of engine records per run; returns the rows."""
 
     if s.target not in TARGETS:
         raise UsageError(f"client times: unknown target {s.target!r} (known: {', '.join(TARGETS)})")
@@ -131,6 +131,7 @@ def run_times(out: Path, presets: Sequence[Preset], upstream: Preset, s: TimesSe
                     exec_prefix=["nsenter", f"--net=/run/netns/{lab.info.server_netns}", "--"],
                 )
                 target.start()
+                doc.setdefault("target_version", target.version())
                 try:
                     # An authoritative server has no cache to be cold.
                     for cache in s.caches if s.target != "builtin" else ("warm",):

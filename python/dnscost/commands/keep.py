@@ -12,6 +12,14 @@ configuration and log, the connections logs, the cache fills, TLS files, search 
 tables, figures and the report (``dnscost report DEST`` writes them again). ``kept.json`` says
 what was kept and how large the run was. A compressed file carries no time or name, so keeping
 a run again writes the same bytes.
+
+A ``dnscost client`` run (a directory with ``client.json``) is kept as its JSON documents byte
+for byte (``client.json``, ``check/check.json``, ``times/<target>/times.json``,
+``pageload/presets.json``, ``pageload/<preset>/pageload.json``) and its per-load and per-session
+records gzip-compressed (``check/check.jsonl.gz``, ``pageload/<preset>/loads.jsonl.gz``,
+``sessions.jsonl.gz``): what ``dnscost client report`` and ``python -m dnscost.client.tables``
+read. Left out: the engines' and servers' logs, the corpus' pages and zone, TLS files, browser
+profiles and the resolvers' query logs.
 """
 
 from __future__ import annotations
@@ -28,7 +36,7 @@ from typing import Any
 from dnscost import __version__
 from dnscost.errors import UsageError
 
-__all__ = ["ENGINE_RECORDS", "Kept", "add_parser", "keep_run", "main"]
+__all__ = ["ENGINE_RECORDS", "Kept", "add_parser", "keep_client_run", "keep_run", "main"]
 
 ENGINE_RECORDS = ("start", "interval", "summary")
 """The engine's records a kept run holds: the ones a summary is computed from."""
@@ -49,6 +57,8 @@ class Kept:
     """Every file of the run directory."""
     kept_bytes: int
     """Every file written, kept.json aside."""
+    parts: tuple[str, ...] | None = None
+    """A client run's parts that finished (None for a run of trials)."""
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -61,6 +71,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 def main(a: argparse.Namespace) -> int:
     kept = keep_run(a.run_dir, a.dest)
+    if kept.parts is not None:
+        print(f"kept a client run ({', '.join(kept.parts) or 'no part finished'}) in {a.dest}: "
+              f"{_size(kept.kept_bytes)} of {_size(kept.run_bytes)}")  # fmt: skip
+        return 0
     print(
         f"kept {kept.trials} trials ({kept.trials_with_records} with their records) in {a.dest}: "
         f"{_size(kept.kept_bytes)} of {_size(kept.run_bytes)}"
@@ -78,10 +92,12 @@ def keep_run(run_dir: Path, dest: Path) -> Kept:
     when ``dest`` is ``run_dir``, lies inside it, or already holds a run or trials."""
     from dnscost.analysis.load import read_run, read_trial, record_files
 
-    run = read_run(run_dir)
     source, target = run_dir.resolve(), dest.resolve()
     if target == source or source in target.parents:
         raise UsageError(f"{dest}: inside the run it would keep; give a directory outside {run_dir}")
+    if (run_dir / "client.json").is_file():
+        return keep_client_run(run_dir, dest)
+    run = read_run(run_dir)
     for name in ("run.json", "trials"):
         if (dest / name).exists():
             raise UsageError(f"{dest} already holds {name}: give another DEST")
@@ -113,6 +129,45 @@ def keep_run(run_dir: Path, dest: Path) -> Kept:
         trials_with_records=with_records,
         run_bytes=_tree_bytes(run_dir),
         kept_bytes=written,
+    )
+    (dest / "kept.json").write_text(json.dumps(asdict(kept), indent=2) + "\n")
+    return kept
+
+
+CLIENT_DOCUMENTS = ("client.json", "check/check.json", "times/*/times.json", "pageload/presets.json",
+                    "pageload/*/pageload.json")  # fmt: skip
+"""The JSON documents of a client run a kept one holds, byte for byte."""
+CLIENT_RECORDS = ("check/check.jsonl", "pageload/*/loads.jsonl", "pageload/*/sessions.jsonl")
+"""The JSON-lines records of a client run a kept one holds, gzip-compressed."""
+
+
+def keep_client_run(run_dir: Path, dest: Path) -> Kept:
+    """The kept form of a ``dnscost client`` run (see the module's documentation)."""
+    if (dest / "client.json").exists():
+        raise UsageError(f"{dest} already holds client.json: give another DEST")
+    doc = json.loads((run_dir / "client.json").read_text())
+    written = 0
+    for pattern in CLIENT_DOCUMENTS:
+        for src in sorted(run_dir.glob(pattern)):
+            out = dest / src.relative_to(run_dir)
+            out.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(src, out)
+            written += out.stat().st_size
+    for pattern in CLIENT_RECORDS:
+        # A kept run's records are compressed: keeping it again writes the same bytes.
+        found = [*run_dir.glob(pattern), *run_dir.glob(f"{pattern}.gz")]
+        for src in sorted({f.with_name(f.name.removesuffix(".gz")) for f in found}):
+            rel = src.relative_to(run_dir)
+            written += _keep_records(src, dest / rel.parent / f"{rel.name}.gz", None)
+    kept = Kept(
+        kept_by="dnscost keep",
+        dnscost_version=__version__,
+        run_id=run_dir.name,
+        trials=0,
+        trials_with_records=0,
+        run_bytes=_tree_bytes(run_dir),
+        kept_bytes=written,
+        parts=tuple(str(x) for x in doc.get("finished", [])),
     )
     (dest / "kept.json").write_text(json.dumps(asdict(kept), indent=2) + "\n")
     return kept
