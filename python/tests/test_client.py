@@ -93,6 +93,14 @@ def test_verdicts_allow_five_percent_and_the_slack_and_check_the_shape() -> None
     # A baseline of 1 ms (the ends' work over a link of no delay) moves the expected time.
     row = judge(dot, 50, _summary(160_000, full=10), baseline_ms=1.0)
     assert row["ok"] and row["expected_ms"] == 151.0
+    # The ends' work may overlap the link's delay: below round trips x RTT + baseline is fine,
+    # down to round trips x RTT (less the allowance); a round trip short is not.
+    doq = Case("doq", "full", 2)
+    assert judge(doq, 20, _summary(42_367, full=10), baseline_ms=7.3)["ok"]
+    assert judge(doq, 20, _summary(36_100, full=10), baseline_ms=7.3)["ok"]
+    assert not judge(doq, 20, _summary(35_900, full=10), baseline_ms=7.3)["ok"]
+    assert not judge(doq, 20, _summary(21_000 + 7_300, full=10), baseline_ms=7.3)["ok"]
+    assert not judge(doq, 20, _summary(51_400, full=10), baseline_ms=7.3)["ok"]
     row = judge(dot, 50, _summary(150_000, resumed=10))  # resumed where full was asked
     assert not row["ok"] and not row["shape_ok"]
     reused = Case("tcp", "reused", 1)
