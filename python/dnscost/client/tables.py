@@ -96,8 +96,10 @@ def times_findings(run: Path) -> str:
     run: the cache-hit ratios the resolvers' own counters gave (every run off 0 % cold or 100 %
     warm named), UDP's p99 on lossy presets against the stream transports', and each
     resolver's warm medians on the preset of the longest round trip."""
-    per_target = {d.name: time_rows(_json(d / "times.json")) for d in _target_dirs(run)}
+    docs = {d.name: _json(d / "times.json") for d in _target_dirs(run)}
+    per_target = {name: time_rows(doc) for name, doc in docs.items()}
     rows = [(target, r) for target, rs in per_target.items() for r in rs]
+    presets = _json(run / "client.json").get("presets", {})
     lines = []
     off = [
         f"{t} {r['preset']} {r['cache']} {r['transport']} {100 * r['cache_hit_ratio']:.0f} %"
@@ -109,7 +111,7 @@ def times_findings(run: Path) -> str:
         f"- Cache hits, from the resolvers' own counters: 0 % on every cold run and 100 % on every warm one "
         f"({counted} runs counted)" + (f", except {', '.join(off)}" if off else "") + "."
     )
-    for preset in dict.fromkeys(r["preset"] for _, r in rows if _loss(run, r["preset"]) > 0):
+    for preset in dict.fromkeys(r["preset"] for _, r in rows if presets.get(r["preset"], {}).get("loss_pct", 0) > 0):
         udp = [
             f"{t} {r['cache']} {r['p99_ms'] / 1000:.2f} s ({r['retransmitted']} sent again, {r['timed_out']} timed out)"
             for t, r in rows
@@ -121,22 +123,16 @@ def times_findings(run: Path) -> str:
                 f"- On `{preset}`, UDP's p99 per run: {', '.join(udp)}; every other transport's p99 is "
                 f"{min(other) / 1000:.2f} to {max(other) / 1000:.2f} s."
             )
-    longest = max((r["preset"] for _, r in rows), key=lambda p: _rtt(run, p), default=None)
+    longest = max(
+        (r["preset"] for _, r in rows), key=lambda p: float(presets.get(p, {}).get("rtt_ms", 0)), default=None
+    )
     for target, rs in per_target.items():
         warm = {r["transport"]: r["median_ms"] for r in rs if r["preset"] == longest and r["cache"] == "warm"}
-        warm = {t: warm[t] for t in _json(run / "times" / target / "times.json")["settings"]["transports"] if t in warm}
+        warm = {t: warm[t] for t in docs[target]["settings"]["transports"] if t in warm}
         if warm:
             shown = ", ".join(f"{t} {'n/a' if v is None else f'{v:.1f}'}" for t, v in warm.items())
             lines.append(f"- {target}, `{longest}`, warm medians (ms): {shown}.")
     return "\n".join(lines)
-
-
-def _rtt(run: Path, preset: str) -> float:
-    return float(_json(run / "client.json").get("presets", {}).get(preset, {}).get("rtt_ms", 0.0))
-
-
-def _loss(run: Path, preset: str) -> float:
-    return float(_json(run / "client.json").get("presets", {}).get(preset, {}).get("loss_pct", 0.0))
 
 
 def pageload_brief(run: Path) -> str:
