@@ -45,9 +45,9 @@ def _check(run: Path) -> dict[str, Any] | None:
          for r in rows],
         text_columns={1, 2, 10},
         row_classes=["" if r["ok"] else "invalid" for r in rows],
-        caption="The latency check: each case's median response time against round trips x RTT plus its baseline "
-        "(the same case over a link of no delay), within 5 % of round trips x RTT plus "
-        f"{doc['slack_ms']:g} ms",
+        caption="The latency check: each case's median response time between round trips x RTT and round trips "
+        "x RTT plus its baseline (the same case over a link of no delay), each widened by 5 % of round trips x "
+        f"RTT plus {doc['slack_ms']:g} ms",
     )  # fmt: skip
     link_rows = []
     for name, stats in (doc.get("link") or {}).items():
