@@ -36,10 +36,58 @@ def test_a_spilled_open_phase_is_measured_again(monkeypatch: pytest.MonkeyPatch,
     assert warmups == [1500, 3100]
     assert got["engine_config"]["warmup_ms"] == 3100
     first = {"warmup_ms": 1500, "opened_ms": 2050, "kernel_passive_opens": None}
-    assert got["warmup_extended"] == {"by": "engine", "first": first, "warmup_ms": 3100, "kept": "open-phase-1"}
+    assert got["warmup_extended"] == {"by": "engine", "first": first, "warmup_ms": 3100, "kept": "open-phase-1",
+                                       "target_restarted": False}  # fmt: skip
     assert json.loads((tmp_path / "open-phase-1" / "engine.jsonl").read_text()) == {"attempt": 1}
     assert json.loads((tmp_path / "engine.jsonl").read_text()) == {"attempt": 2}
     assert (tmp_path / "trial.json").read_text() == "{}" and not (tmp_path / "open-phase-1" / "trial.json").exists()
+
+
+class _Target:
+    """Says what was done to it, and what the meter would read from it: the memory the
+    connections it held left behind until it is restarted."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+        self.rss = 52
+
+    def stop(self) -> None:
+        self.calls.append("stop")
+
+    def start(self) -> None:
+        self.calls.append("start")
+        self.rss = 52
+
+
+class _Bed:
+    def __init__(self) -> None:
+        self.target = _Target()
+
+
+def test_an_idle_trial_measured_again_gets_a_fresh_target(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The quick study of 2026-11-28: dnsdist's DoT at 2 000 idle connections spilled its open
+    phase, was measured again on the same dnsdist, whose baseline then held the first attempt's
+    connections (103 MB against 52): 88 bytes a connection, and DoT's fitted slope negative.
+    An idle trial (no cache fill) is measured again on a restarted target."""
+    baselines: list[int] = []
+
+    def once(bed: Any, s: LoadSettings, trial_dir: Path, **_: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+        baselines.append(bed.target.rss)
+        bed.target.rss += 51  # 2 000 connections' worth, kept by the allocator after they close
+        opened = 2050 if len(baselines) == 1 else 2100
+        return {"engine_config": dict(s.engine)}, {"measure_start_ms": s.engine["warmup_ms"], "opened_ms": opened}
+
+    monkeypatch.setattr(trial, "_measure_once", once)
+    bed = _Bed()
+    s = LoadSettings(target="dnsdist", transport="dot", engine={"warmup_ms": 1500}, fill=False)
+    got = trial.measure(bed, s, tmp_path, cache_hit_ratio=None)  # type: ignore[arg-type]
+    assert baselines == [52, 52] and bed.target.calls == ["stop", "start"]
+    assert got["warmup_extended"]["target_restarted"] is True
+    # A filled target (CPU trials share one) is not restarted: its cache would be lost.
+    bed, baselines[:] = _Bed(), []
+    got = trial.measure(bed, LoadSettings(target="dnsdist", transport="dot", engine={"warmup_ms": 1500}), tmp_path,
+                        cache_hit_ratio=None)  # type: ignore[arg-type]  # fmt: skip
+    assert baselines == [52, 103] and bed.target.calls == [] and got["warmup_extended"]["target_restarted"] is False
 
 
 def _accepted(n: float) -> dict[str, Any]:
@@ -82,5 +130,6 @@ def test_a_trial_the_kernel_saw_accepting_is_measured_again(monkeypatch: pytest.
     got = trial.measure(None, s, tmp_path, cache_hit_ratio=None)  # type: ignore[arg-type]
     assert warmups == [3500, 9800]
     first = {"warmup_ms": 3500, "opened_ms": None, "kernel_passive_opens": 687}
-    assert got["warmup_extended"] == {"by": "kernel", "first": first, "warmup_ms": 9800, "kept": "open-phase-1"}
+    assert got["warmup_extended"] == {"by": "kernel", "first": first, "warmup_ms": 9800, "kept": "open-phase-1",
+                                       "target_restarted": False}  # fmt: skip
     assert got["summary"]["meter"]["counters"]["tcp_passive_opens"] == 3
