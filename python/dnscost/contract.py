@@ -19,7 +19,19 @@ them (parsed once, at the file's edge); ``python/tests/test_contract.py`` holds 
 the schema.
 """
 
-from typing import Any, Literal, NotRequired, TypedDict
+from types import UnionType
+from typing import (
+    Any,
+    Literal,
+    NotRequired,
+    Required,
+    TypedDict,
+    Union,
+    get_args,
+    get_origin,
+    get_type_hints,
+    is_typeddict,
+)
 
 __all__ = [
     "Accounting",
@@ -39,7 +51,11 @@ __all__ = [
     "SummaryRecord",
     "Totals",
     "TrafficCounts",
+    "TrialKind",
+    "TrialRecord",
+    "TrialStatus",
     "UdpRetry",
+    "shape_problem",
 ]
 
 Row = dict[str, Any]
@@ -296,3 +312,147 @@ class QueryRecord(TypedDict):
     rcode: NotRequired[str | None]
     t_us: int
     transport: str
+
+
+TrialStatus = Literal["pending", "running", "done", "failed", "interrupted", "not-run", "missing", "unreadable"]
+"""Where a trial is: ``pending`` to ``running`` to ``done``, ``failed``, ``interrupted`` or
+``not-run`` (a share whose reference cannot give it a rate); ``missing`` and ``unreadable`` are
+the reader's, for a trial.json that is gone or malformed."""
+
+
+TrialKind = Literal["load", "idle", "search"]
+"""What a trial does: the engine at a rate (``load``), connections held idle (``idle``), or a
+search for the highest rate answered (``search``)."""
+
+
+class TrialRecord(TypedDict, total=False):
+    """One trial's ``trial.json`` (``docs/results.md``, "trial.json"): what the plan says it is,
+    where it ran, what it measured. Written by :mod:`dnscost.runner` (a run's trials) and
+    :func:`dnscost.trial.run_trial` (a trial on its own, which records its ``settings``
+    instead of a plan's fields); read, once, by :func:`dnscost.analysis.load.read_trial`, which
+    refuses a document whose fields are not of these types (:func:`shape_problem`).
+    ``python/tests/test_contract.py`` holds every stored trial.json of the repository to it."""
+
+    # What the plan says (dnscost.plan.TrialPlan)
+    id: str
+    group: str
+    kind: TrialKind
+    target: str
+    transport: str
+    params: dict[str, Any]
+    rep: int
+    round: int
+    round_seed: int | None
+    reference: str | None
+    analysis: str
+    # A trial run on its own (run_trial): its settings and directory
+    settings: dict[str, Any]
+    dir: str
+    # What happened
+    status: TrialStatus
+    error: str | None
+    records_problem: str
+    target_cpus: list[int]
+    generator_cpus: list[int]
+    derived_rate: dict[str, Any]
+    # The bed it ran on (dnscost.trial.start_bed)
+    target_pid: int | None
+    target_version: str
+    target_place: dict[str, Any]
+    endpoints: dict[str, str]
+    network: dict[str, Any]
+    listen_backlog: dict[str, int]
+    external: dict[str, Any]
+    cache_hit_ratio: float | None
+    cache_fill: str
+    bed: str
+    # What it measured (dnscost.trial.measure)
+    cluster: dict[str, Any]
+    engine_config: EngineConfig
+    summary: dict[str, Any] | None
+    summary_context: dict[str, Any]
+    counters: dict[str, Any]
+    softnet: dict[str, Any]
+    warmup_extended: dict[str, Any]
+    steps: list[dict[str, Any]]
+    search: dict[str, Any]
+
+
+def shape_problem(value: object, hint: object, where: str = "") -> str | None:
+    """What keeps ``value`` (parsed JSON) from being of the type ``hint`` (a ``TypedDict``, a
+    union, ``Literal``, ``list[...]``, ``dict[str, ...]``, ``int``, ``float``, ``str``,
+    ``bool``, ``None`` or ``Any``), or None: ``"summary is a list, not an object"``. Keys a
+    ``TypedDict`` does not name are let through (a run written by another version of the
+    package); an integer stands for a float, as in JSON."""
+    origin, args = get_origin(hint), get_args(hint)
+    name = where or "the document"
+    if hint is Any:
+        return None
+    if origin in (Union, UnionType):
+        problems = [shape_problem(value, h, where) for h in args]
+        if all(problems):
+            return f"{name} is {_json_kind(value)}, not {' or '.join(_kind_of(h) for h in args)}"
+        return None
+    if origin is Literal:
+        return None if value in args else f"{name} is {value!r}, not one of {', '.join(map(repr, args))}"
+    if origin in (NotRequired, Required):
+        return shape_problem(value, args[0], where)
+    if is_typeddict(hint):
+        if not isinstance(value, dict):
+            return f"{name} is {_json_kind(value)}, not an object"
+        hints = get_type_hints(hint)
+        for key, sub in hints.items():
+            if key in value:
+                problem = shape_problem(value[key], sub, f"{where}.{key}" if where else key)
+                if problem is not None:
+                    return problem
+        return None
+    if origin is list:
+        if not isinstance(value, list):
+            return f"{name} is {_json_kind(value)}, not an array"
+        return next((p for i, v in enumerate(value) if (p := shape_problem(v, args[0], f"{name}[{i}]"))), None)
+    if origin is dict or hint is dict:
+        if not isinstance(value, dict):
+            return f"{name} is {_json_kind(value)}, not an object"
+        if args:
+            return next((p for k, v in value.items() if (p := shape_problem(v, args[1], f"{name}.{k}"))), None)
+        return None
+    if hint is None or hint is type(None):
+        return None if value is None else f"{name} is {_json_kind(value)}, not null"
+    if hint is float:
+        ok = isinstance(value, int | float) and not isinstance(value, bool)
+    elif hint is int:
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    elif isinstance(hint, type):
+        ok = isinstance(value, hint)
+    else:
+        raise TypeError(f"shape_problem cannot check {hint!r}")
+    return None if ok else f"{name} is {_json_kind(value)}, not {_kind_of(hint)}"
+
+
+def _json_kind(value: object) -> str:
+    """How JSON calls ``value``'s type, with its article."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    return "an array" if isinstance(value, list) else "an object"
+
+
+def _kind_of(hint: object) -> str:
+    """How JSON calls the type ``hint``, with its article."""
+    origin = get_origin(hint)
+    if hint is None or hint is type(None):
+        return "null"
+    if origin is list:
+        return "an array"
+    if origin is dict or hint is dict or is_typeddict(hint):
+        return "an object"
+    if origin is Literal:
+        return "one of " + ", ".join(map(repr, get_args(hint)))
+    names: dict[object, str] = {int: "an integer", float: "a number", str: "a string", bool: "a boolean"}
+    return names.get(hint, str(hint))

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dnscost.certs import DEFAULT_KEY_TYPE
-from dnscost.contract import EngineConfig
+from dnscost.contract import EngineConfig, TrialKind, TrialRecord
 from dnscost.spec import Group, Spec, lifetime_fields, load_share
 from dnscost.targets import adapter
 from dnscost.targets.place import label_of
@@ -52,7 +52,7 @@ class TrialPlan:
 
     id: str
     group: str
-    kind: str
+    kind: TrialKind
     target: str
     transport: str
     params: dict[str, Any]
@@ -68,7 +68,7 @@ class TrialPlan:
     """The analysis that reads it: its group's ``analysis`` (``establishment`` for a group of
     QUIC cells named otherwise), else its group's name."""
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> TrialRecord:
         return {
             "id": self.id,
             "group": self.group,
@@ -381,7 +381,7 @@ def estimate_s(t: TrialPlan) -> float:
     return per_run
 
 
-def share_rate(t: TrialPlan, reference: dict[str, Any] | None) -> dict[str, Any]:
+def share_rate(t: TrialPlan, reference: TrialRecord | None) -> dict[str, Any]:
     """The open-loop rate of trial ``t`` (whose rate is a share such as ``"50%"``) from the
     record (``trial.json``) of its reference, the saturation trial of the same cell and round:
     the share times the reference's answered rate. The answered rate, not CPU per query: it is

@@ -27,12 +27,12 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from dnscost.analysis.load import resummarize, trial_problem
 from dnscost.certs import DEFAULT_KEY_TYPE
 from dnscost.cluster.shares import split_config
-from dnscost.contract import EngineConfig
+from dnscost.contract import EngineConfig, TrialRecord
 from dnscost.engine import check_config
 from dnscost.errors import EngineError, MachineError, TargetError, UsageError
 from dnscost.network import DEFAULT_NETWORK, Network
@@ -470,7 +470,7 @@ def _done_on_disk(trial_dir: Path) -> bool:
     return record is not None and record.get("status") == "done" and record.get("summary") is not None
 
 
-def read_record(trial_dir: Path) -> dict[str, Any] | None:
+def read_record(trial_dir: Path) -> TrialRecord | None:
     """A trial's ``trial.json``, or None when it was never written (or is unreadable, or not
     shaped as a trial record), with its summary computed again from its raw records, as
     ``dnscost report`` does: a rate derived from it follows the validity of today's analysis,
@@ -482,8 +482,9 @@ def read_record(trial_dir: Path) -> dict[str, Any] | None:
         return None
     if trial_problem(doc) is not None:
         return None
-    summary = resummarize(trial_dir, doc)
-    return {**doc, "summary": summary} if summary is not None else doc
+    record = cast(TrialRecord, doc)
+    summary = resummarize(trial_dir, record)
+    return {**record, "summary": summary} if summary is not None else record
 
 
 def _compress(path: Path, *, keep: bool) -> None:

@@ -22,11 +22,11 @@ import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast, get_args
 
 from dnscost.certs import KEY_TYPES
 from dnscost.cluster import ClusterSettings
-from dnscost.contract import Lifetime
+from dnscost.contract import Lifetime, TrialKind
 from dnscost.errors import UsageError
 from dnscost.network import NETWORKS
 from dnscost.proc import parse_cpus
@@ -53,7 +53,7 @@ __all__ = [
 
 TLS_GROUPS = ("x25519", "secp256r1", "secp384r1", "x25519mlkem768")
 """Key-exchange groups the engine can pin (``dnscost-engine generate --tls-group``)."""
-KINDS = ("load", "idle", "search")
+KINDS: tuple[TrialKind, ...] = get_args(TrialKind)
 MAX_NAMES = 10_000_000
 """The most synthetic names a spec's ``names`` or ``dnscost load --names`` asks for (at least 1)."""
 ANALYSES = ("baseline", "memory", "connections", "establishment", "energy", "latency", "cost_model", "clients")
@@ -174,7 +174,7 @@ class Group:
     reads its trials (its name unless it says otherwise)."""
 
     name: str
-    kind: str
+    kind: TrialKind
     transports: tuple[str, ...]
     repetitions: int
     axes: dict[str, tuple[Any, ...]]
@@ -492,7 +492,7 @@ def parse_spec(text: str, origin: str = "<spec>") -> Spec:
             gc.fail("name", f"use lower-case letters, digits and '_', got {gname!r}")
         if any(g.name == gname for g in groups):
             gc.fail("name", f"another group is already called {gname!r}")
-        kind = gc.choice("kind", raw.get("kind", "load"), KINDS)
+        kind = cast(TrialKind, gc.choice("kind", raw.get("kind", "load"), KINDS))
         own_targets = gc.targets("targets", raw["targets"]) if "targets" in raw else None
         analysis = (
             gc.choice("analysis", raw["analysis"], GROUP_ANALYSES)
@@ -598,7 +598,7 @@ def _cluster(origin: str, raw: Any) -> ClusterSettings:
     return settings
 
 
-def _share_group(gc: _Checker, raw: dict[str, Any], name: str, kind: str, earlier: list[Group]) -> Group:
+def _share_group(gc: _Checker, raw: dict[str, Any], name: str, kind: TrialKind, earlier: list[Group]) -> Group:
     """A group at a share of capacity (``capacity_of = "establishment"``, ``rate = "50%"``): the
     cells of an earlier saturation group, each run open loop at the share of the answered rate
     its saturation trial measured in the same round. Its cells, durations and repetitions are

@@ -179,7 +179,13 @@ def test_a_run_json_of_the_wrong_shape_is_one_line(
     ("trial_json", "says"),
     [
         ("[1, 2]", "not a trial record (an array, not an object)"),
-        ('{"summary": "oops"}', "summary is a string, not an object"),
+        ('{"summary": "oops"}', "summary is a string, not an object or null"),
+        (
+            '{"status": "finished"}',
+            "status is 'finished', not one of 'pending', 'running', 'done', 'failed', 'interrupted', "
+            "'not-run', 'missing', 'unreadable'",
+        ),
+        ('{"rep": "1"}', "rep is a string, not an integer"),
         ('{"status": "done", "summary": {"validity": "x"}}', "summary.validity is a string, not an object"),
     ],
 )

@@ -127,3 +127,56 @@ def test_engine_records_have_the_engines_fields_and_types() -> None:
     assert seen == set(RECORD_TYPES)
     generate_writes = {contract.StartRecord, contract.IntervalRecord, contract.SummaryRecord}
     assert set(get_args(contract.EngineRecord)) == generate_writes
+
+
+REPO = Path(__file__).parents[2]
+
+
+def _stored_trials() -> list[Path]:
+    """Every trial.json the repository stores: the kept study and client runs, the fixtures."""
+    return sorted([*(REPO / "docs").rglob("trial.json"), *(REPO / "python" / "tests" / "fixtures").rglob("trial.json")])
+
+
+def test_every_stored_trial_json_is_a_trial_record() -> None:
+    """``TrialRecord`` is trial.json as the package writes it: every stored one is of its types
+    and names no field it lacks (a field added by the writers without the type fails here)."""
+    paths = _stored_trials()
+    assert len(paths) > 100
+    fields = set(get_type_hints(contract.TrialRecord))
+    seen: set[str] = set()
+    for path in paths:
+        doc = json.loads(path.read_text())
+        assert contract.shape_problem(doc, contract.TrialRecord) is None, (
+            path,
+            contract.shape_problem(doc, contract.TrialRecord),
+        )
+        assert set(doc) <= fields, (path, set(doc) - fields)
+        seen |= set(doc)
+    # and the type names nothing no stored trial has (a field the writers dropped)
+    assert fields - seen <= {"records_problem", "external", "cache_fill", "cluster", "dir", "settings", "target_pid"}, (
+        fields - seen
+    )
+
+
+def test_the_documented_trial_json_names_only_trial_record_fields() -> None:
+    text = (REPO / "docs" / "results.md").read_text()
+    block = text.split("## trial.json", 1)[1].split("```json", 1)[1].split("```", 1)[0]
+    assert set(json.loads(block)) <= set(get_type_hints(contract.TrialRecord))
+
+
+def test_shape_problem_names_the_field_and_both_kinds() -> None:
+    check = contract.shape_problem
+    record = contract.TrialRecord
+    assert check({"id": "x", "rep": 1, "summary": None, "target_cpus": [0, 1]}, record) is None
+    assert check({"cache_hit_ratio": 1}, record) is None  # an integer is a number, as in JSON
+    assert check({"rep": True}, record) == "rep is a boolean, not an integer"
+    assert check({"rep": 1.5}, record) == "rep is a number, not an integer"
+    assert check({"target_cpus": [0, "1"]}, record) == "target_cpus[1] is a string, not an integer"
+    assert check({"listen_backlog": {"tcp": None}}, record) == "listen_backlog.tcp is null, not an integer"
+    assert check({"kind": "soak"}, record) == "kind is 'soak', not one of 'load', 'idle', 'search'"
+    assert check({"engine_config": {"connections": "many"}}, record) == (
+        "engine_config.connections is a string, not an integer"
+    )
+    assert check({"summary": []}, record) == "summary is an array, not an object or null"
+    assert check([], record) == "the document is an array, not an object"
+    assert check({"a later field": 1}, record) is None  # written by another version: let through

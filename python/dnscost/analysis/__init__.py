@@ -37,7 +37,7 @@ from dnscost.analysis.tables import (
     wire_rows,
 )
 from dnscost.analysis.write import write_tables
-from dnscost.contract import Row
+from dnscost.contract import Row, TrialRecord
 
 __all__ = ["COLUMNS", "Analysis", "Table", "analyze", "derive", "headline", "write_tables"]
 
@@ -62,7 +62,7 @@ def analyze(run_dir: Path) -> Analysis:
 
 def derive(
     run: dict[str, Any],
-    trials: list[dict[str, Any]],
+    trials: list[TrialRecord],
     rows: list[Row],
     *,
     baseline: list[Row],

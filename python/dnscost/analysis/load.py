@@ -11,8 +11,9 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
+from dnscost.contract import TrialRecord, shape_problem
 from dnscost.errors import UsageError
 from dnscost.results import json_kind, run_problem
 from dnscost.validity import flags_from_conditions
@@ -32,7 +33,7 @@ __all__ = [
 ]
 
 
-def load_run(run_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def load_run(run_dir: Path) -> tuple[dict[str, Any], list[TrialRecord]]:
     """The run's record and one trial document per entry of its plan, in plan order.
 
     A trial without a readable trial.json becomes its plan entry with ``status`` taken from
@@ -73,49 +74,47 @@ def read_run(run_dir: Path) -> dict[str, Any]:
     return run
 
 
-def read_trial(run_dir: Path, entry: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
+def read_trial(run_dir: Path, entry: dict[str, Any], status: dict[str, Any]) -> TrialRecord:
     """The trial of the plan ``entry`` as stored: the entry with its trial.json over it (the
     summary as written at measurement), or, without a readable trial.json, the entry with its
     ``status`` (``status``: its entry in run.json's ``trials``) and an ``error`` saying why."""
     path = run_dir / "trials" / str(entry.get("id")) / "trial.json"
     try:
-        doc: dict[str, Any] = json.loads(path.read_text())
+        doc = json.loads(path.read_text())
     except FileNotFoundError:
         recorded = status.get("status", "missing")
         if recorded == "done":  # run.json says it finished: its record is gone
-            return {**entry, "status": "missing", "error": "trial.json is missing (run.json says the trial finished)"}
-        return {**entry, "status": recorded, "error": status.get("error") or "no trial.json"}
+            return _entry(entry, "missing", "trial.json is missing (run.json says the trial finished)")
+        return _entry(entry, recorded, status.get("error") or "no trial.json")
     except (OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
-        return {**entry, "status": "unreadable", "error": f"trial.json: {e}"}
+        return _entry(entry, "unreadable", f"trial.json: {e}")
     problem = trial_problem(doc)
     if problem is not None:
-        return {**entry, "status": "unreadable", "error": f"trial.json: {problem}"}
+        return _entry(entry, "unreadable", f"trial.json: {problem}")
     # The plan says what the trial is; trial.json adds what happened.
-    return {**entry, **doc}
+    return cast(TrialRecord, {**entry, **doc})
 
 
-_TRIAL_OBJECTS = (
-    "params", "settings", "summary", "summary_context", "counters",
-    "engine_config", "cluster", "derived_rate", "search",
-)  # fmt: skip
-"""The fields of trial.json that, when present, are objects (or null)."""
+def _entry(entry: dict[str, Any], status: str, error: str) -> TrialRecord:
+    """The plan ``entry`` of a trial without a readable trial.json, with why."""
+    return cast(TrialRecord, {**entry, "status": status, "error": error})
 
 
 def trial_problem(doc: Any) -> str | None:
-    """What is wrong with the shape of a trial.json document, or None: an object whose
-    parameters, settings, summary (and its validity), counters and the like are objects or null."""
+    """What is wrong with the shape of a trial.json document, or None: an object whose fields
+    are of the types :class:`dnscost.contract.TrialRecord` gives them (parameters, settings,
+    summary, counters and the like objects or null), and whose summary's validity is an object."""
     if not isinstance(doc, dict):
         return f"not a trial record ({json_kind(doc)}, not an object)"
-    for key in _TRIAL_OBJECTS:
-        if doc.get(key) is not None and not isinstance(doc[key], dict):
-            return f"{key} is {json_kind(doc[key])}, not an object"
+    if (problem := shape_problem(doc, TrialRecord)) is not None:
+        return problem
     validity = (doc.get("summary") or {}).get("validity")
     if validity is not None and not isinstance(validity, dict):
         return f"summary.validity is {json_kind(validity)}, not an object"
     return None
 
 
-def record_files(doc: dict[str, Any]) -> list[str]:
+def record_files(doc: TrialRecord) -> list[str]:
     """The raw record files, relative to the trial's directory, that :func:`resummarize` reads
     for the trial ``doc`` (its trial.json with its plan entry): the engine's records
     (``engine.jsonl``, or each cluster worker's ``workers/<k>/engine.jsonl``) and then the
@@ -128,19 +127,19 @@ def record_files(doc: dict[str, Any]) -> list[str]:
     return [*engines, "meter.jsonl"]
 
 
-def _cluster(doc: dict[str, Any]) -> bool:
+def _cluster(doc: TrialRecord) -> bool:
     """A cluster trial: its summary comes from its workers' records, merged."""
     return isinstance(doc.get("cluster"), dict) and isinstance(doc.get("engine_config"), dict)
 
 
-def resummarize(trial_dir: Path, doc: dict[str, Any]) -> dict[str, Any] | None:
+def resummarize(trial_dir: Path, doc: TrialRecord) -> dict[str, Any] | None:
     """The summary of a finished load or idle trial computed again from its raw records, or
     None when they are not all stored, or damaged (the stored summary then stands; :func:`recompute`
     says why)."""
     return recompute(trial_dir, doc)[0]
 
 
-def recompute(trial_dir: Path, doc: dict[str, Any]) -> tuple[dict[str, Any] | None, str | None]:
+def recompute(trial_dir: Path, doc: TrialRecord) -> tuple[dict[str, Any] | None, str | None]:
     """The summary of a finished load or idle trial computed again from its raw records
     (:func:`record_files`), and what is wrong with them: ``(summary, None)``, or ``(None,
     problem)`` when a record file is missing, empty, cut short (the engine's last record is not
@@ -206,7 +205,7 @@ def _checked_records(trial_dir: Path, name: str, *, engine: bool) -> tuple[list[
     return records, None
 
 
-def status_note(run: dict[str, Any], trials: list[dict[str, Any]]) -> str | None:
+def status_note(run: dict[str, Any], trials: list[TrialRecord]) -> str | None:
     """What a reader of the run's tables must know when run.json does not say ``done``: its
     status and how many trials of its plan are done (``is running: 1 of 3 trials done``,
     ``failed: 0 of 3 trials done``); None for a finished run."""
@@ -218,7 +217,7 @@ def status_note(run: dict[str, Any], trials: list[dict[str, Any]]) -> str | None
     return f"{state}: {done} of {len(trials)} trials done"
 
 
-def damage_notes(run_dir: Path, trials: list[dict[str, Any]]) -> list[str]:
+def damage_notes(run_dir: Path, trials: list[TrialRecord]) -> list[str]:
     """One line per trial of :func:`load_run` whose stored record is damaged, naming the file: a
     trial.json unreadable, or missing for a trial run.json says finished (the trial is left
     out), or raw records missing, cut short or corrupt (its stored summary is used, unchecked)."""
@@ -255,7 +254,7 @@ def validity_flags(validity: dict[str, Any]) -> list[str]:
     return flags_from_conditions(validity)
 
 
-def is_valid(trial: dict[str, Any]) -> bool:
+def is_valid(trial: TrialRecord) -> bool:
     """A trial counts in fits, medians and headline figures: done, with a summary, and valid."""
     summary = trial.get("summary")
     if trial.get("status") != "done" or not isinstance(summary, dict):

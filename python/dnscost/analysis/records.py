@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from dnscost.contract import TrialRecord
+
 __all__ = ["Analysis", "Table"]
 
 
@@ -27,5 +29,5 @@ class Analysis:
     derived table by name."""
 
     run: dict[str, Any]
-    trials: list[dict[str, Any]]
+    trials: list[TrialRecord]
     tables: dict[str, Table]

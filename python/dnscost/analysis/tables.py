@@ -12,7 +12,7 @@ from dnscost.analysis.load import is_valid, run_network, validity_flags
 from dnscost.analysis.rounds import ROUND_COLUMNS, round_of, udp_references
 from dnscost.analysis.stats import fit_line, median
 from dnscost.certs import DEFAULT_KEY_TYPE
-from dnscost.contract import Row
+from dnscost.contract import Row, TrialRecord
 from dnscost.transports import DATAGRAM_TRANSPORTS
 from dnscost.validity import CONSISTENCY_FLAGS
 
@@ -167,7 +167,7 @@ def _rate(value: Any) -> str | None:
     return str(value)
 
 
-def _target_cpus(trial: dict[str, Any], run: dict[str, Any]) -> list[str] | None:
+def _target_cpus(trial: TrialRecord, run: dict[str, Any]) -> list[str] | None:
     """The target's CPUs, as keys of the meter's ``cores``: trial.json's ``target_cpus``, else
     the older ``settings.target_cpus``, else the spec's ``target_cpus``."""
     for source in (trial, _dict(trial.get("settings")), _dict(run.get("spec"))):
@@ -185,7 +185,7 @@ def _softirq_us(meter: dict[str, Any], cpus: list[str] | None) -> float | None:
     return sum(v for v in values if v is not None) if any(v is not None for v in values) else None
 
 
-def _network(trial: dict[str, Any], run: dict[str, Any]) -> str:
+def _network(trial: TrialRecord, run: dict[str, Any]) -> str:
     """Where the target sat: the trial's bed (``network.kind``), else the run's choice
     (:func:`dnscost.analysis.load.run_network`)."""
     kind = _dict(trial.get("network")).get("kind")
@@ -196,7 +196,7 @@ def _delta(now: float | None, idle: float | None) -> float | None:
     return now - idle if now is not None and idle is not None else None
 
 
-def trial_row(trial: dict[str, Any], run: dict[str, Any]) -> Row:
+def trial_row(trial: TrialRecord, run: dict[str, Any]) -> Row:
     """One row of the ``trials`` table. Missing fields (a failed trial, an older summary) are
     None; counts the summary lacks are derived from its rates where that is exact."""
     params = _dict(trial.get("params"))
@@ -294,7 +294,7 @@ def _values(rows: Iterable[Row], column: str) -> list[float]:
     return [r[column] for r in rows if r["valid"] and r[column] is not None]
 
 
-def baseline_rows(trials: list[dict[str, Any]], rows: list[Row]) -> list[Row]:
+def baseline_rows(trials: list[TrialRecord], rows: list[Row]) -> list[Row]:
     """One row per target: from its UDP capacity searches (``kind`` search), medians over the
     valid repetitions of the highest answered rate with loss below ``search.max_loss``; and UDP
     at saturation (closed loop: each round's UDP reference, median over the valid ones),
@@ -332,7 +332,7 @@ def baseline_rows(trials: list[dict[str, Any]], rows: list[Row]) -> list[Row]:
     return out
 
 
-def memory_point_rows(trials: list[dict[str, Any]], rows: list[Row]) -> list[Row]:
+def memory_point_rows(trials: list[TrialRecord], rows: list[Row]) -> list[Row]:
     """One row per idle trial: levels in the window minus the idle baseline before the engine."""
     out = []
     for t, r in zip(trials, rows, strict=True):
@@ -574,7 +574,7 @@ QUIC rides on UDP: its packets are datagrams, its payload their UDP payload (QUI
 and encryption included)."""
 
 
-def _wire_figures(trial: dict[str, Any]) -> dict[str, float] | None:
+def _wire_figures(trial: TrialRecord) -> dict[str, float] | None:
     """One trial's per-query wire figures from its summary's ``wire`` (the engine's whole run),
     None without one or without an answer."""
     w = _dict(_dict(trial.get("summary")).get("wire"))
@@ -601,7 +601,7 @@ def _wire_figures(trial: dict[str, Any]) -> dict[str, float] | None:
     }
 
 
-def wire_rows(trials: list[dict[str, Any]], rows: list[Row]) -> list[Row]:
+def wire_rows(trials: list[TrialRecord], rows: list[Row]) -> list[Row]:
     """Packets and payload octets per answered query, each direction, per target x transport x
     lifetime x resumption x certificate key x connections, from the engine's own counts over its
     whole run (summary ``wire``): medians over the valid load trials, or over the invalid ones

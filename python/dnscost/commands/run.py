@@ -164,7 +164,7 @@ def main(a: argparse.Namespace) -> int:
             spec.name,
             spec=resolved,
             spec_toml=spec.source,
-            plan=[t.to_dict() for t in plan],
+            plan=[dict(t.to_dict()) for t in plan],
             facts=facts(),
             versions={"dnscost-engine": engine_version()},
         )
