@@ -35,6 +35,7 @@ from typing import (
 
 __all__ = [
     "Accounting",
+    "ClusterRecord",
     "ConnectionCounts",
     "ConnectionRecord",
     "EngineConfig",
@@ -54,7 +55,12 @@ __all__ = [
     "TrialKind",
     "TrialRecord",
     "TrialStatus",
+    "TrialSummary",
     "UdpRetry",
+    "Validity",
+    "Wire",
+    "WorkerShare",
+    "WorkerSummary",
     "shape_problem",
 ]
 
@@ -314,6 +320,133 @@ class QueryRecord(TypedDict):
     transport: str
 
 
+class Validity(TypedDict):
+    """The conditions a trial was judged on, and its verdict (``docs/results.md``, Validity)."""
+
+    generator_kept_up: bool
+    offered_of_scheduled: float | None
+    target_saturated: bool
+    generator_saturated: bool
+    both_saturated: bool
+    target_busy_share: float
+    target_foreign_share: float | None
+    generator_busy_share: float
+    loss: float | None
+    accounting_balanced: bool
+    cache_hit_ratio: float | None
+    engine_answered: int
+    target_answered: int | None
+    answer_count_agreement: float | None
+    listen_overflows: int | None
+    listen_overflow_share: float | None
+    core_time_source: str
+    meter_samples: int
+    flags: list[str]
+    unchecked: list[str]
+    valid: bool
+
+
+class Wire(TypedDict):
+    """What the generator put on the wire over the engine's whole run (warm-up and drain
+    included, so that every connection is counted from its SYN), and the queries answered and
+    connections established over the same run: the engine's ``total`` record. UDP: datagrams
+    and their payload octets. tcp, dot, doh: segments (SYN, pure ACKs, retransmissions and the
+    close included) and sequence numbers acknowledged (``bytes_sent``: payload, plus one for the
+    SYN and one for the FIN) or received (``bytes_received``: payload, plus one for the server's
+    FIN), from the kernel's TCP_INFO, read last once the server has ended a connection the
+    client closed (``docs/results.md``, wire; engine runs before 2026-11-24 stopped reading just
+    before the client's close and counted none of it)."""
+
+    queries_answered: int
+    connections_established: int
+    packets_sent: int
+    packets_received: int
+    bytes_sent: int
+    bytes_received: int
+
+
+class TrialSummary(TypedDict):
+    """One trial's costs over the engine's measured window (``docs/results.md``, trial.json)."""
+
+    summary_version: int
+    measured_s: float
+    offered_qps: float
+    answered_qps: float
+    queries_offered: int
+    queries_answered: int
+    connections_established: int
+    handshakes_full: int
+    handshakes_resumed: int
+    handshakes_zero_rtt_accepted: int
+    handshakes_zero_rtt_rejected: int
+    connection_seconds: float
+    mean_active_connections: float
+    connections_held: float | None
+    target_cpu_us: float | None
+    target_cpu_us_per_query: float | None
+    target_cpu_us_per_new_connection: float | None
+    target_cpu_share: float | None
+    engine_cpu_us: int
+    generator_cpu_us: float | None
+    generator_cpu_us_per_query: float | None
+    generator_cpu_share: float | None
+    user_bytes_per_connection: float | None
+    kernel_bytes_per_connection: float | None
+    tcp_kernel_bytes_per_connection: float | None
+    socket_buffer_bytes_per_connection: float | None
+    energy_j: float | None
+    energy_source: str | None
+    energy_marginal_j: float | None
+    energy_j_per_1000_queries: float | None
+    latency_us: dict[str, int]
+    setup_latency_us: dict[str, int]
+    meter: dict[str, Any]
+    baseline_meter: dict[str, Any]
+    validity: Validity
+    wire: Wire | None
+
+
+class WorkerSummary(TypedDict):
+    """A worker's own engine summary, as ``trial.json`` records it beside its share."""
+
+    offered: int
+    answered: int
+    answered_qps: float
+    generator_kept_up: bool
+    engine_cpu_us: int
+    latency_p50_us: int
+    latency_p99_us: int
+
+
+class WorkerShare(TypedDict):
+    """One worker's part of a trial, as ``trial.json`` records it (``cluster.workers``)."""
+
+    address: str
+    name: str
+    host: str
+    dir: str
+    """Its records and configuration, under the trial's directory."""
+    connections: int
+    rate: float | str
+    cpus: list[int]
+    sources: list[str]
+    late_ms: float
+    started_unix_ms: int
+    summary: WorkerSummary
+
+
+class ClusterRecord(TypedDict):
+    """How a trial was split and merged (``trial.json`` ``cluster``): enough to merge again."""
+
+    address: str
+    tls_ca: str
+    start_at_unix_ms: int
+    start_skew_ms: int
+    max_skew_ms: float
+    generator_cores: int
+    workers: list[WorkerShare]
+
+
 TrialStatus = Literal["pending", "running", "done", "failed", "interrupted", "not-run", "missing", "unreadable"]
 """Where a trial is: ``pending`` to ``running`` to ``done``, ``failed``, ``interrupted`` or
 ``not-run`` (a share whose reference cannot give it a rate); ``missing`` and ``unreadable`` are
@@ -367,9 +500,9 @@ class TrialRecord(TypedDict, total=False):
     cache_fill: str
     bed: str
     # What it measured (dnscost.trial.measure)
-    cluster: dict[str, Any]
+    cluster: ClusterRecord
     engine_config: EngineConfig
-    summary: dict[str, Any] | None
+    summary: TrialSummary | None
     summary_context: dict[str, Any]
     counters: dict[str, Any]
     softnet: dict[str, Any]
@@ -381,18 +514,23 @@ class TrialRecord(TypedDict, total=False):
 def shape_problem(value: object, hint: object, where: str = "") -> str | None:
     """What keeps ``value`` (parsed JSON) from being of the type ``hint`` (a ``TypedDict``, a
     union, ``Literal``, ``list[...]``, ``dict[str, ...]``, ``int``, ``float``, ``str``,
-    ``bool``, ``None`` or ``Any``), or None: ``"summary is a list, not an object"``. Keys a
+    ``bool``, ``None`` or ``Any``), or None: ``"summary is an array, not an object"``. Keys a
     ``TypedDict`` does not name are let through (a run written by another version of the
-    package); an integer stands for a float, as in JSON."""
+    package), and ``int`` and ``float`` are both JSON's one number: what is checked is the
+    kind of every value, which is what a reader would trip on."""
     origin, args = get_origin(hint), get_args(hint)
     name = where or "the document"
     if hint is Any:
         return None
     if origin in (Union, UnionType):
         problems = [shape_problem(value, h, where) for h in args]
-        if all(problems):
-            return f"{name} is {_json_kind(value)}, not {' or '.join(_kind_of(h) for h in args)}"
-        return None
+        if not all(problems):
+            return None
+        # A value of one member's kind is judged by that member: its own problem, inside it.
+        same = [p for h, p in zip(args, problems, strict=True) if _kind_of(h) == _json_kind(value)]
+        if len(same) == 1:
+            return same[0]
+        return f"{name} is {_json_kind(value)}, not {' or '.join(_kind_of(h) for h in args)}"
     if origin is Literal:
         return None if value in args else f"{name} is {value!r}, not one of {', '.join(map(repr, args))}"
     if origin in (NotRequired, Required):
@@ -419,10 +557,8 @@ def shape_problem(value: object, hint: object, where: str = "") -> str | None:
         return None
     if hint is None or hint is type(None):
         return None if value is None else f"{name} is {_json_kind(value)}, not null"
-    if hint is float:
+    if hint in (int, float):  # JSON has one kind of number: 3.0 is read as an int would be
         ok = isinstance(value, int | float) and not isinstance(value, bool)
-    elif hint is int:
-        ok = isinstance(value, int) and not isinstance(value, bool)
     elif isinstance(hint, type):
         ok = isinstance(value, hint)
     else:
@@ -454,5 +590,5 @@ def _kind_of(hint: object) -> str:
         return "an object"
     if origin is Literal:
         return "one of " + ", ".join(map(repr, get_args(hint)))
-    names: dict[object, str] = {int: "an integer", float: "a number", str: "a string", bool: "a boolean"}
+    names: dict[object, str] = {int: "a number", float: "a number", str: "a string", bool: "a boolean"}
     return names.get(hint, str(hint))

@@ -23,6 +23,7 @@ import hashlib
 import itertools
 import math
 import random
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -399,7 +400,7 @@ def share_rate(t: TrialPlan, reference: TrialRecord | None) -> dict[str, Any]:
         raise ValueError(f"reference {t.reference} was not run")
     if reference.get("status") != "done":
         raise ValueError(f"reference {t.reference} {reference.get('status') or 'did not finish'}")
-    summary = reference.get("summary") or {}
+    summary: Mapping[str, Any] = reference.get("summary") or {}
     validity = summary.get("validity") or {}
     bound = list(validity.get("flags") or []) == ["generator-bound"]
     if not validity.get("valid", False) and not bound:

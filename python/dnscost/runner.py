@@ -199,7 +199,7 @@ def search(
     cache_hit_ratio: float | None,
     on_step: Callable[[dict[str, Any]], None] = lambda _: None,
     cluster: Cluster | None = None,
-) -> dict[str, Any]:
+) -> TrialRecord:
     """The highest offered UDP rate answered with loss below ``max_loss``: double from
     ``start_qps`` until a step fails, then bisect until the bracket is within ``precision``.
     A step in which the generator fell behind fails too (the generator could not offer that
@@ -210,7 +210,7 @@ def search(
     hi: float | None = None
     rate = float(p["start_qps"])
     steps: list[dict[str, Any]] = []
-    best: dict[str, Any] | None = None
+    best: TrialRecord | None = None
     generator_bound = False
     for k in range(int(p["max_steps"])):
         engine: EngineConfig = {
@@ -229,7 +229,9 @@ def search(
             cache_hit_ratio=cache_hit_ratio,
             **_with_cluster(cluster),
         )
-        v = step["summary"]["validity"]
+        step_summary = step["summary"]
+        assert step_summary is not None  # measure() always summarises
+        v = step_summary["validity"]
         loss = v["loss"]
         ok = loss is not None and loss < p["max_loss"] and v["accounting_balanced"]
         behind = not v["generator_kept_up"]
@@ -255,7 +257,7 @@ def search(
                 break
             rate = (lo + hi) / 2
         rate = float(round(rate))
-    out: dict[str, Any] = {
+    out: TrialRecord = {
         "steps": steps,
         "search": {
             "max_qps": lo,
@@ -268,12 +270,13 @@ def search(
     out["search"]["bracketed"] = hi is not None
     if best is not None:
         out["engine_config"] = best["engine_config"]
-        out["summary"] = best["summary"]
+        out["summary"] = summary = best["summary"]
+        assert summary is not None
         # Without a failing step above it, the result is only a lower bound.
         for flag, bad in (("generator-bound-search", generator_bound), ("search-unbounded", hi is None)):
             if bad:
-                out["summary"]["validity"]["flags"].append(flag)
-                out["summary"]["validity"]["valid"] = False
+                summary["validity"]["flags"].append(flag)
+                summary["validity"]["valid"] = False
     return out
 
 
@@ -296,7 +299,7 @@ def run_plan(
     counts = {"done": 0, "failed": 0, "skipped": 0, "not_run": 0}
     start_failures: dict[str, int] = {}
     bed: Testbed | None = None
-    bed_info: dict[str, Any] = {}
+    bed_info: TrialRecord = {}
     bed_target: tuple[str, str] = ("", "")
     beds = 0
     spent = 0.0
@@ -321,7 +324,7 @@ def run_plan(
             progress.trial(k, t, sum(estimates[k - 1 :]), spent)
             trial_dir = run.trial_dir(t.id)
             trial_dir.mkdir(parents=True, exist_ok=True)
-            record: dict[str, Any] = {
+            record: TrialRecord = {
                 **t.to_dict(),
                 "status": "running",
                 "error": None,
@@ -335,7 +338,7 @@ def run_plan(
                     record["derived_rate"] = share_rate(t, read_record(run.trial_dir(t.reference)))
                 except ValueError as e:
                     # Not a failure of this trial: its cell has no valid capacity to take a share of.
-                    record.update(status="not-run", error=f"no rate to derive: {e}")
+                    record["status"], record["error"] = "not-run", f"no rate to derive: {e}"
                     write_json(trial_dir / "trial.json", record)
                     run.set_trial(t.id, "not-run", record["error"])
                     counts["not_run"] += 1
@@ -373,7 +376,8 @@ def run_plan(
                 starting = False
                 start_failures[t.target] = 0
                 run.doc["versions"][t.target] = info.get("target_version", "")
-                record.update({k: v for k, v in info.items() if k != "target_pid"})
+                record.update(info)
+                record.pop("target_pid", None)
                 write_json(trial_dir / "trial.json", record)
                 if t.kind == "search":
 
@@ -405,7 +409,7 @@ def run_plan(
             except (TargetError, EngineError, MachineError) as e:
                 if isinstance(e, MachineError) and not starting:
                     raise
-                record.update(status="failed", error=describe_failure(e, own_bed or bed))
+                record["status"], record["error"] = "failed", describe_failure(e, own_bed or bed)
                 counts["failed"] += 1
                 if starting:
                     start_failures[t.target] = start_failures.get(t.target, 0) + 1
@@ -414,10 +418,8 @@ def run_plan(
                     bed.stop()
                     bed = None
             except BaseException as e:
-                record.update(
-                    status="interrupted" if isinstance(e, KeyboardInterrupt) else "failed",
-                    error=describe_failure(e, own_bed or bed),
-                )
+                record["status"] = "interrupted" if isinstance(e, KeyboardInterrupt) else "failed"
+                record["error"] = describe_failure(e, own_bed or bed)
                 raise
             finally:
                 if own_bed is not None:
@@ -484,7 +486,9 @@ def read_record(trial_dir: Path) -> TrialRecord | None:
         return None
     record = cast(TrialRecord, doc)
     summary = resummarize(trial_dir, record)
-    return {**record, "summary": summary} if summary is not None else record
+    if summary is not None:
+        record["summary"] = summary
+    return record
 
 
 def _compress(path: Path, *, keep: bool) -> None:
@@ -500,8 +504,9 @@ def _compress(path: Path, *, keep: bool) -> None:
     path.unlink()
 
 
-def _one_line(record: dict[str, Any]) -> str:
+def _one_line(record: TrialRecord) -> str:
     s = record["summary"]
+    assert s is not None  # a trial done has its summary
     v = s["validity"]
     parts = [f"{s['answered_qps']:,.0f} qps answered"]
     slots, asked = record.get("engine_config", {}).get("connections"), record.get("params", {}).get("connections")

@@ -11,7 +11,7 @@ everything, and write the trial's raw data and summary as they are produced.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from dnscost import meter
 from dnscost.certs import DEFAULT_KEY_TYPE, TlsFiles, make_tls
-from dnscost.contract import EngineConfig, SummaryRecord
+from dnscost.contract import EngineConfig, SummaryRecord, TrialRecord
 from dnscost.engine import Endpoint, Responder, generate, summary_of
 from dnscost.errors import TargetError, UsageError
 from dnscost.meter.sockets import listen_backlogs
@@ -277,7 +277,7 @@ def start_bed(
     fill: bool | None = None,
     network: Network | None = None,
     transports: Sequence[str] | None = None,
-) -> tuple[Testbed, dict[str, Any]]:
+) -> tuple[Testbed, TrialRecord]:
     """Creates and starts the target of ``s`` (with its upstream) in ``workdir`` and, unless
     ``fill`` is false, fills its cache. Returns the bed and what is known of it (version, PID,
     endpoints, cache-hit ratio after the fill). ``network``: a set-up made elsewhere (a
@@ -304,7 +304,7 @@ def start_bed(
     try:
         target = bed.target
         target.start()
-        info: dict[str, Any] = {
+        info: TrialRecord = {
             "target_pid": target.child.pid if target.child else None,
             "target_version": target.version(),
             "target_place": target.place.describe(),
@@ -396,7 +396,7 @@ def measure(
     cache_hit_ratio: float | None,
     backlog: dict[str, int] | None = None,
     cluster: Cluster | None = None,
-) -> dict[str, Any]:
+) -> TrialRecord:
     """One measured engine run against the started ``bed``: idle baseline, load, summary.
     Raw data goes to ``trial_dir`` as it is produced; returns the engine configuration, the
     summary and the target's counters. With ``cluster``, the load is split over its workers
@@ -438,8 +438,10 @@ def measure(
         bed.target.start()
     s = replace(s, engine={**s.engine, "warmup_ms": longer})
     result, _ = _measure_once(bed, s, trial_dir, cache_hit_ratio=cache_hit_ratio, backlog=backlog, cluster=cluster)
-    extended = {"by": by, "first": first, "warmup_ms": longer, "kept": aside.name, "target_restarted": restarted}
-    return {**result, "warmup_extended": extended}
+    result["warmup_extended"] = {
+        "by": by, "first": first, "warmup_ms": longer, "kept": aside.name, "target_restarted": restarted
+    }  # fmt: skip
+    return result
 
 
 def warmup_for_open_phase(summary: SummaryRecord, warmup_ms: int) -> int | None:
@@ -452,7 +454,7 @@ def warmup_for_open_phase(summary: SummaryRecord, warmup_ms: int) -> int | None:
     return max(warmup_ms, -(-int(opened * 1.5) // 100) * 100)
 
 
-def warmup_for_late_accepts(config: EngineConfig, summary: dict[str, Any], warmup_ms: int) -> int | None:
+def warmup_for_late_accepts(config: EngineConfig, summary: Mapping[str, Any], warmup_ms: int) -> int | None:
     """The warm-up (ms) a persistent trial over TCP (lifetime forever, no idle timeout) needs
     whose target's network namespace accepted more of its connections in the window than
     ``validity.flag_not_persistent`` lets pass (``Tcp: PassiveOpens``; the engine counted them
@@ -470,7 +472,7 @@ def warmup_for_late_accepts(config: EngineConfig, summary: dict[str, Any], warmu
     return -(-int(open_phase * 1.5) // 100) * 100
 
 
-def _passive_opens(summary: dict[str, Any]) -> int | None:
+def _passive_opens(summary: Mapping[str, Any]) -> int | None:
     """The connections the target's namespace accepted in the window, as the meter counted them."""
     value = ((summary.get("meter") or {}).get("counters") or {}).get("tcp_passive_opens")
     return int(value) if isinstance(value, int | float) else None
@@ -484,7 +486,7 @@ def _measure_once(
     cache_hit_ratio: float | None,
     backlog: dict[str, int] | None,
     cluster: Cluster | None,
-) -> tuple[dict[str, Any], SummaryRecord]:
+) -> tuple[TrialRecord, SummaryRecord]:
     """:func:`measure`'s one engine run; also returns the engine's summary record."""
 
     target = bed.target
@@ -544,8 +546,7 @@ def _measure_once(
         generator_cores=cluster.generator_cores if cluster is not None else None,
     )
     counters = {"before": asdict(counters_before), "after": asdict(counters_after)}
-    return {
-        **({"cluster": cluster_record} if cluster is not None else {}),
+    result: TrialRecord = {
         "engine_config": config,
         "summary": summarize_trial(
             records, samples, CounterDelta.from_counters(counters["before"], counters["after"]), context
@@ -553,7 +554,10 @@ def _measure_once(
         "summary_context": context.to_dict(),
         "counters": counters,
         "softnet": softnet,
-    }, summary_of(records)
+    }
+    if cluster is not None:
+        result = {"cluster": cluster_record, **result}
+    return result, summary_of(records)
 
 
 def _unchecked(target: Target, s: LoadSettings) -> tuple[str, ...]:
@@ -564,14 +568,14 @@ def _unchecked(target: Target, s: LoadSettings) -> tuple[str, ...]:
     return tuple(out)
 
 
-def run_trial(settings: LoadSettings, trial_dir: Path, cluster: Cluster | None = None) -> dict[str, Any]:
+def run_trial(settings: LoadSettings, trial_dir: Path, cluster: Cluster | None = None) -> TrialRecord:
     """Runs one trial on a target of its own into ``trial_dir`` and returns its record (also
     written to ``trial.json``), its load from ``cluster``'s workers when given. Every process
     started is stopped, whatever happens."""
     s = settings
     s.validate()
     trial_dir.mkdir(parents=True, exist_ok=True)
-    record: dict[str, Any] = {"settings": asdict(s), "status": "running", "dir": trial_dir.name}
+    record: TrialRecord = {"settings": asdict(s), "status": "running", "dir": trial_dir.name}
 
     def write() -> None:
         write_json(trial_dir / "trial.json", record)

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, TypedDict
+from typing import Any
 
 from dnscost import validity as V
+from dnscost.contract import TrialSummary, Wire
 from dnscost.meter import summary as meter_summary
 from dnscost.meter.energy import CpuPowerModel
 
@@ -19,100 +20,11 @@ __all__ = [
     "SUMMARY_VERSION",
     "CounterDelta",
     "SummaryContext",
-    "TrialSummary",
-    "Validity",
-    "Wire",
     "summarize_trial",
 ]
 
 SUMMARY_VERSION = 5
 """Bumped whenever a field's definition changes, so stored summaries can be told apart."""
-
-
-class Validity(TypedDict):
-    """The conditions a trial was judged on, and its verdict (``docs/results.md``, Validity)."""
-
-    generator_kept_up: bool
-    offered_of_scheduled: float | None
-    target_saturated: bool
-    generator_saturated: bool
-    both_saturated: bool
-    target_busy_share: float
-    target_foreign_share: float | None
-    generator_busy_share: float
-    loss: float | None
-    accounting_balanced: bool
-    cache_hit_ratio: float | None
-    engine_answered: int
-    target_answered: int | None
-    answer_count_agreement: float | None
-    listen_overflows: int | None
-    listen_overflow_share: float | None
-    core_time_source: str
-    meter_samples: int
-    flags: list[str]
-    unchecked: list[str]
-    valid: bool
-
-
-class Wire(TypedDict):
-    """What the generator put on the wire over the engine's whole run (warm-up and drain
-    included, so that every connection is counted from its SYN), and the queries answered and
-    connections established over the same run: the engine's ``total`` record. UDP: datagrams
-    and their payload octets. tcp, dot, doh: segments (SYN, pure ACKs, retransmissions and the
-    close included) and sequence numbers acknowledged (``bytes_sent``: payload, plus one for the
-    SYN and one for the FIN) or received (``bytes_received``: payload, plus one for the server's
-    FIN), from the kernel's TCP_INFO, read last once the server has ended a connection the
-    client closed (``docs/results.md``, wire; engine runs before 2026-11-24 stopped reading just
-    before the client's close and counted none of it)."""
-
-    queries_answered: int
-    connections_established: int
-    packets_sent: int
-    packets_received: int
-    bytes_sent: int
-    bytes_received: int
-
-
-class TrialSummary(TypedDict):
-    """One trial's costs over the engine's measured window (``docs/results.md``, trial.json)."""
-
-    summary_version: int
-    measured_s: float
-    offered_qps: float
-    answered_qps: float
-    queries_offered: int
-    queries_answered: int
-    connections_established: int
-    handshakes_full: int
-    handshakes_resumed: int
-    handshakes_zero_rtt_accepted: int
-    handshakes_zero_rtt_rejected: int
-    connection_seconds: float
-    mean_active_connections: float
-    connections_held: float | None
-    target_cpu_us: float | None
-    target_cpu_us_per_query: float | None
-    target_cpu_us_per_new_connection: float | None
-    target_cpu_share: float | None
-    engine_cpu_us: int
-    generator_cpu_us: float | None
-    generator_cpu_us_per_query: float | None
-    generator_cpu_share: float | None
-    user_bytes_per_connection: float | None
-    kernel_bytes_per_connection: float | None
-    tcp_kernel_bytes_per_connection: float | None
-    socket_buffer_bytes_per_connection: float | None
-    energy_j: float | None
-    energy_source: str | None
-    energy_marginal_j: float | None
-    energy_j_per_1000_queries: float | None
-    latency_us: dict[str, int]
-    setup_latency_us: dict[str, int]
-    meter: dict[str, Any]
-    baseline_meter: dict[str, Any]
-    validity: Validity
-    wire: Wire | None
 
 
 @dataclass(frozen=True)

@@ -185,7 +185,7 @@ def test_a_run_json_of_the_wrong_shape_is_one_line(
             "status is 'finished', not one of 'pending', 'running', 'done', 'failed', 'interrupted', "
             "'not-run', 'missing', 'unreadable'",
         ),
-        ('{"rep": "1"}', "rep is a string, not an integer"),
+        ('{"rep": "1"}', "rep is a string, not a number"),
         ('{"status": "done", "summary": {"validity": "x"}}', "summary.validity is a string, not an object"),
     ],
 )

@@ -169,13 +169,17 @@ def test_shape_problem_names_the_field_and_both_kinds() -> None:
     record = contract.TrialRecord
     assert check({"id": "x", "rep": 1, "summary": None, "target_cpus": [0, 1]}, record) is None
     assert check({"cache_hit_ratio": 1}, record) is None  # an integer is a number, as in JSON
-    assert check({"rep": True}, record) == "rep is a boolean, not an integer"
-    assert check({"rep": 1.5}, record) == "rep is a number, not an integer"
-    assert check({"target_cpus": [0, "1"]}, record) == "target_cpus[1] is a string, not an integer"
-    assert check({"listen_backlog": {"tcp": None}}, record) == "listen_backlog.tcp is null, not an integer"
+    assert check({"rep": True}, record) == "rep is a boolean, not a number"
+    assert check({"rep": 1.0, "summary": {"queries_answered": 10.0}}, record) is None  # JSON's one number
+    assert check({"target_cpus": [0, "1"]}, record) == "target_cpus[1] is a string, not a number"
+    assert check({"listen_backlog": {"tcp": None}}, record) == "listen_backlog.tcp is null, not a number"
+    assert (
+        check({"summary": {"validity": {"flags": "loss"}}}, record)
+        == "summary.validity.flags is a string, not an array"
+    )
     assert check({"kind": "soak"}, record) == "kind is 'soak', not one of 'load', 'idle', 'search'"
     assert check({"engine_config": {"connections": "many"}}, record) == (
-        "engine_config.connections is a string, not an integer"
+        "engine_config.connections is a string, not a number"
     )
     assert check({"summary": []}, record) == "summary is an array, not an object or null"
     assert check([], record) == "the document is an array, not an object"

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
 
-from dnscost.contract import TrialRecord, shape_problem
+from dnscost.contract import TrialRecord, TrialSummary, shape_problem
 from dnscost.errors import UsageError
 from dnscost.results import json_kind, run_problem
 from dnscost.validity import flags_from_conditions
@@ -132,14 +132,14 @@ def _cluster(doc: TrialRecord) -> bool:
     return isinstance(doc.get("cluster"), dict) and isinstance(doc.get("engine_config"), dict)
 
 
-def resummarize(trial_dir: Path, doc: TrialRecord) -> dict[str, Any] | None:
+def resummarize(trial_dir: Path, doc: TrialRecord) -> TrialSummary | None:
     """The summary of a finished load or idle trial computed again from its raw records, or
     None when they are not all stored, or damaged (the stored summary then stands; :func:`recompute`
     says why)."""
     return recompute(trial_dir, doc)[0]
 
 
-def recompute(trial_dir: Path, doc: TrialRecord) -> tuple[dict[str, Any] | None, str | None]:
+def recompute(trial_dir: Path, doc: TrialRecord) -> tuple[TrialSummary | None, str | None]:
     """The summary of a finished load or idle trial computed again from its raw records
     (:func:`record_files`), and what is wrong with them: ``(summary, None)``, or ``(None,
     problem)`` when a record file is missing, empty, cut short (the engine's last record is not
@@ -168,7 +168,7 @@ def recompute(trial_dir: Path, doc: TrialRecord) -> tuple[dict[str, Any] | None,
         records = merge_records(parts, doc["engine_config"])
     context, counters = doc["summary_context"], doc["counters"]
     counts = CounterDelta.from_counters(counters["before"], counters["after"])
-    return dict(summarize_trial(records, samples, counts, SummaryContext.from_dict(context))), None
+    return summarize_trial(records, samples, counts, SummaryContext.from_dict(context)), None
 
 
 def _checked_records(trial_dir: Path, name: str, *, engine: bool) -> tuple[list[dict[str, Any]], str | None]:

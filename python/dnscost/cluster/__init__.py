@@ -25,12 +25,11 @@ from pathlib import Path
 from typing import Any
 
 from dnscost.cluster.shares import merge_records, split_config
-from dnscost.cluster.workers import Cluster, ClusterRecord, ClusterTls
+from dnscost.cluster.workers import Cluster, ClusterTls
 from dnscost.errors import UsageError
 
 __all__ = [
     "Cluster",
-    "ClusterRecord",
     "ClusterSettings",
     "ClusterTls",
     "merge_records",

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any, Protocol, TypedDict, cast
 
 from dnscost.cluster.shares import merge_records, split_config
-from dnscost.contract import EngineConfig, EngineRecord
+from dnscost.contract import ClusterRecord, EngineConfig, EngineRecord, WorkerShare, WorkerSummary
 from dnscost.engine import start_of, summary_of
 from dnscost.errors import DnscostError, EngineError, UsageError
 
@@ -43,13 +43,10 @@ __all__ = [
     "LEAD_S",
     "Cluster",
     "ClusterDescription",
-    "ClusterRecord",
     "ClusterTls",
     "Owned",
     "ShareResult",
     "WorkerFacts",
-    "WorkerShare",
-    "WorkerSummary",
     "max_skew_ms",
     "run_share",
     "worker_facts",
@@ -116,18 +113,6 @@ class ShareResult(TypedDict):
     connections_log_gz: bytes | None
 
 
-class WorkerSummary(TypedDict):
-    """A worker's own engine summary, as ``trial.json`` records it beside its share."""
-
-    offered: int
-    answered: int
-    answered_qps: float
-    generator_kept_up: bool
-    engine_cpu_us: int
-    latency_p50_us: int
-    latency_p99_us: int
-
-
 class ClusterDescription(TypedDict):
     """What run.json records of a run's cluster (``cluster``)."""
 
@@ -135,35 +120,6 @@ class ClusterDescription(TypedDict):
     tls: dict[str, str]
     target_address: str
     workers: list[WorkerFacts]
-
-
-class WorkerShare(TypedDict):
-    """One worker's part of a trial, as ``trial.json`` records it (``cluster.workers``)."""
-
-    address: str
-    name: str
-    host: str
-    dir: str
-    """Its records and configuration, under the trial's directory."""
-    connections: int
-    rate: float | str
-    cpus: list[int]
-    sources: list[str]
-    late_ms: float
-    started_unix_ms: int
-    summary: WorkerSummary
-
-
-class ClusterRecord(TypedDict):
-    """How a trial was split and merged (``trial.json`` ``cluster``): enough to merge again."""
-
-    address: str
-    tls_ca: str
-    start_at_unix_ms: int
-    start_skew_ms: int
-    max_skew_ms: float
-    generator_cores: int
-    workers: list[WorkerShare]
 
 
 def max_skew_ms(config: Mapping[str, Any]) -> float:

@@ -19,7 +19,7 @@ from dnscost.commands.cluster import settings_from as cluster_settings
 from dnscost.commands.external import add_options as add_external_options
 from dnscost.commands.external import external_settings
 from dnscost.commands.target import add_roots_option
-from dnscost.contract import EngineConfig
+from dnscost.contract import EngineConfig, TrialRecord
 from dnscost.errors import UsageError
 from dnscost.network import DEFAULT_NETWORK, NETWORKS
 from dnscost.targets.place import label_of
@@ -211,8 +211,9 @@ def _fmt(v: float | None, unit: str = "", digits: int = 1) -> str:
     return "n/a" if v is None else f"{v:,.{digits}f}{unit}"
 
 
-def print_summary(record: dict[str, Any], out: Path) -> None:
+def print_summary(record: TrialRecord, out: Path) -> None:
     s = record["summary"]
+    assert s is not None  # a trial done has its summary
     v = s["validity"]
     lat = s["latency_us"]
 

@@ -8,6 +8,7 @@ import errno
 import json
 import os
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -296,7 +297,8 @@ def _count_line(run: Any, plan: Sequence[Any]) -> str:
         doc = read_record(run.trial_dir(t.id))
         if doc is None:
             continue
-        v = (doc.get("summary") or {}).get("validity") or {}
+        summary: Mapping[str, Any] = doc.get("summary") or {}
+        v = summary.get("validity") or {}
         if v.get("valid") is False:
             invalid += 1
             flags.update(v.get("flags") or [])
