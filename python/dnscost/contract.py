@@ -48,12 +48,15 @@ __all__ = [
     "QueryCounts",
     "QueryRecord",
     "Row",
+    "RunRecord",
+    "RunStatus",
     "StartRecord",
     "SummaryRecord",
     "Totals",
     "TrafficCounts",
     "TrialKind",
     "TrialRecord",
+    "TrialState",
     "TrialStatus",
     "TrialSummary",
     "UdpRetry",
@@ -509,6 +512,43 @@ class TrialRecord(TypedDict, total=False):
     warmup_extended: dict[str, Any]
     steps: list[dict[str, Any]]
     search: dict[str, Any]
+
+
+RunStatus = Literal["running", "done", "failed", "incomplete", "interrupted"]
+"""Where a run is: ``running`` until it ends ``done`` (every trial done), ``incomplete`` (some
+failed), ``failed`` (none done) or ``interrupted``."""
+
+
+class TrialState(TypedDict):
+    """One trial's entry in run.json's ``trials``: its status and, when it did not finish, why."""
+
+    status: TrialStatus
+    error: NotRequired[str | None]
+
+
+class RunRecord(TypedDict, total=False):
+    """A run's ``run.json`` (``docs/results.md``, "run.json"): what was asked (the spec, as
+    resolved, and its TOML), on what (the machine's facts, every binary's version), the plan
+    (one entry per trial, :meth:`dnscost.plan.TrialPlan.to_dict`) and each trial's state.
+    Written by :class:`dnscost.results.Run`; :func:`dnscost.results.run_problem` refuses a
+    document whose fields are not of these types."""
+
+    format_version: int
+    dnscost_version: str
+    dnscost_source: dict[str, Any] | None
+    experiment: str
+    run_id: str
+    created_unix_ms: int
+    finished_unix_ms: int
+    command: list[str]
+    status: RunStatus
+    spec: dict[str, Any]
+    spec_toml: str
+    machine: dict[str, Any]
+    versions: dict[str, str]
+    plan: list[TrialRecord]
+    trials: dict[str, TrialState]
+    cluster: dict[str, Any]
 
 
 def shape_problem(value: object, hint: object, where: str = "") -> str | None:

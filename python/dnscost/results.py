@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from dnscost import __version__
+from dnscost.contract import RunRecord, RunStatus, TrialRecord, TrialState, TrialStatus, shape_problem
 from dnscost.errors import DamagedLineError, UsageError
 from dnscost.proc import Ledger
 
@@ -148,16 +149,11 @@ def json_kind(value: Any) -> str:
     return "an array" if isinstance(value, list) else "an object"
 
 
-_RUN_OBJECTS = ("spec", "machine", "versions", "trials")
-"""The fields of run.json that, when present, are objects."""
-
-
 def run_problem(doc: Any) -> str | None:
-    """What is wrong with the shape of a run.json document, or None: it is an object whose
-    ``plan``, when present, is an array of trials (objects with a string ``id``), whose
-    ``spec``, ``machine``, ``versions`` and ``trials`` (each trial's status), when present, are
-    objects, and whose ``spec_toml``, when present, is a string. Readers check what they need
-    present."""
+    """What is wrong with the shape of a run.json document, or None: an object whose fields are
+    of the types :class:`dnscost.contract.RunRecord` gives them (the plan an array of trials, each
+    an object with a string ``id``; the spec, the machine, the versions and the trials' states
+    objects; ``spec_toml`` a string). Readers check what they need present."""
     if not isinstance(doc, dict):
         return f"not a dnscost run ({json_kind(doc)}, not an object)"
     plan = doc.get("plan", [])
@@ -166,21 +162,13 @@ def run_problem(doc: Any) -> str | None:
     for k, entry in enumerate(plan):
         if not isinstance(entry, dict) or not isinstance(entry.get("id"), str):
             return f"plan[{k}] is not a trial (an object with a string id)"
-    for key in _RUN_OBJECTS:
-        if key in doc and not isinstance(doc[key], dict):
-            return f"{key} is {json_kind(doc[key])}, not an object"
-    for trial_id, entry in doc.get("trials", {}).items():
-        if not isinstance(entry, dict):
-            return f"trials[{trial_id!r}] is {json_kind(entry)}, not an object"
-    if "spec_toml" in doc and not isinstance(doc["spec_toml"], str):
-        return f"spec_toml is {json_kind(doc['spec_toml'])}, not a string"
-    return None
+    return shape_problem(doc, RunRecord)
 
 
 class Run:
     """One run: its directory, its run.json (``doc``), its trials."""
 
-    def __init__(self, directory: Path, doc: dict[str, Any]) -> None:
+    def __init__(self, directory: Path, doc: RunRecord) -> None:
         self.dir = directory
         self.doc = doc
         self._lock: IO[str] | None = None
@@ -222,7 +210,7 @@ class Run:
         *,
         spec: dict[str, Any],
         spec_toml: str,
-        plan: list[dict[str, Any]],
+        plan: list[TrialRecord],
         facts: dict[str, Any],
         versions: dict[str, str],
         reuse_unmeasured: bool = False,
@@ -242,7 +230,7 @@ class Run:
             raise UsageError(f"{directory}: cannot create the run directory ({e.strerror or e})") from None
         if not os.access(directory, os.W_OK):
             raise UsageError(f"{directory}: cannot write the run directory (permission denied)")
-        doc: dict[str, Any] = {
+        doc: RunRecord = {
             "format_version": FORMAT_VERSION,
             "dnscost_version": __version__,
             "dnscost_source": source_commit(),
@@ -340,16 +328,17 @@ class Run:
         return self.dir / "trials" / trial_id
 
     def done(self, trial_id: str) -> bool:
-        return bool(self.doc["trials"].get(trial_id, {}).get("status") == "done")
+        state = self.doc["trials"].get(trial_id)
+        return state is not None and state["status"] == "done"
 
-    def set_trial(self, trial_id: str, status: str, error: str | None = None) -> None:
-        entry: dict[str, Any] = {"status": status}
+    def set_trial(self, trial_id: str, status: TrialStatus, error: str | None = None) -> None:
+        entry: TrialState = {"status": status}
         if error:
             entry["error"] = error
         self.doc["trials"][trial_id] = entry
         self.save()
 
-    def finish(self, status: str) -> None:
+    def finish(self, status: RunStatus) -> None:
         self.doc["status"] = status
         self.doc["finished_unix_ms"] = int(time.time() * 1000)
         self.save()
@@ -361,6 +350,7 @@ class Run:
         """Trials by status, as run.json records them (``pending`` for the rest of the plan)."""
         counts: dict[str, int] = {}
         for entry in self.doc["plan"]:
-            status = self.doc["trials"].get(entry["id"], {}).get("status", "pending")
+            state = self.doc["trials"].get(entry["id"])
+            status = "pending" if state is None else state["status"]
             counts[status] = counts.get(status, 0) + 1
         return counts

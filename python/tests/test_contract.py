@@ -184,3 +184,37 @@ def test_shape_problem_names_the_field_and_both_kinds() -> None:
     assert check({"summary": []}, record) == "summary is an array, not an object or null"
     assert check([], record) == "the document is an array, not an object"
     assert check({"a later field": 1}, record) is None  # written by another version: let through
+
+
+def test_every_stored_run_json_is_a_run_record() -> None:
+    """``RunRecord`` is run.json as the package writes it: every stored one (the kept study,
+    client and version runs, the fixtures) is of its types and names no field it lacks."""
+    paths = sorted([*(REPO / "docs").rglob("run.json"), *(REPO / "python" / "tests" / "fixtures").rglob("run.json")])
+    assert len(paths) >= 5
+    fields = set(get_type_hints(contract.RunRecord))
+    for path in paths:
+        doc = json.loads(path.read_text())
+        assert contract.shape_problem(doc, contract.RunRecord) is None, (
+            path,
+            contract.shape_problem(doc, contract.RunRecord),
+        )
+        assert set(doc) <= fields, (path, set(doc) - fields)
+        for entry in doc.get("plan", []):
+            assert set(entry) <= set(get_type_hints(contract.TrialRecord)), (path, entry)
+    text = (REPO / "docs" / "results.md").read_text()
+    block = text.split("## run.json", 1)[1].split("```json", 1)[1].split("```", 1)[0]
+    assert set(json.loads(block)) <= fields
+
+
+def test_a_run_json_s_problem_names_its_field() -> None:
+    from dnscost.results import run_problem
+
+    assert run_problem({"status": "paused"}) == (
+        "status is 'paused', not one of 'running', 'done', 'failed', 'incomplete', 'interrupted'"
+    )
+    assert (
+        run_problem({"trials": {"t1": {"status": "done", "error": 3}}})
+        == "trials.t1.error is a number, not a string or null"
+    )
+    assert run_problem({"versions": {"dnsdist": 1.7}}) == "versions.dnsdist is a number, not a string"
+    assert run_problem({"plan": [{"id": "t1", "rep": "0"}]}) == "plan[0].rep is a string, not a number"

@@ -14,7 +14,6 @@ full run's); never starts a process.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from dnscost.analysis.clients import clients_rows
 from dnscost.analysis.consistency import apply_flags, consistency_rows, flag_not_persistent, handshake_rows
@@ -37,7 +36,7 @@ from dnscost.analysis.tables import (
     wire_rows,
 )
 from dnscost.analysis.write import write_tables
-from dnscost.contract import Row, TrialRecord
+from dnscost.contract import Row, RunRecord, TrialRecord
 
 __all__ = ["COLUMNS", "Analysis", "Table", "analyze", "derive", "headline", "write_tables"]
 
@@ -61,7 +60,7 @@ def analyze(run_dir: Path) -> Analysis:
 
 
 def derive(
-    run: dict[str, Any],
+    run: RunRecord,
     trials: list[TrialRecord],
     rows: list[Row],
     *,

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
 
-from dnscost.contract import TrialRecord, TrialSummary, shape_problem
+from dnscost.contract import RunRecord, TrialRecord, TrialState, TrialStatus, TrialSummary, shape_problem
 from dnscost.errors import UsageError
 from dnscost.results import json_kind, run_problem
 from dnscost.validity import flags_from_conditions
@@ -33,7 +33,7 @@ __all__ = [
 ]
 
 
-def load_run(run_dir: Path) -> tuple[dict[str, Any], list[TrialRecord]]:
+def load_run(run_dir: Path) -> tuple[RunRecord, list[TrialRecord]]:
     """The run's record and one trial document per entry of its plan, in plan order.
 
     A trial without a readable trial.json becomes its plan entry with ``status`` taken from
@@ -43,10 +43,10 @@ def load_run(run_dir: Path) -> tuple[dict[str, Any], list[TrialRecord]]:
     which file and how.
     """
     run = read_run(run_dir)
-    statuses: dict[str, Any] = run["trials"] if isinstance(run.get("trials"), dict) else {}
+    statuses = run.get("trials", {})
     trials = []
     for entry in run["plan"]:
-        doc = read_trial(run_dir, entry, statuses.get(entry.get("id"), {}))
+        doc = read_trial(run_dir, entry, statuses.get(str(entry.get("id"))))
         summary, problem = recompute(run_dir / "trials" / str(entry.get("id")), doc)
         if summary is not None:
             doc["summary"] = summary
@@ -56,7 +56,7 @@ def load_run(run_dir: Path) -> tuple[dict[str, Any], list[TrialRecord]]:
     return run, trials
 
 
-def read_run(run_dir: Path) -> dict[str, Any]:
+def read_run(run_dir: Path) -> RunRecord:
     """The run's record (run.json), with its plan. Raises :class:`dnscost.errors.UsageError`
     when ``run_dir`` holds no readable run.json with a plan."""
     path = run_dir / "run.json"
@@ -71,10 +71,10 @@ def read_run(run_dir: Path) -> dict[str, Any]:
     problem = run_problem(run)
     if problem is not None:
         raise UsageError(f"{path}: {problem}")
-    return run
+    return cast(RunRecord, run)
 
 
-def read_trial(run_dir: Path, entry: dict[str, Any], status: dict[str, Any]) -> TrialRecord:
+def read_trial(run_dir: Path, entry: TrialRecord, status: TrialState | None) -> TrialRecord:
     """The trial of the plan ``entry`` as stored: the entry with its trial.json over it (the
     summary as written at measurement), or, without a readable trial.json, the entry with its
     ``status`` (``status``: its entry in run.json's ``trials``) and an ``error`` saying why."""
@@ -82,10 +82,10 @@ def read_trial(run_dir: Path, entry: dict[str, Any], status: dict[str, Any]) -> 
     try:
         doc = json.loads(path.read_text())
     except FileNotFoundError:
-        recorded = status.get("status", "missing")
+        recorded = "missing" if status is None else status["status"]
         if recorded == "done":  # run.json says it finished: its record is gone
             return _entry(entry, "missing", "trial.json is missing (run.json says the trial finished)")
-        return _entry(entry, recorded, status.get("error") or "no trial.json")
+        return _entry(entry, recorded, (status.get("error") if status else None) or "no trial.json")
     except (OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
         return _entry(entry, "unreadable", f"trial.json: {e}")
     problem = trial_problem(doc)
@@ -95,7 +95,7 @@ def read_trial(run_dir: Path, entry: dict[str, Any], status: dict[str, Any]) -> 
     return cast(TrialRecord, {**entry, **doc})
 
 
-def _entry(entry: dict[str, Any], status: str, error: str) -> TrialRecord:
+def _entry(entry: TrialRecord, status: TrialStatus, error: str) -> TrialRecord:
     """The plan ``entry`` of a trial without a readable trial.json, with why."""
     return cast(TrialRecord, {**entry, "status": status, "error": error})
 
@@ -205,7 +205,7 @@ def _checked_records(trial_dir: Path, name: str, *, engine: bool) -> tuple[list[
     return records, None
 
 
-def status_note(run: dict[str, Any], trials: list[TrialRecord]) -> str | None:
+def status_note(run: RunRecord, trials: list[TrialRecord]) -> str | None:
     """What a reader of the run's tables must know when run.json does not say ``done``: its
     status and how many trials of its plan are done (``is running: 1 of 3 trials done``,
     ``failed: 0 of 3 trials done``); None for a finished run."""
@@ -234,7 +234,7 @@ def damage_notes(run_dir: Path, trials: list[TrialRecord]) -> list[str]:
     return lines
 
 
-def run_network(run: dict[str, Any]) -> str:
+def run_network(run: RunRecord) -> str:
     """The run's ``--network`` set-up: run.json's ``spec.network`` (``spec.settings.network``
     for ``dnscost load``); runs made before the option existed were on loopback."""
     raw = run.get("spec")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from dnscost.contract import TrialRecord
+from dnscost.contract import RunRecord, TrialRecord
 
 __all__ = ["Analysis", "Table"]
 
@@ -28,6 +28,6 @@ class Analysis:
     """A run's record (run.json), its trials (trial.json documents, in plan order) and every
     derived table by name."""
 
-    run: dict[str, Any]
+    run: RunRecord
     trials: list[TrialRecord]
     tables: dict[str, Table]

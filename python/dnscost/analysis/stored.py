@@ -27,7 +27,7 @@ from dnscost.analysis.consistency import flag_not_persistent
 from dnscost.analysis.records import Analysis
 from dnscost.analysis.tables import COLUMNS, TEXT_COLUMNS
 from dnscost.analysis.write import write_tables
-from dnscost.contract import Row, TrialRecord
+from dnscost.contract import Row, RunRecord, TrialRecord
 from dnscost.errors import UsageError
 from dnscost.validity import CONSISTENCY_FLAGS
 
@@ -89,7 +89,7 @@ def analyze_tables(run_dir: Path) -> Analysis:
         for p in stored.get("memory_points", [])
     ]
     facts = run_dir / "run-facts.json"
-    run: dict[str, Any] = json.loads(facts.read_text()) if facts.is_file() else {}
+    run: RunRecord = json.loads(facts.read_text()) if facts.is_file() else {}
     trials: list[TrialRecord] = [{"id": r["id"], "status": r["status"]} for r in rows]
     return derive(run, trials, rows, baseline=stored.get("baseline", []), points=points, wire=stored.get("wire", []))
 

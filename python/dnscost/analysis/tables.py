@@ -12,7 +12,7 @@ from dnscost.analysis.load import is_valid, run_network, validity_flags
 from dnscost.analysis.rounds import ROUND_COLUMNS, round_of, udp_references
 from dnscost.analysis.stats import fit_line, median
 from dnscost.certs import DEFAULT_KEY_TYPE
-from dnscost.contract import Row, TrialRecord
+from dnscost.contract import Row, RunRecord, TrialRecord
 from dnscost.transports import DATAGRAM_TRANSPORTS
 from dnscost.validity import CONSISTENCY_FLAGS
 
@@ -167,7 +167,7 @@ def _rate(value: Any) -> str | None:
     return str(value)
 
 
-def _target_cpus(trial: TrialRecord, run: dict[str, Any]) -> list[str] | None:
+def _target_cpus(trial: TrialRecord, run: RunRecord) -> list[str] | None:
     """The target's CPUs, as keys of the meter's ``cores``: trial.json's ``target_cpus``, else
     the older ``settings.target_cpus``, else the spec's ``target_cpus``."""
     for source in (trial, _dict(trial.get("settings")), _dict(run.get("spec"))):
@@ -185,7 +185,7 @@ def _softirq_us(meter: dict[str, Any], cpus: list[str] | None) -> float | None:
     return sum(v for v in values if v is not None) if any(v is not None for v in values) else None
 
 
-def _network(trial: TrialRecord, run: dict[str, Any]) -> str:
+def _network(trial: TrialRecord, run: RunRecord) -> str:
     """Where the target sat: the trial's bed (``network.kind``), else the run's choice
     (:func:`dnscost.analysis.load.run_network`)."""
     kind = _dict(trial.get("network")).get("kind")
@@ -196,7 +196,7 @@ def _delta(now: float | None, idle: float | None) -> float | None:
     return now - idle if now is not None and idle is not None else None
 
 
-def trial_row(trial: TrialRecord, run: dict[str, Any]) -> Row:
+def trial_row(trial: TrialRecord, run: RunRecord) -> Row:
     """One row of the ``trials`` table. Missing fields (a failed trial, an older summary) are
     None; counts the summary lacks are derived from its rates where that is exact."""
     params = _dict(trial.get("params"))

@@ -31,7 +31,6 @@ import os
 import shutil
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
 
 from dnscost import __version__
 from dnscost.errors import UsageError
@@ -102,7 +101,7 @@ def keep_run(run_dir: Path, dest: Path) -> Kept:
         if (dest / name).exists():
             raise UsageError(f"{dest} already holds {name}: give another DEST")
     dest.mkdir(parents=True, exist_ok=True)
-    statuses: dict[str, Any] = run["trials"] if isinstance(run.get("trials"), dict) else {}
+    statuses = run.get("trials", {})
     trials = with_records = written = 0
     for entry in run["plan"]:
         trial_id = str(entry.get("id"))
@@ -114,7 +113,7 @@ def keep_run(run_dir: Path, dest: Path) -> Kept:
         shutil.copyfile(src / "trial.json", out / "trial.json")
         written += (out / "trial.json").stat().st_size
         trials += 1
-        files = record_files(read_trial(run_dir, entry, statuses.get(trial_id, {})))
+        files = record_files(read_trial(run_dir, entry, statuses.get(trial_id)))
         for name in files:
             types = ENGINE_RECORDS if Path(name).name == "engine.jsonl" else None
             written += _keep_records(src / name, out / f"{name}.gz", types)

@@ -160,7 +160,9 @@ def main(a: argparse.Namespace) -> int:
     pin_self(generator_cpus)
     out = a.output or Path("results", "load", new_run_id()).resolve()
     trial_id = f"load-{label_of(a.target)}-{a.transport}"
-    plan = [{"id": trial_id, "group": "load", "kind": "load", "target": a.target, "transport": a.transport}]
+    plan: list[TrialRecord] = [
+        {"id": trial_id, "group": "load", "kind": "load", "target": a.target, "transport": a.transport}
+    ]
     spec = {
         "command": "load",
         "settings": asdict(settings),

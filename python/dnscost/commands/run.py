@@ -165,7 +165,7 @@ def main(a: argparse.Namespace) -> int:
             spec.name,
             spec=resolved,
             spec_toml=spec.source,
-            plan=[dict(t.to_dict()) for t in plan],
+            plan=[t.to_dict() for t in plan],
             facts=facts(),
             versions={"dnscost-engine": engine_version()},
         )
@@ -265,8 +265,8 @@ def stop_on_write_failure(run: Run, e: OSError, command: str) -> None:
     print(f"dnscost: {where}{e.strerror or e}", file=sys.stderr)
     before = json.dumps(run.doc["trials"])
     for entry in run.doc["trials"].values():
-        if entry.get("status") == "running":
-            entry.update(status="interrupted", error=f"{where}{e.strerror or e}")
+        if entry["status"] == "running":
+            entry["status"], entry["error"] = "interrupted", f"{where}{e.strerror or e}"
     try:
         run.finish("interrupted")
     except OSError as again:

@@ -28,7 +28,7 @@ from dnscost.analysis import Analysis
 from dnscost.analysis.capacity import run_model, what_if_rows
 from dnscost.analysis.table1 import AGREE_FACTOR, key_match, verdict_counts
 from dnscost.analysis.tables import group_by
-from dnscost.contract import Row
+from dnscost.contract import Row, RunRecord
 from dnscost.report import points, study
 from dnscost.report.figures import (
     display_profile,
@@ -983,7 +983,7 @@ def _facts(items: dict[str, Any]) -> list[tuple[str, str]]:
     return [(str(k), json.dumps(v) if isinstance(v, dict | list) else fmt(v)) for k, v in items.items()]
 
 
-def _version(run: dict[str, Any]) -> str:
+def _version(run: RunRecord) -> str:
     """dnscost's version and the commit that measured the run, when run.json names it."""
     version = str(run.get("dnscost_version", DASH))
     source = run.get("dnscost_source")
