@@ -33,6 +33,8 @@ from typing import (
     is_typeddict,
 )
 
+from dnscost.jsonl import json_kind
+
 __all__ = [
     "Accounting",
     "ClusterRecord",
@@ -567,17 +569,17 @@ def shape_problem(value: object, hint: object, where: str = "") -> str | None:
         if not all(problems):
             return None
         # A value of one member's kind is judged by that member: its own problem, inside it.
-        same = [p for h, p in zip(args, problems, strict=True) if _kind_of(h) == _json_kind(value)]
+        same = [p for h, p in zip(args, problems, strict=True) if _kind_of(h) == json_kind(value)]
         if len(same) == 1:
             return same[0]
-        return f"{name} is {_json_kind(value)}, not {' or '.join(_kind_of(h) for h in args)}"
+        return f"{name} is {json_kind(value)}, not {' or '.join(_kind_of(h) for h in args)}"
     if origin is Literal:
         return None if value in args else f"{name} is {value!r}, not one of {', '.join(map(repr, args))}"
     if origin in (NotRequired, Required):
         return shape_problem(value, args[0], where)
     if is_typeddict(hint):
         if not isinstance(value, dict):
-            return f"{name} is {_json_kind(value)}, not an object"
+            return f"{name} is {json_kind(value)}, not an object"
         hints = get_type_hints(hint)
         for key, sub in hints.items():
             if key in value:
@@ -587,36 +589,23 @@ def shape_problem(value: object, hint: object, where: str = "") -> str | None:
         return None
     if origin is list:
         if not isinstance(value, list):
-            return f"{name} is {_json_kind(value)}, not an array"
+            return f"{name} is {json_kind(value)}, not an array"
         return next((p for i, v in enumerate(value) if (p := shape_problem(v, args[0], f"{name}[{i}]"))), None)
     if origin is dict or hint is dict:
         if not isinstance(value, dict):
-            return f"{name} is {_json_kind(value)}, not an object"
+            return f"{name} is {json_kind(value)}, not an object"
         if args:
             return next((p for k, v in value.items() if (p := shape_problem(v, args[1], f"{name}.{k}"))), None)
         return None
     if hint is None or hint is type(None):
-        return None if value is None else f"{name} is {_json_kind(value)}, not null"
+        return None if value is None else f"{name} is {json_kind(value)}, not null"
     if hint in (int, float):  # JSON has one kind of number: 3.0 is read as an int would be
         ok = isinstance(value, int | float) and not isinstance(value, bool)
     elif isinstance(hint, type):
         ok = isinstance(value, hint)
     else:
         raise TypeError(f"shape_problem cannot check {hint!r}")
-    return None if ok else f"{name} is {_json_kind(value)}, not {_kind_of(hint)}"
-
-
-def _json_kind(value: object) -> str:
-    """How JSON calls ``value``'s type, with its article."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    return "an array" if isinstance(value, list) else "an object"
+    return None if ok else f"{name} is {json_kind(value)}, not {_kind_of(hint)}"
 
 
 def _kind_of(hint: object) -> str:

@@ -21,8 +21,8 @@ from typing import Any, cast
 
 from dnscost.contract import EngineConfig, EngineRecord, IntervalRecord, StartRecord, SummaryRecord
 from dnscost.errors import EngineError, MachineError, UsageError
+from dnscost.jsonl import read_records
 from dnscost.proc import Child
-from dnscost.results import read_records
 from dnscost.transports import TLS_TRANSPORTS
 
 __all__ = [
@@ -257,7 +257,7 @@ def engine_records(path: Path) -> list[EngineRecord]:
     """The records of an engine's output (``generate``'s JSON lines, or ``<path>.gz`` beside it),
     typed: each must be of a type the engine writes and hold that type's fields (their own
     types are the engine's, which ``python/tests/test_contract.py`` holds to its schema). A
-    line cut short by a crash is skipped, as :func:`~dnscost.results.read_records` does; any
+    line cut short by a crash is skipped, as :func:`~dnscost.jsonl.read_records` does; any
     other record is an :class:`EngineError` naming the file and line."""
     records = read_records(path)
     for n, r in enumerate(records, 1):

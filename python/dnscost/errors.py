@@ -30,7 +30,7 @@ class UsageError(DnscostError):
 
 class DamagedLineError(UsageError):
     """A line of a JSON-lines file that should have been written whole is not a JSON object
-    (``dnscost.results.read_records(path, strict=True)``); names the file and the line."""
+    (``dnscost.jsonl.read_records(path, strict=True)``); names the file and the line."""
 
     def __init__(self, path: object, line: int, reason: str) -> None:
         super().__init__(f"{path}: line {line} is not a JSON record ({reason})")

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import IO
 
 from dnscost.errors import MachineError, UsageError
+from dnscost.jsonl import parse_lines, read_lines
 
 __all__ = [
     "Child",
@@ -106,16 +107,7 @@ class Ledger:
             f.write(json.dumps(entry) + "\n")
 
     def entries(self) -> list[dict[str, object]]:
-        try:
-            lines = self.path.read_text().splitlines()
-        except FileNotFoundError:
-            return []
-        # Not results.read_records: dnscost.results imports this module (its Ledger).
-        out = []
-        for line in lines:
-            with contextlib.suppress(json.JSONDecodeError):
-                out.append(json.loads(line))
-        return out
+        return [line.record for line in parse_lines(read_lines(self.path)) if line.record is not None]
 
     def stop_leftovers(self, timeout: float = 5.0) -> list[str]:
         """Kills every recorded process still running (the same process: PID and start time

@@ -7,30 +7,26 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import gzip
 import json
 import os
 import shutil
 import subprocess
 import sys
 import time
-import zlib
 from pathlib import Path
 from typing import IO, Any
 
 from dnscost import __version__
 from dnscost.contract import RunRecord, RunStatus, TrialRecord, TrialState, TrialStatus, shape_problem
-from dnscost.errors import DamagedLineError, UsageError
+from dnscost.errors import UsageError
+from dnscost.jsonl import json_kind
 from dnscost.proc import Ledger
 
 __all__ = [
     "FORMAT_VERSION",
     "Run",
-    "json_kind",
     "new_run_id",
     "read_json",
-    "read_lines",
-    "read_records",
     "run_problem",
     "source_commit",
     "write_atomic",
@@ -86,67 +82,11 @@ def write_json(path: Path, doc: Any) -> None:
     write_atomic(path, json.dumps(doc, indent=2) + "\n")
 
 
-def read_lines(path: Path) -> list[str]:
-    """The lines of a JSON-lines file, or of ``<name>.gz`` beside it when it alone is there (a
-    kept run's, as ``dnscost keep`` stores them); a missing file has none. Lines end at ``\n``
-    only: JSON leaves U+2028, U+0085 and the like unescaped inside strings, which
-    ``str.splitlines`` would cut."""
-    packed = path.with_name(path.name + ".gz")
-    try:
-        if not path.exists() and packed.exists():
-            with gzip.open(packed, "rt") as f:
-                return _lines(f.read())
-        return _lines(path.read_text())
-    except FileNotFoundError:
-        return []
-    except (EOFError, gzip.BadGzipFile, zlib.error) as e:
-        raise UsageError(f"{packed}: unreadable ({e})") from None
-
-
-def _lines(text: str) -> list[str]:
-    lines = text.split("\n")
-    return lines[:-1] if lines and lines[-1] == "" else lines
-
-
-def read_records(path: Path, *, strict: bool = False) -> list[dict[str, Any]]:
-    """The records (JSON objects) of a JSON-lines file (the engine's output, the meter's
-    samples), in order; a missing file has none; read compressed as :func:`read_lines` says.
-    A line that is not a record (cut short by a crash) is skipped, or, with ``strict`` (a file
-    written whole), raises :class:`DamagedLineError` naming the file and the line; a blank line
-    is skipped either way."""
-    out: list[dict[str, Any]] = []
-    for number, line in enumerate(read_lines(path), 1):
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as e:
-            if strict and line.strip():
-                raise DamagedLineError(path, number, e.msg) from None
-            continue
-        if isinstance(record, dict):
-            out.append(record)
-        elif strict:
-            raise DamagedLineError(path, number, json_kind(record))
-    return out
-
-
 def read_json(path: Path) -> Any:
     try:
         return json.loads(path.read_text())
     except (OSError, json.JSONDecodeError) as e:
         raise UsageError(f"{path}: cannot read ({e})") from None
-
-
-def json_kind(value: Any) -> str:
-    """What JSON calls the type of ``value``, for a message: ``an array``, ``a string``, ..."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    return "an array" if isinstance(value, list) else "an object"
 
 
 def run_problem(doc: Any) -> str | None:

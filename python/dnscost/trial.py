@@ -22,6 +22,7 @@ from dnscost.certs import DEFAULT_KEY_TYPE, TlsFiles, make_tls
 from dnscost.contract import EngineConfig, SummaryRecord, TrialRecord
 from dnscost.engine import Endpoint, Responder, generate, summary_of
 from dnscost.errors import TargetError, UsageError
+from dnscost.jsonl import read_records
 from dnscost.meter.sockets import listen_backlogs
 from dnscost.network import (
     DEFAULT_NETWORK,
@@ -532,7 +533,7 @@ def _measure_once(
         counters_after = target.counters()
     finally:
         sampler.stop()
-    samples = meter.read_records(trial_dir / "meter.jsonl")
+    samples = read_records(trial_dir / "meter.jsonl")
     context = SummaryContext(
         sampler_start_unix_ms=start_unix_ms,
         baseline_s=s.baseline_s,

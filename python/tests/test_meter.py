@@ -19,13 +19,13 @@ import pytest
 from conftest import need
 from dnscost.cgroup import Cgroup, tasks_percpu_file
 from dnscost.errors import MachineError
+from dnscost.jsonl import read_records
 from dnscost.meter import (
     CpuPowerModel,
     RaplReader,
     Sampler,
     parse_ss,
     procfs,
-    read_records,
     ss_sockets,
     summarize,
 )
@@ -534,6 +534,25 @@ def test_read_records_strict_names_the_file_and_line_of_a_damaged_line(
     assert [r["type"] for r in read_records(p)] == ["header", "fast"]
     p.write_text('{"type":"header"}\n\n{"type":"fast"}\n')
     assert [r["type"] for r in read_records(p, strict=True)] == ["header", "fast"]
+
+
+def test_every_reader_sees_the_same_lines_numbered_as_the_file_numbers_them(tmp_path: Path) -> None:
+    """``parse_lines`` is the one parse of JSON lines: the ledger of a run (what a resume stops),
+    ``read_records`` and the report's check of a finished trial all see a cut line the same way,
+    numbered as an editor numbers it (blank lines counted, not returned)."""
+    from dnscost.jsonl import parse_lines, read_lines
+    from dnscost.proc import Ledger
+
+    p = tmp_path / "children.jsonl"
+    p.write_text('{"pid": 1}\n\n[2]\n{"pid": 3}\n{"pid": ')
+    lines = parse_lines(read_lines(p))
+    assert [(line.number, line.record, line.problem) for line in lines] == [
+        (1, {"pid": 1}, None),
+        (3, None, "an array"),
+        (4, {"pid": 3}, None),
+        (5, None, "Expecting value"),
+    ]
+    assert Ledger(p).entries() == [{"pid": 1}, {"pid": 3}] == read_records(p)
 
 
 def test_a_record_holding_a_line_separator_is_one_record(tmp_path: Path) -> None:

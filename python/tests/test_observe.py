@@ -21,12 +21,12 @@ from conftest import need
 from dnscost.cli import main
 from dnscost.engine import engine_path
 from dnscost.errors import UsageError
+from dnscost.jsonl import read_records
 from dnscost.network import _ip
 from dnscost.observe.analysis import connections, is_lab_name, load, summarise, summary_line
 from dnscost.observe.lab import ETC_NETNS, Lab, remove_leftovers
 from dnscost.observe.observation import load_policies, policy_flags
 from dnscost.observe.resolve import lab_name
-from dnscost.results import read_records
 
 
 def _namespaces() -> set[str]:

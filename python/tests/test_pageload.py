@@ -16,7 +16,7 @@ import pytest
 from conftest import need
 from dnscost.client.corpus import CorpusParams, host_name
 from dnscost.client.pageload import PageloadSettings, run_in_new_lab
-from dnscost.client.pageload_analysis import compare, read_records
+from dnscost.client.pageload_analysis import compare, read_loads
 from dnscost.network import _ip
 
 
@@ -38,7 +38,7 @@ def test_a_short_page_load_run_completes_and_leaves_nothing(root: None, tmp_path
     doc = json.loads(run_in_new_lab(out, settings).read_text())
     assert doc["status"] == "done" and doc["settings"]["preset"] == "plain" and doc["browser_version"]
 
-    records = read_records(out / "loads.jsonl")
+    records = read_loads(out / "loads.jsonl")
     assert len(records) == doc["loads"] == 2 * (1 + 3), records
     bad = [(r["transport"], r["load"], r["failure"]) for r in records if not r["ok"]]
     assert not bad, bad

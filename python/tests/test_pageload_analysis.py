@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from dnscost.client.pageload_analysis import cdf, compare, draw_figure, median_interval, pairs, read_records
+from dnscost.client.pageload_analysis import cdf, compare, draw_figure, median_interval, pairs, read_loads
 from scipy.stats import binom
 
 
@@ -88,7 +88,7 @@ def test_compare_summarises_each_preset_and_transport(tmp_path: Path) -> None:
     assert lte["do53"]["dns"] == {"n": 24, "median_ms": 2.0, "interval_ms": [1.0, 3.0], "p90_ms": 3.0}
     # Read back from a run's loads.jsonl (a line cut short by a crash is skipped), and drawn.
     (tmp_path / "loads.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records) + '{"preset": "lt')
-    assert compare(read_records(tmp_path / "loads.jsonl")) == summary
+    assert compare(read_loads(tmp_path / "loads.jsonl")) == summary
     paths = draw_figure(summary, tmp_path / "fig")
     assert [p.name for p in paths] == ["pageload-cdf.svg", "pageload-cdf.png"]
     assert all(p.stat().st_size > 1000 for p in paths)

@@ -25,7 +25,7 @@ from dnscost.client.pageload import (
     _start_dot_relay,
     run_pageload_presets,
 )
-from dnscost.client.pageload_analysis import read_records, summarise_presets
+from dnscost.client.pageload_analysis import read_loads, summarise_presets
 from dnscost.client.presets import Preset
 from dnscost.engine import Responder
 from dnscost.network import _ip
@@ -57,7 +57,7 @@ def test_page_loads_over_an_emulated_link_through_stubby(root: None, tmp_path: P
     assert link["a_to_b"]["delay_min_us"] >= 10_000 and link["b_to_a"]["delay_min_us"] >= 10_000  # it was shaped
 
     run = out / "rtt-20"
-    records = read_records(run / "loads.jsonl")
+    records = read_loads(run / "loads.jsonl")
     assert len(records) == 2 * (1 + 2) and all(r["preset"] == "rtt-20" for r in records)
     bad = [(r["transport"], r["load"], r["failure"]) for r in records if not r["ok"]]
     assert not bad, bad

@@ -9,7 +9,7 @@ import pytest
 from dnscost.analysis import Analysis, Table, analyze
 from dnscost.analysis.tables import COLUMNS
 from dnscost.report.points import AGREE, CLIENTS, DIFFER, NOT_MEASURED, study_points
-from dnscost.report.study import published
+from dnscost.study import published
 
 QUICK = Path(__file__).parent / "fixtures" / "runs" / "quick"
 

@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 from conftest import need
-from dnscost import analysis
+from dnscost import analysis, study
 from dnscost.analysis import COLUMNS, Analysis, Table
 from dnscost.errors import MachineError
-from dnscost.report import browser, study
+from dnscost.report import browser
 from dnscost.report.figures import FIGURES, save_figures
 from dnscost.report.html import energy_source_label, render_report, write_report
 

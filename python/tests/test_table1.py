@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from dnscost.analysis.table1 import AGREE_FACTOR, CELLS, NOT_MEASURED, table1_rows
 from dnscost.analysis.tables import energy_rows
-from dnscost.report.study import published
+from dnscost.study import published
 
 Row = dict[str, Any]
 

@@ -38,10 +38,10 @@ from typing import Any
 
 import pytest
 from conftest import need
+from dnscost import study
 from dnscost.analysis import COLUMNS, Table, analyze
 from dnscost.analysis.tables import trial_row, wire_rows
 from dnscost.engine import engine_path
-from dnscost.report import study
 from dnscost.report.html import render_report
 from dnscost.trial_summary import summarize_trial
 from test_trial_summary import COUNTERS, CTX, _records, _samples

@@ -15,7 +15,8 @@ from typing import Any, cast
 
 from dnscost.contract import RunRecord, TrialRecord, TrialState, TrialStatus, TrialSummary, shape_problem
 from dnscost.errors import UsageError
-from dnscost.results import json_kind, run_problem
+from dnscost.jsonl import json_kind, parse_lines, read_lines
+from dnscost.results import run_problem
 from dnscost.validity import flags_from_conditions
 
 __all__ = [
@@ -175,25 +176,13 @@ def _checked_records(trial_dir: Path, name: str, *, engine: bool) -> tuple[list[
     """The records of the file ``name`` of a finished trial (or of ``<name>.gz``, a kept run's),
     and what is wrong with them, or None: missing, empty, a line that is not a JSON object (a
     finished trial's files were written whole), or, for the engine's, no summary record last."""
-    from dnscost.results import read_lines
-
     path = trial_dir / name
     if not path.exists() and not path.with_name(path.name + ".gz").exists():
         return [], f"{name} is missing"
     lines = read_lines(path)
-    # Not results.read_records: the message names the damaged lines, so this keeps their numbers.
-    records: list[dict[str, Any]] = []
-    bad: list[int] = []
-    for k, line in enumerate(lines, 1):
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            bad.append(k)
-            continue
-        if isinstance(record, dict):
-            records.append(record)
-        else:
-            bad.append(k)
+    parsed = parse_lines(lines)
+    records = [line.record for line in parsed if line.record is not None]
+    bad = [line.number for line in parsed if line.record is None]
     if not records:
         return [], f"{name} is empty"
     if engine and records[-1].get("type") != "summary":

@@ -48,6 +48,7 @@ from dnscost.analysis.tables import (
 )
 from dnscost.certs import DEFAULT_KEY_TYPE
 from dnscost.contract import Row
+from dnscost.study import published
 
 __all__ = [
     "AGREE_FACTOR",
@@ -78,7 +79,6 @@ AGREE_FACTOR = 1.5
 
 
 def _study_kwh(target: str, transport: str, lifetime: str | None) -> float | None:
-    from dnscost.report.study import published  # the study's record; report imports analysis
 
     by_target = published().get("table1_kwh", {}).get(target.replace("-", "_"), {})
     value = by_target.get(transport)

@@ -13,6 +13,7 @@ from dnscost.analysis.rounds import ROUND_COLUMNS, round_of, udp_references
 from dnscost.analysis.stats import fit_line, median
 from dnscost.certs import DEFAULT_KEY_TYPE
 from dnscost.contract import Row, RunRecord, TrialRecord
+from dnscost.study import wire_one_query
 from dnscost.transports import DATAGRAM_TRANSPORTS
 from dnscost.validity import CONSISTENCY_FLAGS
 
@@ -608,7 +609,6 @@ def wire_rows(trials: list[TrialRecord], rows: list[Row]) -> list[Row]:
     when none is valid (``valid`` false: what went on the wire does not depend on which side was
     the bottleneck). Beside one query per connection (and UDP), the slides' messages and octets
     for one query on a new connection (``study_messages``, ``study_bytes``)."""
-    from dnscost.report.study import wire_one_query  # the study's record; report imports analysis
 
     slides = wire_one_query()
     measured = [

@@ -58,7 +58,6 @@ with ``<out>/presets.json`` listing them and, from
 from __future__ import annotations
 
 import argparse
-import contextlib
 import itertools
 import json
 import os
@@ -91,6 +90,7 @@ from dnscost.client.corpus import (
 from dnscost.client.pageload_analysis import LoadRecord, ResourceTiming
 from dnscost.engine import Responder, engine_version
 from dnscost.errors import DnscostError, MachineError, UsageError
+from dnscost.jsonl import parse_lines, read_records, split_lines
 from dnscost.observe.clients import (
     CHROMIUM_FLAGS,
     CHROMIUM_POLICY_FILE,
@@ -106,7 +106,7 @@ from dnscost.observe.clients import (
 from dnscost.observe.lab import Lab
 from dnscost.observe.observation import ZONE
 from dnscost.proc import Child
-from dnscost.results import read_records, write_json
+from dnscost.results import write_json
 
 if TYPE_CHECKING:
     from dnscost.client.presets import Preset
@@ -367,15 +367,13 @@ class _Beacons:
                 data = f.read()
         except FileNotFoundError:
             return
-        # Not results.read_records: the file is still being written, so it reads from an offset
-        # and leaves an unfinished last line for the next call.
+        # The file is still being written: it is read from an offset, and an unfinished last
+        # line is left for the next call.
         end = data.rfind(b"\n") + 1
         self.offset += end
-        for line in data[:end].splitlines():
-            with contextlib.suppress(json.JSONDecodeError):
-                doc = json.loads(line)
-                if isinstance(doc, dict) and isinstance(doc.get("beacon"), dict):
-                    yield doc
+        for line in parse_lines(split_lines(data[:end].decode(errors="replace"))):
+            if line.record is not None and isinstance(line.record.get("beacon"), dict):
+                yield line.record
 
 
 def _package_version(package: str) -> str | None:

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NotRequired, TypedDict, cast
 
-from dnscost import results
+from dnscost import jsonl
 
 __all__ = [
     "HOUNSEL",
@@ -56,7 +56,7 @@ __all__ = [
     "median_interval",
     "pairs",
     "presets_table",
-    "read_records",
+    "read_loads",
     "summarise_presets",
     "summarise_run",
     "write_outputs",
@@ -244,13 +244,13 @@ class Pair:
         return self.transport_ms - self.baseline_ms
 
 
-def read_records(path: Path) -> list[LoadRecord]:
-    """A run's ``loads.jsonl``, read as :func:`dnscost.results.read_records` reads it (a line
+def read_loads(path: Path) -> list[LoadRecord]:
+    """A run's ``loads.jsonl``, read as :func:`dnscost.jsonl.read_records` reads it (a line
     cut short by a crash is skipped; a kept run's ``loads.jsonl.gz`` alike), except that a
     missing file is an error here."""
     if not path.with_name(path.name + ".gz").exists():
         path.stat()  # a run without loads.jsonl is an error (FileNotFoundError), not a run of no loads
-    return cast(list[LoadRecord], results.read_records(path))
+    return cast(list[LoadRecord], jsonl.read_records(path))
 
 
 def _measured(records: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
@@ -377,7 +377,7 @@ _ORDER = {"do53": 0, "dot": 1, "dot-unbound": 2, "dot-nodelay": 3, "doh": 4}
 def summarise_run(run_dir: Path, baseline: str = "do53") -> Comparison:
     """:func:`compare` over one run's ``loads.jsonl`` (or several runs': pass their records
     to :func:`compare` together)."""
-    return compare(read_records(run_dir / "loads.jsonl"), baseline)
+    return compare(read_loads(run_dir / "loads.jsonl"), baseline)
 
 
 def _dns_path(checks: Sequence[Mapping[str, Any]]) -> DnsPath | None:
@@ -414,7 +414,7 @@ def summarise_presets(out: Path, baseline: str = "do53") -> PresetsSummary:
     files only; the figures listed are those :func:`write_outputs` drew, if it has."""
     meta_path = out / "presets.json"
     meta: dict[str, Any] = json.loads(meta_path.read_text()) if meta_path.exists() else {"presets": {}}
-    # A kept run's records are compressed (dnscost keep): read_records reads <name>.gz alike.
+    # A kept run's records are compressed (dnscost keep): read_loads reads <name>.gz alike.
     names = list(meta["presets"]) or sorted({p.parent.name for p in out.glob("*/loads.jsonl*")})
     records: list[LoadRecord] = []
     networks: dict[str, PresetInfo] = {}
@@ -423,7 +423,7 @@ def summarise_presets(out: Path, baseline: str = "do53") -> PresetsSummary:
         m = meta["presets"].get(name, {})
         run = out / str(m.get("dir", name))
         if (run / "loads.jsonl").exists() or (run / "loads.jsonl.gz").exists():
-            records += read_records(run / "loads.jsonl")
+            records += read_loads(run / "loads.jsonl")
         doc = json.loads((run / "pageload.json").read_text()) if (run / "pageload.json").exists() else {}
         checks[name] = list(doc.get("dns_check") or [])
         networks[name] = {

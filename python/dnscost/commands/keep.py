@@ -34,6 +34,7 @@ from pathlib import Path
 
 from dnscost import __version__
 from dnscost.errors import UsageError
+from dnscost.jsonl import parse_lines, read_lines
 
 __all__ = ["ENGINE_RECORDS", "Kept", "add_parser", "keep_client_run", "keep_run", "main"]
 
@@ -176,17 +177,12 @@ def _keep_records(path: Path, out: Path, types: tuple[str, ...] | None) -> int:
     """Writes the records of ``path`` (whose ``type`` is one of ``types``; all when None) to
     ``out``, gzip-compressed, each line as it was; nothing when ``path`` has none. Returns the
     bytes written."""
-    from dnscost.results import read_lines
-
     lines = []
-    # Not results.read_records: each kept line is written as it was, so the text is kept too.
-    for line in read_lines(path):
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            continue  # cut short by a crash: the analysis skips it too
-        if types is None or (isinstance(record, dict) and record.get("type") in types):
-            lines.append(line + "\n")
+    # Each kept line is written as it was. A line that is no record (cut short by a crash) is
+    # left out: the analysis skips it too.
+    for line in parse_lines(read_lines(path)):
+        if line.record is not None and (types is None or line.record.get("type") in types):
+            lines.append(line.text + "\n")
     if not lines:
         return 0
     out.parent.mkdir(parents=True, exist_ok=True)

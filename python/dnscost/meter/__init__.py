@@ -9,7 +9,7 @@ See ``docs/metering.md``.
 
 from dnscost.meter.energy import CCF_REFERENCE, CpuPowerModel, EnergyReading, RaplDomain, RaplReader
 from dnscost.meter.procfs import process_tree
-from dnscost.meter.sampler import FORMAT_VERSION, Sampler, read_records
+from dnscost.meter.sampler import FORMAT_VERSION, Sampler
 from dnscost.meter.sockets import SocketMemory, SsRun, parse_ss, ss_sockets
 from dnscost.meter.summary import LEVELS, Summary, summarize
 
@@ -27,7 +27,6 @@ __all__ = [
     "Summary",
     "parse_ss",
     "process_tree",
-    "read_records",
     "ss_sockets",
     "summarize",
 ]

@@ -22,7 +22,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from dnscost.meter.sampler import Sampler, read_records
+from dnscost.jsonl import read_records
+from dnscost.meter.sampler import Sampler
 from dnscost.meter.sockets import ss_sockets
 
 

@@ -26,7 +26,7 @@ sampled span is covered. A slot that cannot be taken on time is skipped and coun
 The file starts with a ``header`` record (format version, settings, energy source and model
 coefficients) and ends with an ``end`` record (counts, errors, the sampler's own CPU time).
 Every line is flushed when written: a crash keeps everything sampled until then.
-:func:`read_records` reads the file back (a line cut short is skipped).
+:func:`dnscost.jsonl.read_records` reads the file back (a line cut short is skipped).
 
 Cost, measured on the 2-vCPU development VM (``python -m dnscost.meter.bench``: one idle target
 process with one listening port, no cgroup, 10 Hz fast and 1 Hz slow sampling, two runs): the
@@ -54,9 +54,8 @@ from dnscost.errors import MachineError
 from dnscost.meter import procfs
 from dnscost.meter.energy import CpuPowerModel, RaplReader
 from dnscost.meter.sockets import ss_sockets
-from dnscost.results import read_records
 
-__all__ = ["FORMAT_VERSION", "Sampler", "read_records"]
+__all__ = ["FORMAT_VERSION", "Sampler"]
 
 FORMAT_VERSION = 1
 

@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from dnscost.results import read_records
+from dnscost.jsonl import read_records
 
 __all__ = [
     "Connection", "Observed", "Summary", "connections", "is_lab_name", "lab_name_of", "load", "summarise",

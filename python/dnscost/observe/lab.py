@@ -163,7 +163,7 @@ class Lab:
         out.close()
 
         def is_ready() -> bool:
-            # Not results.read_records: only the first line, of a file the link is still writing.
+            # Not jsonl.read_records: only the first line, of a file the link is still writing.
             lines = ready.read_text().splitlines()
             return bool(lines) and bool(json.loads(lines[0]).get("ready"))
 

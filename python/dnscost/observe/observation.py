@@ -27,13 +27,13 @@ from dnscost import __version__
 from dnscost.certs import make_tls
 from dnscost.engine import Responder
 from dnscost.errors import MachineError, UsageError
+from dnscost.jsonl import read_records
 from dnscost.observe.analysis import load
 from dnscost.observe.capture import analyse, reconcile
 from dnscost.observe.clients import STUB_LISTEN, Schedule, Upstream, client
 from dnscost.observe.lab import SERVER_ADDRESS, Lab
 from dnscost.observe.profile import extract
 from dnscost.proc import Child
-from dnscost.results import read_records
 
 __all__ = ["ObservationPlan", "load_policies", "observe", "policy_flags", "resummarise"]
 

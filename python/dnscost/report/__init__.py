@@ -1,5 +1,5 @@
 """The run's report: figures (:mod:`~dnscost.report.figures`), the study's published figures
-(:mod:`~dnscost.report.study`) and ours beside them point by point (:mod:`~dnscost.report.points`), the
+(:mod:`~dnscost.study`) and ours beside them point by point (:mod:`~dnscost.report.points`), the
 self-contained HTML report (:mod:`~dnscost.report.html`) and its check in a real browser
 (:mod:`~dnscost.report.browser`). Reads stored results only; the browser check is the one place
 that starts a process (Chromium).

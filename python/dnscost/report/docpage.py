@@ -11,7 +11,7 @@ on disk is not what the tables give (the docs check runs it; ``python/tests/test
 
 In the template, ``t(TABLE, key=value, ...)`` is the one row of ``TABLE`` with those values (an
 error names the table and keys when none or several match), ``rows(TABLE, ...)`` every such row,
-``run`` the run's facts, ``study`` the study's numbers (:func:`dnscost.report.study.published`),
+``run`` the run's facts, ``study`` the study's numbers (:func:`dnscost.study.published`),
 ``extra(NAME)`` another run's tables (``extra("audited")`` reads ``RUN_DIR/../audited-run``),
 ``kept_trial(PATH)`` a kept trial beside the template, ``group(NAME)`` the run's spec group, and
 ``require(CONDITION, STATEMENT)`` stops the rendering when the data contradict a verdict the
@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import difflib
-import gzip
 import json
 import sys
 import time
@@ -41,8 +40,9 @@ from dnscost.analysis.stored import read_table
 from dnscost.analysis.table1 import key_match, verdict_counts
 from dnscost.contract import Row
 from dnscost.errors import UsageError
+from dnscost.jsonl import read_records
 from dnscost.meter.energy import CpuPowerModel
-from dnscost.report.study import published
+from dnscost.study import published
 from dnscost.transports import display_name
 
 __all__ = ["RunTables", "invalid_trials", "main", "render_page"]
@@ -220,9 +220,8 @@ def kept_trial(path: Path) -> dict[str, Any]:
     """A kept trial (``dnscost keep``): its trial.json (``record``) and its engine's last record
     (``engine``, the summary)."""
     record = json.loads((path / "trial.json").read_text(encoding="utf-8"))
-    # Not results.read_records: only a kept run's summary, its last line, which must be whole.
-    lines = gzip.decompress((path / "engine.jsonl.gz").read_bytes()).decode().splitlines()
-    return {"record": record, "engine": json.loads(lines[-1])}
+    records = read_records(path / "engine.jsonl", strict=True)  # a kept run's, written whole
+    return {"record": record, "engine": records[-1]}
 
 
 def require(condition: Any, statement: str) -> str:

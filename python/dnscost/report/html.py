@@ -23,13 +23,13 @@ from typing import Any
 import jinja2
 from markupsafe import Markup, escape
 
-from dnscost import analysis
+from dnscost import analysis, study
 from dnscost.analysis import Analysis
 from dnscost.analysis.capacity import run_model, what_if_rows
 from dnscost.analysis.table1 import AGREE_FACTOR, key_match, verdict_counts
 from dnscost.analysis.tables import group_by
 from dnscost.contract import Row, RunRecord
-from dnscost.report import points, study
+from dnscost.report import points
 from dnscost.report.figures import (
     display_profile,
     display_transport,

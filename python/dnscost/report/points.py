@@ -1,5 +1,5 @@
 """The study point by point: every number and statement of ``iscc2023.toml`` (read through
-:func:`dnscost.report.study.published`, never copied here) beside what this run measured, with a
+:func:`dnscost.study.published`, never copied here) beside what this run measured, with a
 verdict. A statement this run cannot test says so ("not checked here", or "not measured here"
 for what needs another kind of observation), never silently drops out.
 
@@ -18,7 +18,7 @@ from dnscost.analysis import Analysis
 from dnscost.analysis.stats import fit_line
 from dnscost.analysis.tables import reference_key
 from dnscost.contract import Row
-from dnscost.report.study import published
+from dnscost.study import published
 
 __all__ = ["AGREE", "DIFFER", "NOT_CHECKED", "NOT_MEASURED", "StudyPoint", "study_points"]
 

@@ -9,7 +9,6 @@ and :meth:`Target.counters`.
 from __future__ import annotations
 
 import functools
-import json
 import os
 import random
 import re
@@ -28,8 +27,8 @@ from dnscost.cgroup import Cgroup, cgroup_name, remove_orphans
 from dnscost.contract import EngineConfig
 from dnscost.engine import Endpoint, engine_path
 from dnscost.errors import MachineError, TargetError, UsageError
+from dnscost.jsonl import parse_lines, read_records, split_lines
 from dnscost.proc import Child, process_state, remove_orphan_dirs
-from dnscost.results import read_records
 from dnscost.targets._util import find_binary, version_of
 from dnscost.targets.place import Host, Place
 from dnscost.transports import TLS_TRANSPORTS
@@ -311,11 +310,13 @@ class Target(ABC):
         out = subprocess.run(argv, capture_output=True, text=True, timeout=10, check=False)
         said = [line.strip() for line in out.stderr.splitlines() if line.strip()]
         reason = said[-1].removeprefix("dnscost-engine: ").removeprefix("no query was answered: ") if said else ""
-        # Not results.read_records: the engine's records here are its stdout, not a file.
-        lines = [line for line in out.stdout.splitlines() if line.startswith('{"type":"summary"')]
-        if not lines:
+        # The engine's records here are its stdout, not a file.
+        summaries = [
+            r for line in parse_lines(split_lines(out.stdout)) if (r := line.record) and r.get("type") == "summary"
+        ]
+        if not summaries:
             return Probe(False, reason or f"the engine exited with code {out.returncode}", False)
-        total = json.loads(lines[-1])["total"]
+        total = summaries[-1]["total"]
         rcodes = total["queries"]["rcodes"]
         if int(rcodes.get("noerror", 0)) > 0:
             return Probe(True, "", False)

@@ -1,5 +1,6 @@
-"""What the study we reproduce published, for the report's comparison (Le Louët et al.,
-"Effects of secured DNS transport on resolver performance", ISCC 2023).
+"""What the study we reproduce published (Le Louët et al., "Effects of secured DNS transport on
+resolver performance", ISCC 2023): data that the analysis (Table I's kWh, the wire figures) and
+the report (the study point by point) both read, so it belongs to neither.
 
 ``iscc2023.toml`` beside this module is a verbatim copy of the project's record of the paper's
 and the slides' published numbers (``shared/study/iscc2023.toml``); :func:`published` reads it,
@@ -31,7 +32,7 @@ WIRE_SOURCE = "the authors' slides, their Figure 1 ladder"
 @cache
 def published() -> dict[str, Any]:
     """The study's published numbers and statements (``iscc2023.toml``), as parsed TOML."""
-    return tomllib.loads(resources.files("dnscost.report").joinpath("iscc2023.toml").read_text(encoding="utf-8"))
+    return tomllib.loads(resources.files("dnscost").joinpath("iscc2023.toml").read_text(encoding="utf-8"))
 
 
 @dataclass(frozen=True)
