@@ -137,6 +137,31 @@ def _stored_trials() -> list[Path]:
     return sorted([*(REPO / "docs").rglob("trial.json"), *(REPO / "python" / "tests" / "fixtures").rglob("trial.json")])
 
 
+def _held_to(paths: list[Path], record: Any) -> list[dict[str, Any]]:
+    """Each file of ``paths``, parsed, asserted of the ``TypedDict`` ``record``'s types and
+    naming no field it lacks."""
+    fields, docs = set(get_type_hints(record)), []
+    for path in paths:
+        doc = json.loads(path.read_text())
+        assert contract.shape_problem(doc, record) is None, (path, contract.shape_problem(doc, record))
+        assert set(doc) <= fields, (path, set(doc) - fields)
+        docs.append(doc)
+    return docs
+
+
+def test_a_plan_entry_is_a_trial_record() -> None:
+    """``TrialPlan`` (what the plan says of a trial) and the plan's fields of ``TrialRecord``
+    are one shape written twice: every field of the one is a field of the other, of one type,
+    and ``to_dict`` writes a record the type accepts."""
+    from dnscost.plan import TrialPlan
+
+    record = get_type_hints(contract.TrialRecord)
+    for name, hint in get_type_hints(TrialPlan).items():
+        assert name in record and hint_atoms(hint) == hint_atoms(record[name]), name
+    plan = TrialPlan("load-x-udp-r0", "load", "load", "x", "udp", {"rate": 100}, 0, analysis="load")
+    assert contract.shape_problem(plan.to_dict(), contract.TrialRecord) is None
+
+
 def test_every_stored_trial_json_is_a_trial_record() -> None:
     """``TrialRecord`` is trial.json as the package writes it: every stored one is of its types
     and names no field it lacks (a field added by the writers without the type fails here)."""
@@ -144,13 +169,7 @@ def test_every_stored_trial_json_is_a_trial_record() -> None:
     assert len(paths) > 100
     fields = set(get_type_hints(contract.TrialRecord))
     seen: set[str] = set()
-    for path in paths:
-        doc = json.loads(path.read_text())
-        assert contract.shape_problem(doc, contract.TrialRecord) is None, (
-            path,
-            contract.shape_problem(doc, contract.TrialRecord),
-        )
-        assert set(doc) <= fields, (path, set(doc) - fields)
+    for doc in _held_to(paths, contract.TrialRecord):
         seen |= set(doc)
     # and the type names nothing no stored trial has (a field the writers dropped)
     assert fields - seen <= {"records_problem", "external", "cache_fill", "cluster", "dir", "settings", "target_pid"}, (
@@ -192,15 +211,9 @@ def test_every_stored_run_json_is_a_run_record() -> None:
     paths = sorted([*(REPO / "docs").rglob("run.json"), *(REPO / "python" / "tests" / "fixtures").rglob("run.json")])
     assert len(paths) >= 5
     fields = set(get_type_hints(contract.RunRecord))
-    for path in paths:
-        doc = json.loads(path.read_text())
-        assert contract.shape_problem(doc, contract.RunRecord) is None, (
-            path,
-            contract.shape_problem(doc, contract.RunRecord),
-        )
-        assert set(doc) <= fields, (path, set(doc) - fields)
+    for doc in _held_to(paths, contract.RunRecord):
         for entry in doc.get("plan", []):
-            assert set(entry) <= set(get_type_hints(contract.TrialRecord)), (path, entry)
+            assert set(entry) <= set(get_type_hints(contract.TrialRecord)), entry
     text = (REPO / "docs" / "results.md").read_text()
     block = text.split("## run.json", 1)[1].split("```json", 1)[1].split("```", 1)[0]
     assert set(json.loads(block)) <= fields
