@@ -73,6 +73,7 @@ inconsistent-layering    plain TCP costs more target CPU per query than DoT or D
                          carry the same queries over TCP plus TLS (same target, lifetime,
                          connections)
 inconsistent-memory      memory per connection (user + kernel) falls as connections grow
+negative-memory          memory per connection (user or kernel, fitted) is below zero
 memory-below-kernel      memory per connection (user + kernel, fitted) is below the
                          target's own TCP socket buffers per connection (fitted)
 =======================  ===============================================================
@@ -173,6 +174,7 @@ CONSISTENCY_FLAGS = (
     "inconsistent-resumption",
     "inconsistent-layering",
     "inconsistent-memory",
+    "negative-memory",
     "memory-below-kernel",
 )
 """Flags the analysis raises across trials; they do not invalidate (see above)."""

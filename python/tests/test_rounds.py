@@ -285,3 +285,27 @@ def test_the_report_names_contradictions_and_shows_intervals(contradicting: Anal
     assert "CPU per query ÷ UDP's" in html.unescape(text) and "min, max over rounds" in text
     clean = render_report(analyze(SYNTHETIC), tmp_path / "clean", headline=headline(analyze(SYNTHETIC))).read_text()
     assert "<h3>Contradictions</h3>" not in clean and "no contradiction beyond the intervals" in clean
+
+
+def test_a_negative_memory_slope_is_named_with_its_margin() -> None:
+    """Memory that falls by 2 000 B per connection held, however many: the user fit's slope
+    and interval lie below zero, checked against numpy's own least squares; the kernel's, flat
+    with noise, is not flagged."""
+    import numpy as np
+    from dnscost.analysis.consistency import consistency_rows
+
+    held = [1000, 2000, 4000, 8000]
+    user = [5e7 - 2000 * n + (300_000 if i % 2 else -300_000) for i, n in enumerate(held)]
+    kernel = [1e6 + (50_000 if i % 2 else -50_000) * (i + 1) for i in range(len(held))]
+    points = [
+        {"target": "t", "transport": "dot", "connections": n, "connections_held": n, "rss_delta_bytes": u,
+         "kernel_delta_bytes": k, "tcp_delta_bytes": None, "valid": True}
+        for n, u, k in zip(held, user, kernel, strict=True)
+    ]  # fmt: skip
+    trials = [{"id": f"m-{n}", "kind": "idle", "target": "t", "transport": "dot", "connections": n} for n in held]
+    rows = [r for r in consistency_rows([], points, trials) if r["flag"] == "negative-memory"]
+    assert [r["cell"] for r in rows] == ["t dot user memory per connection"]
+    (row,) = rows
+    assert row["value"] == pytest.approx(np.polyfit(held, user, 1)[0], rel=1e-9)
+    assert row["low"] < row["value"] < row["high"] < 0 and row["margin"] == -row["high"]
+    assert row["cell_trials"] == "m-1000;m-2000;m-4000;m-8000" and row["rounds"] == 4

@@ -21,6 +21,9 @@ Across cells (the trials stay valid; the two cells are named):
   carry the same queries over TCP plus TLS (same target, lifetime and connections; every key).
 - ``inconsistent-memory``: memory per connection (user + kernel above the idle baseline, ÷ the
   connections held) cannot fall as connections grow.
+- ``negative-memory``: a connection cannot cost negative memory: the user or kernel bytes per
+  connection fitted over the idle trials (the ``memory_fit`` table's slopes) with its whole
+  95 % interval below zero.
 - ``memory-below-kernel``: the memory a connection costs (user + kernel, fitted over the idle
   trials) cannot be below what the kernel itself counts in the target's TCP socket buffers per
   connection (cgroup ``memory.kmem.tcp``/``sock``, fitted the same way).
@@ -29,7 +32,8 @@ Paired checks divide CPU per query of two cells in the same round. A pair contra
 when its whole interval lies beyond the bound: the min and max of its per-round ratios (so the
 contradiction holds in every round), a single round ± ``ONE_ROUND_SPREAD``. Each is a row of
 the ``consistency`` table naming both cells, with its median, interval and ``margin``: how far
-the interval lies beyond the bound (``low`` - 1 for a ratio; bytes for ``memory-below-kernel``).
+the interval lies beyond the bound (``low`` - 1 for a ratio; bytes for ``negative-memory`` and
+``memory-below-kernel``).
 Pure: rows in, rows out.
 """
 
@@ -348,6 +352,40 @@ def _memory_falling(points: Sequence[Row], trial_rows: Sequence[Row]) -> list[Ro
     return out
 
 
+def _memory_negative(points: Sequence[Row], trial_rows: Sequence[Row]) -> list[Row]:
+    """The user and the kernel fits of :func:`dnscost.analysis.tables.memory_fit_rows` (the
+    same valid points, the same slopes), when a slope's whole 95 % interval lies below zero."""
+    out = []
+    for target, transport in dict.fromkeys((p["target"], p["transport"]) for p in points):
+        pts = [p for p in points if (p["target"], p["transport"]) == (target, transport) and p["valid"]]
+        for name, column in (("user", "rss_delta_bytes"), ("kernel", "kernel_delta_bytes")):
+            use = [(held, p[column]) for p in pts if (held := _held(p)) is not None and p[column] is not None]
+            fit = fit_line([h for h, _ in use], [v for _, v in use])
+            if fit is None or fit.ci95_high is None or fit.ci95_low is None or fit.ci95_high >= 0:
+                continue
+            trials = _idle_trials(trial_rows, target, transport)
+            r2 = f"R² {fit.r2:.2f}, " if fit.r2 is not None else ""
+            out.append(
+                {
+                    "target": target,
+                    "transport": transport,
+                    "flag": "negative-memory",
+                    "cell": f"{target} {transport} {name} memory per connection",
+                    "against": "zero",
+                    "what": f"{name} memory per connection (bytes, fitted): below zero",
+                    "value": fit.slope,
+                    "low": fit.ci95_low,
+                    "high": fit.ci95_high,
+                    "margin": -fit.ci95_high,
+                    "rounds": len(use),
+                    "interval": f"95 % t interval of the fit ({r2}{len(use)} points); margin in bytes",
+                    "cell_trials": trials,
+                    "against_trials": "",
+                }
+            )
+    return out
+
+
 def _memory_below_kernel(points: Sequence[Row], trial_rows: Sequence[Row]) -> list[Row]:
     out = []
     keys = dict.fromkeys((p["target"], p["transport"]) for p in points)
@@ -402,6 +440,7 @@ def consistency_rows(rounds: Sequence[Row], memory_points: Sequence[Row], trial_
         + _layering(establishment, connections=False)
         + _layering(connections, connections=True)
         + _memory_falling(memory_points, trial_rows)
+        + _memory_negative(memory_points, trial_rows)
         + _memory_below_kernel(memory_points, trial_rows)
     )
 

@@ -1,4 +1,4 @@
-"""Page loads compared pairwise per page, as Hounsel et al. (WWW 2020) did: for each
+"""Page loads compared pairwise per page, as Hounsel et al. did (2019; WWW 2020): for each
 transport against a baseline (``do53``) and each network preset, the CDF of the per-page
 differences of page-load time, with the median marked; and the DNS time of each transport.
 Pure (reads records, never starts anything); :func:`draw_figure` draws with matplotlib.
@@ -204,10 +204,13 @@ SUMMARY_FORMAT = 1
 FIGURE_STEM = "pageload-cdf"
 
 HOUNSEL_SOURCE = (
-    "Hounsel, Borgolte, Schmitt, Holland and Feamster, 'Comparing the Effects of DNS, DoT, and DoH on "
-    "Web Performance', WWW 2020: the median per-site difference of page-load time against Do53 (Firefox; "
-    "DoT through Stubby, 10 s idle timeout; DoH the browser's own), per emulated network; the values as "
-    "quoted in dnscost issue 13, not re-read from the paper here"
+    "Hounsel, Borgolte, Schmitt, Holland and Feamster's 2019 measurements with Cloudflare's resolver "
+    "('Analyzing the Costs (and Benefits) of DNS, DoT, and DoH for the Modern Web', arXiv 1907.08089, "
+    "as their APNIC blog post of 8 October 2019, 'Page load times not affected by DoH and DoT', presents "
+    "them): the median per-site difference of page-load time against Do53 (Firefox; DoT through Stubby; "
+    "DoH the browser's own), per emulated network. The later version of that preprint, 'Comparing the "
+    "Effects of DNS, DoT, and DoH on Web Performance' (WWW 2020, five vantage points), found Do53 "
+    "fastest as loss and latency grow; the lossy 4G values here, DoT and DoH faster, are 2019's"
 )
 HOUNSEL: dict[str, dict[str, tuple[float | None, str]]] = {
     "default": {"dot": (None, "< +1"), "doh": (16.0, "+16")},
