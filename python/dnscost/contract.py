@@ -47,6 +47,7 @@ __all__ = [
     "HistogramSummary",
     "IntervalRecord",
     "Lifetime",
+    "MeterSummary",
     "QueryCounts",
     "QueryRecord",
     "Row",
@@ -370,6 +371,75 @@ class Wire(TypedDict):
     bytes_received: int
 
 
+class MeterSummary(TypedDict):
+    """The meter over one window (:meth:`dnscost.meter.summary.Summary.to_dict`): CPU of the
+    target (its cgroup's and its processes') and of the generator, energy, per-core deltas by
+    CPU number, the kernel's UDP/TCP/TcpExt counter deltas, and the mean and peak of every
+    level of :data:`dnscost.meter.summary.LEVELS`. Readers take them with ``.get``: the
+    synthetic fixture run holds only those its tests need."""
+
+    t0_ms: float
+    t1_ms: float
+    duration_s: float
+    samples_fast: int
+    samples_slow: int
+    extrapolated: bool
+    cpu_source: str | None
+    cpu_user_us: float | None
+    cpu_system_us: float | None
+    cgroup_cpu_total_us: float | None
+    cgroup_cpu_user_us: float | None
+    cgroup_cpu_system_us: float | None
+    proc_cpu_user_us: float | None
+    proc_cpu_system_us: float | None
+    generator_cpu_user_us: float | None
+    generator_cpu_system_us: float | None
+    energy_j: float | None
+    energy_source: str | None
+    energy_model_j: float | None
+    cores: dict[str, dict[str, float]]
+    counters: dict[str, float]
+    cpu_us: float | None
+    rss_bytes_mean: float | None
+    rss_bytes_max: float | None
+    pss_bytes_mean: float | None
+    pss_bytes_max: float | None
+    uss_bytes_mean: float | None
+    uss_bytes_max: float | None
+    cgroup_usage_bytes_mean: float | None
+    cgroup_usage_bytes_max: float | None
+    cgroup_anon_bytes_mean: float | None
+    cgroup_anon_bytes_max: float | None
+    cgroup_kernel_bytes_mean: float | None
+    cgroup_kernel_bytes_max: float | None
+    tcp_bytes_mean: float | None
+    tcp_bytes_max: float | None
+    cgroup_slab_bytes_mean: float | None
+    cgroup_slab_bytes_max: float | None
+    threads_mean: float | None
+    threads_max: float | None
+    socket_buffer_bytes_mean: float | None
+    socket_buffer_bytes_max: float | None
+    socket_optmem_bytes_mean: float | None
+    socket_optmem_bytes_max: float | None
+    sockets_mean: float | None
+    sockets_max: float | None
+    system_slab_bytes_mean: float | None
+    system_slab_bytes_max: float | None
+    system_sunreclaim_bytes_mean: float | None
+    system_sunreclaim_bytes_max: float | None
+    sockstat_tcp_mem_bytes_mean: float | None
+    sockstat_tcp_mem_bytes_max: float | None
+    sockstat_udp_mem_bytes_mean: float | None
+    sockstat_udp_mem_bytes_max: float | None
+    sockstat_tcp_inuse_mean: float | None
+    sockstat_tcp_inuse_max: float | None
+    sockstat_tcp_tw_mean: float | None
+    sockstat_tcp_tw_max: float | None
+    tcp_curr_estab_mean: float | None
+    tcp_curr_estab_max: float | None
+
+
 class TrialSummary(TypedDict):
     """One trial's costs over the engine's measured window (``docs/results.md``, trial.json)."""
 
@@ -405,8 +475,8 @@ class TrialSummary(TypedDict):
     energy_j_per_1000_queries: float | None
     latency_us: dict[str, int]
     setup_latency_us: dict[str, int]
-    meter: dict[str, Any]
-    baseline_meter: dict[str, Any]
+    meter: MeterSummary
+    baseline_meter: MeterSummary
     validity: Validity
     wire: Wire | None
 

@@ -177,6 +177,29 @@ def test_every_stored_trial_json_is_a_trial_record() -> None:
     )
 
 
+def test_a_meter_summary_is_what_the_meter_writes_and_every_stored_one_is_of_its_types() -> None:
+    """``MeterSummary`` names every key :meth:`Summary.to_dict` writes and no other (the levels
+    of ``LEVELS`` included), and every meter of a stored trial's summary (window and
+    baseline) is of its types; the ones the package wrote (all but the synthetic fixture's)
+    hold every key it names."""
+    from dnscost.meter.summary import summarize
+
+    samples = [{"type": "fast", "t_ms": t, "target": {}} for t in (0, 1000)]
+    written = summarize(samples, 0, 1000)
+    fields = set(get_type_hints(contract.MeterSummary))
+    assert set(written.to_dict()) == fields
+    meters = 0
+    for path in _stored_trials():
+        summary = json.loads(path.read_text()).get("summary") or {}
+        for key in ("meter", "baseline_meter"):
+            if (meter := summary.get(key)) is None:
+                continue
+            meters += 1
+            assert contract.shape_problem(meter, contract.MeterSummary, key) is None, path
+            assert "synthetic" in str(path) or set(meter) == fields, (path, fields ^ set(meter))
+    assert meters > 1000
+
+
 def test_the_documented_trial_json_names_only_trial_record_fields() -> None:
     text = (REPO / "docs" / "results.md").read_text()
     block = text.split("## trial.json", 1)[1].split("```json", 1)[1].split("```", 1)[0]

@@ -19,7 +19,9 @@ import itertools
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, cast
+
+from dnscost.contract import MeterSummary
 
 __all__ = ["LEVELS", "Summary", "summarize"]
 
@@ -101,14 +103,15 @@ class Summary:
             return None
         return self.cpu_user_us + self.cpu_system_us
 
-    def to_dict(self) -> dict[str, Any]:
-        """A flat, JSON-ready dict: the levels are merged in at the top level."""
+    def to_dict(self) -> MeterSummary:
+        """A flat, JSON-ready dict: the levels are merged in at the top level (every key of
+        :data:`LEVELS`, so every key :class:`MeterSummary` names; a test holds the two)."""
         d = asdict(self)
         levels = d.pop("levels")
         d["cores"] = {str(k): v for k, v in d["cores"].items()}
         d["cpu_us"] = self.cpu_us
         d.update(levels)
-        return d
+        return cast(MeterSummary, d)
 
 
 def _get(record: dict[str, Any], path: Sequence[str]) -> float | None:

@@ -4,10 +4,14 @@
 //! doh ride `Tls`. udp rides `Udp`, a connected socket that the driver sees as a stream of
 //! two-octet-framed messages, as over TCP: a frame written is one datagram, a datagram read
 //! comes framed; it counts its datagrams itself. doq rides `Quic` (`quic.rs`), a QUIC
-//! connection seen the same way, a frame per stream. The driver sees one byte stream in all cases.
+//! connection seen the same way, a frame per stream. The driver sees one byte stream in all cases:
+//! what it reads is bytes, [`Events`] (what the network refused, streams that failed, queries
+//! that went or waited for a stream; [`Carrier::take_events`]) or the stream's [`End`], the
+//! same types whatever the carrier.
 
 use super::ctx::{Connectors, Ctx};
-use super::quic::QuicStreams;
+use super::quic::{QuicEnd, QuicStreams, StreamFailure};
+use super::session::End;
 use dnscost_load::CloseMode;
 use dnscost_stats::{Counters, ErrorKind, Handshake};
 use dnscost_transport::socket::{self, TcpCounts};
@@ -25,6 +29,45 @@ pub enum Carrier {
     Tls(Box<TlsStream>),
     Udp(Box<Datagrams>),
     Quic(Box<QuicStreams>),
+}
+
+/// What a carrier saw besides the bytes it carries, since the driver last took it
+/// ([`Carrier::take_events`]): on a datagram carrier, what the network refused; on a QUIC
+/// carrier, the streams that ended without an answer, and the queries that went on a stream of
+/// their own or found no stream credit. Empty on TCP and TLS.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Events {
+    /// Receives that reported a refusal (an ICMP port unreachable on a connected socket).
+    pub refused_reads: u64,
+    /// DNS IDs of the queries whose datagram the network refused: they never left.
+    pub refused_sends: Vec<u16>,
+    /// The first refusal's message.
+    pub refusal: Option<String>,
+    /// Queries whose stream ended without an answer, by DNS ID.
+    pub failed: Vec<(u16, StreamFailure)>,
+    /// First sends that went on a stream of their own.
+    pub went: u64,
+    /// Queries written that found no stream credit and wait in the carrier.
+    pub stream_waits: u64,
+}
+
+/// What one read of a carrier gave.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Got {
+    /// Bytes into the buffer.
+    Bytes(usize),
+    /// No bytes, but [`Events`] to take: streams that failed, or the last query waiting for a
+    /// stream went (the carrier has room again).
+    Events,
+}
+
+/// A failed read or write as the session gets it: a QUIC carrier's error carries how its
+/// connection ended.
+fn end_of(e: std::io::Error) -> End {
+    match e.get_ref().and_then(|i| i.downcast_ref::<QuicEnd>()) {
+        Some(QuicEnd(close, message)) => End::Quic(*close, message.clone()),
+        None => End::Io(e),
+    }
 }
 
 /// A connection as set up: its carrier, the TLS handshake it took (`None`: a 0-RTT connection,
@@ -115,6 +158,74 @@ impl Carrier {
         match self {
             Carrier::Quic(q) => q.handshake(),
             _ => Handshake::None,
+        }
+    }
+
+    /// Reads into `buf`: bytes, events to take, or the stream's end.
+    pub async fn receive(&mut self, buf: &mut [u8]) -> Result<Got, End> {
+        match self.read(buf).await {
+            Ok(0) => Err(End::Closed),
+            Ok(n) => Ok(Got::Bytes(n)),
+            // A QUIC carrier's way of saying it has events and no bytes.
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => Ok(Got::Events),
+            Err(e) => Err(end_of(e)),
+        }
+    }
+
+    /// Writes and flushes `out`.
+    pub async fn send(&mut self, out: &[u8]) -> Result<(), End> {
+        let write = async {
+            self.write_all(out).await?;
+            self.flush().await
+        };
+        write.await.map_err(end_of)
+    }
+
+    /// What the carrier saw since the last call (see [`Events`]).
+    pub fn take_events(&mut self) -> Events {
+        match self {
+            Carrier::Udp(d) => d.take_events(),
+            Carrier::Quic(q) => q.take_events(),
+            Carrier::Tcp(_) | Carrier::Tls(_) => Events::default(),
+        }
+    }
+
+    /// Whether a query written now goes on the wire at once: false while queries wait in a
+    /// QUIC carrier for the server to allow more streams.
+    pub fn has_room(&self) -> bool {
+        match self {
+            Carrier::Quic(q) => q.has_room(),
+            _ => true,
+        }
+    }
+
+    /// The last `n` frames of the next write are first sends; returns how many of them the
+    /// write itself sends. A QUIC carrier takes them, to count each as sent once its stream
+    /// opens ([`Events::went`]): none; other carriers send them with the write: all.
+    pub fn fresh_frames(&mut self, n: u64) -> u64 {
+        match self {
+            Carrier::Quic(q) => {
+                q.fresh_frames(n);
+                0
+            }
+            _ => n,
+        }
+    }
+
+    /// First sends still waiting in a QUIC carrier for a stream.
+    pub fn fresh_waiting(&self) -> u64 {
+        match self {
+            Carrier::Quic(q) => q.fresh_waiting(),
+            _ => 0,
+        }
+    }
+
+    /// Takes back the queries waiting for a stream for which `expired` is true; returns their
+    /// DNS IDs (none but on a QUIC carrier).
+    pub fn drop_waiting(&mut self, expired: impl FnMut(u16) -> bool) -> Vec<u16> {
+        match self {
+            Carrier::Quic(q) => q.drop_waiting(expired),
+            _ => Vec::new(),
         }
     }
 
@@ -324,8 +435,13 @@ impl Datagrams {
 
     /// What the network refused since the last call: receives that reported a refusal, the IDs
     /// of queries whose send was refused, and the first refusal's message.
-    pub fn take_refused(&mut self) -> (u64, Vec<u16>, Option<String>) {
-        (std::mem::take(&mut self.refused_reads), std::mem::take(&mut self.refused_sends), self.refusal.take())
+    fn take_events(&mut self) -> Events {
+        Events {
+            refused_reads: std::mem::take(&mut self.refused_reads),
+            refused_sends: std::mem::take(&mut self.refused_sends),
+            refusal: self.refusal.take(),
+            ..Events::default()
+        }
     }
 
     fn refused(&mut self, e: &std::io::Error) {
@@ -383,7 +499,7 @@ impl AsyncRead for Datagrams {
 
 impl AsyncWrite for Datagrams {
     /// Sends every whole frame of `buf` as one datagram; returns the octets of the frames
-    /// sent (a refused one counts as sent: it is reported by [`Datagrams::take_refused`]).
+    /// sent (a refused one counts as sent: it is reported by [`Carrier::take_events`]).
     fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
         let this = self.get_mut();
         let mut done = 0;
@@ -492,4 +608,43 @@ async fn connect_quic(
 
 fn handshake_of(conn: &quinn::Connection) -> Handshake {
     dnscost_transport::quic::HandshakeFacts::of(conn).map_or(Handshake::Full, crate::quic::handshake_kind)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dnscost_stats::Close;
+
+    #[test]
+    fn a_quic_end_reaches_the_session_typed_and_other_failures_as_they_are() {
+        let quic = std::io::Error::other(QuicEnd(Close::Goaway, "request rejected".into()));
+        assert!(matches!(end_of(quic), End::Quic(Close::Goaway, m) if m == "request rejected"));
+        let reset = std::io::Error::from(std::io::ErrorKind::ConnectionReset);
+        assert!(matches!(end_of(reset), End::Io(e) if e.kind() == std::io::ErrorKind::ConnectionReset));
+    }
+
+    /// A query sent to a port nobody listens on: the kernel's ICMP port unreachable refuses the
+    /// next send on the connected socket, and that query's ID comes out as an event, not as an
+    /// error of the byte stream.
+    #[test]
+    fn a_refused_datagram_is_an_event_with_its_query_id() {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        rt.block_on(async {
+            let closed = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+            let port = closed.local_addr().unwrap().port();
+            drop(closed);
+            let sock = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+            sock.connect(("127.0.0.1", port)).await.unwrap();
+            let mut carrier = Carrier::Udp(Box::new(Datagrams::new(sock)));
+            let frame = |id: u16| [[0, 12].as_slice(), &id.to_be_bytes(), &[1, 0, 0, 1, 0, 0, 0, 0, 0, 0]].concat();
+            carrier.send(&frame(1)).await.unwrap();
+            assert_eq!(carrier.take_events(), Events::default(), "the first datagram left");
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            carrier.send(&frame(2)).await.unwrap();
+            let events = carrier.take_events();
+            assert_eq!((events.refused_reads, events.refused_sends.as_slice()), (0, [2].as_slice()));
+            assert!(events.refusal.is_some_and(|m| m.contains("refused")));
+            assert_eq!(carrier.take_events(), Events::default(), "taken once");
+        });
+    }
 }

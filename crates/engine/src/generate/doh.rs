@@ -4,7 +4,7 @@
 //! cancelled with RST_STREAM so that the server frees it. Sans-I/O (see `session.rs`).
 
 use super::ctx::Stop;
-use super::session::{server_close, Sent, Session, SessionEnd, Step};
+use super::session::{End, Sent, Session, SessionEnd, Step};
 use super::window::StreamWindow;
 use dnscost_load::DohMethod;
 use dnscost_stats::{Close, ErrorKind};
@@ -162,11 +162,11 @@ impl Session for Doh {
         None
     }
 
-    fn ended(&mut self, s: &mut Step<'_>, error: Option<&std::io::Error>) -> SessionEnd {
+    fn ended(&mut self, s: &mut Step<'_>, end: &End) -> SessionEnd {
         s.ctx.lose(ErrorKind::ConnectionLost, self.window.clear());
-        match (error, self.goaway) {
-            (None, Some(code)) => Doh::goaway_end(code),
-            (e, _) => SessionEnd { close: server_close(e, true), error: e.map(|e| e.to_string()) },
+        match (end, self.goaway) {
+            (End::Closed, Some(code)) => Doh::goaway_end(code),
+            (end, _) => SessionEnd { close: end.close(true), error: end.message() },
         }
     }
 
@@ -399,7 +399,7 @@ mod tests {
             ctx.sub_in_flight(3);
             conn.out.clear();
             conn.send(ctx, 2000 * MS);
-            let end = conn.at(ctx, 2001 * MS, |s, step| s.ended(step, None));
+            let end = conn.at(ctx, 2001 * MS, |s, step| s.ended(step, &End::Closed));
             assert_eq!(end.close, Close::CloseNotify);
             assert_eq!(ctx.counters.borrow().failed[ErrorKind::ConnectionLost as usize], 3);
         });

@@ -2,18 +2,17 @@
 //! 0 on the wire, §4.2.1) and doh3 (one POST request per query over h3, the ID 0 too). To the driver and the DNS session (`tcp.rs`) it looks like the
 //! two-octet-framed byte stream of tcp and dot, as the udp carrier does: a frame written opens
 //! a stream, sends the query with ID 0 and finishes the stream; an answer read comes framed,
-//! with the query's ID put back. A stream the server resets is reported apart
-//! ([`QuicStreams::take_failed`]); a query refused with the 0-RTT data is sent again once the
+//! with the query's ID put back. A stream the server resets is reported apart (an event,
+//! [`QuicStreams::take_events`]); a query refused with the 0-RTT data is sent again once the
 //! handshake is done. The connection's end surfaces as an error that carries its [`Close`]
-//! ([`QuicEnd`]).
+//! ([`QuicEnd`]), which the carrier turns into its `End`.
 //!
 //! The server's stream limit (QUIC MAX_STREAMS) never blocks a write: a frame that finds no
 //! stream credit waits in the carrier, in order, and goes when the server grants more (reading
 //! drives it, so answers keep coming meanwhile). While one waits the carrier has no room
 //! ([`QuicStreams::has_room`]), so the session holds further queries in the schedule. A query
-//! counts as sent once its stream opened ([`QuicStreams::take_went`]; a waiting one is not on
-//! the wire), and one that found no credit as a stream wait
-//! ([`QuicStreams::take_stream_waits`]); one whose timeout passes while it waits is taken back
+//! counts as sent once its stream opened (`went`; a waiting one is not on the wire), and one
+//! that found no credit as a stream wait (`stream_waits`, both events); one whose timeout passes while it waits is taken back
 //! ([`QuicStreams::drop_waiting`]), never goes and is failed `unsent` by the driver.
 
 use dnscost_stats::{Close, Handshake};
@@ -77,7 +76,7 @@ pub enum StreamFailure {
     Malformed,
 }
 
-/// An error carrying how the QUIC connection ended, for `session::server_close`.
+/// An error carrying how the QUIC connection ended, for the carrier's `End::of`.
 #[derive(Debug)]
 pub struct QuicEnd(pub Close, pub String);
 
@@ -105,11 +104,11 @@ pub struct QuicStreams {
     failed: Vec<(u16, StreamFailure)>,
     /// Queries written that have no stream yet, oldest first (the front one may be opening).
     waiting: std::collections::VecDeque<Waiting>,
-    /// Queries that found no stream credit since the last [`QuicStreams::take_stream_waits`].
+    /// Queries that found no stream credit since the last [`QuicStreams::take_events`].
     held: u64,
     /// How many frames at the end of the next write are first sends ([`QuicStreams::fresh_frames`]).
     fresh_next: u64,
-    /// First sends whose stream opened since the last [`QuicStreams::take_went`].
+    /// First sends whose stream opened since the last [`QuicStreams::take_events`].
     went: u64,
     /// How sending a waiting query failed, reported once the answers read are handed out.
     send_error: Option<std::io::Error>,
@@ -170,9 +169,16 @@ impl QuicStreams {
         }
     }
 
-    /// Streams that ended without an answer since the last call, by the query's DNS ID.
-    pub fn take_failed(&mut self) -> Vec<(u16, StreamFailure)> {
-        std::mem::take(&mut self.failed)
+    /// Since the last call: the streams that ended without an answer (by the query's DNS ID),
+    /// the first sends that went on a stream of their own, and the queries that found no
+    /// stream credit.
+    pub fn take_events(&mut self) -> super::carrier::Events {
+        super::carrier::Events {
+            failed: std::mem::take(&mut self.failed),
+            went: std::mem::take(&mut self.went),
+            stream_waits: std::mem::take(&mut self.held),
+            ..Default::default()
+        }
     }
 
     /// Whether a query written now goes on a stream at once: false while queries wait for the
@@ -181,20 +187,10 @@ impl QuicStreams {
         self.waiting.is_empty()
     }
 
-    /// How many queries written found no stream credit and waited, since the last call.
-    pub fn take_stream_waits(&mut self) -> u64 {
-        std::mem::take(&mut self.held)
-    }
-
     /// The last `n` frames of the next write are queries sent for the first time (those before
     /// them go again after a refusal): each counts as sent once its stream opens.
     pub fn fresh_frames(&mut self, n: u64) {
         self.fresh_next = n;
-    }
-
-    /// How many first sends went on a stream of their own since the last call.
-    pub fn take_went(&mut self) -> u64 {
-        std::mem::take(&mut self.went)
     }
 
     /// How many first sends still wait for a stream.

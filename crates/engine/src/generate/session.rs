@@ -38,6 +38,45 @@ impl From<PolicyClose> for SessionEnd {
     }
 }
 
+/// How the carrier's byte stream ended, as the driver hands it to the session (the carrier
+/// makes it, `carrier.rs`).
+#[derive(Debug)]
+pub enum End {
+    /// The server ended the stream in order (FIN; over TLS, close_notify).
+    Closed,
+    /// The QUIC connection ended, or the DoH/3 server said GOAWAY: what the server did, and
+    /// what it said.
+    Quic(Close, String),
+    /// Reading or writing failed.
+    Io(std::io::Error),
+}
+
+impl End {
+    /// What the server did (`tls`: a stream that ends in order ended with close_notify, as
+    /// tokio-rustls reports it).
+    pub fn close(&self, tls: bool) -> Close {
+        use std::io::ErrorKind as K;
+        match self {
+            End::Closed if tls => Close::CloseNotify,
+            End::Closed => Close::Fin,
+            End::Quic(close, _) => *close,
+            End::Io(e) if e.kind() == K::UnexpectedEof => Close::Fin,
+            End::Io(e) if e.kind() == K::ConnectionReset || e.kind() == K::BrokenPipe => Close::Rst,
+            End::Io(e) if e.kind() == K::InvalidData => Close::TlsAlert,
+            End::Io(_) => Close::Error,
+        }
+    }
+
+    /// What the server said or the failure was (`None`: the stream ended in order).
+    pub fn message(&self) -> Option<String> {
+        match self {
+            End::Closed => None,
+            End::Quic(_, message) => Some(message.clone()),
+            End::Io(e) => Some(e.to_string()),
+        }
+    }
+}
+
 /// What the driver lends a session for one step: the thread's shared state (set-up, counters,
 /// query cursor, in-flight gauge; never its clock), the slot's schedule, the connection's
 /// policy and tally, the time, the bytes to send, and whether the carrier takes a query now
@@ -89,10 +128,10 @@ pub trait Session {
     /// `n` bytes were read into [`Session::spare`]. Returns the end of the session when the
     /// bytes end it (a protocol error; what to say to the server is in `step.out`).
     fn receive(&mut self, step: &mut Step<'_>, n: usize) -> Option<SessionEnd>;
-    /// The server ended the byte stream (`None`: in order) or reading or writing failed:
-    /// every outstanding query is resolved (sent again when the server refused it unprocessed,
-    /// lost otherwise).
-    fn ended(&mut self, step: &mut Step<'_>, error: Option<&std::io::Error>) -> SessionEnd;
+    /// The carrier's byte stream ended ([`End::Closed`]: in order) or reading or writing
+    /// failed: every outstanding query is resolved (sent again when the server refused it
+    /// unprocessed, lost otherwise).
+    fn ended(&mut self, step: &mut Step<'_>, end: &End) -> SessionEnd;
     /// With nothing outstanding, whether the session is over by itself (the run drains, the
     /// server went away, identifiers ran out).
     fn finished(&self, state: Stop) -> Option<SessionEnd>;
@@ -114,24 +153,6 @@ pub trait Session {
     /// Whether the outstanding query `id` was last sent by [`Session::retransmit`].
     fn resent(&self, _id: u16) -> bool {
         false
-    }
-}
-
-/// Closes seen from reading or writing: what the server did.
-pub fn server_close(e: Option<&std::io::Error>, tls: bool) -> Close {
-    use std::io::ErrorKind as K;
-    if let Some(end) = e.and_then(|e| e.get_ref()).and_then(|i| i.downcast_ref::<super::quic::QuicEnd>()) {
-        return end.0;
-    }
-    match e {
-        // tokio-rustls reports a close_notify as the end of the stream (the QUIC carrier, a
-        // CONNECTION_CLOSE without error).
-        None if tls => Close::CloseNotify,
-        None => Close::Fin,
-        Some(e) if e.kind() == K::UnexpectedEof => Close::Fin,
-        Some(e) if e.kind() == K::ConnectionReset || e.kind() == K::BrokenPipe => Close::Rst,
-        Some(e) if e.kind() == K::InvalidData => Close::TlsAlert,
-        Some(_) => Close::Error,
     }
 }
 
@@ -164,5 +185,30 @@ pub mod testing {
         let mut a = query.to_vec();
         a[2] |= 0x80;
         a
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::End;
+    use dnscost_stats::Close;
+    use std::io::{Error, ErrorKind as K};
+
+    #[test]
+    fn an_end_says_what_the_server_did_and_why() {
+        assert_eq!((End::Closed.close(false), End::Closed.message()), (Close::Fin, None));
+        assert_eq!(End::Closed.close(true), Close::CloseNotify, "tokio-rustls ends at close_notify");
+        let goaway = End::Quic(Close::Goaway, "request rejected".into());
+        assert_eq!((goaway.close(false), goaway.message().as_deref()), (Close::Goaway, Some("request rejected")));
+        for (kind, close) in [
+            (K::UnexpectedEof, Close::Fin),
+            (K::ConnectionReset, Close::Rst),
+            (K::BrokenPipe, Close::Rst),
+            (K::InvalidData, Close::TlsAlert),
+            (K::Other, Close::Error),
+        ] {
+            let end = End::Io(Error::new(kind, "x"));
+            assert_eq!((end.close(true), end.message().as_deref()), (close, Some("x")), "{kind:?}");
+        }
     }
 }

@@ -7,17 +7,17 @@
 //! wake-ups; the session (`tcp.rs`, `doh.rs`) only turns time and bytes into bytes. Its steps
 //! without I/O ([`turn`], [`wake_at`]) are what `udp.rs`'s tests take in virtual time.
 
-use super::carrier::{Carrier, Dial, Established, Resume, TcpMeter};
+use super::carrier::{Carrier, Dial, Established, Events, Got, Resume, TcpMeter};
 use super::ctx::{Ctx, Schedule, Stop};
 use super::doh::Doh;
-use super::session::{Session, SessionEnd, Step, Tally};
+use super::quic::StreamFailure;
+use super::session::{End, Session, SessionEnd, Step, Tally};
 use super::tcp::DnsStream;
 use super::window::Window;
 use dnscost_load::{CloseMode, ConnPolicy, EngineConfig, Rng, Transport};
 use dnscost_stats::{Close, ConnectionRecord, ErrorKind, Handshake, Side};
 use dnscost_wire::FrameDecoder;
 use std::rc::Rc;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 /// Waits until run time `t`, or until the run stops (returns false). Queries that come due
 /// meanwhile and cannot be sent within the timeout are counted as unsent.
@@ -190,14 +190,15 @@ pub async fn run_slot(ctx: Rc<Ctx>, mut sched: Schedule, slot: u64, mut rng: Rng
             (drive(&ctx, &mut sched, &mut carrier, &mut session, &mut conn, &mut out).await, &[][..])
         };
         conn.meter.sample(&mut carrier, &mut ctx.counters.borrow_mut());
-        if let Carrier::Quic(q) = &mut carrier {
+        {
+            let events = carrier.take_events();
             let mut c = ctx.counters.borrow_mut();
-            c.sent += q.take_went();
-            c.stream_waits += q.take_stream_waits();
+            c.sent += events.went;
+            c.stream_waits += events.stream_waits;
             // Queries still waiting for a stream when the server ended the connection in order go
             // again on the next one, where they count no more: their first send counts now.
             if end.close.side() == Side::Server && end.error.is_none() {
-                c.sent += q.fresh_waiting();
+                c.sent += carrier.fresh_waiting();
             }
         }
         // A 0-RTT connection's handshake is counted once known.
@@ -322,20 +323,16 @@ pub async fn drive<S: Session>(
             return SessionEnd::client(Close::End);
         }
         conn.meter.tick(now, &mut *carrier, &mut ctx.counters.borrow_mut());
-        if let Carrier::Quic(q) = carrier {
-            if expire_waiting(ctx, q, session, now.checked_sub(timeout)) {
-                conn.policy.on_resolved(now);
-            }
-            conn.carrier_room = q.has_room();
+        if expire_waiting(ctx, carrier, session, now.checked_sub(timeout)) {
+            conn.policy.on_resolved(now);
         }
+        conn.carrier_room = carrier.has_room();
         let t = turn(ctx, sched, session, conn, out, now, state);
         fresh += t.fresh;
         resent += t.resent;
         if !out.is_empty() {
-            if let Carrier::Quic(q) = carrier {
-                // A QUIC carrier counts first sends as their streams open.
-                q.fresh_frames(std::mem::take(&mut fresh));
-            }
+            // What the write counts sent; a QUIC carrier counts first sends as their streams open.
+            fresh = carrier.fresh_frames(fresh);
             let deadline = session.oldest().unwrap_or(now) + timeout;
             match write_bounded(ctx, carrier, out, &mut stop, deadline).await {
                 Written::Done => {
@@ -345,10 +342,10 @@ pub async fn drive<S: Session>(
                         c.sent += std::mem::take(&mut fresh);
                         c.retransmitted += std::mem::take(&mut resent);
                     }
-                    let _ = settle_refusals(ctx, carrier, session, sched);
+                    let _ = settle(ctx, carrier.take_events(), session, sched);
                 }
                 Written::Failed(e) => {
-                    let end = session.ended(&mut step!(ctx.now()), Some(&e));
+                    let end = session.ended(&mut step!(ctx.now()), &e);
                     // Ended in order (a QUIC GOAWAY refused the write): the queries go again,
                     // where they count as sent no more, so their first send counts now.
                     if end.error.is_none() {
@@ -375,25 +372,23 @@ pub async fn drive<S: Session>(
         let wake = wake_at(session, sched, conn, now, state, t.room, timeout);
         tokio::select! {
             biased;
-            r = carrier.read(session.spare()) => match r {
-                Ok(0) => return session.ended(&mut step!(ctx.now()), None),
-                // Streams that ended without answers (QUIC).
+            r = carrier.receive(session.spare()) => match r {
                 // Streams that ended without answers, or queries that waited for streams went
                 // (QUIC): a turn, with room again.
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {
-                    if settle_refusals(ctx, carrier, session, sched) {
+                Ok(Got::Events) => {
+                    if settle(ctx, carrier.take_events(), session, sched) {
                         conn.policy.on_resolved(ctx.now());
                     }
                 }
-                Ok(n) => {
-                    let _ = settle_refusals(ctx, carrier, session, sched);
+                Ok(Got::Bytes(n)) => {
+                    let _ = settle(ctx, carrier.take_events(), session, sched);
                     if let Some(end) = session.receive(&mut step!(ctx.now()), n) {
                         // What the session says to the server (HTTP/2: GOAWAY), if it goes soon.
                         let _ = write_bounded(ctx, carrier, out, &mut stop, ctx.now() + 1_000_000_000).await;
                         return end;
                     }
                 }
-                Err(e) => return session.ended(&mut step!(ctx.now()), Some(&e)),
+                Err(end) => return session.ended(&mut step!(ctx.now()), &end),
             },
             _ = ctx.sleep_until(wake) => {}
             r = stop.changed() => { if r.is_err() { return SessionEnd::client(Close::End); } }
@@ -471,55 +466,42 @@ pub fn wake_at<S: Session>(
     due.into_iter().flatten().min().unwrap_or(u64::MAX)
 }
 
-/// What the network refused on a UDP carrier (an ICMP port unreachable surfaces on a
-/// connected socket's next send or receive): a refused receive counts as a refused "connection"
-/// (as the kernel reports it, once per refusal); a query whose send was refused never left, so
-/// it is failed `refused` rather than sent. On a QUIC carrier, the queries whose streams the
-/// server reset (`stream_reset`) or answered with something else than one message
-/// (`malformed`); a request the server rejected unprocessed (H3_REQUEST_REJECTED, RFC 9114
-/// §4.1.1) goes again on the slot's next connection, as a refused HTTP/2 stream does; and how
-/// many queries written found no stream and wait for one. Returns whether a query was resolved.
-fn settle_refusals<S: Session>(ctx: &Ctx, carrier: &mut Carrier, session: &mut S, sched: &mut Schedule) -> bool {
-    let d = match carrier {
-        Carrier::Udp(d) => d,
-        Carrier::Quic(q) => {
-            let failed = q.take_failed();
-            let mut c = ctx.counters.borrow_mut();
-            c.sent += q.take_went();
-            c.stream_waits += q.take_stream_waits();
-            if failed.is_empty() {
-                return false;
-            }
-            for (id, failure) in failed {
-                let Some(o) = session.forget(id) else { continue };
-                ctx.sub_in_flight(1);
-                let kind = match failure {
-                    super::quic::StreamFailure::Rejected => {
-                        sched.retry([o]);
-                        continue;
-                    }
-                    super::quic::StreamFailure::Reset(_) => ErrorKind::StreamReset,
-                    super::quic::StreamFailure::Malformed => ErrorKind::Malformed,
-                    super::quic::StreamFailure::Status(_) => ErrorKind::HttpStatus,
-                };
-                c.fail(kind, 1);
-                if let super::quic::StreamFailure::Reset(code) = failure {
-                    ctx.setup.note_error(kind, &format!("stream reset by the server, code {code}"));
-                }
-            }
-            return true;
-        }
-        _ => return false,
-    };
-    let (reads, sends, message) = d.take_refused();
-    if reads == 0 && sends.is_empty() {
-        return false;
-    }
+/// Settles what the carrier saw ([`Events`]), whatever the carrier. What the network refused
+/// (a UDP carrier: an ICMP port unreachable surfaces on a connected socket's next send or
+/// receive): a refused receive counts as a refused "connection" (as the kernel reports it, once
+/// per refusal); a query whose send was refused never left, so it is failed `refused` rather
+/// than sent. Streams that ended without an answer (a QUIC carrier): the server reset them
+/// (`stream_reset`) or answered with something else than one message (`malformed`); a request
+/// the server rejected unprocessed (H3_REQUEST_REJECTED, RFC 9114 §4.1.1) goes again on the
+/// slot's next connection, as a refused HTTP/2 stream does. And first sends that went on their
+/// streams, and queries that waited for one. Returns whether a query was resolved.
+fn settle<S: Session>(ctx: &Ctx, events: Events, session: &mut S, sched: &mut Schedule) -> bool {
+    let Events { refused_reads, refused_sends, refusal, failed, went, stream_waits } = events;
     let mut c = ctx.counters.borrow_mut();
-    for _ in 0..reads {
+    c.sent += went;
+    c.stream_waits += stream_waits;
+    let resolved = !failed.is_empty() || refused_reads > 0 || !refused_sends.is_empty();
+    for (id, failure) in failed {
+        let Some(o) = session.forget(id) else { continue };
+        ctx.sub_in_flight(1);
+        let kind = match failure {
+            StreamFailure::Rejected => {
+                sched.retry([o]);
+                continue;
+            }
+            StreamFailure::Reset(_) => ErrorKind::StreamReset,
+            StreamFailure::Malformed => ErrorKind::Malformed,
+            StreamFailure::Status(_) => ErrorKind::HttpStatus,
+        };
+        c.fail(kind, 1);
+        if let StreamFailure::Reset(code) = failure {
+            ctx.setup.note_error(kind, &format!("stream reset by the server, code {code}"));
+        }
+    }
+    for _ in 0..refused_reads {
         c.conn_fail(ErrorKind::Refused);
     }
-    for id in sends {
+    for id in refused_sends {
         // The refused send was the query's first (not sent after all) or a retransmission.
         let resent = session.resent(id);
         if session.forget(id).is_some() {
@@ -532,26 +514,21 @@ fn settle_refusals<S: Session>(ctx: &Ctx, carrier: &mut Carrier, session: &mut S
             ctx.sub_in_flight(1);
         }
     }
-    if let Some(m) = message {
+    if let Some(m) = refusal {
         ctx.setup.note_error(ErrorKind::Refused, &m);
     }
-    true
+    resolved
 }
 
 /// Queries that waited in a QUIC carrier for a stream until their timeout (intended before
 /// `deadline`) are taken back, so that they never go: they were never sent, and are failed
 /// `unsent`. Returns whether there were any.
-fn expire_waiting<S: Session>(
-    ctx: &Ctx,
-    q: &mut super::quic::QuicStreams,
-    session: &mut S,
-    deadline: Option<u64>,
-) -> bool {
+fn expire_waiting<S: Session>(ctx: &Ctx, carrier: &mut Carrier, session: &mut S, deadline: Option<u64>) -> bool {
     let Some(deadline) = deadline else { return false };
-    if q.has_room() {
+    if carrier.has_room() {
         return false;
     }
-    let dropped = q.drop_waiting(|id| session.intended(id).is_none_or(|t| t <= deadline));
+    let dropped = carrier.drop_waiting(|id| session.intended(id).is_none_or(|t| t <= deadline));
     let n = dropped.into_iter().filter(|&id| session.forget(id).is_some()).count() as u64;
     if n > 0 {
         ctx.sub_in_flight(n);
@@ -573,7 +550,7 @@ pub async fn aborted(ctx: &Ctx, stop: &mut tokio::sync::watch::Receiver<Stop>) {
 /// How a bounded write ended.
 enum Written {
     Done,
-    Failed(std::io::Error),
+    Failed(End),
     /// The deadline passed first: the server is not reading.
     TimedOut,
     /// The run was aborted first.
@@ -583,9 +560,9 @@ enum Written {
 /// Writes and flushes `out`, but never past run time `deadline` (the oldest outstanding
 /// query's timeout) nor past an abort: a server that stops reading must not hold the slot, and
 /// so the run, beyond its timeout.
-async fn write_bounded<S: AsyncWrite + AsyncRead + Unpin>(
+async fn write_bounded(
     ctx: &Ctx,
-    io: &mut S,
+    carrier: &mut Carrier,
     out: &[u8],
     stop: &mut tokio::sync::watch::Receiver<Stop>,
     deadline: u64,
@@ -593,10 +570,7 @@ async fn write_bounded<S: AsyncWrite + AsyncRead + Unpin>(
     if out.is_empty() {
         return Written::Done;
     }
-    let write = async {
-        io.write_all(out).await?;
-        io.flush().await
-    };
+    let write = carrier.send(out);
     tokio::pin!(write);
     tokio::select! {
         biased;

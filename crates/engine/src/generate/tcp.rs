@@ -3,7 +3,7 @@
 //! by DNS ID. Sans-I/O (see `session.rs`).
 
 use super::ctx::Stop;
-use super::session::{server_close, Sent, Session, SessionEnd, Step};
+use super::session::{End, Sent, Session, SessionEnd, Step};
 use super::window::Window;
 use dnscost_stats::{Close, ErrorKind};
 use dnscost_wire::{parse_response, FrameDecoder};
@@ -108,8 +108,8 @@ impl Session for DnsStream<'_> {
         None
     }
 
-    fn ended(&mut self, s: &mut Step<'_>, error: Option<&std::io::Error>) -> SessionEnd {
-        let close = server_close(error, self.tls);
+    fn ended(&mut self, s: &mut Step<'_>, end: &End) -> SessionEnd {
+        let close = end.close(self.tls);
         let orderly = matches!(close, Close::Fin | Close::CloseNotify | Close::ConnectionClose | Close::Goaway);
         let cut = self.dec.buffered();
         if orderly && cut > 0 {
@@ -130,7 +130,7 @@ impl Session for DnsStream<'_> {
         } else {
             s.ctx.lose(ErrorKind::ConnectionLost, self.window.clear());
         }
-        SessionEnd { close, error: error.filter(|_| !orderly).map(|e| e.to_string()) }
+        SessionEnd { close, error: end.message().filter(|_| !orderly) }
     }
 
     fn finished(&self, state: Stop) -> Option<SessionEnd> {
@@ -298,7 +298,7 @@ mod tests {
             let mut conn = Conn::new(ctx, Schedule::closed(3, 10_000 * MS), Lifetime::default(), None);
             conn.at(ctx, 0, |s, step| s.send(step));
             let first = conn.written();
-            let end = conn.at(ctx, MS, |s, step| s.ended(step, None));
+            let end = conn.at(ctx, MS, |s, step| s.ended(step, &End::Closed));
             assert_eq!((end.close, end.error), (Close::Fin, None));
             assert_eq!(ctx.in_flight.get(), 0);
             assert_eq!(conn.sched.peek_retry(), Some(0), "the oldest query goes first again");
@@ -313,8 +313,8 @@ mod tests {
             let question = |m: &Vec<u8>| m[12..].to_vec();
             assert_eq!(again.iter().map(question).collect::<Vec<_>>(), first.iter().map(question).collect::<Vec<_>>());
             assert_eq!(ctx.counters.borrow().offered, 3);
-            let reset = std::io::Error::from(std::io::ErrorKind::ConnectionReset);
-            let end = conn.at(ctx, 3 * MS, |s, step| s.ended(step, Some(&reset)));
+            let reset = End::Io(std::io::Error::from(std::io::ErrorKind::ConnectionReset));
+            let end = conn.at(ctx, 3 * MS, |s, step| s.ended(step, &reset));
             assert_eq!(end.close, Close::Rst);
             assert_eq!(ctx.counters.borrow().failed[ErrorKind::ConnectionLost as usize], 3);
             assert_eq!(conn.sched.peek_retry(), None);
@@ -331,7 +331,7 @@ mod tests {
             let mut cut = vec![0xff, 0xff];
             cut.extend([0u8; 100]);
             assert!(conn.deliver(ctx, MS, &cut).is_none());
-            let end = conn.at(ctx, 2 * MS, |s, step| s.ended(step, None));
+            let end = conn.at(ctx, 2 * MS, |s, step| s.ended(step, &End::Closed));
             assert_eq!(end.close, Close::Fin);
             let error = end.error.unwrap_or_default();
             assert!(error.contains("in the middle of an answer (102 of 65537 octets)"), "{error}");
