@@ -58,6 +58,7 @@ __all__ = [
     "Totals",
     "TrafficCounts",
     "TrialKind",
+    "TrialParams",
     "TrialRecord",
     "TrialState",
     "TrialStatus",
@@ -533,6 +534,41 @@ TrialKind = Literal["load", "idle", "search"]
 search for the highest rate answered (``search``)."""
 
 
+class TrialParams(TypedDict, total=False):
+    """A trial's knobs as the plan resolved them from its group (trial.json ``params``,
+    :func:`dnscost.plan.expand`): every sweepable knob of the spec at this trial's value (None
+    where it means nothing for the transport: ``dnscost.plan.IRRELEVANT``), a replay's client
+    profile and count, the timing, and a capacity search's bounds. ``python/tests/
+    test_contract.py`` holds every stored trial.json's to it."""
+
+    connections: int
+    lifetime: str | None
+    resumption: float
+    rate: float | str | None
+    """Queries per second (open loop), ``"max"`` (closed loop), a share of capacity such as
+    ``"50%"``; None for an idle trial or a search."""
+    in_flight: int
+    open_rate: float | None
+    doh_method: Literal["post", "get"] | None
+    doh_headers: Literal["minimal", "browser"] | None
+    cert_key: Literal["ecdsa-p256", "rsa-2048", "ed25519"] | None
+    tls_group: Literal["x25519", "secp256r1", "secp384r1", "x25519mlkem768"] | None
+    early_data: float
+    profile: dict[str, Any]
+    """The client profile a replay runs (``experiments/profiles/<name>.json``, as the engine
+    reads it)."""
+    clients: int
+    duration_s: float
+    warmup_s: float
+    timeout_s: float
+    baseline_s: float
+    max_loss: float
+    start_qps: float
+    max_qps: float
+    precision: float
+    max_steps: int
+
+
 class TrialRecord(TypedDict, total=False):
     """One trial's ``trial.json`` (``docs/results.md``, "trial.json"): what the plan says it is,
     where it ran, what it measured. Written by :mod:`dnscost.runner` (a run's trials) and
@@ -547,7 +583,7 @@ class TrialRecord(TypedDict, total=False):
     kind: TrialKind
     target: str
     transport: str
-    params: dict[str, Any]
+    params: TrialParams
     rep: int
     round: int
     round_seed: int | None

@@ -25,10 +25,10 @@ import math
 import random
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, cast
 
 from dnscost.certs import DEFAULT_KEY_TYPE
-from dnscost.contract import EngineConfig, TrialKind, TrialRecord
+from dnscost.contract import EngineConfig, TrialKind, TrialParams, TrialRecord
 from dnscost.spec import Group, Spec, lifetime_fields, load_share
 from dnscost.targets import adapter
 from dnscost.targets.place import label_of
@@ -56,7 +56,7 @@ class TrialPlan:
     kind: TrialKind
     target: str
     transport: str
-    params: dict[str, Any]
+    params: TrialParams
     rep: int
     round: int = 0
     """The round it runs in (its repetition: round ``r`` holds repetition ``r`` of every cell)."""
@@ -204,16 +204,25 @@ def _group_trials(spec: Spec, g: Group, target: str, served: tuple[str, ...]) ->
             # slot's first connection a uniform share of its lifetime, so renewals run at
             # connections ÷ lifetime from the start of the window.
             duration = g.settings["step_duration" if g.kind == "search" else "duration"]
-            params = {
-                **p,
-                "duration_s": duration,
-                "warmup_s": _warmup_s(g.kind, transport, p, g.settings),
-                "timeout_s": g.settings["timeout"],
-                "baseline_s": g.settings["baseline"],
-            }
+            # The group's knobs (spec.SWEEPABLE, by name: held to TrialParams by test_contract).
+            params = cast(TrialParams, dict(p))
+            params.update(
+                {
+                    "duration_s": duration,
+                    "warmup_s": _warmup_s(g.kind, transport, p, g.settings),
+                    "timeout_s": g.settings["timeout"],
+                    "baseline_s": g.settings["baseline"],
+                }
+            )
             if g.kind == "search":
                 params.update(
-                    {k: g.settings[k] for k in ("max_loss", "start_qps", "max_qps", "precision", "max_steps")}
+                    {
+                        "max_loss": g.settings["max_loss"],
+                        "start_qps": g.settings["start_qps"],
+                        "max_qps": g.settings["max_qps"],
+                        "precision": g.settings["precision"],
+                        "max_steps": g.settings["max_steps"],
+                    }
                 )
             labels = [
                 _label(k, p[k])
@@ -240,7 +249,7 @@ def _share_trials(spec: Spec, g: Group, target: str, served: tuple[str, ...]) ->
         narrowed = all(t.params.get(k) in v for k, v in g.axes.items() if k != "rate" and t.params.get(k) is not None)
         if t.transport in g.transports and narrowed:
             tid = g.name + t.id[len(ref.name) :]
-            params = {
+            params: TrialParams = {
                 **t.params,
                 "rate": g.axes["rate"][0],
                 "in_flight": g.settings.get("in_flight", t.params["in_flight"]),
@@ -275,7 +284,7 @@ def _reference_trial(target: str, rnd: int, round_trials: list[TrialPlan]) -> Tr
     knobs = {k: v for k, v in model.params.items() if k not in ("profile", "clients")}
     p = _normalise("load", "udp", {**knobs, **REFERENCE_KNOBS, "rate": "max"})
     tid = f"{REFERENCE_GROUP}-{label_of(target)}-udp-r{rnd}"
-    return TrialPlan(tid, REFERENCE_GROUP, "load", target, "udp", p, rnd, rnd)
+    return TrialPlan(tid, REFERENCE_GROUP, "load", target, "udp", cast(TrialParams, p), rnd, rnd)
 
 
 def expand(spec: Spec) -> list[TrialPlan]:
@@ -350,12 +359,12 @@ def engine_knobs(t: TrialPlan) -> EngineConfig:
         # is open (so the target builds its TLS and HTTP/2 state), then stays idle.
         config.update({"rate": "once", "in_flight": 1})
     else:
-        config.update({"rate": p["rate"], "in_flight": p["in_flight"]})
+        config.update({"rate": _engine_rate(p["rate"]), "in_flight": p["in_flight"]})
     if t.transport != "udp":
         # Every connection is open before load starts: the set-up of the last ones does not
         # compete with queries on the first (Figure 4 is about N open connections).
         config["open_first"] = True
-        config["lifetime"] = lifetime_fields(p["lifetime"])
+        config["lifetime"] = lifetime_fields(p.get("lifetime") or "forever")  # None: a replay's
         if p.get("open_rate"):
             config["open_rate"] = p["open_rate"]
     if t.transport in TLS_TRANSPORTS and p["lifetime"] != "forever":
@@ -366,9 +375,19 @@ def engine_knobs(t: TrialPlan) -> EngineConfig:
         config["doh_method"] = p["doh_method"]
     if p.get("doh_headers"):
         config["doh_headers"] = p["doh_headers"]
-    if p.get("tls_group"):
-        config["tls_group"] = p["tls_group"]
+    if (group := p.get("tls_group")) is not None:
+        config["tls_group"] = group
     return config
+
+
+def _engine_rate(rate: float | str | None) -> float | Literal["max"]:
+    """A load trial's rate as the engine takes it: queries per second, or ``"max"`` (a share of
+    capacity was resolved to its rate before, by the runner)."""
+    if isinstance(rate, int | float):
+        return rate
+    if rate == "max":
+        return "max"
+    raise ValueError(f"a rate of {rate!r} is not one the engine takes")
 
 
 def estimate_s(t: TrialPlan) -> float:

@@ -177,6 +177,23 @@ def test_every_stored_trial_json_is_a_trial_record() -> None:
     )
 
 
+def test_trial_params_name_every_knob_the_plan_and_the_stored_trials_give() -> None:
+    """``TrialParams`` names every knob a group can sweep (``spec.SWEEPABLE``), and every stored
+    trial's ``params`` names no other and is of its types (checked with the whole record)."""
+    from dnscost.spec import SWEEPABLE
+
+    fields = set(get_type_hints(contract.TrialParams))
+    assert set(SWEEPABLE) <= fields
+    seen: set[str] = set()
+    for path in _stored_trials():
+        params = json.loads(path.read_text()).get("params")
+        if isinstance(params, dict):
+            assert contract.shape_problem(params, contract.TrialParams, "params") is None, path
+            assert set(params) <= fields, (path, set(params) - fields)
+            seen |= set(params)
+    assert seen == fields, fields ^ seen  # and names none that no stored trial has
+
+
 def test_a_meter_summary_is_what_the_meter_writes_and_every_stored_one_is_of_its_types() -> None:
     """``MeterSummary`` names every key :meth:`Summary.to_dict` writes and no other (the levels
     of ``LEVELS`` included), and every meter of a stored trial's summary (window and
