@@ -265,10 +265,16 @@ def round_seed(seed: int, target: str, rnd: int) -> int:
     return int.from_bytes(digest[:6], "big")
 
 
-REFERENCE_KNOBS = {"connections": 16, "in_flight": 64}
+REFERENCE_KNOBS = {"connections": 16, "in_flight": 8}
 """The UDP reference a round gets when the spec has no ``reference`` group: enough queries
 outstanding that one generator core saturates the target (as the baseline search's 16 sockets),
-where one query per socket at a time leaves it waiting on round trips."""
+where one query per socket at a time leaves it waiting on round trips, and no more than the
+target's receive buffer holds. 16 x 64 sent at once overflowed it: dnsdist 1.7.3 and
+knot-resolver 5.6.0 dropped 826-831 of the first burst (the kernel's RcvbufErrors in their
+namespace, equal to the engine's timeouts), whose slots then sat dead for the 2 s timeout;
+16 x 8 saturates both as well (99 % busy, the same CPU per query within the runs' spread: 5.25
+and 5.28 against 5.24 and 6.05 CPU-us for dnsdist, 6.66 and 6.88 against 6.69 and 7.60 for
+knot-resolver) and dropped none (2026-11-28, two runs each)."""
 
 
 def _reference_trial(target: str, rnd: int, round_trials: list[TrialPlan]) -> TrialPlan | None:

@@ -90,7 +90,7 @@ def test_every_round_that_loads_a_target_gets_a_udp_reference() -> None:
     assert sorted((t.target, t.round) for t in refs) == [(tg, r) for tg in ("builtin", "dnsdist") for r in range(3)]
     for t in refs:
         assert (t.kind, t.transport, t.params["rate"], t.params["lifetime"]) == ("load", "udp", "max", "forever")
-        assert (t.params["connections"], t.params["in_flight"]) == (16, 64)
+        assert (t.params["connections"], t.params["in_flight"]) == (16, 8)
         assert t.id == f"reference-{t.target}-udp-r{t.round}"
     # A spec's own reference group (as many repetitions as rounds) replaces the added ones.
     own = SPEC + '[[group]]\nname = "reference"\ntransports = ["udp"]\nrepetitions = 3\nconnections = 4\nrate = "max"\n'
