@@ -37,6 +37,8 @@ from dnscost.jsonl import json_kind
 
 __all__ = [
     "Accounting",
+    "ClientProfile",
+    "CloseMode",
     "ClusterRecord",
     "ConnectionCounts",
     "ConnectionRecord",
@@ -75,6 +77,10 @@ Row = dict[str, Any]
 """One row of a derived table: column name to value (None for an empty cell)."""
 
 
+CloseMode = Literal["graceful", "fin", "rst", "silent"]
+"""How a client ends a connection it closes (the engine's ``CloseMode``)."""
+
+
 class Lifetime(TypedDict, total=False):
     """How long a connection lives: a duration, a number of queries, both (whichever comes
     first) or neither (forever)."""
@@ -90,13 +96,33 @@ class UdpRetry(TypedDict):
     attempts: int
 
 
+class ClientProfile(TypedDict, total=False):
+    """One client's connection behaviour in the engine's terms
+    (``schemas/client-profile.schema.json``): what ``dnscost observe`` derived from a real
+    client, the rest absent (the engine's default applies). ``python/tests/test_contract.py``
+    holds it to the schema."""
+
+    name: Required[str]
+    source: str
+    transport: Required[str]
+    """One of ``dnscost.transports.TRANSPORTS``."""
+    connections: int
+    query_interval_ms: Required[int]
+    queries_per_resolution: int
+    idle_timeout_ms: int | None
+    lifetime: Lifetime | None
+    resumption: float | None
+    close: CloseMode | None
+    doh_method: Literal["post", "get"] | None
+
+
 class EngineConfig(TypedDict, total=False):
     """``dnscost-engine generate``'s configuration (docs/engine.md has each field's meaning)."""
 
     arrival: Literal["constant", "poisson"]
     ca_file: str | None
     clients: int | None
-    close: Literal["graceful", "fin", "rst", "silent"] | None
+    close: CloseMode | None
     connections: int
     connections_log: str | None
     cpus: list[int]
@@ -117,8 +143,7 @@ class EngineConfig(TypedDict, total=False):
     output: str | None
     pacing_resolution_us: int | None
     padding: bool
-    profile: dict[str, Any] | None
-    """A client profile (``schemas/client-profile.schema.json``), as ``dnscost observe`` writes it."""
+    profile: ClientProfile | None
     qtype: str
     queries_file: str | None
     rate: float | Literal["max", "once"]
@@ -554,7 +579,7 @@ class TrialParams(TypedDict, total=False):
     cert_key: Literal["ecdsa-p256", "rsa-2048", "ed25519"] | None
     tls_group: Literal["x25519", "secp256r1", "secp384r1", "x25519mlkem768"] | None
     early_data: float
-    profile: dict[str, Any]
+    profile: ClientProfile
     """The client profile a replay runs (``experiments/profiles/<name>.json``, as the engine
     reads it)."""
     clients: int
@@ -675,7 +700,7 @@ def shape_problem(value: object, hint: object, where: str = "") -> str | None:
         if not all(problems):
             return None
         # A value of one member's kind is judged by that member: its own problem, inside it.
-        same = [p for h, p in zip(args, problems, strict=True) if _kind_of(h) == json_kind(value)]
+        same = [p for h, p in zip(args, problems, strict=True) if _json_kind_of(h) == json_kind(value)]
         if len(same) == 1:
             return same[0]
         return f"{name} is {json_kind(value)}, not {' or '.join(_kind_of(h) for h in args)}"
@@ -712,6 +737,15 @@ def shape_problem(value: object, hint: object, where: str = "") -> str | None:
     else:
         raise TypeError(f"shape_problem cannot check {hint!r}")
     return None if ok else f"{name} is {json_kind(value)}, not {_kind_of(hint)}"
+
+
+def _json_kind_of(hint: object) -> str:
+    """The JSON kind of the values of ``hint``: a choice's is its values' when they share one."""
+    if get_origin(hint) is Literal:
+        kinds = {json_kind(v) for v in get_args(hint)}
+        if len(kinds) == 1:
+            return kinds.pop()
+    return _kind_of(hint)
 
 
 def _kind_of(hint: object) -> str:

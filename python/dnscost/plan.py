@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, cast
 
 from dnscost.certs import DEFAULT_KEY_TYPE
-from dnscost.contract import EngineConfig, TrialKind, TrialParams, TrialRecord
+from dnscost.contract import ClientProfile, EngineConfig, TrialKind, TrialParams, TrialRecord
 from dnscost.spec import Group, Spec, lifetime_fields, load_share
 from dnscost.targets import adapter
 from dnscost.targets.place import label_of
@@ -104,13 +104,13 @@ IRRELEVANT: dict[str, dict[str, Any]] = {
 QUIC's)."""
 
 
-def client_qps(profile: dict[str, Any]) -> float:
+def client_qps(profile: ClientProfile) -> float:
     """The queries per second one client of ``profile`` makes (as ``ClientProfile::apply`` in
     the engine counts them, which sets the rate the trial runs at)."""
     return float(profile.get("queries_per_resolution", 1)) * 1000.0 / float(profile["query_interval_ms"])
 
 
-def _replay(p: dict[str, Any], profile: dict[str, Any], max_connections: int) -> dict[str, Any]:
+def _replay(p: dict[str, Any], profile: ClientProfile, max_connections: int) -> dict[str, Any]:
     """A trial's knobs when it replays clients of ``profile`` (the profile itself in
     ``profile``): ``clients`` of them, or when the group gives a ``rate`` as many as make it
     within ``max_connections``; connections as many as the clients keep, ``rate`` the queries

@@ -22,11 +22,11 @@ import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast, get_args
+from typing import Any, cast, get_args, get_type_hints
 
 from dnscost.certs import KEY_TYPES
 from dnscost.cluster import ClusterSettings
-from dnscost.contract import Lifetime, TrialKind
+from dnscost.contract import ClientProfile, Lifetime, TrialKind, shape_problem
 from dnscost.errors import UsageError
 from dnscost.network import NETWORKS
 from dnscost.proc import parse_cpus
@@ -638,7 +638,7 @@ def _share_group(gc: _Checker, raw: dict[str, Any], name: str, kind: TrialKind, 
     return Group(name, kind, transports, ref.repetitions, axes, settings, ref.targets, name)
 
 
-def load_profile(name: str, spec_dir: Path) -> dict[str, Any]:
+def load_profile(name: str, spec_dir: Path) -> ClientProfile:
     """The client profile ``name``: a shipped one (:data:`PROFILES_DIR`), or a JSON file (a
     name ending in ``.json``, relative to the spec's directory). ValueError with the reason
     when it cannot be read or is not a profile; the engine checks the rest of it."""
@@ -652,10 +652,20 @@ def load_profile(name: str, spec_dir: Path) -> dict[str, Any]:
         raise ValueError(f"{path}: {getattr(e, 'strerror', None) or e}") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("name"), str) or doc.get("transport") not in TRANSPORTS:
         raise ValueError(f"{path}: not a client profile (a name and a transport at least)")
-    return doc
+    known = get_type_hints(ClientProfile)
+    unknown = sorted(set(doc) - set(known))
+    if unknown:
+        raise ValueError(f"{path}: unknown field {unknown[0]!r} in a client profile (known: {', '.join(known)})")
+    missing = sorted(ClientProfile.__required_keys__ - set(doc))
+    problem = f"{missing[0]} is missing" if missing else shape_problem(doc, ClientProfile)
+    if problem is not None:
+        raise ValueError(f"{path}: {problem}")
+    return cast(ClientProfile, doc)
 
 
-def _profiles(gc: _Checker, raw: dict[str, Any], kind: str, names: tuple[str, ...], spec_dir: Path) -> dict[str, Any]:
+def _profiles(
+    gc: _Checker, raw: dict[str, Any], kind: str, names: tuple[str, ...], spec_dir: Path
+) -> dict[str, ClientProfile]:
     """A group of profiles' profiles by name, read once (recorded with the spec)."""
     if kind != "load":
         gc.fail("profile", "a profile is replayed by a load group")
@@ -668,7 +678,7 @@ def _profiles(gc: _Checker, raw: dict[str, Any], kind: str, names: tuple[str, ..
     rates: list[Any] = rate if isinstance(rate, list) else [rate]
     if "rate" in raw and not all(isinstance(r, int | float) and not isinstance(r, bool) for r in rates):
         gc.fail("rate", f"the clients' queries per second together, a number, got {raw['rate']!r}")
-    out: dict[str, Any] = {}
+    out: dict[str, ClientProfile] = {}
     for name in names:
         try:
             out[name] = load_profile(name, spec_dir)

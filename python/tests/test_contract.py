@@ -16,6 +16,7 @@ from dnscost import contract
 from dnscost.transports import TRANSPORTS
 
 SCHEMA = Path(__file__).parents[2] / "schemas" / "engine-config.schema.json"
+PROFILE_SCHEMA = SCHEMA.with_name("client-profile.schema.json")
 JSON_TYPES = {"string": str, "integer": int, "number": float, "boolean": bool, "null": type(None)}
 
 
@@ -71,12 +72,33 @@ def test_engine_config_has_the_engines_fields_and_types() -> None:
     assert set(hints) == set(schema["properties"]), "fields only on one side"
     for field, node in schema["properties"].items():
         want = schema_atoms(node, defs)
-        if ("object", "ClientProfile") in want:  # kept as the parsed JSON dnscost observe wrote
-            want = (want - {("object", "ClientProfile")}) | {("object", "map")}
         if field == "transport":  # a str, checked against dnscost.transports' list
             assert want == {("literal", t) for t in TRANSPORTS}
             want = {str}
         assert hint_atoms(hints[field]) == want, field
+
+
+def test_client_profile_has_the_engines_fields_and_types() -> None:
+    """A profile file (``schemas/client-profile.schema.json``, what ``dnscost observe`` writes
+    and the engine reads) field by field, which are required, and every shipped profile has
+    only its fields, of their types."""
+    schema = json.loads(PROFILE_SCHEMA.read_text())
+    defs = schema["definitions"]
+    hints = get_type_hints(contract.ClientProfile)
+    assert set(hints) == set(schema["properties"]), "fields only on one side"
+    assert contract.ClientProfile.__required_keys__ == frozenset(schema["required"])
+    for field, node in schema["properties"].items():
+        want = schema_atoms(node, defs)
+        if field == "transport":
+            assert want == {("literal", t) for t in TRANSPORTS}
+            want = {str}
+        assert hint_atoms(hints[field]) == want, field
+    shipped = sorted((REPO / "python" / "dnscost" / "experiments" / "profiles").glob("*.json"))
+    assert len(shipped) >= 10
+    for path in shipped:
+        doc = json.loads(path.read_text())
+        assert set(doc) <= set(hints), path.name
+        assert contract.shape_problem(doc, contract.ClientProfile) is None, path.name
 
 
 def test_nested_structures_have_the_engines_fields() -> None:

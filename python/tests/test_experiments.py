@@ -354,6 +354,27 @@ def test_bad_groups_of_profiles_name_the_field(tmp_path: Path, change: tuple[str
         load_spec(tmp_path / "p.toml")
 
 
+@pytest.mark.parametrize(
+    ("stub", "message"),
+    [
+        ({**STUB, "idle_ms": 5}, "unknown field 'idle_ms' in a client profile (known: name, source,"),
+        ({k: v for k, v in STUB.items() if k != "query_interval_ms"}, "query_interval_ms is missing"),
+        ({**STUB, "close": "slam"}, "close is 'slam', not one of 'graceful', 'fin', 'rst', 'silent'"),
+        ({**STUB, "lifetime": {"queries": "20"}}, "lifetime.queries is a string, not"),
+    ],
+)
+def test_a_profile_file_not_of_the_engines_shape_is_named(tmp_path: Path, stub: object, message: str) -> None:
+    """A profile file is read against the engine's profile (``contract.ClientProfile``, held to
+    ``schemas/client-profile.schema.json``): a field the engine does not know, one missing, or
+    one of the wrong kind fails the spec in one line naming the file and the field, not the
+    engine mid-run."""
+    (tmp_path / "stub.json").write_text(json.dumps(stub))
+    (tmp_path / "p.toml").write_text(PROFILES)
+    with pytest.raises(UsageError, match=re.escape(message)) as e:
+        load_spec(tmp_path / "p.toml")
+    assert "stub.json" in str(e.value) and "\n" not in str(e.value)
+
+
 def test_groups_select_part_of_a_spec() -> None:
     """``--groups``: the spec with those groups only; an unknown group, or a share of capacity
     without its saturation group, is one line."""

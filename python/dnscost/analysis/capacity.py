@@ -52,7 +52,7 @@ import numpy as np
 from dnscost.analysis.costmodel import RESAMPLES, TransportFit, fit_transports
 from dnscost.analysis.stats import median
 from dnscost.analysis.tables import JOULES_PER_KWH, SECONDS_PER_DAY, memory_fit_rows, reference_key
-from dnscost.contract import Row
+from dnscost.contract import ClientProfile, Row
 from dnscost.errors import UsageError
 from dnscost.transports import TRANSPORTS
 
@@ -86,7 +86,7 @@ LEVEL = 0.95
 SHARE_TOLERANCE = 1e-6
 """Shares must sum to 1 within this."""
 
-ProfileLoader = Callable[[str], Mapping[str, Any]]
+ProfileLoader = Callable[[str], ClientProfile]
 """A client profile by name (``dnscost.spec.load_profile``); ValueError when there is none."""
 
 
@@ -169,7 +169,7 @@ def _connected_shape(
     return Shape(transport, renewals_per_s / per_connection, resumption, 1 / per_connection)
 
 
-def _profile_shape(where: str, profile: Mapping[str, Any]) -> Shape:
+def _profile_shape(where: str, profile: ClientProfile) -> Shape:
     """A client profile's shape. A client makes ``queries_per_resolution`` queries every
     ``query_interval_ms`` over ``connections`` connections. When it closes a connection idle for
     ``idle_timeout_ms`` and that is shorter than the interval, every resolution opens its
@@ -188,8 +188,8 @@ def _profile_shape(where: str, profile: Mapping[str, Any]) -> Shape:
     resumption = float(profile.get("resumption") or 0.0) if transport != "tcp" else 0.0
     interval_s = float(interval_ms) / 1000
     life = profile.get("lifetime") or {}
-    life_s = float(life["duration_ms"]) / 1000 if life.get("duration_ms") else None
-    life_q = int(life["queries"]) if life.get("queries") else None
+    life_s = float(duration) / 1000 if (duration := life.get("duration_ms")) else None
+    life_q = int(queries) if (queries := life.get("queries")) else None
     idle_ms = profile.get("idle_timeout_ms")
     if idle_ms is not None and float(idle_ms) / 1000 < interval_s:
         held_s = min(float(idle_ms) / 1000, life_s or math.inf)

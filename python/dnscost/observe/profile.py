@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import statistics
 from collections import Counter
-from typing import Any
 
+from dnscost.contract import ClientProfile, CloseMode
 from dnscost.observe.analysis import Connection, Observed
 
 __all__ = ["extract"]
 
-CLOSES = {"close_notify": "graceful", "goaway": "graceful", "fin": "fin", "rst": "rst"}
+CLOSES: dict[str, CloseMode] = {"close_notify": "graceful", "goaway": "graceful", "fin": "fin", "rst": "rst"}
 
 
 def _most_at_once(conns: list[Connection]) -> int:
@@ -37,7 +37,7 @@ def _most_at_once(conns: list[Connection]) -> int:
     return max(best, 1)
 
 
-def extract(o: Observed) -> dict[str, Any]:
+def extract(o: Observed) -> ClientProfile:
     """The profile of the client in observation ``o`` (a JSON-ready dict)."""
     meta = o.meta
     conns = [c for c in o.connections if c.lab_queries > 0]
@@ -45,7 +45,7 @@ def extract(o: Observed) -> dict[str, Any]:
     stopped = int(meta.get("client_stopped_unix_us") or 0)
     end_s = (stopped - started) / 1e6 if stopped and started else float("inf")
     own = [c for c in conns if c.closed_by == "client" and c.closed_s < end_s - 0.5 and c.query_times_s]
-    profile: dict[str, Any] = {
+    profile: ClientProfile = {
         "name": f"{meta['client']}-{float(meta['delay_s']):g}s-{meta['policy']}",
         "source": (
             f"dnscost observe: {meta['client']} {meta.get('client_version') or ''}".rstrip()
