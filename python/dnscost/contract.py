@@ -398,11 +398,22 @@ class Wire(TypedDict):
 
 
 class MeterSummary(TypedDict):
-    """The meter over one window (:meth:`dnscost.meter.summary.Summary.to_dict`): CPU of the
-    target (its cgroup's and its processes') and of the generator, energy, per-core deltas by
-    CPU number, the kernel's UDP/TCP/TcpExt counter deltas, and the mean and peak of every
-    level of :data:`dnscost.meter.summary.LEVELS`. Readers take them with ``.get``: the
-    synthetic fixture run holds only those its tests need."""
+    """The meter over one window (:func:`dnscost.meter.summary.summarize`), as trial.json
+    stores it (``meter``, ``baseline_meter``). ``None`` where nothing was sampled.
+
+    ``cpu_user_us``/``cpu_system_us`` are the target's, from its cgroup when it has one
+    (``cpu_source`` = ``"cgroup"``) else summed over its processes (``"proc"``); both sources
+    are also given. ``cgroup_cpu_total_us`` is the cgroup's exact total (the user/system split
+    is sampled at the scheduler tick); ``cpu_us`` is it when present, else user + system: the
+    figure to divide by queries. ``generator_cpu_*`` are the generator's processes'.
+    ``energy_j`` is RAPL's package energy (``energy_source`` = ``"rapl"``) or the model's
+    estimate for the target (``"model"``); ``energy_model_j`` is always the model's. ``cores``
+    holds per-core deltas by CPU number (``busy_us``, ``tasks_us`` where the scheduler gives
+    it), ``counters`` the deltas of the kernel's UDP/TCP/TcpExt counters
+    (``udp_rcvbuf_errors``, ``tcpext_listen_overflows``, ...), and ``<level>_mean`` and
+    ``<level>_max`` the time-weighted mean and the peak of every level of
+    :data:`dnscost.meter.summary.LEVELS` (a test holds the two). Readers of stored ones take
+    them with ``.get``: the synthetic fixture run holds only those its tests need."""
 
     t0_ms: float
     t1_ms: float

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Literal
 
 from dnscost import validity as V
-from dnscost.contract import TrialSummary, Wire
+from dnscost.contract import MeterSummary, TrialSummary, Wire
 from dnscost.meter import summary as meter_summary
 from dnscost.meter.energy import CpuPowerModel
 
@@ -98,18 +98,18 @@ class CounterDelta:
         return b - a if a is not None and b is not None else None
 
 
-def core_time_source(window: meter_summary.Summary, cpus: Sequence[int]) -> str:
+def core_time_source(window: MeterSummary, cpus: Sequence[int]) -> str:
     """Where the busy time of ``cpus`` comes from: ``tasks`` (the scheduler's exact run time
     of every task on them, v1 ``cpuacct``) when every one has it, else ``proc-stat``
     (``/proc/stat``, sampled at the tick: with ``NO_HZ`` idle it misses or invents whole ticks
     on a core busy part of the time: on the reference VM it said 0.3 % of a core whose target
     used 18 % of it, and 64 % of one whose target used 31 %, nothing else running there)."""
-    return "tasks" if cpus and all("tasks_us" in window.cores.get(c, {}) for c in cpus) else "proc-stat"
+    return "tasks" if cpus and all("tasks_us" in window["cores"].get(str(c), {}) for c in cpus) else "proc-stat"
 
 
-def _busy_us(window: meter_summary.Summary, cpus: Sequence[int]) -> float:
+def _busy_us(window: MeterSummary, cpus: Sequence[int]) -> float:
     key = "tasks_us" if core_time_source(window, cpus) == "tasks" else "busy_us"
-    return sum(window.cores.get(c, {}).get(key, 0.0) for c in cpus)
+    return sum(window["cores"].get(str(c), {}).get(key, 0.0) for c in cpus)
 
 
 def _forever(lifetime: Any) -> bool:
@@ -146,8 +146,8 @@ def summarize_trial(
     levels = [r["connections"]["active"] for r in intervals]
     levels = levels[:-1] if len(levels) > 1 else levels
     active = sum(levels) / max(len(levels), 1)
-    cpu_us = window.cpu_us
-    gen_user, gen_system = window.generator_cpu_user_us, window.generator_cpu_system_us
+    cpu_us = window["cpu_us"]
+    gen_user, gen_system = window["generator_cpu_user_us"], window["generator_cpu_system_us"]
     generator_cpu_us = gen_user + gen_system if gen_user is not None and gen_system is not None else None
     # Metered means the meter saw the generator's process in the window (an idle generator may
     # well use less than a clock tick: 0 µs is then a measurement, not a gap).
@@ -163,11 +163,13 @@ def summarize_trial(
 
     # Connections the target held, counted on its side (its sockets on its ports, from ss in
     # its namespace) less those it held idle (its listeners).
-    held_now, held_idle = window.levels.get("sockets_mean"), baseline.levels.get("sockets_mean")
+    held_now, held_idle = window["sockets_mean"], baseline["sockets_mean"]
     connections_held = held_now - held_idle if held_now is not None and held_idle is not None else None
 
-    def per_connection(level: str) -> float | None:
-        now, idle = window.levels.get(level), baseline.levels.get(level)
+    def per_connection(
+        level: Literal["rss_bytes_mean", "cgroup_kernel_bytes_mean", "tcp_bytes_mean", "socket_buffer_bytes_mean"],
+    ) -> float | None:
+        now, idle = window[level], baseline[level]
         return (now - idle) / active if active >= 1 and now is not None and idle is not None else None
 
     # A CPU time read in clock ticks (no cgroup total) that is a few ticks at most is below the
@@ -177,13 +179,14 @@ def summarize_trial(
     cpu_unresolved = (
         loaded
         and cpu_us is not None
-        and window.cgroup_cpu_total_us is None
+        and window["cgroup_cpu_total_us"] is None
         and cpu_us < V.MIN_CPU_TICKS * 1e6 / clk_tck
     )
     energy_marginal = None
-    if window.energy_source == "rapl" and window.energy_j is not None and baseline.energy_j is not None:
-        idle_w = baseline.energy_j / baseline.duration_s if baseline.duration_s > 0 else 0.0
-        energy_marginal = max(0.0, window.energy_j - idle_w * seconds)
+    energy_j, idle_j = window["energy_j"], baseline["energy_j"]
+    if window["energy_source"] == "rapl" and energy_j is not None and idle_j is not None:
+        idle_w = idle_j / baseline["duration_s"] if baseline["duration_s"] > 0 else 0.0
+        energy_marginal = max(0.0, energy_j - idle_w * seconds)
     elif cpu_us is not None and not cpu_unresolved:
         energy_marginal = CpuPowerModel(include_idle=False).energy_j(int(cpu_us), seconds, 0)
 
@@ -220,7 +223,7 @@ def summarize_trial(
     agreement = min(engine_answered, target_answers) / max(engine_answered, target_answers) if target_answers else None
     # Connection attempts the kernel dropped at the target's full accept queue in the window
     # (its namespace's ListenOverflows, sampled by the meter), against those the engine opened.
-    dropped = window.counters.get("tcpext_listen_overflows")
+    dropped = window["counters"].get("tcpext_listen_overflows")
     overflows = round(dropped) if dropped is not None else None
     opened = m["connections"].get("opened")
     overflow_share = (
@@ -273,7 +276,7 @@ def summarize_trial(
             ("cpu-unresolved", cpu_unresolved),
             ("no-generator-cpu", generator_cpu_us is None or not generator_seen),
             ("no-counters", counters_missing),
-            ("meter-gaps", window.samples_fast < V.MIN_SAMPLES * expected_samples),
+            ("meter-gaps", window["samples_fast"] < V.MIN_SAMPLES * expected_samples),
             ("target-core-shared", loaded and foreign_share is not None and foreign_share >= V.MAX_FOREIGN),
         )
         if bad
@@ -306,16 +309,14 @@ def summarize_trial(
         "kernel_bytes_per_connection": per_connection("cgroup_kernel_bytes_mean"),
         "tcp_kernel_bytes_per_connection": per_connection("tcp_bytes_mean"),
         "socket_buffer_bytes_per_connection": per_connection("socket_buffer_bytes_mean"),
-        "energy_j": window.energy_j,
-        "energy_source": window.energy_source,
+        "energy_j": energy_j,
+        "energy_source": window["energy_source"],
         "energy_marginal_j": energy_marginal,
-        "energy_j_per_1000_queries": (
-            window.energy_j * 1000 / answered if answered and window.energy_j is not None else None
-        ),
+        "energy_j_per_1000_queries": (energy_j * 1000 / answered if answered and energy_j is not None else None),
         "latency_us": {k: m["latency"][k] for k in ("p50_us", "p90_us", "p99_us", "p999_us", "max_us")},
         "setup_latency_us": {k: m["setup_latency"][k] for k in ("p50_us", "p90_us", "p99_us", "p999_us", "max_us")},
-        "meter": window.to_dict(),
-        "baseline_meter": baseline.to_dict(),
+        "meter": window,
+        "baseline_meter": baseline,
         "validity": {
             "generator_kept_up": summ["generator_kept_up"],
             "offered_of_scheduled": offered / scheduled if scheduled else None,
@@ -334,7 +335,7 @@ def summarize_trial(
             "answer_count_agreement": agreement,
             "listen_overflows": overflows,
             "listen_overflow_share": overflow_share,
-            "meter_samples": window.samples_fast,
+            "meter_samples": window["samples_fast"],
             "flags": flags,
             "unchecked": list(ctx.unchecked),
             "valid": not flags,

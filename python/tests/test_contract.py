@@ -217,7 +217,7 @@ def test_trial_params_name_every_knob_the_plan_and_the_stored_trials_give() -> N
 
 
 def test_a_meter_summary_is_what_the_meter_writes_and_every_stored_one_is_of_its_types() -> None:
-    """``MeterSummary`` names every key :meth:`Summary.to_dict` writes and no other (the levels
+    """``MeterSummary`` names every key :func:`~dnscost.meter.summary.summarize` writes and no other (the levels
     of ``LEVELS`` included), and every meter of a stored trial's summary (window and
     baseline) is of its types; the ones the package wrote (all but the synthetic fixture's)
     hold every key it names."""
@@ -226,7 +226,7 @@ def test_a_meter_summary_is_what_the_meter_writes_and_every_stored_one_is_of_its
     samples = [{"type": "fast", "t_ms": t, "target": {}} for t in (0, 1000)]
     written = summarize(samples, 0, 1000)
     fields = set(get_type_hints(contract.MeterSummary))
-    assert set(written.to_dict()) == fields
+    assert set(written) == fields
     meters = 0
     for path in _stored_trials():
         summary = json.loads(path.read_text()).get("summary") or {}

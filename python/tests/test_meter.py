@@ -349,37 +349,36 @@ def _synthetic() -> list[dict[str, Any]]:
 
 def test_summary_whole_window() -> None:
     s = summarize(_synthetic(), 0, 1000)
-    assert s.cpu_source == "cgroup"
-    assert (s.cpu_user_us, s.cpu_system_us, s.cgroup_cpu_total_us) == (500_000, 100_000, 610_000)
-    assert s.cpu_us == 610_000  # the exact total, not the tick-sampled user + system
-    assert (s.proc_cpu_user_us, s.proc_cpu_system_us) == (400_000, 100_000)
-    assert s.generator_cpu_user_us == 300_000
-    assert s.cores[0]["softirq_us"] == 50_000 and s.cores[0]["busy_us"] == 650_000
-    assert s.cores[1]["idle_us"] == 700_000
-    assert s.counters["udp_in_datagrams"] == 1_000_000
-    assert s.counters["udp_rcvbuf_errors"] == 70
-    assert s.counters["tcpext_tcp_backlog_drop"] == 10
-    assert "tcp_curr_estab" not in s.counters  # a gauge: a level, not a delta
-    assert s.levels["tcp_curr_estab_mean"] == 5
-    assert s.levels["rss_bytes_mean"] == pytest.approx(150_000_000)
-    assert s.levels["rss_bytes_max"] == 200_000_000
-    assert s.levels["tcp_bytes_max"] == 40960
-    assert s.levels["cgroup_usage_bytes_mean"] is None  # not sampled
-    assert (s.energy_j, s.energy_source, s.energy_model_j) == (pytest.approx(2.0), "model", pytest.approx(1.0))
-    assert (s.samples_fast, s.samples_slow, s.extrapolated) == (11, 3, False)
+    assert s["cpu_source"] == "cgroup"
+    assert (s["cpu_user_us"], s["cpu_system_us"], s["cgroup_cpu_total_us"]) == (500_000, 100_000, 610_000)
+    assert s["cpu_us"] == 610_000  # the exact total, not the tick-sampled user + system
+    assert (s["proc_cpu_user_us"], s["proc_cpu_system_us"]) == (400_000, 100_000)
+    assert s["generator_cpu_user_us"] == 300_000
+    assert s["cores"]["0"]["softirq_us"] == 50_000 and s["cores"]["0"]["busy_us"] == 650_000
+    assert s["cores"]["1"]["idle_us"] == 700_000
+    assert s["counters"]["udp_in_datagrams"] == 1_000_000
+    assert s["counters"]["udp_rcvbuf_errors"] == 70
+    assert s["counters"]["tcpext_tcp_backlog_drop"] == 10
+    assert "tcp_curr_estab" not in s["counters"]  # a gauge: a level, not a delta
+    assert s["tcp_curr_estab_mean"] == 5
+    assert s["rss_bytes_mean"] == pytest.approx(150_000_000)
+    assert s["rss_bytes_max"] == 200_000_000
+    assert s["tcp_bytes_max"] == 40960
+    assert s["cgroup_usage_bytes_mean"] is None  # not sampled
+    assert (s["energy_j"], s["energy_source"], s["energy_model_j"]) == (pytest.approx(2.0), "model", pytest.approx(1.0))
+    assert (s["samples_fast"], s["samples_slow"], s["extrapolated"]) == (11, 3, False)
 
 
 def test_summary_interpolates_window_edges() -> None:
     s = summarize(_synthetic(), 250, 750)
-    assert s.cpu_user_us == pytest.approx(250_000)  # between samples: interpolated
-    assert s.energy_j == pytest.approx(1.0)
+    assert s["cpu_user_us"] == pytest.approx(250_000)  # between samples: interpolated
+    assert s["energy_j"] == pytest.approx(1.0)
     # Levels: the one slow sample inside the window, not a value interpolated to its edges.
-    assert s.levels["rss_bytes_mean"] == pytest.approx(150_000_000)
-    assert s.levels["rss_bytes_max"] == pytest.approx(150_000_000)
-    assert s.duration_s == 0.5 and not s.extrapolated
-    d = s.to_dict()
-    assert d["rss_bytes_max"] == s.levels["rss_bytes_max"] and d["cores"]["0"]["user_us"] == 300_000
-    json.dumps(d)
+    assert s["rss_bytes_mean"] == pytest.approx(150_000_000)
+    assert s["rss_bytes_max"] == pytest.approx(150_000_000)
+    assert s["duration_s"] == 0.5 and not s["extrapolated"]
+    assert s["cores"]["0"]["user_us"] == 300_000
+    assert json.loads(json.dumps(s)) == s  # JSON-ready as trial.json stores it
 
 
 def test_a_level_that_stepped_before_the_window_is_not_diluted() -> None:
@@ -390,20 +389,20 @@ def test_a_level_that_stepped_before_the_window_is_not_diluted() -> None:
         for t, level in ((0, 4), (1000, 304), (2000, 304), (3000, 304))
     ]
     s = summarize(records, 900, 3100)
-    assert s.levels["sockets_mean"] == pytest.approx(304)
+    assert s["sockets_mean"] == pytest.approx(304)
     # A window with no sample inside is still interpolated (and flagged when extrapolated).
-    assert summarize(records, 400, 600).levels["sockets_mean"] == pytest.approx(154)
+    assert summarize(records, 400, 600)["sockets_mean"] == pytest.approx(154)
 
 
 def test_summary_outside_samples_is_flagged_and_clamped() -> None:
     s = summarize(_synthetic(), 900, 1500)
-    assert s.extrapolated
-    assert s.cpu_user_us == pytest.approx(50_000)  # only 900..1000 was sampled
+    assert s["extrapolated"]
+    assert s["cpu_user_us"] == pytest.approx(50_000)  # only 900..1000 was sampled
     with pytest.raises(ValueError):
         summarize(_synthetic(), 10, 5)
     empty = summarize([], 0, 1000)
-    assert empty.cpu_source is None and empty.cpu_user_us is None and empty.energy_j is None
-    assert empty.cpu_us is None
+    assert empty["cpu_source"] is None and empty["cpu_user_us"] is None and empty["energy_j"] is None
+    assert empty["cpu_us"] is None
 
 
 # --- the sampler, live -------------------------------------------------------------------
@@ -464,10 +463,10 @@ def test_sampler_live_on_this_process(tmp_path: Path) -> None:
     assert slow[-1]["sockets"]["states"] == {"LISTEN": 1}
 
     s = summarize(records, fast[0]["t_ms"], fast[-1]["t_ms"])
-    assert s.cpu_source == "cgroup" and s.cpu_us == 0  # the fake cgroup does not move
+    assert s["cpu_source"] == "cgroup" and s["cpu_us"] == 0  # the fake cgroup does not move
     assert fast[0]["target"]["cgroup_cpu_total_us"] == 1_250_000  # usage_usec of cpu.stat
-    assert s.proc_cpu_user_us is not None and s.proc_cpu_user_us > 0
-    assert s.levels["rss_bytes_mean"] is not None and s.levels["rss_bytes_mean"] > 0
+    assert s["proc_cpu_user_us"] is not None and s["proc_cpu_user_us"] > 0
+    assert s["rss_bytes_mean"] is not None and s["rss_bytes_mean"] > 0
 
 
 def test_sampler_with_rapl_and_without_cgroup(tmp_path: Path) -> None:
@@ -494,8 +493,8 @@ def test_sampler_with_rapl_and_without_cgroup(tmp_path: Path) -> None:
     assert "cgroup_cpu_user_us" not in fast[0]["target"]
     assert all("sockets" not in r for r in records if r["type"] == "slow")  # no ports, no ss
     s = summarize(records, fast[0]["t_ms"], fast[-1]["t_ms"])
-    assert s.cpu_source == "proc" and s.cgroup_cpu_total_us is None
-    assert s.cpu_us == s.proc_cpu_user_us + s.proc_cpu_system_us  # type: ignore[operator]
+    assert s["cpu_source"] == "proc" and s["cgroup_cpu_total_us"] is None
+    assert s["cpu_us"] == s["proc_cpu_user_us"] + s["proc_cpu_system_us"]  # type: ignore[operator]
     with pytest.raises(MachineError):
         Sampler(
             tmp_path / "x.jsonl",

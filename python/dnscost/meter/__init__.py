@@ -11,7 +11,7 @@ from dnscost.meter.energy import CCF_REFERENCE, CpuPowerModel, EnergyReading, Ra
 from dnscost.meter.procfs import process_tree
 from dnscost.meter.sampler import FORMAT_VERSION, Sampler
 from dnscost.meter.sockets import SocketMemory, SsRun, parse_ss, ss_sockets
-from dnscost.meter.summary import LEVELS, Summary, summarize
+from dnscost.meter.summary import LEVELS, summarize
 
 __all__ = [
     "CCF_REFERENCE",
@@ -24,7 +24,6 @@ __all__ = [
     "Sampler",
     "SocketMemory",
     "SsRun",
-    "Summary",
     "parse_ss",
     "process_tree",
     "ss_sockets",

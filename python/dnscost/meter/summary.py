@@ -18,17 +18,16 @@ import bisect
 import itertools
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, field
 from typing import Any, cast
 
 from dnscost.contract import MeterSummary
 
-__all__ = ["LEVELS", "Summary", "summarize"]
+__all__ = ["LEVELS", "summarize"]
 
 Series = list[tuple[float, float]]
 
 LEVELS: dict[str, tuple[str, tuple[str, ...]]] = {
-    # name in Summary (without _mean/_max): (record type, path in the record)
+    # name in MeterSummary (without _mean/_max): (record type, path in the record)
     "rss_bytes": ("slow", ("target", "rss_bytes")),
     "pss_bytes": ("slow", ("target", "pss_bytes")),
     "uss_bytes": ("slow", ("target", "uss_bytes")),
@@ -53,65 +52,6 @@ LEVELS: dict[str, tuple[str, tuple[str, ...]]] = {
 
 _CORE_FIELDS = ("user_us", "nice_us", "system_us", "idle_us", "iowait_us", "irq_us", "softirq_us", "steal_us")
 _GAUGES = {"CurrEstab"}
-
-
-@dataclass
-class Summary:
-    """One window of a trial. ``None`` where nothing was sampled (no cgroup, no ports, ...).
-
-    ``cpu_user_us``/``cpu_system_us`` are the target's, from its cgroup when it has one
-    (``cpu_source`` = ``"cgroup"``) else summed over its processes (``"proc"``); both sources
-    are also given. ``cgroup_cpu_total_us`` is the cgroup's exact total (the user/system split
-    is sampled at the scheduler tick): the figure to divide by queries. :attr:`cpu_us` is it
-    when present, else user + system. ``cores`` holds per-core deltas by CPU number, ``counters`` the deltas of
-    the UDP/TCP/TcpExt counters (``udp_rcvbuf_errors``, ``tcpext_listen_overflows``, ...),
-    ``levels`` the ``<name>_mean`` and ``<name>_max`` of every entry of :data:`LEVELS`
-    (``levels["rss_bytes_mean"]``, ``levels["tcp_bytes_max"]``; :meth:`to_dict` flattens them).
-    ``energy_j`` is RAPL's package energy (``energy_source`` = ``"rapl"``) or the model's
-    estimate for the target (``"model"``); ``energy_model_j`` is always the model's.
-    """
-
-    t0_ms: float
-    t1_ms: float
-    duration_s: float
-    samples_fast: int
-    samples_slow: int
-    extrapolated: bool
-    cpu_source: str | None
-    cpu_user_us: float | None
-    cpu_system_us: float | None
-    cgroup_cpu_total_us: float | None
-    cgroup_cpu_user_us: float | None
-    cgroup_cpu_system_us: float | None
-    proc_cpu_user_us: float | None
-    proc_cpu_system_us: float | None
-    generator_cpu_user_us: float | None
-    generator_cpu_system_us: float | None
-    energy_j: float | None
-    energy_source: str | None
-    energy_model_j: float | None
-    cores: dict[int, dict[str, float]] = field(default_factory=dict)
-    counters: dict[str, float] = field(default_factory=dict)
-    levels: dict[str, float | None] = field(default_factory=dict)
-
-    @property
-    def cpu_us(self) -> float | None:
-        """The target's CPU time in the window: the cgroup's exact total when there is one."""
-        if self.cgroup_cpu_total_us is not None:
-            return self.cgroup_cpu_total_us
-        if self.cpu_user_us is None or self.cpu_system_us is None:
-            return None
-        return self.cpu_user_us + self.cpu_system_us
-
-    def to_dict(self) -> MeterSummary:
-        """A flat, JSON-ready dict: the levels are merged in at the top level (every key of
-        :data:`LEVELS`, so every key :class:`MeterSummary` names; a test holds the two)."""
-        d = asdict(self)
-        levels = d.pop("levels")
-        d["cores"] = {str(k): v for k, v in d["cores"].items()}
-        d["cpu_us"] = self.cpu_us
-        d.update(levels)
-        return cast(MeterSummary, d)
 
 
 def _get(record: dict[str, Any], path: Sequence[str]) -> float | None:
@@ -181,9 +121,11 @@ def _snake(name: str) -> str:
     return re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", name).lower()
 
 
-def summarize(records: Sequence[dict[str, Any]], t0_ms: float, t1_ms: float) -> Summary:
+def summarize(records: Sequence[dict[str, Any]], t0_ms: float, t1_ms: float) -> MeterSummary:
     """Summarises the sampler's ``records`` (all of a file: header, samples, end) over
-    ``[t0_ms, t1_ms]`` (milliseconds on the sampler's clock, i.e. since ``start_monotonic``)."""
+    ``[t0_ms, t1_ms]`` (milliseconds on the sampler's clock, i.e. since ``start_monotonic``):
+    one window of a trial (:class:`~dnscost.contract.MeterSummary` has each field's meaning),
+    JSON-ready as trial.json stores it. ``None`` where nothing was sampled (no cgroup, no ports)."""
     if t1_ms < t0_ms:
         raise ValueError(f"window ends before it starts: [{t0_ms}, {t1_ms}]")
     fast = [r for r in records if r.get("type") == "fast"]
@@ -230,7 +172,9 @@ def summarize(records: Sequence[dict[str, Any]], t0_ms: float, t1_ms: float) -> 
     sources = {r.get("energy_source") for r in fast if t0_ms <= r["t_ms"] <= t1_ms} or {
         r.get("energy_source") for r in fast
     }
-    return Summary(
+    cgroup_total = delta(fast, "target", "cgroup_cpu_total_us")
+    user, system = (cg_user, cg_sys) if source == "cgroup" else (pr_user, pr_sys)
+    summary = dict(
         t0_ms=t0_ms,
         t1_ms=t1_ms,
         duration_s=(t1_ms - t0_ms) / 1000,
@@ -238,9 +182,9 @@ def summarize(records: Sequence[dict[str, Any]], t0_ms: float, t1_ms: float) -> 
         samples_slow=sum(1 for r in slow if t0_ms <= r["t_ms"] <= t1_ms),
         extrapolated=extrapolated,
         cpu_source=source,
-        cpu_user_us=cg_user if source == "cgroup" else pr_user,
-        cpu_system_us=cg_sys if source == "cgroup" else pr_sys,
-        cgroup_cpu_total_us=delta(fast, "target", "cgroup_cpu_total_us"),
+        cpu_user_us=user,
+        cpu_system_us=system,
+        cgroup_cpu_total_us=cgroup_total,
         cgroup_cpu_user_us=cg_user,
         cgroup_cpu_system_us=cg_sys,
         proc_cpu_user_us=pr_user,
@@ -250,7 +194,10 @@ def summarize(records: Sequence[dict[str, Any]], t0_ms: float, t1_ms: float) -> 
         energy_j=delta(fast, "energy_j"),
         energy_source=next(iter(sources)) if len(sources) == 1 else None,
         energy_model_j=delta(fast, "energy_model_j"),
-        cores=cores,
+        cores={str(k): v for k, v in cores.items()},
         counters=counters,
-        levels=levels,
+        # The exact total when there is one (the figure to divide by queries), else user + system.
+        cpu_us=cgroup_total if cgroup_total is not None else None if user is None or system is None else user + system,
+        **levels,
     )
+    return cast(MeterSummary, summary)
