@@ -208,9 +208,10 @@ def summarize_trial(
     # the run's first burst, lost before the window. 16 UDP sockets x 64 queries sent at once
     # to dnsdist 1.7.3: 830 timed out, each the timeout (2 s) after the run began, so sent in its
     # first instant (with a 2 s run, in the drain or the window's last interval), and the
-    # kernel's RcvbufErrors in the bed's namespace rose by as many. The same ~830 in every such
-    # reference of docs/versions-run whatever the target, none where the target sets a larger
-    # receive buffer; references now keep 8 outstanding per socket (plan.REFERENCE_KNOBS).
+    # kernel's RcvbufErrors in the bed's namespace rose by as many. The same 829-831 in every
+    # such reference of docs/versions-run whatever the target, none where the target sets a
+    # larger receive buffer (test_docs_numbers recomputes them); references now keep 8
+    # outstanding per socket (plan.REFERENCE_KNOBS).
     if config.get("rate") == "max":
         loss = max(0.0, 1 - (answered + m["queries"].get("in_flight", 0)) / offered) if offered else None
     else:
