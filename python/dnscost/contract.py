@@ -42,21 +42,31 @@ __all__ = [
     "ClusterRecord",
     "ConnectionCounts",
     "ConnectionRecord",
+    "CounterReading",
+    "DerivedRate",
     "EngineConfig",
     "EngineRecord",
     "EngineUsage",
+    "FirstAttempt",
     "HandshakeCounts",
     "HistogramSummary",
     "IntervalRecord",
     "Lifetime",
     "MeterSummary",
+    "NetworkRecord",
     "QueryCounts",
     "QueryRecord",
     "Row",
     "RunRecord",
     "RunStatus",
+    "SearchResult",
+    "SearchStep",
+    "SoftnetCounts",
     "StartRecord",
+    "SummaryContextRecord",
     "SummaryRecord",
+    "TargetCounters",
+    "TargetPlace",
     "Totals",
     "TrafficCounts",
     "TrialKind",
@@ -67,6 +77,7 @@ __all__ = [
     "TrialSummary",
     "UdpRetry",
     "Validity",
+    "WarmupExtended",
     "Wire",
     "WorkerShare",
     "WorkerSummary",
@@ -605,6 +616,131 @@ class TrialParams(TypedDict, total=False):
     max_steps: int
 
 
+class SummaryContextRecord(TypedDict, total=False):
+    """``trial.json``'s ``summary_context``: what a summary needs besides the raw records
+    (:class:`dnscost.trial_summary.SummaryContext` has each field's meaning)."""
+
+    sampler_start_unix_ms: Required[float]
+    baseline_s: Required[float]
+    cache_hit_ratio: float | None
+    target_cpus: list[int]
+    generator_cpus: list[int]
+    target_keeps_counters: bool
+    meter_interval_s: float
+    cache_filled: bool
+    unchecked: list[str]
+    generator_cores: int | None
+
+
+class CounterReading(TypedDict):
+    """A resolver's own counters at one moment (:class:`dnscost.targets.base.Counters`): those
+    it has, normalised, None where it has none; ``raw`` everything it reported."""
+
+    queries: int | None
+    answers: int | None
+    cache_hits: int | None
+    cache_misses: int | None
+    raw: dict[str, int]
+
+
+class TargetCounters(TypedDict):
+    """``trial.json``'s ``counters``: the target's own, before and after the load."""
+
+    before: CounterReading
+    after: CounterReading
+
+
+class SoftnetCounts(TypedDict):
+    """One core's receive softirq over a trial (``/proc/net/softnet_stat``): packets processed,
+    and inter-processor interrupts that brought it packets steered by RPS."""
+
+    processed: int
+    received_rps: int
+
+
+class FirstAttempt(TypedDict):
+    """A trial's first attempt, run again with a longer warm-up: its warm-up, when its engine
+    had every connection open, and the connections the target's kernel accepted in its window."""
+
+    warmup_ms: int
+    opened_ms: int | None
+    kernel_passive_opens: int | None
+
+
+class WarmupExtended(TypedDict):
+    """``trial.json``'s ``warmup_extended``: the trial was run again with ``warmup_ms``, as its
+    first attempt's open phase (``by`` ``engine``) or its target's accepts (``kernel``) reached
+    into the window; that attempt's files are in ``kept``."""
+
+    by: Literal["engine", "kernel"]
+    first: FirstAttempt
+    warmup_ms: int
+    kept: str
+    target_restarted: bool
+
+
+class SearchStep(TypedDict, total=False):
+    """One step of a capacity search (``trial.json``'s ``steps``): the rate offered, whether it
+    passed (loss below the bound, accounting balanced, the generator kept up) and its summary."""
+
+    offered_qps: Required[float]
+    ok: bool
+    loss: float | None
+    generator_behind: bool
+    summary: Required["TrialSummary | None"]
+
+
+class SearchResult(TypedDict, total=False):
+    """``trial.json``'s ``search``: the highest rate answered within ``max_loss``
+    (``max_qps``, None when no step passed), the lowest that failed, whether it was bracketed
+    and whether the failing step's generator fell behind (``generator-bound-search``)."""
+
+    max_qps: Required[float | None]
+    max_loss: Required[float]
+    offered_qps: Required[float | None]
+    failed_qps: float | None
+    generator_bound: bool
+    bracketed: bool
+
+
+class DerivedRate(TypedDict):
+    """``trial.json``'s ``derived_rate`` (:func:`dnscost.plan.share_rate`): a share of
+    capacity made a rate from its reference's answered rate."""
+
+    reference: str
+    share: float
+    reference_answered_qps: float
+    rate_qps: float
+    capacity_lower_bound: bool
+
+
+class TargetPlace(TypedDict, total=False):
+    """Where a target's binaries came from (``trial.json``'s ``target_place``,
+    :meth:`dnscost.targets.place.Place.describe`): the host's packages, a release root
+    (its release, directory, mirror and package versions) or the user's build (its path)."""
+
+    place: Required[Literal["host", "root", "build"]]
+    release: str
+    root: str
+    mirror: str | None
+    packages: dict[str, str]
+    path: str
+
+
+class NetworkRecord(TypedDict, total=False):
+    """How the trial's bed was connected (``trial.json``'s ``network``,
+    :class:`dnscost.network.NetworkInfo`)."""
+
+    kind: Required[str]
+    target_address: Required[str]
+    generator_address: str
+    sources: list[str]
+    netns: str | None
+    target_device: str | None
+    generator_device: str | None
+    rps_cpus: dict[str, str]
+
+
 class TrialRecord(TypedDict, total=False):
     """One trial's ``trial.json`` (``docs/results.md``, "trial.json"): what the plan says it is,
     where it ran, what it measured. Written by :mod:`dnscost.runner` (a run's trials) and
@@ -634,13 +770,13 @@ class TrialRecord(TypedDict, total=False):
     records_problem: str
     target_cpus: list[int]
     generator_cpus: list[int]
-    derived_rate: dict[str, Any]
+    derived_rate: DerivedRate
     # The bed it ran on (dnscost.trial.start_bed)
     target_pid: int | None
     target_version: str
-    target_place: dict[str, Any]
+    target_place: TargetPlace
     endpoints: dict[str, str]
-    network: dict[str, Any]
+    network: NetworkRecord
     listen_backlog: dict[str, int]
     external: dict[str, Any]
     cache_hit_ratio: float | None
@@ -650,12 +786,12 @@ class TrialRecord(TypedDict, total=False):
     cluster: ClusterRecord
     engine_config: EngineConfig
     summary: TrialSummary | None
-    summary_context: dict[str, Any]
-    counters: dict[str, Any]
-    softnet: dict[str, Any]
-    warmup_extended: dict[str, Any]
-    steps: list[dict[str, Any]]
-    search: dict[str, Any]
+    summary_context: SummaryContextRecord
+    counters: TargetCounters
+    softnet: dict[str, SoftnetCounts]
+    warmup_extended: WarmupExtended
+    steps: list[SearchStep]
+    search: SearchResult
 
 
 RunStatus = Literal["running", "done", "failed", "incomplete", "interrupted"]

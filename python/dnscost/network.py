@@ -48,10 +48,10 @@ import os
 import re
 import subprocess
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
+from dnscost.contract import NetworkRecord, SoftnetCounts
 from dnscost.errors import MachineError, UsageError
 
 __all__ = [
@@ -124,8 +124,17 @@ class NetworkInfo:
     rps_cpus: dict[str, str] = field(default_factory=dict)
     """Each veth's ``queues/rx-0/rps_cpus`` as read back after writing (``0``: no steering)."""
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    def to_dict(self) -> NetworkRecord:
+        return {
+            "kind": self.kind,
+            "target_address": self.target_address,
+            "generator_address": self.generator_address,
+            "sources": list(self.sources),
+            "netns": self.netns,
+            "target_device": self.target_device,
+            "generator_device": self.generator_device,
+            "rps_cpus": dict(self.rps_cpus),
+        }
 
 
 @dataclass(frozen=True)
@@ -148,7 +157,7 @@ def read_softnet(path: Path = Path("/proc/net/softnet_stat")) -> dict[int, Softn
     return out
 
 
-def softnet_delta(before: dict[int, Softnet], after: dict[int, Softnet]) -> dict[str, dict[str, int]]:
+def softnet_delta(before: dict[int, Softnet], after: dict[int, Softnet]) -> dict[str, SoftnetCounts]:
     """Per-core counts between two readings (keys are core numbers as strings, for JSON)."""
     return {
         str(c): {

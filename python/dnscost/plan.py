@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, cast
 
 from dnscost.certs import DEFAULT_KEY_TYPE
-from dnscost.contract import ClientProfile, EngineConfig, TrialKind, TrialParams, TrialRecord
+from dnscost.contract import ClientProfile, DerivedRate, EngineConfig, TrialKind, TrialParams, TrialRecord
 from dnscost.spec import Group, Spec, lifetime_fields, load_share
 from dnscost.targets import adapter
 from dnscost.targets.place import label_of
@@ -410,7 +410,7 @@ def estimate_s(t: TrialPlan) -> float:
     return per_run
 
 
-def share_rate(t: TrialPlan, reference: TrialRecord | None) -> dict[str, Any]:
+def share_rate(t: TrialPlan, reference: TrialRecord | None) -> DerivedRate:
     """The open-loop rate of trial ``t`` (whose rate is a share such as ``"50%"``) from the
     record (``trial.json``) of its reference, the saturation trial of the same cell and round:
     the share times the reference's answered rate. The answered rate, not CPU per query: it is

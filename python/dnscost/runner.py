@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, cast
 from dnscost.analysis.load import resummarize, trial_problem
 from dnscost.certs import DEFAULT_KEY_TYPE
 from dnscost.cluster.shares import split_config
-from dnscost.contract import EngineConfig, TrialRecord
+from dnscost.contract import EngineConfig, SearchStep, TrialRecord
 from dnscost.engine import check_config
 from dnscost.errors import EngineError, MachineError, TargetError, UsageError
 from dnscost.network import DEFAULT_NETWORK, Network
@@ -197,7 +197,7 @@ def search(
     t: TrialPlan,
     trial_dir: Path,
     cache_hit_ratio: float | None,
-    on_step: Callable[[dict[str, Any]], None] = lambda _: None,
+    on_step: Callable[[SearchStep], None] = lambda _: None,
     cluster: Cluster | None = None,
 ) -> TrialRecord:
     """The highest offered UDP rate answered with loss below ``max_loss``: double from
@@ -209,7 +209,7 @@ def search(
     lo: float | None = None
     hi: float | None = None
     rate = float(p["start_qps"])
-    steps: list[dict[str, Any]] = []
+    steps: list[SearchStep] = []
     best: TrialRecord | None = None
     generator_bound = False
     for k in range(int(p["max_steps"])):
@@ -381,7 +381,7 @@ def run_plan(
                 write_json(trial_dir / "trial.json", record)
                 if t.kind == "search":
 
-                    def step_note(st: dict[str, Any]) -> None:
+                    def step_note(st: SearchStep) -> None:
                         loss = st["loss"]
                         verdict = "ok" if st["ok"] else "generator behind" if st["generator_behind"] else "over"
                         text = f"{st['offered_qps']:,.0f} qps offered: loss {100 * (loss or 0):.2f} % ({verdict})"

@@ -15,11 +15,11 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from dnscost import meter
 from dnscost.certs import DEFAULT_KEY_TYPE, TlsFiles, make_tls
-from dnscost.contract import EngineConfig, SummaryRecord, TrialRecord
+from dnscost.contract import EngineConfig, FirstAttempt, SummaryRecord, TargetCounters, TrialRecord
 from dnscost.engine import Endpoint, Responder, generate, summary_of
 from dnscost.errors import TargetError, UsageError
 from dnscost.jsonl import read_records
@@ -418,7 +418,8 @@ def measure(
         bed, s, trial_dir, cache_hit_ratio=cache_hit_ratio, backlog=backlog, cluster=cluster
     )
     warmup_ms = int(s.engine.get("warmup_ms", 0))
-    by, longer = "engine", warmup_for_open_phase(summary, warmup_ms)
+    by: Literal["engine", "kernel"] = "engine"
+    longer = warmup_for_open_phase(summary, warmup_ms)
     if longer is None:
         by, longer = "kernel", warmup_for_late_accepts(result["engine_config"], result.get("summary") or {}, warmup_ms)
     if longer is None:
@@ -428,7 +429,7 @@ def measure(
     for f in trial_dir.iterdir():
         if f.is_file() and f.name != "trial.json":
             f.rename(aside / f.name)
-    first = {
+    first: FirstAttempt = {
         "warmup_ms": warmup_ms,
         "opened_ms": summary.get("opened_ms"),
         "kernel_passive_opens": _passive_opens(result.get("summary") or {}),
@@ -546,7 +547,7 @@ def _measure_once(
         unchecked=_unchecked(target, s),
         generator_cores=cluster.generator_cores if cluster is not None else None,
     )
-    counters = {"before": asdict(counters_before), "after": asdict(counters_after)}
+    counters: TargetCounters = {"before": counters_before.to_record(), "after": counters_after.to_record()}
     result: TrialRecord = {
         "engine_config": config,
         "summary": summarize_trial(

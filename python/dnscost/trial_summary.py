@@ -8,11 +8,11 @@ raw data. Fields are described in ``docs/results.md``; validity thresholds live 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from dnscost import validity as V
-from dnscost.contract import MeterSummary, TrialSummary, Wire
+from dnscost.contract import CounterReading, MeterSummary, SummaryContextRecord, TrialSummary, Wire
 from dnscost.meter import summary as meter_summary
 from dnscost.meter.energy import CpuPowerModel
 
@@ -54,16 +54,22 @@ class SummaryContext:
     beyond the meter: its CPU time is the engines' own accounting, its busy share that time
     over those cores."""
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> SummaryContextRecord:
         return {
-            **asdict(self),
+            "sampler_start_unix_ms": self.sampler_start_unix_ms,
+            "baseline_s": self.baseline_s,
+            "cache_hit_ratio": self.cache_hit_ratio,
             "target_cpus": list(self.target_cpus),
             "generator_cpus": list(self.generator_cpus),
+            "target_keeps_counters": self.target_keeps_counters,
+            "meter_interval_s": self.meter_interval_s,
+            "cache_filled": self.cache_filled,
             "unchecked": list(self.unchecked),
+            "generator_cores": self.generator_cores,
         }
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> SummaryContext:
+    def from_dict(cls, d: SummaryContextRecord) -> SummaryContext:
         return cls(
             sampler_start_unix_ms=float(d["sampler_start_unix_ms"]),
             baseline_s=float(d["baseline_s"]),
@@ -87,8 +93,8 @@ class CounterDelta:
     cache_hits: tuple[int | None, int | None] = (None, None)
 
     @classmethod
-    def from_counters(cls, before: Mapping[str, Any], after: Mapping[str, Any]) -> CounterDelta:
-        def pair(key: str) -> tuple[int | None, int | None]:
+    def from_counters(cls, before: CounterReading, after: CounterReading) -> CounterDelta:
+        def pair(key: Literal["answers", "queries", "cache_hits"]) -> tuple[int | None, int | None]:
             return before.get(key), after.get(key)
 
         return cls(answers=pair("answers"), queries=pair("queries"), cache_hits=pair("cache_hits"))

@@ -24,7 +24,7 @@ from typing import ClassVar
 
 from dnscost.certs import TlsFiles
 from dnscost.cgroup import Cgroup, cgroup_name, remove_orphans
-from dnscost.contract import EngineConfig
+from dnscost.contract import CounterReading, EngineConfig
 from dnscost.engine import Endpoint, engine_path
 from dnscost.errors import MachineError, TargetError, UsageError
 from dnscost.jsonl import parse_lines, read_records, split_lines
@@ -97,6 +97,16 @@ class Counters:
     cache_hits: int | None = None
     cache_misses: int | None = None
     raw: dict[str, int] = field(default_factory=dict)
+
+    def to_record(self) -> CounterReading:
+        """As ``trial.json``'s ``counters`` store it."""
+        return {
+            "queries": self.queries,
+            "answers": self.answers,
+            "cache_hits": self.cache_hits,
+            "cache_misses": self.cache_misses,
+            "raw": dict(self.raw),
+        }
 
 
 class Target(ABC):

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from dnscost.contract import TargetPlace
 from dnscost.errors import MachineError, UsageError
 from dnscost.targets._util import find_binary
 
@@ -73,7 +74,7 @@ class Place:
     def cleanup(self) -> None:
         """Removes what :meth:`wrap` left in the place, once its processes are gone."""
 
-    def describe(self) -> dict[str, object]:
+    def describe(self) -> TargetPlace:
         """Where the binaries came from, for run.json and trial.json."""
         return {"place": "host"}
 
@@ -120,7 +121,7 @@ class Root(Place):
                 d.rmdir()
         self.made.clear()
 
-    def describe(self) -> dict[str, object]:
+    def describe(self) -> TargetPlace:
         manifest = read_manifest(self.path)
         return {
             "place": "root",
@@ -183,7 +184,7 @@ class Build(Place):
             return find_binary(binary, target, package)
         raise MachineError(f"{target}@{self.path}: no executable {binary} in {self.path} (nor in its sbin/ or bin/)")
 
-    def describe(self) -> dict[str, object]:
+    def describe(self) -> TargetPlace:
         return {"place": "build", "path": str(self.path)}
 
 
