@@ -48,6 +48,7 @@ __all__ = [
     "EngineRecord",
     "EngineUsage",
     "FirstAttempt",
+    "GroupSettings",
     "HandshakeCounts",
     "HistogramSummary",
     "IntervalRecord",
@@ -739,6 +740,29 @@ class NetworkRecord(TypedDict, total=False):
     target_device: str | None
     generator_device: str | None
     rps_cpus: dict[str, str]
+
+
+class GroupSettings(TypedDict, total=False):
+    """A spec group's fields other than its sweep axes, with the spec's defaults applied
+    (:class:`dnscost.spec.Group`; run.json's ``spec.groups[].settings``): durations in seconds
+    (a search's steps run ``step_duration``), a search's bounds, a group of profiles' profiles
+    (read once, by name) and the connections their clients may hold, and a group at a share of
+    capacity's saturation group and in-flight ceiling."""
+
+    duration: Required[float]
+    warmup: Required[float]
+    timeout: Required[float]
+    baseline: Required[float]
+    step_duration: Required[float]
+    max_loss: Required[float]
+    start_qps: Required[float]
+    max_qps: Required[float]
+    precision: Required[float]
+    max_steps: Required[int]
+    max_connections: int
+    profiles: dict[str, ClientProfile]
+    capacity_of: str
+    in_flight: int
 
 
 class TrialRecord(TypedDict, total=False):

@@ -28,7 +28,15 @@ from dataclasses import dataclass
 from typing import Any, Literal, cast
 
 from dnscost.certs import DEFAULT_KEY_TYPE
-from dnscost.contract import ClientProfile, DerivedRate, EngineConfig, TrialKind, TrialParams, TrialRecord
+from dnscost.contract import (
+    ClientProfile,
+    DerivedRate,
+    EngineConfig,
+    GroupSettings,
+    TrialKind,
+    TrialParams,
+    TrialRecord,
+)
 from dnscost.spec import Group, Spec, lifetime_fields, load_share
 from dnscost.targets import adapter
 from dnscost.targets.place import label_of
@@ -148,7 +156,7 @@ def _normalise(kind: str, transport: str, p: dict[str, Any]) -> dict[str, Any]:
     return p
 
 
-def _warmup_s(kind: str, transport: str, p: dict[str, Any], settings: dict[str, Any]) -> float:
+def _warmup_s(kind: str, transport: str, p: dict[str, Any], settings: GroupSettings) -> float:
     """The warm-up: the group's, stretched so that every connection is open (at the open-rate
     ceiling, with margin for TLS handshakes) before the measured period starts."""
     warmup = float(settings["warmup"])

@@ -26,7 +26,7 @@ from typing import Any, cast, get_args, get_type_hints
 
 from dnscost.certs import KEY_TYPES
 from dnscost.cluster import ClusterSettings
-from dnscost.contract import ClientProfile, Lifetime, TrialKind, shape_problem
+from dnscost.contract import ClientProfile, GroupSettings, Lifetime, TrialKind, shape_problem
 from dnscost.errors import UsageError
 from dnscost.network import NETWORKS
 from dnscost.proc import parse_cpus
@@ -178,7 +178,7 @@ class Group:
     transports: tuple[str, ...]
     repetitions: int
     axes: dict[str, tuple[Any, ...]]
-    settings: dict[str, Any]
+    settings: GroupSettings
     targets: tuple[str, ...] | None = None
     analysis: str = ""
 
@@ -425,11 +425,7 @@ def _settings(c: _Checker, table: dict[str, Any], keys: set[str]) -> dict[str, A
     return out
 
 
-GROUP_DEFAULTS: dict[str, Any] = {
-    "duration": 10.0,
-    "warmup": 2.0,
-    "timeout": 2.0,
-    "baseline": 1.0,
+AXIS_DEFAULTS: dict[str, tuple[object, ...]] = {
     "connections": (10,),
     "lifetime": ("forever",),
     "resumption": (0.0,),
@@ -440,6 +436,12 @@ GROUP_DEFAULTS: dict[str, Any] = {
     "tls_group": ("x25519",),
     "early_data": (0.0,),
     "clients": (1,),
+}
+SETTING_DEFAULTS: GroupSettings = {
+    "duration": 10.0,
+    "warmup": 2.0,
+    "timeout": 2.0,
+    "baseline": 1.0,
     "max_connections": 10_000,
     "max_loss": 0.01,
     "start_qps": 20_000.0,
@@ -448,7 +450,8 @@ GROUP_DEFAULTS: dict[str, Any] = {
     "max_steps": 12,
     "step_duration": 3.0,
 }
-"""What a group takes when neither it nor the spec's ``[defaults]`` says."""
+"""What a group takes when neither it nor the spec's ``[defaults]`` says: the values of its
+sweep axes, and its other settings."""
 
 
 def parse_spec(text: str, origin: str = "<spec>") -> Spec:
@@ -478,7 +481,12 @@ def parse_spec(text: str, origin: str = "<spec>") -> Spec:
     if not isinstance(raw_defaults, dict):
         top.fail("defaults", "expected a table")
     dc = _Checker(origin, "defaults", raw_defaults, _DEFAULTS_FIELDS)
-    defaults = {**GROUP_DEFAULTS, "repetitions": reps, **_settings(dc, raw_defaults, _DEFAULTS_FIELDS)}
+    defaults = {
+        **AXIS_DEFAULTS,
+        **SETTING_DEFAULTS,
+        "repetitions": reps,
+        **_settings(dc, raw_defaults, _DEFAULTS_FIELDS),
+    }
     raw_groups = doc.get("group")
     if not isinstance(raw_groups, list) or not raw_groups or not all(isinstance(g, dict) for g in raw_groups):
         top.fail("group", "expected one or more [[group]] tables")
@@ -524,7 +532,9 @@ def parse_spec(text: str, origin: str = "<spec>") -> Spec:
         axes = {k: merged.pop(k) for k in SWEEPABLE if k in merged}
         if any(load_share(r) is not None for r in axes.get("rate", ())):
             gc.fail("rate", 'a share of capacity ("50%") needs capacity_of: the saturation group it is a share of')
-        groups.append(Group(gname, kind, transports, merged.pop("repetitions"), axes, merged, own_targets, analysis))
+        repetitions = merged.pop("repetitions")
+        settings = cast(GroupSettings, merged)  # checked: _settings and the defaults
+        groups.append(Group(gname, kind, transports, repetitions, axes, settings, own_targets, analysis))
     return Spec(
         name=name,
         description=str(doc.get("description", "")),
@@ -630,7 +640,7 @@ def _share_group(gc: _Checker, raw: dict[str, Any], name: str, kind: TrialKind, 
         if key not in ref.axes or not set(values) <= set(ref.axes[key]):
             gc.fail(key, f"narrows the cells of {ref_name!r}: expected values among {list(ref.axes.get(key, ()))}")
         axes[key] = values
-    settings = {**ref.settings, "capacity_of": ref_name}
+    settings: GroupSettings = {**ref.settings, "capacity_of": ref_name}
     if "in_flight" in raw:
         if isinstance(raw["in_flight"], list):
             gc.fail("in_flight", "one value: the open loop's ceiling for every cell")

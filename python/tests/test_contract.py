@@ -273,9 +273,14 @@ def test_every_stored_run_json_is_a_run_record() -> None:
     paths = sorted([*(REPO / "docs").rglob("run.json"), *(REPO / "python" / "tests" / "fixtures").rglob("run.json")])
     assert len(paths) >= 5
     fields = set(get_type_hints(contract.RunRecord))
+    settings = set(get_type_hints(contract.GroupSettings))
     for doc in _held_to(paths, contract.RunRecord):
         for entry in doc.get("plan", []):
             assert set(entry) <= set(get_type_hints(contract.TrialRecord)), entry
+        for group in doc.get("spec", {}).get("groups", []):  # a group's settings, as the spec resolved them
+            assert contract.shape_problem(group["settings"], contract.GroupSettings) is None, group["name"]
+            missing = contract.GroupSettings.__required_keys__ - set(group["settings"])
+            assert set(group["settings"]) <= settings and not missing, (group["name"], missing)
     text = (REPO / "docs" / "results.md").read_text()
     block = text.split("## run.json", 1)[1].split("```json", 1)[1].split("```", 1)[0]
     assert set(json.loads(block)) <= fields
