@@ -42,17 +42,25 @@ __all__ = [
     "ClusterRecord",
     "ConnectionCounts",
     "ConnectionRecord",
+    "CoreSample",
     "CounterReading",
     "DerivedRate",
     "EngineConfig",
     "EngineRecord",
     "EngineUsage",
+    "FastSample",
+    "FastTarget",
     "FirstAttempt",
+    "GeneratorCpu",
     "GroupSettings",
     "HandshakeCounts",
     "HistogramSummary",
     "IntervalRecord",
     "Lifetime",
+    "MeterCgroup",
+    "MeterEnd",
+    "MeterHeader",
+    "MeterRecord",
     "MeterSummary",
     "NetworkRecord",
     "QueryCounts",
@@ -62,6 +70,9 @@ __all__ = [
     "RunStatus",
     "SearchResult",
     "SearchStep",
+    "SlowSample",
+    "SlowTarget",
+    "SocketMemoryRecord",
     "SoftnetCounts",
     "StartRecord",
     "SummaryContextRecord",
@@ -407,6 +418,161 @@ class Wire(TypedDict):
     packets_received: int
     bytes_sent: int
     bytes_received: int
+
+
+# --- meter.jsonl: the sampler's records (dnscost.meter.sampler; docs/metering.md) -------------
+
+
+class MeterCgroup(TypedDict):
+    """The target's cgroup: its version and its directory per controller."""
+
+    version: int
+    dirs: dict[str, str]
+
+
+class MeterHeader(TypedDict):
+    """The first line of ``meter.jsonl``: the format, the intervals, the kernel's units, the
+    CPUs online and the target's, its ports and cgroup, and how energy is read (RAPL's domains
+    or the model's coefficients) with the model's coefficients always."""
+
+    type: Literal["header"]
+    format: int
+    interval_ms: int
+    socket_interval_ms: int
+    clk_tck: int
+    page_size: int
+    cpus_online: list[int]
+    target_cpus: list[int]
+    target_ports: list[int]
+    cgroup: MeterCgroup | None
+    energy_source: str
+    energy: dict[str, object]
+    energy_model: dict[str, object]
+
+
+class FastTarget(TypedDict, total=False):
+    """The target in a fast sample: its cgroup's CPU and memory (when it has a cgroup; a
+    counter the kernel does not give is null), its processes' CPU, processes and threads."""
+
+    cgroup_cpu_total_us: int | None
+    cgroup_cpu_user_us: int
+    cgroup_cpu_system_us: int
+    cgroup_usage_bytes: int | None
+    cgroup_anon_bytes: int | None
+    cgroup_kernel_bytes: int | None
+    cgroup_tcp_bytes: int | None
+    cgroup_slab_bytes: int | None
+    proc_cpu_user_us: Required[int]
+    proc_cpu_system_us: Required[int]
+    processes: Required[int]
+    threads: Required[int]
+
+
+class GeneratorCpu(TypedDict):
+    """The generator's processes' CPU (each one's last reading kept once it exits)."""
+
+    cpu_user_us: int
+    cpu_system_us: int
+    processes: int
+
+
+class CoreSample(TypedDict):
+    """One core's times since boot (``/proc/stat``), and its tasks' exact run time where the
+    v1 ``cpuacct`` hierarchy gives it."""
+
+    cpu: int
+    user_us: int
+    nice_us: int
+    system_us: int
+    idle_us: int
+    iowait_us: int
+    irq_us: int
+    softirq_us: int
+    steal_us: int
+    tasks_us: NotRequired[int]
+
+
+class FastSample(TypedDict, total=False):
+    """A fast sample (every ``interval_ms``): the target's and the generator's CPU, every
+    core, the kernel's UDP, TCP and TcpExt counters, system slab, ``/proc/net/sockstat``,
+    energy (the model's always, RAPL's when read, with its domains) and the sampler's CPU."""
+
+    type: Required[Literal["fast"]]
+    t_ms: Required[int]
+    late_us: int
+    target: Required[FastTarget]
+    generator: GeneratorCpu
+    cores: list[CoreSample]
+    udp: dict[str, int]
+    tcp: dict[str, int]
+    tcpext: dict[str, int]
+    meminfo: dict[str, int]
+    sockstat: dict[str, int]
+    energy_model_j: float
+    energy_j: float
+    energy_domains_j: dict[str, float]
+    energy_source: str
+    sampler_cpu_us: int
+
+
+class SlowTarget(TypedDict):
+    """The target's memory summed over its processes (``smaps_rollup``)."""
+
+    rss_bytes: int
+    pss_bytes: int
+    uss_bytes: int
+    swap_bytes: int
+    processes: int
+
+
+class SocketMemoryRecord(TypedDict):
+    """The target's sockets and their memory (``ss -m``, :class:`dnscost.meter.sockets.SocketMemory`)."""
+
+    sockets: int
+    sockets_with_skmem: int
+    buffer_bytes: int
+    r_bytes: int
+    t_bytes: int
+    f_bytes: int
+    w_bytes: int
+    o_bytes: int
+    bl_bytes: int
+    drops: int
+    states: dict[str, int]
+    protocols: dict[str, int]
+
+
+class SlowSample(TypedDict, total=False):
+    """A slow sample (every ``socket_interval_ms``): the target's memory, its sockets' (when
+    it has ports; ``ss``'s own wall and CPU time beside them) and the sampler's CPU."""
+
+    type: Required[Literal["slow"]]
+    t_ms: Required[int]
+    target: Required[SlowTarget]
+    sockets: SocketMemoryRecord
+    ss_wall_us: int
+    ss_cpu_us: int
+    sampler_cpu_us: int
+
+
+class MeterEnd(TypedDict):
+    """The last line: samples taken and missed, errors (the first one's message), the
+    sampler's CPU time per thread and ``ss``'s."""
+
+    type: Literal["end"]
+    t_ms: int
+    fast: int
+    slow: int
+    missed_fast: int
+    missed_slow: int
+    errors: int
+    first_error: str | None
+    sampler_cpu_us: dict[str, int]
+    ss_cpu_us: int
+
+
+MeterRecord = MeterHeader | FastSample | SlowSample | MeterEnd
+"""One line of ``meter.jsonl``."""
 
 
 class MeterSummary(TypedDict):

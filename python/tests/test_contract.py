@@ -298,3 +298,63 @@ def test_a_run_json_s_problem_names_its_field() -> None:
     )
     assert run_problem({"versions": {"dnsdist": 1.7}}) == "versions.dnsdist is a number, not a string"
     assert run_problem({"plan": [{"id": "t1", "rep": "0"}]}) == "plan[0].rep is a string, not a number"
+
+
+METER_TYPES = {
+    "header": contract.MeterHeader,
+    "fast": contract.FastSample,
+    "slow": contract.SlowSample,
+    "end": contract.MeterEnd,
+}
+
+
+def _unnamed(value: object, hint: object, where: str) -> list[str]:
+    """The keys of ``value`` that no ``TypedDict`` inside ``hint`` names, and the required keys
+    it lacks, all the way down (``shape_problem`` checks the kinds of those it names)."""
+    if typing.is_typeddict(hint) and isinstance(value, dict):
+        hints = get_type_hints(hint)
+        out = [f"{where}.{k} unnamed" for k in set(value) - set(hints)]
+        out += [f"{where}.{k} missing" for k in hint.__required_keys__ - set(value)]
+        for key, sub in hints.items():
+            if key in value:
+                out += _unnamed(value[key], sub, f"{where}.{key}")
+        return out
+    origin, args = get_origin(hint), get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        return next((_unnamed(value, h, where) for h in args if typing.is_typeddict(h) and isinstance(value, dict)), [])
+    if origin in (typing.Required, typing.NotRequired):
+        return _unnamed(value, args[0], where)
+    if origin is list and isinstance(value, list):
+        return [p for i, v in enumerate(value) for p in _unnamed(v, args[0], f"{where}[{i}]")]
+    return []
+
+
+def test_every_stored_meter_record_is_a_meter_record() -> None:
+    """``MeterRecord`` is a line of meter.jsonl as the sampler writes it: in every stored meter
+    file (the kept runs', the fixtures'), a header first and an end last, and each of its first
+    dozen lines and its last of its type's kinds, naming no field the type lacks and lacking
+    none it requires, all the way down."""
+    from dnscost.jsonl import read_records
+
+    paths = sorted(
+        {
+            p.with_suffix("") if p.suffix == ".gz" else p
+            for p in [
+                *(REPO / "docs").rglob("meter.jsonl*"),
+                *(REPO / "python" / "tests" / "fixtures").rglob("meter.jsonl*"),
+            ]
+        }
+    )
+    assert len(paths) > 300
+    seen: set[str] = set()
+    for path in paths:
+        records = read_records(path, strict=True)
+        assert records and records[0]["type"] == "header" and records[-1]["type"] == "end", path
+        # Every line is written by the same code: a file's first samples and its end stand for it.
+        for n, r in [*enumerate(records[:12], 1), (len(records), records[-1])]:
+            record = METER_TYPES[r["type"]]
+            assert contract.shape_problem(r, record) is None, (path, n, contract.shape_problem(r, record))
+            assert not (problems := _unnamed(r, record, r["type"])), (path, n, problems)
+            seen.add(r["type"])
+    assert seen == set(METER_TYPES)
+    assert set(get_args(contract.MeterRecord)) == set(METER_TYPES.values())

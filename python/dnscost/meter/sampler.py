@@ -47,9 +47,10 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, cast
 
 from dnscost.cgroup import Cgroup, parse_flat_keyed, parse_percpu, tasks_percpu_file
+from dnscost.contract import CoreSample, FastSample, FastTarget, MeterEnd, MeterHeader, MeterRecord, SlowSample
 from dnscost.errors import MachineError
 from dnscost.meter import procfs
 from dnscost.meter.energy import CpuPowerModel, RaplReader
@@ -167,7 +168,7 @@ class Sampler:
         for t in self._threads:
             t.start()
 
-    def stop(self) -> dict[str, Any]:
+    def stop(self) -> MeterEnd:
         """Stops sampling, takes a last fast and slow sample (so that a window ending now is
         covered), writes the ``end`` record and returns it. Raises :attr:`write_error`, naming
         ``out``, when a record could not be written."""
@@ -178,10 +179,14 @@ class Sampler:
             now = time.monotonic()
             self._take("fast", self._fast, now)
             self._take("slow", self._slow, now)
-        end = {
+        end: MeterEnd = {
             "type": "end",
             "t_ms": self._t_ms(time.monotonic()),
-            **self.counts,
+            "fast": self.counts["fast"],
+            "slow": self.counts["slow"],
+            "missed_fast": self.counts["missed_fast"],
+            "missed_slow": self.counts["missed_slow"],
+            "errors": self.counts["errors"],
             "first_error": self.first_error,
             "sampler_cpu_us": {k: v // 1000 for k, v in self._cpu_ns.items()},
             "ss_cpu_us": self._ss_cpu_us,
@@ -208,7 +213,7 @@ class Sampler:
     def _t_ms(self, now: float) -> int:
         return round((now - self.start_monotonic) * 1000)
 
-    def _write(self, record: dict[str, Any]) -> None:
+    def _write(self, record: MeterRecord) -> None:
         line = json.dumps(record, separators=(",", ":")) + "\n"
         with self._lock:
             if self._file is not None and self.write_error is None:
@@ -218,7 +223,7 @@ class Sampler:
                 except OSError as e:  # in a sampling thread too: kept for stop(), no traceback
                     self.write_error = OSError(e.errno, e.strerror or str(e), str(self.out))
 
-    def _header(self) -> dict[str, Any]:
+    def _header(self) -> MeterHeader:
         return {
             "type": "header",
             "format": FORMAT_VERSION,
@@ -246,7 +251,7 @@ class Sampler:
         self._target_pids = list(self._target_pids_fn())
         self._generator_pids = list(self._generator_pids_fn())
 
-    def _loop(self, kind: str, interval: float, take: Callable[[float], dict[str, Any]]) -> None:
+    def _loop(self, kind: str, interval: float, take: Callable[[float], FastSample | SlowSample]) -> None:
         # The first sample is taken at once (so that a window starting now is covered), the
         # next ones on the grid start_monotonic + k * interval.
         now = time.monotonic()
@@ -265,10 +270,10 @@ class Sampler:
             due = self.start_monotonic + next_k * interval
             next_k += 1
 
-    def _take(self, kind: str, take: Callable[[float], dict[str, Any]], due: float) -> None:
+    def _take(self, kind: str, take: Callable[[float], FastSample | SlowSample], due: float) -> None:
         cpu0 = time.thread_time_ns()
         try:
-            record: dict[str, Any] | None = take(due)
+            record: FastSample | SlowSample | None = take(due)
         except Exception as e:  # a sample must never kill the sampler; counted and reported
             with self._lock:
                 self.counts["errors"] += 1
@@ -281,9 +286,9 @@ class Sampler:
             self._write(record)
             self.counts[kind] += 1
 
-    def _fast(self, due: float) -> dict[str, Any]:
+    def _fast(self, due: float) -> FastSample:
         now = time.monotonic()
-        target: dict[str, Any] = {}
+        target: dict[str, int | None] = {}  # FastTarget's fields, the cgroup's first
         cgroup_cpu: int | None = None
         mem = None
         if self.cgroup is not None:
@@ -326,24 +331,32 @@ class Sampler:
         gsystem = sum(sy for _, sy in self._generator_seen.values())
         tasks_text = self._files.read(self._tasks_file) if self._tasks_file else None
         tasks = parse_percpu(tasks_text) if tasks_text else {}
-        cores = [
-            {
+        cores: list[CoreSample] = []
+        for n, c in sorted(procfs.parse_proc_stat(self._must_read("/proc/stat")).items()):
+            core: CoreSample = {
                 "cpu": n,
-                **{k: getattr(c, k) for k in c.__dataclass_fields__},
-                **({"tasks_us": tasks[n]} if n in tasks else {}),
+                "user_us": c.user_us,
+                "nice_us": c.nice_us,
+                "system_us": c.system_us,
+                "idle_us": c.idle_us,
+                "iowait_us": c.iowait_us,
+                "irq_us": c.irq_us,
+                "softirq_us": c.softirq_us,
+                "steal_us": c.steal_us,
             }
-            for n, c in sorted(procfs.parse_proc_stat(self._must_read("/proc/stat")).items())
-        ]
+            if n in tasks:
+                core["tasks_us"] = tasks[n]
+            cores.append(core)
         protos = ("Udp", "Tcp", "TcpExt")
         net = procfs.parse_net_counters(self._must_read(f"{self.net}/snmp"), protos)
         net.update(procfs.parse_net_counters(self._must_read(f"{self.net}/netstat"), protos))
         meminfo = procfs.parse_meminfo(self._must_read("/proc/meminfo"), _SLAB_KEYS)
         sockstat = procfs.parse_sockstat(self._must_read(f"{self.net}/sockstat"))
-        record: dict[str, Any] = {
+        record: FastSample = {
             "type": "fast",
             "t_ms": self._t_ms(due),
             "late_us": round((now - due) * 1e6),
-            "target": target,
+            "target": cast(FastTarget, target),
             "generator": {"cpu_user_us": guser, "cpu_system_us": gsystem, "processes": gprocesses},
             "cores": cores,
             "udp": procfs.select_counters(net, "Udp", procfs.UDP_KEYS),
@@ -391,7 +404,7 @@ class Sampler:
             raise FileNotFoundError(path)
         return text
 
-    def _slow(self, due: float) -> dict[str, Any]:
+    def _slow(self, due: float) -> SlowSample:
         self._refresh_pids()
         smaps = procfs.Smaps(0, 0, 0, 0)
         processes = 0
@@ -400,7 +413,7 @@ class Sampler:
             if s is not None:
                 smaps += s
                 processes += 1
-        record: dict[str, Any] = {
+        record: SlowSample = {
             "type": "slow",
             "t_ms": self._t_ms(due),
             "target": {

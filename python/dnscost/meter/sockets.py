@@ -52,6 +52,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from dnscost.contract import SocketMemoryRecord
 from dnscost.errors import MachineError
 
 __all__ = [
@@ -93,7 +94,7 @@ class SocketMemory:
         """``r + w + f``: the bytes charged to protocol memory accounting (see module doc)."""
         return self.r_bytes + self.w_bytes + self.f_bytes
 
-    def to_dict(self) -> dict[str, object]:
+    def to_dict(self) -> SocketMemoryRecord:
         return {
             "sockets": self.sockets,
             "sockets_with_skmem": self.sockets_with_skmem,
