@@ -98,7 +98,7 @@ class CompareRow:
         """(B - A) / A, None when either is missing or A is 0."""
         return self.diff / self.a if self.diff is not None and self.a else None
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         return {**asdict(self), "rel_diff": self.rel_diff}
 
 

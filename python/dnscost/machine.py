@@ -10,7 +10,6 @@ import resource
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from dnscost.cgroup import find_mounts
 from dnscost.engine import engine_path
@@ -71,7 +70,7 @@ def _sysctl(path: str) -> str | None:
         return None
 
 
-def facts() -> dict[str, Any]:
+def facts() -> dict[str, object]:
     """Machine facts recorded in every run.json (comparisons across machines are refused on
     these)."""
     mounts = find_mounts()

@@ -36,7 +36,7 @@ __all__ = [
 FORMAT_VERSION = 2
 
 
-def source_commit() -> dict[str, Any] | None:
+def source_commit() -> dict[str, object] | None:
     """The git commit of the dnscost code running, ``{"commit": SHA, "dirty": bool}`` (``dirty``:
     its tracked files differ from the commit), recorded in run.json so that a stored run names
     the code that measured it; None outside a git checkout (an installed package) or without git."""

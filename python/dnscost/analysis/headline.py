@@ -146,7 +146,7 @@ def _handshake_us(
     return full_us, resumed_us, spread(shares)
 
 
-def headline(a: Analysis) -> list[dict[str, Any]]:
+def headline(a: Analysis) -> list[dict[str, object]]:
     """Per target, in plan order, a dict with:
 
     - ``target``, ``target_version``, ``rounds`` (rounds with a valid UDP reference),

@@ -57,7 +57,6 @@ import math
 import random
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
 from urllib.parse import quote
 
 __all__ = [
@@ -128,7 +127,7 @@ class CorpusParams:
     kinds: tuple[Kind, ...] = KINDS
     tld: str = "test"
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         return asdict(self)
 
 
@@ -161,7 +160,7 @@ class Page:
     def indirect_hosts(self) -> set[int]:
         return {r.host for r in self.resources if r.via is not None}
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> dict[str, object]:
         kinds: dict[str, int] = {}
         for r in self.resources:
             kinds[r.kind] = kinds.get(r.kind, 0) + 1
@@ -181,7 +180,7 @@ class Corpus:
     seed: int
     pages: tuple[Page, ...] = field(default_factory=tuple)
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> dict[str, object]:
         """What the corpus is (for the run's record): its parameters and every page's counts."""
         return {"seed": self.seed, "params": self.params.as_dict(), "pages": [p.describe() for p in self.pages]}
 

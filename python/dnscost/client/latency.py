@@ -133,7 +133,7 @@ def engine_config(case: Case, rtt_ms: float, queries: int, ca: Path) -> EngineCo
 
 def judge(
     case: Case, rtt_ms: float, summary: SummaryRecord, baseline_ms: float = 0.0, slack_ms: float = SLACK_MS
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """One row of the check from the engine's summary record and the case's baseline (pure)."""
     m = summary["measured"]
     lat = m["latency"]
@@ -174,7 +174,7 @@ def judge(
 
 def run_check(
     out: Path, rtts_ms: Sequence[float], transports: Iterable[str], *, queries: int = 10, slack_ms: float = SLACK_MS
-) -> list[dict[str, Any]]:
+) -> list[dict[str, object]]:
     """Runs every case over a link of no delay (the baselines), then at every round-trip time,
     one lab per RTT; writes ``check.jsonl`` (a row per case, as they come) and ``check.json``;
     returns the rows (the baselines' first, at ``rtt_ms`` 0)."""

@@ -183,7 +183,7 @@ class PageloadSettings:
         if not 0 < self.corpus.size_scale <= 10:
             raise UsageError("pageload: the size scale must be in (0, 10]")
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         d = asdict(self)
         d["transports"] = list(self.transports)
         return d
@@ -635,7 +635,7 @@ def _run_session(
     upstream: Upstream,
     beacons: _Beacons,
     loads: _Writer,
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """One session (see the module's documentation); returns its line for sessions.jsonl."""
     workdir = out / "sessions" / f"{session.number:03d}-r{session.round}-{session.transport}"
     workdir.mkdir(parents=True, exist_ok=True)
@@ -711,7 +711,9 @@ def _run_session(
 _LAB_NAME = re.compile(r"(?:^|\.)(h\d+-l(\d+)\.p\d+\.[a-z0-9-]+)\.?$")
 
 
-def dns_check(queries: Sequence[dict[str, Any]], sessions: Sequence[Session], corpus: Corpus) -> list[dict[str, Any]]:
+def dns_check(
+    queries: Sequence[dict[str, Any]], sessions: Sequence[Session], corpus: Corpus
+) -> list[dict[str, object]]:
     """Each session's names as the resolver saw them: how many of its hostnames were asked,
     and its queries by the transport they came over. Pure."""
     session_of = {p.load: s.number for s in sessions for p in s.loads}

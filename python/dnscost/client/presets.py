@@ -54,7 +54,7 @@ class Preset:
             parts.append(f"rate={rate:g}kbit")
         return ",".join(parts)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return asdict(self)
 
 

@@ -31,7 +31,7 @@ def _presets(doc: dict[str, Any]) -> Table:
     )
 
 
-def _check(run: Path) -> dict[str, Any] | None:
+def _check(run: Path) -> dict[str, object] | None:
     path = run / "check" / "check.json"
     if not path.exists():
         return None
@@ -70,7 +70,7 @@ def _check(run: Path) -> dict[str, Any] | None:
     return {"table": table, "link": link, "failed": failed, "cases": len(rows)}
 
 
-def _times(run: Path, figures: Path) -> list[dict[str, Any]]:
+def _times(run: Path, figures: Path) -> list[dict[str, object]]:
     from dnscost.client.times import rows as time_rows
 
     out: list[dict[str, Any]] = []
@@ -97,7 +97,7 @@ def _times(run: Path, figures: Path) -> list[dict[str, Any]]:
     return out
 
 
-def _pageloads(run: Path, figures: Path) -> dict[str, Any] | None:
+def _pageloads(run: Path, figures: Path) -> dict[str, object] | None:
     base = run / "pageload"
     if not base.is_dir():
         return None

@@ -23,7 +23,7 @@ from dnscost.results import write_json
 __all__ = ["run_client"]
 
 
-def run_client(spec: ClientSpec, out: Path, *, say: Any = print) -> dict[str, Any]:
+def run_client(spec: ClientSpec, out: Path, *, say: Any = print) -> dict[str, object]:
     """Runs every part of ``spec`` into ``out``; returns ``client.json``'s content."""
     from dnscost.engine import engine_version
 

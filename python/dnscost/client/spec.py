@@ -76,7 +76,7 @@ class ClientSpec:
     presets: dict[str, Preset] = field(default_factory=dict)
     """Every preset the spec uses, by name (recorded with the results)."""
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         def part(p: Any) -> Any:
             if p is None:
                 return None

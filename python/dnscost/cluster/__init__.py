@@ -86,7 +86,7 @@ class ClusterSettings:
                 f"--cluster {self.address}: give --cluster-target-address, an address of this host the workers reach"
             )
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return asdict(self)
 
     @classmethod

@@ -35,7 +35,7 @@ HOST_KNOBS = ("cpus", "threads", "sources", "output", "connections_log")
 """Engine knobs that belong to the host that runs the engine: never split, set by each worker."""
 
 
-def split_config(config: Mapping[str, Any], workers: int) -> list[dict[str, Any]]:
+def split_config(config: Mapping[str, Any], workers: int) -> list[dict[str, object]]:
     """``config`` (one trial's engine configuration) as ``workers`` shares; see the module's
     documentation. Raises UsageError when the trial cannot be split so."""
     if workers < 1:
@@ -62,7 +62,7 @@ def split_config(config: Mapping[str, Any], workers: int) -> list[dict[str, Any]
     return shares
 
 
-def _merge_histograms(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+def _merge_histograms(parts: Sequence[Mapping[str, Any]]) -> dict[str, object]:
     """HistogramSummary records merged: their HDR histograms summed, every figure recomputed
     as the engine's HdrHistogram computes it."""
     layout, buckets = hdr.merge([str(p["hdr"]) for p in parts])
@@ -104,7 +104,7 @@ def _merge_histograms(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     }
 
 
-def merge_totals(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+def merge_totals(parts: Sequence[Mapping[str, Any]]) -> dict[str, object]:
     """Engine ``Totals`` (or any of their tables) summed key by key: numbers add, booleans hold
     when all do, histograms merge (:func:`_merge_histograms`)."""
     keys = list(dict.fromkeys(k for p in parts for k in p))

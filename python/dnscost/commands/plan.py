@@ -171,7 +171,7 @@ def render(p: Any, source: str) -> list[str]:
     return lines
 
 
-def _json(p: Any, source: str) -> dict[str, Any]:
+def _json(p: Any, source: str) -> dict[str, object]:
     def clean(value: Any) -> Any:
         if isinstance(value, float) and not math.isfinite(value):
             return None

@@ -128,7 +128,7 @@ class Summary:
     resolution_ms: dict[str, float]
     """median and 99th percentile of the driver's resolution times."""
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         return asdict(self)
 
 
@@ -212,7 +212,7 @@ COLUMNS = [
 ]  # fmt: skip
 
 
-def table(observed: list[Observed]) -> list[dict[str, Any]]:
+def table(observed: list[Observed]) -> list[dict[str, object]]:
     """One row per observation (the columns of :data:`COLUMNS`)."""
     rows = []
     for o in sorted(observed, key=lambda o: (o.meta["client"], o.delay_s, o.policy)):

@@ -47,7 +47,7 @@ class CapturedConnection:
     _fin: set[str] = field(default_factory=set, repr=False)
     _rst: set[str] = field(default_factory=set, repr=False)
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         return {k: v for k, v in asdict(self).items() if not k.startswith("_")}
 
     @property
@@ -159,7 +159,7 @@ def analyse(path: Path, server: str) -> list[CapturedConnection]:
 
 def reconcile(
     captured: list[CapturedConnection], log: list[dict[str, Any]], origin_unix_us: int
-) -> list[dict[str, Any]]:
+) -> list[dict[str, object]]:
     """Each server-log connection beside the captured one of the same client address and port
     whose span overlaps it (``origin_unix_us``: the wall-clock time of the log's zero). Both
     views are kept; ``agree`` says whether they name the same closer."""

@@ -178,7 +178,7 @@ class Lab:
             _ip("-n", i.client_netns, "addr", "add", f"{UPSTREAM_ADDRESS}/32", "dev", "lo")
             _ip("-n", i.server_netns, "route", "add", f"{UPSTREAM_ADDRESS}/32", "dev", i.server_device)
 
-    def link_stats(self) -> dict[str, Any] | None:
+    def link_stats(self) -> dict[str, object] | None:
         """The emulated link's counters (written when it stops: after :meth:`remove`)."""
         import json
 

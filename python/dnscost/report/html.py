@@ -15,7 +15,7 @@ import datetime
 import json
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -238,7 +238,7 @@ def _kwh(energy: list[Row], transport: str, lifetime: str) -> float | None:
     return None
 
 
-def _summary(a: Analysis, headline: list[Row]) -> dict[str, Any]:
+def _summary(a: Analysis, headline: list[Row]) -> dict[str, object]:
     trials = a.trials
     done = sum(1 for t in trials if t.get("status") == "done")
     invalid = sum(1 for r in _rows(a, "trials") if r.get("valid") is False and r.get("status") == "done")
@@ -420,7 +420,7 @@ def _study_method_kwh(r: Row) -> str:
     return f"≤ {fmt(kwh)} (below saturation: generator-bound)" if r.get("below_saturation") else fmt(kwh)
 
 
-def _study_table1_context(a: Analysis) -> dict[str, Any]:
+def _study_table1_context(a: Analysis) -> dict[str, object]:
 
     rows = [r for r in _rows(a, "table1") if r.get("transport") is not None]
     if not rows:
@@ -494,7 +494,7 @@ def _study_table1(a: Analysis) -> Markup:
     return Markup(_macro("study_table1")(_study_table1_context(a)))  # rendered, autoescaped
 
 
-def _energy_context(a: Analysis) -> dict[str, Any] | None:
+def _energy_context(a: Analysis) -> dict[str, object] | None:
     """Table I: rows transport by profile, columns targets, kWh per day at 10 000 qps with the
     target CPU-µs per query beside it."""
     rows = [r for r in _rows(a, "energy") if r.get("transport") is not None]
@@ -701,7 +701,7 @@ def _latency_table(a: Analysis) -> Table | None:
     )
 
 
-def _wire_context(a: Analysis) -> dict[str, Any]:
+def _wire_context(a: Analysis) -> dict[str, object]:
     """Packets and octets per answered query, each direction, per target, transport and profile,
     beside the slides' figures for one query on a new connection."""
     rows = sorted(
@@ -787,7 +787,7 @@ def _cost_term(r: Row) -> Any:
     return NOT_IDENTIFIED + (f" (≤ {fmt(high)})" if high is not None else "")
 
 
-def _cost_context(a: Analysis) -> dict[str, Any]:
+def _cost_context(a: Analysis) -> dict[str, object]:
     terms = _rows(a, "cost_model")
     fits = _rows(a, "cost_model_fit")
     terms_table = (
@@ -964,7 +964,7 @@ def _points_table(a: Analysis) -> Table:
     return _table(["record", "study", "ours", "verdict"], rows, text_columns={0, 1, 2, 3})
 
 
-def _comparison(a: Analysis) -> dict[str, Any]:
+def _comparison(a: Analysis) -> dict[str, object]:
     sources = sorted({str(r.get("energy_source")) for r in _rows(a, "energy") if r.get("energy_source")})
     versions = _dict(a.run.get("versions"))
     return {
@@ -979,7 +979,7 @@ def _comparison(a: Analysis) -> dict[str, Any]:
     }
 
 
-def _facts(items: dict[str, Any]) -> list[tuple[str, str]]:
+def _facts(items: Mapping[str, object]) -> list[tuple[str, str]]:
     return [(str(k), json.dumps(v) if isinstance(v, dict | list) else fmt(v)) for k, v in items.items()]
 
 
@@ -992,7 +992,7 @@ def _version(run: RunRecord) -> str:
     return version
 
 
-def _machine(a: Analysis) -> dict[str, Any]:
+def _machine(a: Analysis) -> dict[str, object]:
     run = a.run
     spec_text = run.get("spec_toml")
     if not isinstance(spec_text, str) or not spec_text.strip():

@@ -91,7 +91,7 @@ class ExternalSettings:
         eps = (parse_endpoint(u) for u in self.endpoints)
         return {e.transport: e for e in eps}
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {**asdict(self), "endpoints": list(self.endpoints)}
 
     @classmethod
