@@ -298,7 +298,7 @@ def parse_mix(text: str, qps: Any, peak: Any, load_profile: ProfileLoader, where
     ``,`` separates shares), ``resumption=R``,
     ``qps_per_connection=N``, or ``profile=NAME``. Examples: ``udp=0.7,chromium-1s-google=0.3``;
     ``dot:1s:resumption=0.5=1``."""
-    shares: list[dict[str, Any]] = []
+    shares: list[dict[str, object]] = []
     labels: list[str] = []
     items = [i.strip() for i in text.split(",")]
     if not any(items):
@@ -308,7 +308,7 @@ def parse_mix(text: str, qps: Any, peak: Any, load_profile: ProfileLoader, where
         shape, eq, value = item.rpartition("=")
         if not eq or not shape:
             raise _fail(at, "give it as SHAPE=SHARE (example: udp=0.7)")
-        fields: dict[str, Any] = {"share": _share_value(at, value)}
+        fields: dict[str, object] = {"share": _share_value(at, value)}
         head, *options = shape.split(":")
         if head in TRANSPORTS:
             fields["transport"] = head

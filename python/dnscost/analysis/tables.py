@@ -155,7 +155,7 @@ def _num(value: Any) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
-def _dict(value: Any) -> dict[str, Any]:
+def _dict(value: Any) -> dict[str, object]:
     return value if isinstance(value, dict) else {}
 
 
@@ -178,7 +178,7 @@ def _target_cpus(trial: TrialRecord, run: RunRecord) -> list[str] | None:
     return None
 
 
-def _softirq_us(meter: dict[str, Any], cpus: list[str] | None) -> float | None:
+def _softirq_us(meter: dict[str, object], cpus: list[str] | None) -> float | None:
     cores = _dict(meter.get("cores"))
     if cpus is None or not cores:
         return None

@@ -37,7 +37,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 __all__ = ["main"]
 
@@ -137,7 +137,7 @@ class _Relay:
 
     def _write(self, conn: _Conn, closed_by: str, close: str) -> None:
         r = conn.residence_us
-        doc: dict[str, Any] = {
+        doc: dict[str, object] = {
             "type": "connection",
             "id": conn.id,
             "peer_address": conn.peer,

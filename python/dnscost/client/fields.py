@@ -13,7 +13,7 @@ from dnscost.errors import UsageError
 __all__ = ["fields", "number", "read_toml", "strings"]
 
 
-def read_toml(path: Path, what: str) -> dict[str, Any]:
+def read_toml(path: Path, what: str) -> dict[str, object]:
     """The tables of the TOML file ``path``; ``what`` (``client spec``) begins the error."""
     try:
         return tomllib.loads(path.read_text())
@@ -39,7 +39,7 @@ def number(where: str, value: Any, lo: float, hi: float, integer: bool = False) 
     return value
 
 
-def fields(where: str, table: Any, known: set[str]) -> dict[str, Any]:
+def fields(where: str, table: Any, known: set[str]) -> dict[str, object]:
     if not isinstance(table, dict):
         raise UsageError(f"{where} must be a table")
     unknown = sorted(set(table) - known)

@@ -31,7 +31,6 @@ import json
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
 
 from dnscost.certs import make_tls
 from dnscost.client.presets import Preset
@@ -181,8 +180,8 @@ def run_check(
     cases = cases_for(transports)
     out.mkdir(parents=True, exist_ok=True)
     tls = make_tls(out / "tls", addresses=[SERVER_ADDRESS])
-    rows: list[dict[str, Any]] = []
-    links: dict[str, Any] = {}
+    rows: list[dict[str, object]] = []
+    links: dict[str, object] = {}
     with (out / "check.jsonl").open("w") as log:
         baselines: dict[Case, float] = {}
         for rtt in [0.0, *rtts_ms]:
@@ -232,7 +231,7 @@ def _p50(records: Sequence[EngineRecord]) -> float:
     return float(summary_of(records)["measured"]["latency"]["p50_us"]) / 1000
 
 
-def table(rows: Sequence[dict[str, Any]]) -> str:
+def table(rows: Sequence[dict[str, object]]) -> str:
     """The check as a plain-text table."""
     lines = [f"{'rtt':>6} {'transport':<6} {'shape':<8} {'base':>7} {'expect':>8} {'median':>8} {'min':>8}  verdict"]
     for r in rows:

@@ -58,7 +58,7 @@ class Preset:
         return asdict(self)
 
 
-def _number(name: str, table: dict[str, Any], key: str, lo: float, hi: float, *, optional: bool) -> float | None:
+def _number(name: str, table: dict[str, object], key: str, lo: float, hi: float, *, optional: bool) -> float | None:
     if key not in table:
         if optional:
             return None

@@ -105,7 +105,7 @@ def _presets(where: str, names: Any, known: dict[str, Preset]) -> tuple[Preset, 
     return tuple(known[n] for n in chosen)
 
 
-def parse_spec(doc: dict[str, Any], path: Path | None = None) -> ClientSpec:
+def parse_spec(doc: dict[str, object], path: Path | None = None) -> ClientSpec:
     """A spec from its parsed TOML (see the module's documentation)."""
     from dnscost.client.latency import LISTEN
     from dnscost.client.pageload import BROWSERS, SETUPS

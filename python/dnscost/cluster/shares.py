@@ -108,7 +108,7 @@ def merge_totals(parts: Sequence[Mapping[str, Any]]) -> dict[str, object]:
     """Engine ``Totals`` (or any of their tables) summed key by key: numbers add, booleans hold
     when all do, histograms merge (:func:`_merge_histograms`)."""
     keys = list(dict.fromkeys(k for p in parts for k in p))
-    out: dict[str, Any] = {}
+    out: dict[str, object] = {}
     for key in keys:
         values = [p[key] for p in parts if key in p]
         first = values[0]
@@ -151,9 +151,9 @@ def merge_records(
     def mean_time(values: Sequence[float]) -> int:
         return max(0, round(sum(values) / len(values) - t0))
 
-    start: dict[str, Any] = {**starts[0], "config": dict(config), "started_unix_ms": t0}
+    start: dict[str, object] = {**starts[0], "config": dict(config), "started_unix_ms": t0}
     intervals = [[r for r in records if r.get("type") == "interval"] for records in workers]
-    merged: list[dict[str, Any]] = [start]
+    merged: list[dict[str, object]] = [start]
     for same in zip(*intervals, strict=False):
         # An interval record is its totals, flattened, beside its index, phase and times.
         own = ("type", "index", "phase", "start_ms", "end_ms")

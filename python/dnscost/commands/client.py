@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
 
 from dnscost.argtypes import parse_duration_ms
 from dnscost.errors import UsageError
@@ -108,7 +107,7 @@ def _times(a: argparse.Namespace, out: Path) -> int:
     from dnscost.client.run import run_client
     from dnscost.client.spec import parse_spec
 
-    doc: dict[str, Any] = {
+    doc: dict[str, object] = {
         "times": {
             "presets": [p.strip() for p in a.preset.split(",") if p.strip()],
             "upstream": a.upstream,

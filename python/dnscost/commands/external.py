@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from dnscost.errors import UsageError
 
@@ -53,7 +53,7 @@ def _resolved(a: argparse.Namespace) -> ExternalSettings:
     )
 
 
-def spec_external(a: argparse.Namespace, spec: Spec, recorded: dict[str, Any] | None = None) -> Spec:
+def spec_external(a: argparse.Namespace, spec: Spec, recorded: dict[str, object] | None = None) -> Spec:
     """``spec`` with the external target's settings it runs with: ``--external-*`` when given
     (they replace the spec's ``[external]`` table), else the table, else those ``recorded`` in
     the run being resumed. One line when the spec loads the external target without them, or

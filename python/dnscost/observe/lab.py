@@ -29,7 +29,7 @@ import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from dnscost.errors import MachineError
 from dnscost.network import _ip, _pid_alive, orphans
@@ -187,7 +187,7 @@ class Lab:
         path = self.workdir / "link-stats.json"
         if not path.exists():
             return None
-        doc: dict[str, Any] = json.loads(path.read_text())
+        doc: dict[str, object] = json.loads(path.read_text())
         return doc
 
     def exec_prefix(self, side: str) -> list[str]:

@@ -117,7 +117,7 @@ def _num(value: Any) -> float | None:
     return float(value) if value == value else None
 
 
-def _dict(value: Any) -> dict[str, Any]:
+def _dict(value: Any) -> dict[str, object]:
     return value if isinstance(value, dict) else {}
 
 
