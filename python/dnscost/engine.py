@@ -19,7 +19,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
-from dnscost.contract import EngineConfig, EngineRecord, IntervalRecord, StartRecord, SummaryRecord
+from dnscost.contract import (
+    ConnectionRecord,
+    EngineConfig,
+    EngineRecord,
+    IntervalRecord,
+    QueryRecord,
+    StartRecord,
+    SummaryRecord,
+)
 from dnscost.errors import EngineError, MachineError, UsageError
 from dnscost.jsonl import read_records
 from dnscost.proc import Child
@@ -267,6 +275,29 @@ def engine_records(path: Path) -> list[EngineRecord]:
         if missing := sorted(required - r.keys()):
             raise EngineError(f"{path}: record {n} ({r['type']}) lacks {', '.join(missing)}")
     return cast(list[EngineRecord], records)
+
+
+def connection_log(path: Path, *, strict: bool = True) -> list[ConnectionRecord]:
+    """A connections log (``serve --connections-log``, ``generate``'s ``connections_log``),
+    typed: every record a connection holding that type's required fields, else an
+    :class:`EngineError` naming the file and the record. ``strict`` as
+    :func:`~dnscost.jsonl.read_records` says (False: a line cut short by a crash is skipped)."""
+    return cast(list[ConnectionRecord], _log(path, "connection", ConnectionRecord.__required_keys__, strict))
+
+
+def query_log(path: Path, *, strict: bool = True) -> list[QueryRecord]:
+    """A queries log (``serve --queries-log``), typed as :func:`connection_log` says."""
+    return cast(list[QueryRecord], _log(path, "query", QueryRecord.__required_keys__, strict))
+
+
+def _log(path: Path, kind: str, required: frozenset[str], strict: bool) -> list[dict[str, Any]]:
+    records = read_records(path, strict=strict)
+    for n, r in enumerate(records, 1):
+        if r.get("type") != kind:
+            raise EngineError(f"{path}: record {n} is not a {kind} (type {r.get('type')!r})")
+        if missing := sorted(required - r.keys()):
+            raise EngineError(f"{path}: record {n} ({kind}) lacks {', '.join(missing)}")
+    return records
 
 
 def start_of(records: Sequence[EngineRecord]) -> StartRecord:

@@ -185,6 +185,14 @@ def test_knot_resolver_forwarding_over_dot_meets_a_query_limit(root: None, tmp_p
     _lab_gone()
 
 
+LOGGED = {"answers": 1, "bytes_received": 100, "bytes_sent": 200, "handshake": "full",
+          "local_address": "10.53.0.1:443", "peer_address": "10.53.0.2:40000"}  # fmt: skip
+"""The fields of serve's connections log a test's records do not set (read back, the log must
+be the engine's: ``dnscost.engine.connection_log``)."""
+ASKED = {"peer_address": "10.53.0.2:40000"}
+"""The same for its queries log."""
+
+
 def test_analysis_matches_queries_to_their_connections_and_counts_background_apart() -> None:
     conns = [
         {"type": "connection", "role": "server", "transport": "doh", "id": 0, "opened_us": 1_000_000,
@@ -224,8 +232,8 @@ def test_a_browser_s_resolutions_are_not_timed_not_zero(tmp_path: Path) -> None:
     meta = {"client": "chromium", "delay_s": 1.0, "policy": "google", "duration_s": 5.0, "origin_unix_us": 0}
     cell = tmp_path / "chromium" / "1s-google"
     cell.mkdir(parents=True)
-    (cell / "connections.jsonl").write_text(json.dumps(conn) + "\n")
-    (cell / "queries.jsonl").write_text(json.dumps(query) + "\n")
+    (cell / "connections.jsonl").write_text(json.dumps({**LOGGED, **conn}) + "\n")
+    (cell / "queries.jsonl").write_text(json.dumps({**ASKED, **query}) + "\n")
     (cell / "observation.json").write_text(json.dumps(meta))
     s = load(cell).meta["summary"]
     assert (s["resolutions"], s["resolutions_failed"]) == (None, None)
@@ -326,8 +334,8 @@ def test_figures_and_table_are_recomputed_from_the_logs_alone(tmp_path: Path) ->
          "qname": f"q0000{i}.test."}
         for i in range(3)
     ]  # fmt: skip
-    (cell / "connections.jsonl").write_text("".join(json.dumps(c) + "\n" for c in conns))
-    (cell / "queries.jsonl").write_text("".join(json.dumps(q) + "\n" for q in queries))
+    (cell / "connections.jsonl").write_text("".join(json.dumps({**LOGGED, **c}) + "\n" for c in conns))
+    (cell / "queries.jsonl").write_text("".join(json.dumps({**ASKED, **q}) + "\n" for q in queries))
     meta = {"client": "dnss", "client_version": "1", "delay_s": 1.0, "policy": "quad9", "duration_s": 75.0,
             "origin_unix_us": 10_000_000, "client_started_unix_us": 11_000_000, "summary": {"stale": True}}  # fmt: skip
     (cell / "observation.json").write_text(json.dumps(meta))
@@ -373,8 +381,8 @@ def test_a_profile_replayed_against_serve_reproduces_its_connections(tmp_path: P
             }
         )
         queries.append({"type": "query", "t_us": t, "transport": "doh", "connection": i, "qname": f"q0000{i}.test."})
-    (cell / "connections.jsonl").write_text("".join(json.dumps(c) + "\n" for c in conns))
-    (cell / "queries.jsonl").write_text("".join(json.dumps(q) + "\n" for q in queries))
+    (cell / "connections.jsonl").write_text("".join(json.dumps({**LOGGED, **c}) + "\n" for c in conns))
+    (cell / "queries.jsonl").write_text("".join(json.dumps({**ASKED, **q}) + "\n" for q in queries))
     meta = {"client": "stub", "transport": "doh", "delay_s": 1.5, "policy": "none", "duration_s": 10.0,
             "origin_unix_us": 0, "client_started_unix_us": 0, "client_stopped_unix_us": 12_000_000}  # fmt: skip
     (cell / "observation.json").write_text(json.dumps(meta))
@@ -419,3 +427,24 @@ def test_a_profile_replayed_against_serve_reproduces_its_connections(tmp_path: P
     # as their first queries come, after another's handshake.)
     kinds = Counter(c.handshake for c in replayed)
     assert 1 <= kinds["full"] <= 3 and kinds["resumed"] == len(replayed) - kinds["full"], kinds
+
+
+def test_a_log_that_is_not_serve_s_is_named_with_its_record(tmp_path: Path) -> None:
+    """A connections or queries log is read as the engine's (``connection_log``, ``query_log``):
+    a record of another type, or one lacking a field the engine always writes, is one error
+    naming the file and the record, not a KeyError deep in the analysis."""
+    from dnscost.engine import connection_log, query_log
+    from dnscost.errors import EngineError
+
+    log = tmp_path / "connections.jsonl"
+    good = {**LOGGED, "type": "connection", "role": "server", "transport": "doh", "id": 0, "opened_us": 1,
+            "closed_us": 2, "queries": 1, "closed_by": "client", "close": "fin"}  # fmt: skip
+    log.write_text(json.dumps(good) + "\n" + json.dumps({**good, "type": "query"}) + "\n")
+    with pytest.raises(EngineError, match=r"connections.jsonl: record 2 is not a connection \(type 'query'\)"):
+        connection_log(log)
+    log.write_text(json.dumps(good) + "\n")
+    assert connection_log(log) == [good]
+    queries = tmp_path / "queries.jsonl"
+    queries.write_text(json.dumps({"type": "query", "transport": "doh", "t_us": 5}) + "\n")
+    with pytest.raises(EngineError, match=r"queries.jsonl: record 1 \(query\) lacks peer_address"):
+        query_log(queries)

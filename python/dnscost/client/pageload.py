@@ -88,7 +88,8 @@ from dnscost.client.corpus import (
     zone_records,
 )
 from dnscost.client.pageload_analysis import LoadRecord, ResourceTiming
-from dnscost.engine import Responder, engine_version
+from dnscost.contract import ConnectionRecord, QueryRecord
+from dnscost.engine import Responder, connection_log, engine_version, query_log
 from dnscost.errors import DnscostError, MachineError, UsageError
 from dnscost.jsonl import parse_lines, read_records, split_lines
 from dnscost.observe.clients import (
@@ -711,21 +712,19 @@ def _run_session(
 _LAB_NAME = re.compile(r"(?:^|\.)(h\d+-l(\d+)\.p\d+\.[a-z0-9-]+)\.?$")
 
 
-def dns_check(
-    queries: Sequence[dict[str, Any]], sessions: Sequence[Session], corpus: Corpus
-) -> list[dict[str, object]]:
+def dns_check(queries: Sequence[QueryRecord], sessions: Sequence[Session], corpus: Corpus) -> list[dict[str, object]]:
     """Each session's names as the resolver saw them: how many of its hostnames were asked,
     and its queries by the transport they came over. Pure."""
     session_of = {p.load: s.number for s in sessions for p in s.loads}
     asked: dict[int, set[str]] = defaultdict(set)
     by_transport: dict[int, Counter[str]] = defaultdict(Counter)
     for q in queries:
-        name = str(q.get("qname", "")).lower()
+        name = (q.get("qname") or "").lower()
         m = _LAB_NAME.search(name)
         if not m or int(m.group(2)) not in session_of:
             continue
         s = session_of[int(m.group(2))]
-        by_transport[s][str(q.get("transport"))] += 1
+        by_transport[s][q["transport"]] += 1
         asked[s].add(m.group(1))
     out = []
     for session in sessions:
@@ -742,8 +741,8 @@ were in flight together (the link's round trip is longer)."""
 
 
 def dot_connections(
-    queries: Sequence[dict[str, Any]],
-    responder_connections: Sequence[dict[str, Any]],
+    queries: Sequence[QueryRecord],
+    responder_connections: Sequence[ConnectionRecord],
     front_connections: Sequence[dict[str, Any]],
     sessions: Sequence[Session],
 ) -> dict[int, list[dict[str, Any]]]:
@@ -754,15 +753,15 @@ def dot_connections(
     how many), how long it was idle before it closed and who closed it. Pure."""
     session_of = {p.load: s.number for s in sessions for p in s.loads}
     front_by_backend = {str(c.get("backend_address")): c for c in front_connections}
-    responder_by_id = {int(c["id"]): c for c in responder_connections if c.get("transport") == "tcp"}
+    responder_by_id = {c["id"]: c for c in responder_connections if c["transport"] == "tcp"}
     times: dict[int, list[int]] = defaultdict(list)
     mine: dict[int, Counter[int]] = defaultdict(Counter)
     for q in queries:
-        if q.get("transport") != "tcp" or q.get("connection") is None:
+        conn = q.get("connection")
+        if q["transport"] != "tcp" or conn is None:
             continue
-        conn = int(q["connection"])
-        times[conn].append(int(q["t_us"]))
-        m = _LAB_NAME.search(str(q.get("qname", "")).lower())
+        times[conn].append(q["t_us"])
+        m = _LAB_NAME.search((q.get("qname") or "").lower())
         if m and int(m.group(2)) in session_of:
             mine[session_of[int(m.group(2))]][conn] += 1
     out: dict[int, list[dict[str, Any]]] = {}
@@ -776,9 +775,9 @@ def dot_connections(
                     bursts[-1] += 1
                 else:
                     bursts.append(1)
-            resp = responder_by_id.get(conn, {})
-            front = front_by_backend.get(str(resp.get("peer_address")), {})
-            closed = resp.get("closed_us")
+            resp = responder_by_id.get(conn)
+            front = front_by_backend.get(resp["peer_address"], {}) if resp is not None else {}
+            closed = resp["closed_us"] if resp is not None else None
             rows.append({
                 "connection": conn,
                 "front_connection": front.get("id"),
@@ -788,7 +787,7 @@ def dot_connections(
                 "last_query_us": ts[-1],
                 "bursts": len(bursts),
                 "max_burst": max(bursts),
-                "idle_before_close_ms": round((int(closed) - ts[-1]) / 1000, 1) if closed is not None else None,
+                "idle_before_close_ms": round((closed - ts[-1]) / 1000, 1) if closed is not None else None,
                 "closed_by": front.get("closed_by"),
                 "close": front.get("close"),
                 "front_median_us": front.get("relay_median_us"),
@@ -880,11 +879,14 @@ def run_pageloads(lab: Lab, out: Path, settings: PageloadSettings) -> Path:
         session_lines.close()
         doc["status"] = status
         doc["ended_unix_us"] = time.time_ns() // 1000
-        queries = read_records(out / "queries.jsonl")
+        queries = query_log(out / "queries.jsonl", strict=False)
         doc["dns_check"] = dns_check(queries, sessions, corpus)
         if dot:
             conns = dot_connections(
-                queries, read_records(out / "connections.jsonl"), read_records(out / "dot-connections.jsonl"), sessions
+                queries,
+                connection_log(out / "connections.jsonl", strict=False),
+                read_records(out / "dot-connections.jsonl"),
+                sessions,
             )
             for check in doc["dns_check"]:
                 if check["transport"] in STUBS:

@@ -13,10 +13,13 @@ import json
 import re
 import statistics
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from dnscost.contract import ConnectionRecord, QueryRecord
+from dnscost.engine import connection_log, query_log
 from dnscost.jsonl import read_records
 
 __all__ = [
@@ -61,8 +64,8 @@ class Connection:
 
 
 def connections(
-    conn_records: list[dict[str, Any]],
-    query_records: list[dict[str, Any]],
+    conn_records: Sequence[ConnectionRecord],
+    query_records: Sequence[QueryRecord],
     origin_us: int = 0,
     tld: str = "test",
 ) -> list[Connection]:
@@ -72,9 +75,9 @@ def connections(
     names: dict[tuple[str, int], set[str]] = {}
     background: Counter[tuple[str, int]] = Counter()
     for q in query_records:
-        if q.get("type") != "query" or q.get("connection") is None:
+        if (connection := q.get("connection")) is None:
             continue
-        key = (q["transport"], int(q["connection"]))
+        key = (q["transport"], connection)
         name = lab_name_of(q.get("qname") or "", tld)
         if name is not None:
             lab.setdefault(key, []).append((q["t_us"] - origin_us) / 1e6)
@@ -83,9 +86,9 @@ def connections(
             background[key] += 1
     out = []
     for c in conn_records:
-        if c.get("type") != "connection" or c.get("role") != "server":
+        if c["role"] != "server":
             continue
-        key = (c["transport"], int(c["id"]))
+        key = (c["transport"], c["id"])
         times = tuple(sorted(lab.get(key, [])))
         out.append(
             Connection(
@@ -181,8 +184,8 @@ def load(cell: Path) -> Observed:
     origin = int(meta.get("origin_unix_us") or 0)
     started = int(meta.get("client_started_unix_us") or origin)
     conns = connections(
-        read_records(cell / "connections.jsonl", strict=True),
-        read_records(cell / "queries.jsonl", strict=True),
+        connection_log(cell / "connections.jsonl"),
+        query_log(cell / "queries.jsonl"),
         origin_us=started - origin,
     )
     timed = cell / "resolutions.jsonl"

@@ -17,12 +17,14 @@ from __future__ import annotations
 
 import ipaddress
 import socket
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
 import dpkt  # type: ignore[import-untyped]
 
+from dnscost.contract import ConnectionRecord
 from dnscost.errors import UsageError
 
 __all__ = ["CapturedConnection", "analyse", "reconcile"]
@@ -158,7 +160,7 @@ def analyse(path: Path, server: str) -> list[CapturedConnection]:
 
 
 def reconcile(
-    captured: list[CapturedConnection], log: list[dict[str, Any]], origin_unix_us: int
+    captured: list[CapturedConnection], log: Sequence[ConnectionRecord], origin_unix_us: int
 ) -> list[dict[str, object]]:
     """Each server-log connection beside the captured one of the same client address and port
     whose span overlaps it (``origin_unix_us``: the wall-clock time of the log's zero). Both
@@ -168,10 +170,10 @@ def reconcile(
         by_client.setdefault(c.client, []).append(c)
     rows = []
     for r in log:
-        if r.get("type") != "connection" or r.get("role") != "server":
+        if r["role"] != "server":
             continue
-        opened = (origin_unix_us + int(r["opened_us"])) / 1e6
-        closed = (origin_unix_us + int(r["closed_us"])) / 1e6
+        opened = (origin_unix_us + r["opened_us"]) / 1e6
+        closed = (origin_unix_us + r["closed_us"]) / 1e6
         candidates = [
             c
             for c in by_client.get(r["peer_address"], [])

@@ -25,9 +25,8 @@ from typing import Any
 
 from dnscost import __version__
 from dnscost.certs import make_tls
-from dnscost.engine import Responder
+from dnscost.engine import Responder, connection_log
 from dnscost.errors import MachineError, UsageError
-from dnscost.jsonl import read_records
 from dnscost.observe.analysis import load
 from dnscost.observe.capture import analyse, reconcile
 from dnscost.observe.clients import STUB_LISTEN, Schedule, Upstream, client
@@ -228,7 +227,7 @@ def _reconciled_capture(cell: Path, origin_unix_us: int) -> dict[str, int]:
     each beside the server's log); returns the counts for observation.json."""
     pcap = cell / "capture.pcap"
     captured = [c for port in (443, 853) for c in analyse(pcap, f"{SERVER_ADDRESS}:{port}")]
-    rows = reconcile(captured, read_records(cell / "connections.jsonl", strict=True), origin_unix_us)
+    rows = reconcile(captured, connection_log(cell / "connections.jsonl"), origin_unix_us)
     (cell / "capture.json").write_text(
         json.dumps({"connections": [c.as_dict() for c in captured], "reconciled": rows}, indent=2) + "\n"
     )
