@@ -290,7 +290,7 @@ def query_log(path: Path, *, strict: bool = True) -> list[QueryRecord]:
     return cast(list[QueryRecord], _log(path, "query", QueryRecord.__required_keys__, strict))
 
 
-def _log(path: Path, kind: str, required: frozenset[str], strict: bool) -> list[dict[str, Any]]:
+def _log(path: Path, kind: str, required: frozenset[str], strict: bool) -> list[dict[str, object]]:
     records = read_records(path, strict=strict)
     for n, r in enumerate(records, 1):
         if r.get("type") != kind:

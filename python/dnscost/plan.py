@@ -141,7 +141,7 @@ def _replay(p: dict[str, Any], profile: ClientProfile, max_connections: int) -> 
     }
 
 
-def _normalise(kind: str, transport: str, p: dict[str, Any]) -> dict[str, Any]:
+def _normalise(kind: str, transport: str, p: dict[str, object]) -> dict[str, object]:
     p = {**p, **IRRELEVANT[transport]}
     if "profile" in p:  # a replay: lifetime and resumption are the profile's
         return p

@@ -151,7 +151,7 @@ class Run:
         spec: dict[str, Any],
         spec_toml: str,
         plan: list[TrialRecord],
-        facts: dict[str, Any],
+        facts: dict[str, object],
         versions: dict[str, str],
         reuse_unmeasured: bool = False,
     ) -> Run:

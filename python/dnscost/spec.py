@@ -251,7 +251,7 @@ class Spec:
                 raise UsageError(f"{self.origin}: group {g.name!r} is a share of {needs!r}: select that group too")
         return dataclasses.replace(self, groups=groups)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """The resolved spec, as recorded in run.json."""
         return {
             "name": self.name,
@@ -290,7 +290,7 @@ CLIENT_TABLES = {"check", "times", "pageload"}
 class _Checker:
     """Reads values from one table of the TOML document, naming the field in every error."""
 
-    def __init__(self, origin: str, where: str, table: dict[str, Any], allowed: set[str]) -> None:
+    def __init__(self, origin: str, where: str, table: dict[str, object], allowed: set[str]) -> None:
         self.origin, self.where, self.table = origin, where, table
         unknown = sorted(set(table) - allowed)
         if unknown:
@@ -400,7 +400,7 @@ def _knob(c: _Checker, key: str, value: Any) -> Any:
 
 
 def _settings(c: _Checker, table: dict[str, Any], keys: set[str]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
+    out: dict[str, object] = {}
     for key in sorted(keys & set(table)):
         value = table[key]
         if key in _DURATION_FIELDS:
@@ -608,7 +608,7 @@ def _cluster(origin: str, raw: Any) -> ClusterSettings:
     return settings
 
 
-def _share_group(gc: _Checker, raw: dict[str, Any], name: str, kind: TrialKind, earlier: list[Group]) -> Group:
+def _share_group(gc: _Checker, raw: dict[str, object], name: str, kind: TrialKind, earlier: list[Group]) -> Group:
     """A group at a share of capacity (``capacity_of = "establishment"``, ``rate = "50%"``): the
     cells of an earlier saturation group, each run open loop at the share of the answered rate
     its saturation trial measured in the same round. Its cells, durations and repetitions are
@@ -674,7 +674,7 @@ def load_profile(name: str, spec_dir: Path) -> ClientProfile:
 
 
 def _profiles(
-    gc: _Checker, raw: dict[str, Any], kind: str, names: tuple[str, ...], spec_dir: Path
+    gc: _Checker, raw: dict[str, object], kind: str, names: tuple[str, ...], spec_dir: Path
 ) -> dict[str, ClientProfile]:
     """A group of profiles' profiles by name, read once (recorded with the spec)."""
     if kind != "load":

@@ -195,8 +195,8 @@ def headline(a: Analysis) -> list[dict[str, object]]:
         }
         conns = [r for r in mine if r["analysis"] == "connections" and r["transport"] != "udp"]
         transports = list(dict.fromkeys(r["transport"] for r in est + conns if r["transport"] != "udp"))
-        persistent: dict[str, dict[str, Any]] = {}
-        collapse: dict[str, dict[str, Any]] = {}
+        persistent: dict[str, dict[str, object]] = {}
+        collapse: dict[str, dict[str, object]] = {}
         handshakes: dict[str, dict[str, Spread]] = {}
         handshake_rounds: dict[str, tuple[dict[Any, float], dict[Any, float], list[Row], list[Row]]] = {}
         for tr in transports:
@@ -246,7 +246,7 @@ def headline(a: Analysis) -> list[dict[str, object]]:
                 early = _cell(est, tr, ONE_QUERY, resumed=True, early=True)
                 if any(r["valid"] for r in early):
                     handshakes[tr]["zero_rtt"] = spread(_handshake_us(trials, full, early, base_cpu)[1].values())
-        memory: dict[str, dict[str, Any]] = {}
+        memory: dict[str, dict[str, object]] = {}
         for r in t["memory_fit"].rows:
             if r["target"] != target:
                 continue

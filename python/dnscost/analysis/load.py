@@ -62,7 +62,7 @@ def read_run(run_dir: Path) -> RunRecord:
     when ``run_dir`` holds no readable run.json with a plan."""
     path = run_dir / "run.json"
     try:
-        run: dict[str, Any] = json.loads(path.read_text())
+        run: dict[str, object] = json.loads(path.read_text())
     except FileNotFoundError:
         raise UsageError(f"{run_dir}: not a run directory (no run.json)") from None
     except (OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
@@ -172,7 +172,7 @@ def recompute(trial_dir: Path, doc: TrialRecord) -> tuple[TrialSummary | None, s
     return summarize_trial(records, samples, counts, SummaryContext.from_dict(context)), None
 
 
-def _checked_records(trial_dir: Path, name: str, *, engine: bool) -> tuple[list[dict[str, Any]], str | None]:
+def _checked_records(trial_dir: Path, name: str, *, engine: bool) -> tuple[list[dict[str, object]], str | None]:
     """The records of the file ``name`` of a finished trial (or of ``<name>.gz``, a kept run's),
     and what is wrong with them, or None: missing, empty, a line that is not a JSON object (a
     finished trial's files were written whole), or, for the engine's, no summary record last."""
@@ -229,12 +229,12 @@ def run_network(run: RunRecord) -> str:
     raw = run.get("spec")
     spec: dict[str, Any] = raw if isinstance(raw, dict) else {}
     raw = spec.get("settings")
-    settings: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    settings: dict[str, object] = raw if isinstance(raw, dict) else {}
     network = spec.get("network") or settings.get("network")
     return str(network) if network else "loopback"
 
 
-def validity_flags(validity: dict[str, Any]) -> list[str]:
+def validity_flags(validity: dict[str, object]) -> list[str]:
     """The flags of a summary's ``validity``: recorded ones when present, else derived from the
     recorded conditions (:func:`dnscost.validity.flags_from_conditions`)."""
     flags = validity.get("flags")

@@ -252,7 +252,7 @@ def _us(ms: Any) -> int | None:
     return round(float(ms) * 1000) if isinstance(ms, int | float) else None
 
 
-def _span_us(entry: dict[str, Any], start: str, end: str) -> int | None:
+def _span_us(entry: dict[str, object], start: str, end: str) -> int | None:
     """``end - start`` in µs, None when the entry has no such times (a zero start: the browser
     withheld them)."""
     a, b = entry.get(start), entry.get(end)
@@ -646,7 +646,7 @@ def _run_session(
     pending = {p.load: p for p in session.loads}
     counts: Counter[str] = Counter()
 
-    def write(planned: PlannedLoad, beacon: dict[str, Any] | None, failure: str | None = None) -> None:
+    def write(planned: PlannedLoad, beacon: dict[str, object] | None, failure: str | None = None) -> None:
         rec = load_record(labels, planned, corpus.pages[planned.page], beacon, failure)
         rec["received_unix_us"] = time.time_ns() // 1000
         loads.write(rec)
@@ -743,9 +743,9 @@ were in flight together (the link's round trip is longer)."""
 def dot_connections(
     queries: Sequence[QueryRecord],
     responder_connections: Sequence[ConnectionRecord],
-    front_connections: Sequence[dict[str, Any]],
+    front_connections: Sequence[dict[str, object]],
     sessions: Sequence[Session],
-) -> dict[int, list[dict[str, Any]]]:
+) -> dict[int, list[dict[str, object]]]:
     """Each session's DoT connections, as the resolver and the DoT front saw them: the front's
     connection (the stub's), the resolver's tcp connection it was relayed on (joined by the
     front's local address), how many queries it carried (all, and this session's names), the
@@ -764,7 +764,7 @@ def dot_connections(
         m = _LAB_NAME.search((q.get("qname") or "").lower())
         if m and int(m.group(2)) in session_of:
             mine[session_of[int(m.group(2))]][conn] += 1
-    out: dict[int, list[dict[str, Any]]] = {}
+    out: dict[int, list[dict[str, object]]] = {}
     for session, counts in mine.items():
         rows = []
         for conn in sorted(counts):

@@ -421,7 +421,7 @@ def summarise_presets(out: Path, baseline: str = "do53") -> PresetsSummary:
     names = list(meta["presets"]) or sorted({p.parent.name for p in out.glob("*/loads.jsonl*")})
     records: list[LoadRecord] = []
     networks: dict[str, PresetInfo] = {}
-    checks: dict[str, list[dict[str, Any]]] = {}
+    checks: dict[str, list[dict[str, object]]] = {}
     for name in names:
         m = meta["presets"].get(name, {})
         run = out / str(m.get("dir", name))

@@ -73,7 +73,7 @@ def _check(run: Path) -> dict[str, object] | None:
 def _times(run: Path, figures: Path) -> list[dict[str, object]]:
     from dnscost.client.times import rows as time_rows
 
-    out: list[dict[str, Any]] = []
+    out: list[dict[str, object]] = []
     base = run / "times"
     if not base.is_dir():
         return out

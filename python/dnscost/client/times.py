@@ -57,7 +57,7 @@ class TimesSettings:
     caches: tuple[str, ...] = ("cold", "warm")
     seed: int = 1
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return asdict(self)
 
 
@@ -85,7 +85,7 @@ def client_config(transport: str, s: TimesSettings, endpoint: str, ca: Path, see
     return config
 
 
-def run_times(out: Path, presets: Sequence[Preset], upstream: Preset, s: TimesSettings) -> list[dict[str, Any]]:
+def run_times(out: Path, presets: Sequence[Preset], upstream: Preset, s: TimesSettings) -> list[dict[str, object]]:
     """Runs every (preset, cache, transport); writes ``times.json`` (settings, presets, the
     target's version, rows) and one directory of engine records per run; returns the rows."""
 
@@ -98,7 +98,7 @@ def run_times(out: Path, presets: Sequence[Preset], upstream: Preset, s: TimesSe
     out.mkdir(parents=True, exist_ok=True)
     tls = make_tls(out / "tls", addresses=[SERVER_ADDRESS])
     rng = random.Random(s.seed)
-    result: list[dict[str, Any]] = []
+    result: list[dict[str, object]] = []
     doc: dict[str, Any] = {
         "settings": s.to_dict(),
         "presets": {p.name: p.to_dict() for p in presets},
@@ -193,7 +193,7 @@ def _fresh_names(directory: Path, count: int, block: int) -> Path:
     return path
 
 
-def _row(preset: str, cache: str, transport: str, summary: SummaryRecord, before: Any, after: Any) -> dict[str, Any]:
+def _row(preset: str, cache: str, transport: str, summary: SummaryRecord, before: Any, after: Any) -> dict[str, object]:
     # The whole run: no warm-up, and a query answered after the schedule ended (a retransmission
     # 5 s later) is one of the run's response times.
     m = summary["total"]

@@ -148,7 +148,7 @@ def worker_facts(dask_worker: Any = None) -> WorkerFacts:
 
 
 def run_share(
-    share: dict[str, Any], start_at_unix_ms: float, label: str, files: dict[str, bytes] | None = None
+    share: dict[str, object], start_at_unix_ms: float, label: str, files: dict[str, bytes] | None = None
 ) -> ShareResult:
     """Runs on a worker: sleeps until ``start_at_unix_ms``, then runs the engine with ``share``
     on this process's CPUs and from this host's sources, the ``files`` it names

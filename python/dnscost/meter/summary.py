@@ -54,7 +54,7 @@ _CORE_FIELDS = ("user_us", "nice_us", "system_us", "idle_us", "iowait_us", "irq_
 _GAUGES = {"CurrEstab"}
 
 
-def _get(record: dict[str, Any], path: Sequence[str]) -> float | None:
+def _get(record: dict[str, object], path: Sequence[str]) -> float | None:
     value: Any = record
     for key in path:
         if not isinstance(value, dict) or key not in value:
@@ -132,7 +132,7 @@ def summarize(records: Sequence[dict[str, Any]], t0_ms: float, t1_ms: float) -> 
     slow = [r for r in records if r.get("type") == "slow"]
     extrapolated = False
 
-    def delta(rs: Sequence[dict[str, Any]], *path: str) -> float | None:
+    def delta(rs: Sequence[dict[str, object]], *path: str) -> float | None:
         nonlocal extrapolated
         d, e = _delta(_series(rs, path), t0_ms, t1_ms)
         extrapolated |= e

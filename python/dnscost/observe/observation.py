@@ -57,10 +57,10 @@ an address)."""
 POLICY_KEYS = {"max_queries_per_connection", "idle_timeout", "max_age", "idle_activity", "source"}
 
 
-def load_policies(extra: Path | None = None) -> dict[str, dict[str, Any]]:
+def load_policies(extra: Path | None = None) -> dict[str, dict[str, object]]:
     """The shipped policies (``policies.toml``), with those of ``extra`` added or replacing."""
     text = resources.files("dnscost.observe").joinpath("policies.toml").read_text()
-    policies: dict[str, dict[str, Any]] = tomllib.loads(text)
+    policies: dict[str, dict[str, object]] = tomllib.loads(text)
     if extra is not None:
         try:
             policies.update(tomllib.loads(extra.read_text()))
@@ -149,7 +149,7 @@ def observe(plan: ObservationPlan, policies: dict[str, dict[str, Any]]) -> dict[
         str(out / "keylog.txt"),
         *policy_flags(policy),
     ]
-    record: dict[str, Any] = {
+    record: dict[str, object] = {
         "dnscost": __version__,
         "client": plan.client,
         "client_version": the_client.version(),
@@ -238,7 +238,7 @@ def _reconciled_capture(cell: Path, origin_unix_us: int) -> dict[str, int]:
     }
 
 
-def _finish(cell: Path) -> dict[str, Any]:
+def _finish(cell: Path) -> dict[str, object]:
     """Writes the cell's summary (into observation.json), its capture's analysis (with
     ``--capture``) and its client profile (profile.json), all from the cell's records.
     Returns observation.json's content."""

@@ -90,7 +90,7 @@ class _Pipe:
         self._next_id = 0
         self._selector = selectors.DefaultSelector()
         self._selector.register(read_fd, selectors.EVENT_READ)
-        self.events: list[dict[str, Any]] = []
+        self.events: list[dict[str, object]] = []
 
     def close(self) -> None:
         self._selector.close()
@@ -107,13 +107,13 @@ class _Pipe:
                 raise EOFError("chromium closed its DevTools pipe")
             self._buffer += chunk
         raw, self._buffer = self._buffer.split(b"\0", 1)
-        message: dict[str, Any] = json.loads(raw)
+        message: dict[str, object] = json.loads(raw)
         return message
 
     def send(self, method: str, params: dict[str, Any] | None = None, session: str | None = None) -> dict[str, Any]:
         """Sends one command and waits for its reply, keeping the events that arrive meanwhile."""
         self._next_id += 1
-        message: dict[str, Any] = {"id": self._next_id, "method": method, "params": params or {}}
+        message: dict[str, object] = {"id": self._next_id, "method": method, "params": params or {}}
         if session is not None:
             message["sessionId"] = session
         data = json.dumps(message).encode() + b"\0"
@@ -124,7 +124,7 @@ class _Pipe:
             if reply.get("id") == self._next_id:
                 if "error" in reply:
                     raise RuntimeError(f"{method}: {reply['error'].get('message', reply['error'])}")
-                result: dict[str, Any] = reply.get("result", {})
+                result: dict[str, object] = reply.get("result", {})
                 return result
             if "method" in reply:
                 self.events.append(reply)

@@ -191,7 +191,7 @@ def model_term(r: Row) -> str:
     return f"{g(r['us'])} [{g(r['ci95_low'])}-{g(r['ci95_high'])}]"
 
 
-def memory_matched(points: list[Row], target: str, x: str, y: str) -> dict[str, Any]:
+def memory_matched(points: list[Row], target: str, x: str, y: str) -> dict[str, object]:
     """User memory per connection of transports ``x`` and ``y`` of ``target``, each the slope
     over only the connection counts measured valid for both (``memory_points``): ``points``
     (those counts), ``ratio`` (x ÷ y) and ``detail`` (both slopes in KiB)."""
@@ -216,7 +216,7 @@ def memory_matched(points: list[Row], target: str, x: str, y: str) -> dict[str, 
     return {"points": counts, "ratio": slopes[0] / slopes[1], "detail": detail}
 
 
-def kept_trial(path: Path) -> dict[str, Any]:
+def kept_trial(path: Path) -> dict[str, object]:
     """A kept trial (``dnscost keep``): its trial.json (``record``) and its engine's last record
     (``engine``, the summary)."""
     record = json.loads((path / "trial.json").read_text(encoding="utf-8"))
@@ -252,9 +252,9 @@ def render_page(template: Path, run_dir: Path) -> str:
     env.filters.update(utc=utc, model_term=model_term, span=span, tr=lambda t: display_name(str(t)))
     env.tests["contains"] = lambda text, part: part in str(text or "")
     facts = tables.facts()
-    groups: dict[str, dict[str, Any]] = {g["name"]: g for g in (facts.get("spec") or {}).get("groups", [])}
+    groups: dict[str, dict[str, object]] = {g["name"]: g for g in (facts.get("spec") or {}).get("groups", [])}
 
-    def group(name: str) -> dict[str, Any]:
+    def group(name: str) -> dict[str, object]:
         if name not in groups:
             raise UsageError(f"{run_dir}: run.json has no spec group {name!r}")
         return groups[name]

@@ -82,7 +82,7 @@ def format_headline(
         udp = r["udp"]
         persistent, collapse = r["persistent"], r["collapse_1q"]
 
-        def each(table: dict[str, Any], show: Any) -> str:
+        def each(table: dict[str, object], show: Any) -> str:
             return ", ".join(f"{t} {show(v)}" for t, v in sorted(table.items())) or "n/a"
 
         shares = each(persistent, lambda v: _flag_share(v["share"]))

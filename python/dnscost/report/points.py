@@ -79,7 +79,7 @@ def _targets(a: Analysis) -> list[str]:
 # --- [baseline_udp] ----------------------------------------------------------------------------
 
 
-def _baseline(a: Analysis, section: dict[str, Any]) -> list[StudyPoint]:
+def _baseline(a: Analysis, section: dict[str, object]) -> list[StudyPoint]:
     ours = {str(r.get("target")): r for r in _rows(a, "baseline")}
     out, capacity = [], {}
     for key, value in section.items():
