@@ -74,6 +74,7 @@ __all__ = [
     "SlowTarget",
     "SocketMemoryRecord",
     "SoftnetCounts",
+    "SourceCommit",
     "StartRecord",
     "SummaryContextRecord",
     "SummaryRecord",
@@ -952,7 +953,7 @@ class TrialRecord(TypedDict, total=False):
     reference: str | None
     analysis: str
     # A trial run on its own (run_trial): its settings and directory
-    settings: dict[str, Any]
+    settings: dict[str, object]
     dir: str
     # What happened
     status: TrialStatus
@@ -968,7 +969,7 @@ class TrialRecord(TypedDict, total=False):
     endpoints: dict[str, str]
     network: NetworkRecord
     listen_backlog: dict[str, int]
-    external: dict[str, Any]
+    external: dict[str, object]
     cache_hit_ratio: float | None
     cache_fill: str
     bed: str
@@ -996,6 +997,13 @@ class TrialState(TypedDict):
     error: NotRequired[str | None]
 
 
+class SourceCommit(TypedDict):
+    """The git commit of the code that measured a run; ``dirty``: its tracked files differed."""
+
+    commit: str
+    dirty: bool
+
+
 class RunRecord(TypedDict, total=False):
     """A run's ``run.json`` (``docs/results.md``, "run.json"): what was asked (the spec, as
     resolved, and its TOML), on what (the machine's facts, every binary's version), the plan
@@ -1005,7 +1013,7 @@ class RunRecord(TypedDict, total=False):
 
     format_version: int
     dnscost_version: str
-    dnscost_source: dict[str, Any] | None
+    dnscost_source: SourceCommit | None
     experiment: str
     run_id: str
     created_unix_ms: int
@@ -1014,11 +1022,11 @@ class RunRecord(TypedDict, total=False):
     status: RunStatus
     spec: dict[str, Any]
     spec_toml: str
-    machine: dict[str, Any]
+    machine: dict[str, object]
     versions: dict[str, str]
     plan: list[TrialRecord]
     trials: dict[str, TrialState]
-    cluster: dict[str, Any]
+    cluster: dict[str, object]
 
 
 def shape_problem(value: object, hint: object, where: str = "") -> str | None:

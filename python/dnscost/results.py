@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from dnscost import __version__
-from dnscost.contract import RunRecord, RunStatus, TrialRecord, TrialState, TrialStatus, shape_problem
+from dnscost.contract import RunRecord, RunStatus, SourceCommit, TrialRecord, TrialState, TrialStatus, shape_problem
 from dnscost.errors import UsageError
 from dnscost.jsonl import json_kind
 from dnscost.proc import Ledger
@@ -36,7 +36,7 @@ __all__ = [
 FORMAT_VERSION = 2
 
 
-def source_commit() -> dict[str, object] | None:
+def source_commit() -> SourceCommit | None:
     """The git commit of the dnscost code running, ``{"commit": SHA, "dirty": bool}`` (``dirty``:
     its tracked files differ from the commit), recorded in run.json so that a stored run names
     the code that measured it; None outside a git checkout (an installed package) or without git."""

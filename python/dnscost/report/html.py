@@ -987,8 +987,8 @@ def _version(run: RunRecord) -> str:
     """dnscost's version and the commit that measured the run, when run.json names it."""
     version = str(run.get("dnscost_version", DASH))
     source = run.get("dnscost_source")
-    if isinstance(source, dict) and isinstance(source.get("commit"), str):
-        version += f" (commit {source['commit'][:10]}{', with changes' if source.get('dirty') else ''})"
+    if source is not None:
+        version += f" (commit {source['commit'][:10]}{', with changes' if source['dirty'] else ''})"
     return version
 
 
