@@ -1,8 +1,11 @@
 //! DoH (RFC 8484) over HTTP/2: POST with an `application/dns-message` body and GET with
 //! `?dns=<base64url>`, many concurrent streams per connection, GOAWAY for server policies.
 
-use super::conn::{accept_tls, guarded, watched, Conn, Ending, LINGER};
-use super::{Origin, Shared};
+use super::accept::{accept_tls, watched};
+use super::deadline::guarded;
+use super::record::Origin;
+use super::record::{Conn, Ending, LINGER};
+use super::shared::Shared;
 use bytes::Bytes;
 use dnscost_stats::Close;
 use futures_util::stream::{FuturesUnordered, StreamExt as _};

@@ -6,8 +6,10 @@
 //! them again elsewhere), the answers still owed are sent, and the server closes with
 //! H3_NO_ERROR if the client has not closed within a second.
 
-use super::conn::{Conn, ConnDeadline, Ending, LINGER};
-use super::{Origin, Shared};
+use super::deadline::ConnDeadline;
+use super::record::Origin;
+use super::record::{Conn, Ending, LINGER};
+use super::shared::{Policy, Shared};
 use bytes::{Buf, BufMut, Bytes};
 use dnscost_stats::Close;
 use futures_util::stream::{FuturesUnordered, StreamExt as _};
@@ -116,7 +118,7 @@ pub async fn serve(
     path: Arc<str>,
 ) -> (Conn, Ending) {
     let mut handshake_done = Box::pin(handshake_done);
-    let mut timer = ConnDeadline::new(&super::Policy { idle: None, ..shared.policy }, opened);
+    let mut timer = ConnDeadline::new(&Policy { idle: None, ..shared.policy }, opened);
     let max_queries = shared.policy.max_queries;
     let builder = h3::server::builder();
     let built = tokio::select! {

@@ -3,8 +3,10 @@
 //! timeout is QUIC's (a transport parameter: the connection ends silently), the query limit and
 //! the age end the connection with CONNECTION_CLOSE and DOQ_NO_ERROR.
 
-use super::conn::{Conn, ConnDeadline, Ending};
-use super::{Origin, Shared};
+use super::deadline::ConnDeadline;
+use super::record::Origin;
+use super::record::{Conn, Ending};
+use super::shared::{Policy, Shared};
 use dnscost_stats::Close;
 use dnscost_transport::quic::{DOQ_NO_ERROR, DOQ_PROTOCOL_ERROR, MAX_DOQ_MESSAGE};
 use futures_util::stream::{FuturesUnordered, StreamExt as _};
@@ -59,7 +61,7 @@ pub async fn session(
 ) -> (Conn, Ending) {
     let mut handshake_done = Box::pin(handshake_done);
     // The idle policy is QUIC's own timeout (silent); the timer keeps the age.
-    let mut timer = ConnDeadline::new(&super::Policy { idle: None, ..shared.policy }, opened);
+    let mut timer = ConnDeadline::new(&Policy { idle: None, ..shared.policy }, opened);
     let max_queries = shared.policy.max_queries;
     let acked = max_queries > 0 || shared.policy.max_age.is_some();
     let mut streams = FuturesUnordered::new();

@@ -1,8 +1,10 @@
 //! `--listen` addresses (`udp://ADDR:PORT`, `tcp://…`, `dot://…`, `doh://ADDR:PORT[/path]`),
 //! and the accept loop of the stream listeners, which hands each connection to its carrier.
 
-use super::conn::{Conn, Counted, Ending};
-use super::{doh, stream, Shared};
+use super::accept::Counted;
+use super::record::{Conn, Ending};
+use super::shared::Shared;
+use super::{doh, stream};
 use dnscost_load::Transport;
 use dnscost_stats::Close;
 use std::fmt;

@@ -2,26 +2,33 @@
 //! connection's life and can enforce server policies (max queries per connection, idle timeout, max age).
 //!
 //! Answers come from [`zone::Responder`] (pure); each transport has its module ([`udp`],
-//! [`stream`] for tcp and dot, [`doh`], [`doq`]); [`conn`] holds what every connection shares: its
-//! record, the registry that ends it at shutdown and the connections log.
+//! [`stream`] for tcp and dot, [`doh`], [`quic`] for doq and doh3); what every connection shares
+//! is beneath them: its [`record`] and the log that writes it, the [`registry`] that ends it at
+//! shutdown, the policy's [`deadline`], and an accepted TCP socket's counts and TLS handshake
+//! ([`accept`]).
 
-mod conn;
+mod accept;
+mod deadline;
 mod doh;
 mod doh3;
 mod doq;
 mod listen;
 mod quic;
+mod record;
+mod registry;
+mod shared;
 mod stream;
 mod udp;
 mod zone;
 
 use crate::EngineError;
-use conn::{Ending, LogSender, RecordLog, Registry};
 use dnscost_load::Transport;
 use dnscost_transport::socket;
 use listen::ListenUrl;
+use record::RecordLog;
+use registry::Registry;
+use shared::{Policy, Shared};
 use std::io::Write as _;
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -138,82 +145,6 @@ fn parse_cpus(s: &str) -> Result<Cpus, String> {
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
     dnscost_load::parse_duration_ms(s).map(Duration::from_millis)
-}
-
-/// What the server enforces on connections.
-#[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct Policy {
-    /// 0: unlimited.
-    pub max_queries: u64,
-    pub idle: Option<Duration>,
-    pub max_age: Option<Duration>,
-    /// Whether any octet received, not only a query, keeps a connection from `idle`.
-    pub idle_on_bytes: bool,
-    /// doh: the streams a client may have open at once (SETTINGS_MAX_CONCURRENT_STREAMS).
-    pub h2_max_streams: u32,
-}
-
-/// Where a query came from, for the queries log.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Origin {
-    pub transport: &'static str,
-    /// The connection's id; none over udp.
-    pub connection: Option<u64>,
-    pub peer: SocketAddr,
-}
-
-/// Everything the listeners and connections share.
-pub(crate) struct Shared {
-    pub responder: Responder,
-    pub policy: Policy,
-    pub registry: Registry,
-    pub log: Option<LogSender>,
-    pub queries: Option<LogSender>,
-    pub start: Instant,
-}
-
-impl Shared {
-    /// Microseconds since the server started.
-    pub fn now_us(&self) -> u64 {
-        self.start.elapsed().as_micros() as u64
-    }
-
-    /// Appends the answer to the query `msg` to `out` (see [`Responder::respond`]), and logs
-    /// the query when a queries log is kept. `method`: doh's and doh3's.
-    pub fn respond(
-        &self,
-        msg: &[u8],
-        out: &mut Vec<u8>,
-        framing: dnscost_wire::Framing,
-        origin: &Origin,
-        method: Option<&'static str>,
-    ) -> Option<zone::Reply> {
-        let reply = self.responder.respond(msg, out, framing);
-        if let Some(log) = &self.queries {
-            let question = dnscost_wire::parse_query(msg).ok();
-            log.write(dnscost_stats::Record::Query(dnscost_stats::QueryRecord {
-                t_us: self.now_us(),
-                transport: origin.transport.into(),
-                connection: origin.connection,
-                peer_address: origin.peer.to_string(),
-                qname: question.as_ref().map(|q| dnscost_wire::name_to_string(&msg[q.qname.clone()])),
-                qtype: question.as_ref().map(|q| dnscost_wire::type_to_str(q.qtype)),
-                rcode: reply.map(|r| dnscost_wire::Rcode::name(r.rcode).into()),
-                method: method.map(Into::into),
-            }));
-        }
-        reply
-    }
-
-    /// Writes the record of a closed connection and forgets it.
-    pub fn closed(&self, conn: &conn::Conn, ending: Ending, bytes: (u64, u64), registered: bool) {
-        if let Some(log) = &self.log {
-            log.write(dnscost_stats::Record::Connection(conn.record(ending, self.now_us(), bytes)));
-        }
-        if registered {
-            self.registry.unregister(conn.id);
-        }
-    }
 }
 
 /// Runs `serve` to the end (SIGINT or SIGTERM).
@@ -471,7 +402,7 @@ async fn run(
 
 #[cfg(test)]
 mod tests {
-    use super::conn::ConnDeadline;
+    use super::deadline::ConnDeadline;
     use super::*;
     use clap::Parser;
 

@@ -2,8 +2,8 @@
 //! the handshake is done), handed to the transport's session (`doq.rs`, `doh3.rs`), their
 //! handshake's kind read off its messages (`dnscost_transport::quic`) and their record written.
 
-use super::conn::{Conn, Ending};
-use super::Shared;
+use super::record::{Conn, Ending};
+use super::shared::Shared;
 use dnscost_load::Transport;
 use dnscost_stats::{Close, Handshake};
 use dnscost_transport::quic::HandshakeFacts;

@@ -1,8 +1,10 @@
 //! The two-octet framed exchange of tcp and dot (RFC 7766, RFC 7858), pipelined: every query
 //! is answered as it arrives and all answers ready at once leave in one write.
 
-use super::conn::{accept_tls, watched, Conn, ConnDeadline, Ending, LINGER};
-use super::Shared;
+use super::accept::{accept_tls, watched};
+use super::deadline::ConnDeadline;
+use super::record::{Conn, Ending, LINGER};
+use super::shared::Shared;
 use dnscost_stats::Close;
 use dnscost_wire::{FrameDecoder, MAX_FRAME};
 use futures_util::FutureExt as _;

@@ -1,7 +1,8 @@
 //! UDP: one socket per runtime thread (SO_REUSEPORT), one receive and one send per query, no
 //! allocation.
 
-use super::{Origin, Shared};
+use super::record::Origin;
+use super::shared::Shared;
 use std::sync::Arc;
 use std::time::Duration;
 
