@@ -9,12 +9,9 @@ import re
 from pathlib import Path
 
 import pytest
-from dnscost.analysis.stored import read_table
-from dnscost.analysis.table1 import key_match, verdict_counts
+from dnscost.report.docpage import render_page
 
 ROOT = Path(__file__).parents[2]
-TABLES = ROOT / "docs" / "study-run" / "tables"
-TIMES = "\u00d7"
 DASH = "\u2013"
 
 
@@ -31,104 +28,13 @@ def _says(doc: str, sentence: str) -> None:
     assert sentence in _text(doc), f"docs/{doc} should say: {sentence!r}"
 
 
-@pytest.fixture(scope="module")
-def table1() -> list[dict[str, object]]:
-    return read_table(TABLES / "table1.csv")
-
-
-def test_energy_range_below_the_study(table1: list[dict[str, object]]) -> None:
-    """ "Energy in absolute kWh is A to B times below the study's for every cell measured at
-    saturation": the smallest and largest study kWh ÷ ours over those cells."""
-    factors = [
-        _f(r["study_kwh"]) / _f(r["kwh_study_method"])
-        for r in table1
-        if r["kwh_study_method"] and r["study_kwh"] and not r["below_saturation"]
-    ]
-    _says("study.md", f"is {min(factors):.1f} to {max(factors):.0f} times below the study's")
-
-
-def test_table1_verdict_counts(table1: list[dict[str, object]]) -> None:
-    counts = verdict_counts(table1)
-    _says("study.md", f"Over all {counts.cells} cells, {counts.agree} agree and {counts.differ} differ")
-    _says("study.md", f"{counts.agree_udp_cell} agree and {len(counts.flips)} verdicts flip")
-    tls = [r for r in table1 if r["transport"] in ("dot", "doh") and r["lifetime"] in ("30s", "1s")]
-    agree = sum(1 for r in tls if r["verdict"] == "agree")
-    _says("study.md", f"{agree} of the {len(tls)} TLS cells (both keys)")
-    tcp = [r for r in table1 if (r["target"], r["transport"]) == ("dnsdist", "tcp") and r["lifetime"] in ("30s", "1s")]
-    assert all(r["verdict"] == "agree" for r in tcp) and len(tcp) == 2
-    _says("study.md", "the 2 dnsdist TCP cells agree")
-
-
-def test_which_key_the_study_matches(table1: list[dict[str, object]]) -> None:
-    for m in key_match(table1):
-        label = {"rsa-2048": "RSA", "ecdsa-p256": "ECDSA"}[str(m["cert_key"])]
-        text = _text("study.md")
-        section = text[text.index("Which key the study's ratios match") :][:600]
-        found = f"{m['agree']} of 6" in section and f"{m['ours_over_study']:.2f}" in section
-        assert found, f"{m['target']} {label}: {m['agree']} of 6, {m['ours_over_study']:.2f}"
-
-
-def test_one_query_cells(table1: list[dict[str, object]]) -> None:
-    def cell(target: str, transport: str, key: str | None) -> dict[str, object]:
-        return next(
-            r
-            for r in table1
-            if (r["target"], r["transport"], r["lifetime"], r["cert_key"]) == (target, transport, "1q", key)
-        )
-
-    dot, doh = cell("knot-resolver", "dot", "ecdsa-p256"), cell("knot-resolver", "doh", "ecdsa-p256")
-    assert (dot["verdict"], doh["verdict"]) == ("differ", "agree")
-    _says("study.md", f"DoH {_f(doh['ratio_to_udp']):.0f} {TIMES} UDP (study {_f(doh['study_ratio_to_udp']):.0f})")
-    _says("study.md", f"DoT {_f(dot['ratio_to_udp']):.0f} {TIMES} (study {_f(dot['study_ratio_to_udp']):.0f})")
-    tcp = cell("dnsdist", "tcp", None)
-    _says("study.md", f"costs dnsdist {_f(tcp['ratio_to_udp']):.1f} UDP queries, not 62")
-    d = [cell("dnsdist", t, k) for t in ("dot", "doh") for k in ("ecdsa-p256", "rsa-2048")]
-    r = [f"{_f(x['ratio_to_udp']):.0f}" for x in d]
-    _says(
-        "study.md",
-        f"DoT one query: {r[0]} {TIMES} UDP (ECDSA), {r[1]} {TIMES} (RSA) against the study's 189; "
-        f"DoH {r[2]} and {r[3]}",
-    )
-
-
-def test_persistent_throughput_ratios() -> None:
-    """ "DoH about half" and "DoT ÷ TCP" at 1 000 connections, the count valid for all three."""
-    rows = read_table(TABLES / "connections.csv")
-    qps = {(r["target"], r["transport"]): _f(r["qps_median"]) for r in rows if r["connections"] == 1000}
-
-    def half(t: str) -> str:
-        return f"{qps[(t, 'doh')] / ((qps[(t, 'tcp')] + qps[(t, 'dot')]) / 2):.2f}"
-
-    _says("study.md", f"dnsdist {half('dnsdist')} of the mean of TCP and DoT, knot-resolver {half('knot-resolver')}")
-    _says("study.md", f'DoT noticeably slower than TCP": {qps[("dnsdist", "dot")] / qps[("dnsdist", "tcp")]:.2f}')
-    _says(
-        "study.md", f"our DoT answers {qps[('knot-resolver', 'dot')] / qps[('knot-resolver', 'tcp')]:.1f} times its TCP"
-    )
-
-
-def test_not_persistent_trials() -> None:
-    trials = read_table(TABLES / "trials.csv")
-    flagged = [r for r in trials if "not-persistent" in str(r["flags"]) and r["kind"] == "load"]
-    opened = [_f(r["connections_established"]) for r in flagged]
-    assert len(flagged) == 6
-    _says("study.md", f"**{len(flagged)} more are invalid**")
-    _says("study.md", f"opened {min(opened):.0f} to {max(opened):.0f} of their 1 000 connections again")
-
-
-def test_knot_tcp_contradictions() -> None:
-    rows = read_table(TABLES / "consistency.csv")
-    layer = next(
-        r for r in rows if (r["flag"], r["cell"], r["against"]) == (
-            "inconsistent-layering", "knot-resolver tcp forever", "knot-resolver dot forever")
-    )  # fmt: skip
-    _says("study.md", f"{_f(layer['value']):.1f} [{_f(layer['low']):.2f}-{_f(layer['high']):.2f}] times DoT's")
-    for against, text in (("30s", "persistent ÷ 30 s"), ("1s", "persistent ÷ 1 s")):
-        r = next(
-            r for r in rows if (r["flag"], r["cell"], r["against"]) == (
-                "inconsistent-lifetime", "knot-resolver tcp forever", f"knot-resolver tcp {against}")
-        )  # fmt: skip
-        v, lo, hi = (_f(r[k]) for k in ("value", "low", "high"))
-        _says("study.md", f"{text} {v:.2f} [{lo:.2f}-{hi:.2f}]")
+def test_the_study_page_is_what_its_run_gives() -> None:
+    """docs/study.md is rendered from docs/study.md.j2 with the kept run's tables: every number
+    read from them, every verdict it states required of them (``require``), so a sentence and its
+    table cannot drift apart (render it again with ``python -m dnscost.report.docpage
+    docs/study.md.j2 docs/study-run docs/study.md``)."""
+    page = render_page(ROOT / "docs" / "study.md.j2", ROOT / "docs" / "study-run")
+    assert page == (ROOT / "docs" / "study.md").read_text(encoding="utf-8")
 
 
 def test_observe_dnss_cores_and_energy() -> None:
@@ -175,12 +81,12 @@ def test_knot_rsa_open_phase_fixed() -> None:
     kernel = s["meter"]["counters"]["tcp_passive_opens"]
     assert s["validity"]["valid"]
     _says(
-        "study.md",
+        "findings/knot-rsa-open-phase.md",
         f"every connection open at {extended['first']['opened_ms'] / 1000:.2f} s, measured again with a "
         f"{extended['warmup_ms'] / 1000:.1f} s warm-up, and then {s['connections_established']} connections "
         f"established in the window by the engine's count and {kernel:.0f} accepted by the kernel's",
     )
-    _says("study.md", f"a valid trial at {s['target_cpu_us_per_query']:.1f} CPU-µs per query")
+    _says("findings/knot-rsa-open-phase.md", f"a valid trial at {s['target_cpu_us_per_query']:.1f} CPU-µs per query")
 
 
 def test_knot_tcp_finding() -> None:

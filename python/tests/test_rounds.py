@@ -287,6 +287,42 @@ def test_the_report_names_contradictions_and_shows_intervals(contradicting: Anal
     assert "<h3>Contradictions</h3>" not in clean and "no contradiction beyond the intervals" in clean
 
 
+@pytest.fixture(scope="module")
+def audited(tmp_path_factory: pytest.TempPathFactory) -> Analysis:
+    """The synthetic run edited to contradict itself the two ways the audited study did (issue
+    29): knot's plain TCP half as dear again per query as persistent, so above its DoT (TCP plus
+    TLS) and above its 1 s connections; dnsdist's TCP holding 40 % less above its idle baseline
+    at 8 000 connections, so less per connection than at 4 000."""
+    run = copy_run(tmp_path_factory.mktemp("audited"))
+    for rep in range(3):
+        edit_trial(run, est("knot", "tcp", "forever", 0.0, rep), scale_cpu(1.5))
+
+    def shrink(d: dict[str, Any]) -> None:
+        meter, idle = d["summary"]["meter"], d["summary"]["baseline_meter"]
+        for key in ("rss_bytes_mean", "cgroup_kernel_bytes_mean"):
+            meter[key] = idle[key] + 0.6 * (meter[key] - idle[key])
+
+    edit_trial(run, "memory-dnsdist-tcp-c8000-r0", shrink)
+    return analyze(run)
+
+
+def test_tcp_dearer_than_dot_and_memory_falling_are_named(audited: Analysis) -> None:
+    rows = audited.tables["consistency"].rows
+    found = {(r["flag"], r["cell"], r["against"]) for r in rows}
+    assert ("inconsistent-layering", "knot tcp forever", "knot dot forever") in found
+    assert ("inconsistent-lifetime", "knot tcp forever", "knot tcp 1s") in found
+    memory = [r for r in rows if r["flag"] == "inconsistent-memory"]
+    assert memory and all((r["target"], r["transport"]) == ("dnsdist", "tcp") for r in memory)
+    assert all(" at 8000 " in r["against"] and r["margin"] > 0 for r in memory)
+    assert all(r["against_trials"] == "memory-dnsdist-tcp-c8000-r0" for r in memory)
+    # Nothing else: every row names one of the two edits.
+    assert all("knot tcp forever" in r["cell"] or r["flag"] == "inconsistent-memory" for r in rows)
+    layered = next(r for r in rows if r["flag"] == "inconsistent-layering" and r["against"] == "knot dot forever")
+    assert layered["rounds"] == 3 and layered["low"] > 1 and layered["margin"] == pytest.approx(layered["low"] - 1)
+    tcp = next(r for r in audited.tables["trials"].rows if r["id"] == est("knot", "tcp", "forever", 0.0, 0))
+    assert "inconsistent-layering" in str(tcp["flags"]).split(";") and tcp["valid"]
+
+
 def test_a_negative_memory_slope_is_named_with_its_margin() -> None:
     """Memory that falls by 2 000 B per connection held, however many: the user fit's slope
     and interval lie below zero, checked against numpy's own least squares; the kernel's, flat

@@ -1,5 +1,6 @@
-"""Writing derived tables: ``<name>.parquet`` (pyarrow) and ``<name>.csv`` (csv module), same
-columns, same row order. A column holds one type: bool, integer, float, else text."""
+"""Derived tables' files: ``<name>.parquet`` (pyarrow) and ``<name>.csv`` (csv module), same
+columns, same row order, written; and a CSV read back typed (:func:`read_table`). A column holds
+one type: bool, integer, float, else text."""
 
 from __future__ import annotations
 
@@ -12,8 +13,9 @@ import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
 from dnscost.analysis.records import Analysis, Table
 from dnscost.analysis.tables import TEXT_COLUMNS
+from dnscost.contract import Row
 
-__all__ = ["column_type", "csv_cell", "write_tables"]
+__all__ = ["column_type", "csv_cell", "read_table", "write_tables"]
 
 
 def column_type(name: str, values: list[Any]) -> pa.DataType:
@@ -52,6 +54,30 @@ def csv_cell(value: Any) -> str:
     if isinstance(value, float):
         return repr(value)
     return str(value)
+
+
+def _cell(name: str, text: str) -> Any:
+    """A CSV cell as :func:`csv_cell` wrote it, read back."""
+    if text == "":
+        return None
+    if text in ("true", "false"):
+        return text == "true"
+    if name in TEXT_COLUMNS:
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
+def read_table(path: Path) -> list[Row]:
+    """A derived table's CSV as rows, typed back (empty cells None)."""
+    with path.open(newline="") as f:
+        return [{k: _cell(k, v) for k, v in row.items()} for row in csv.DictReader(f)]
 
 
 def _write_parquet(table: Table, path: Path) -> None:

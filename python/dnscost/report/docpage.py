@@ -1,13 +1,14 @@
 """Pages of the docs whose figures come from a stored run: a Jinja template (``docs/study.md.j2``)
-rendered with the run's derived tables (``RUN_DIR/tables/*.csv``), its run.json (or, for a run
-kept as tables only, ``run-facts.json``) and the study's published numbers, so that every number
+rendered with the run's derived tables (``RUN_DIR/tables/*.csv``), its run.json and the study's
+published numbers, so that every number
 of the page is read from the data, never typed.
 
     python -m dnscost.report.docpage docs/study.md.j2 docs/study-run docs/study.md
     python -m dnscost.report.docpage docs/study.md.j2 docs/study-run docs/study.md --check
 
 ``--check`` renders into memory and exits 1, printing the first differing lines, when the page
-on disk is not what the tables give (the docs check runs it; ``python/tests/test_docs_numbers.py``).
+on disk is not what the tables give (the docs check, ``python/tests/test_docs_numbers.py``, renders
+docs/study.md so).
 
 In the template, ``t(TABLE, key=value, ...)`` is the one row of ``TABLE`` with those values (an
 error names the table and keys when none or several match), ``rows(TABLE, ...)`` every such row,
@@ -36,8 +37,8 @@ from typing import Any
 import jinja2
 
 from dnscost.analysis.stats import fit_line
-from dnscost.analysis.stored import read_table
 from dnscost.analysis.table1 import key_match, verdict_counts
+from dnscost.analysis.write import read_table
 from dnscost.contract import Row
 from dnscost.errors import UsageError
 from dnscost.jsonl import read_records
@@ -76,13 +77,12 @@ class RunTables:
         return found[0]
 
     def facts(self) -> dict[str, Any]:
-        """run.json's facts (not its plan or trials), or ``run-facts.json`` for a run kept as tables."""
-        for name in ("run.json", "run-facts.json"):
-            path = self.dir / name
-            if path.is_file():
-                doc = json.loads(path.read_text(encoding="utf-8"))
-                return {k: v for k, v in doc.items() if k not in ("plan", "trials", "spec_toml")}
-        return {}
+        """run.json's facts (not its plan or trials); none when the directory has no run.json."""
+        path = self.dir / "run.json"
+        if not path.is_file():
+            return {}
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        return {k: v for k, v in doc.items() if k not in ("plan", "trials", "spec_toml")}
 
 
 def _number(v: Any) -> float:
@@ -138,13 +138,14 @@ def cell_words(r: Row) -> str:
         return f"{what} at {spaced(r['connections'])} idle connections"
     if r["kind"] == "search":
         return f"{what} open-loop search"
-    if r["group"] == "connections":
+    if (r.get("analysis") or r["group"]) == "connections":
         what += f" at {spaced(r['connections'])} persistent connections"
     elif r.get("lifetime"):
         what += f" {LIFETIMES.get(str(r['lifetime']), 'with lifetime ' + str(r['lifetime']))}"
     extras = [
         "RSA-2048" if r.get("cert_key") == "rsa-2048" else "",
         "resumed" if (r.get("resumption") or 0) > 0 else "",
+        "0-RTT" if (r.get("early_data") or 0) > 0 else "",
         str(r["group"]) if r["group"] not in ("connections", "establishment") else "",
     ]
     extra = ", ".join(e for e in extras if e)
@@ -152,7 +153,8 @@ def cell_words(r: Row) -> str:
 
 
 def _rounds(rounds: list[int]) -> str:
-    return "every round" if len(rounds) == 3 else f"{len(rounds)} of 3 rounds" if len(rounds) > 1 else "one round"
+    n = len(set(rounds))
+    return "every round" if n == 3 else f"{n} of 3 rounds" if n > 1 else "one round"
 
 
 def invalid_trials(rows: list[Row]) -> list[dict[str, Any]]:
