@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from dnscost.errors import UsageError
-from dnscost.report.docpage import invalid_trials, main, render_page
+from dnscost.report.docpage import InvalidGroup, invalid_trials, main, render_page
 
 CONNECTIONS = """target,transport,connections,qps_median,share_of_udp
 dnsdist,tcp,1000,116382.0,0.469
@@ -104,12 +104,8 @@ def test_invalid_trials_are_grouped_by_flags_with_their_rounds() -> None:
     rows += [trial(1, "not-persistent", transport="dot", lifetime="forever", cert_key="rsa-2048")]
     rows += [trial(0, "", valid=True), trial(2, "loss", status="failed")]
     assert invalid_trials(rows) == [
-        {"flags": "generator-bound", "n": 3, "cells": ["knot-resolver's TCP at one query per connection, every round"]},
-        {
-            "flags": "not-persistent",
-            "n": 1,
-            "cells": ["knot-resolver's DoT on persistent connections (RSA-2048), one round"],
-        },
+        InvalidGroup("generator-bound", 3, ["knot-resolver's TCP at one query per connection, every round"]),
+        InvalidGroup("not-persistent", 1, ["knot-resolver's DoT on persistent connections (RSA-2048), one round"]),
     ]
 
 

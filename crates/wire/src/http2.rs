@@ -18,204 +18,19 @@
 //! server that advertises an initial stream window smaller than the bodies would never let a
 //! POST through.
 
+mod error;
+mod frame;
 mod hpack;
+mod request;
 
-use std::fmt;
-
-/// The client connection preface (RFC 9113 §3.4).
-pub const PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
-
-const FRAME_HEADER: usize = 9;
-const DATA: u8 = 0x0;
-const HEADERS: u8 = 0x1;
-const PRIORITY: u8 = 0x2;
-const RST_STREAM: u8 = 0x3;
-const SETTINGS: u8 = 0x4;
-const PUSH_PROMISE: u8 = 0x5;
-const PING: u8 = 0x6;
-const GOAWAY: u8 = 0x7;
-const WINDOW_UPDATE: u8 = 0x8;
-const CONTINUATION: u8 = 0x9;
-
-const END_STREAM: u8 = 0x1;
-const ACK: u8 = 0x1;
-const END_HEADERS: u8 = 0x4;
-const PADDED: u8 = 0x8;
-const PRIORITY_FLAG: u8 = 0x20;
-
-const SETTINGS_HEADER_TABLE_SIZE: u16 = 0x1;
-const SETTINGS_ENABLE_PUSH: u16 = 0x2;
-const SETTINGS_MAX_CONCURRENT_STREAMS: u16 = 0x3;
-const SETTINGS_INITIAL_WINDOW_SIZE: u16 = 0x4;
-const SETTINGS_MAX_FRAME_SIZE: u16 = 0x5;
-
-/// Flow-control windows start at this size (RFC 9113 §6.9.2).
-const DEFAULT_WINDOW: u32 = 65_535;
-const MAX_WINDOW: i64 = (1 << 31) - 1;
-const MIN_FRAME_SIZE: u32 = 16_384;
-const MAX_FRAME_SIZE: u32 = (1 << 24) - 1;
-const MAX_STREAM_ID: u32 = (1 << 31) - 1;
-
-const DNS_MESSAGE: &[u8] = b"application/dns-message";
-
-/// An HTTP/2 error code (RFC 9113 §7), as sent in RST_STREAM and GOAWAY.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct ErrorCode(pub u32);
-
-impl ErrorCode {
-    pub const NO_ERROR: Self = Self(0x0);
-    pub const PROTOCOL_ERROR: Self = Self(0x1);
-    pub const INTERNAL_ERROR: Self = Self(0x2);
-    pub const FLOW_CONTROL_ERROR: Self = Self(0x3);
-    pub const SETTINGS_TIMEOUT: Self = Self(0x4);
-    pub const STREAM_CLOSED: Self = Self(0x5);
-    pub const FRAME_SIZE_ERROR: Self = Self(0x6);
-    pub const REFUSED_STREAM: Self = Self(0x7);
-    pub const CANCEL: Self = Self(0x8);
-    pub const COMPRESSION_ERROR: Self = Self(0x9);
-    pub const CONNECT_ERROR: Self = Self(0xa);
-    pub const ENHANCE_YOUR_CALM: Self = Self(0xb);
-    pub const INADEQUATE_SECURITY: Self = Self(0xc);
-    pub const HTTP_1_1_REQUIRED: Self = Self(0xd);
-
-    /// The RFC's name of the code, if it has one.
-    pub fn name(self) -> Option<&'static str> {
-        const NAMES: [&str; 14] = [
-            "NO_ERROR",
-            "PROTOCOL_ERROR",
-            "INTERNAL_ERROR",
-            "FLOW_CONTROL_ERROR",
-            "SETTINGS_TIMEOUT",
-            "STREAM_CLOSED",
-            "FRAME_SIZE_ERROR",
-            "REFUSED_STREAM",
-            "CANCEL",
-            "COMPRESSION_ERROR",
-            "CONNECT_ERROR",
-            "ENHANCE_YOUR_CALM",
-            "INADEQUATE_SECURITY",
-            "HTTP_1_1_REQUIRED",
-        ];
-        NAMES.get(self.0 as usize).copied()
-    }
-}
-
-impl fmt::Display for ErrorCode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.name() {
-            Some(name) => f.write_str(name),
-            None => write!(f, "{:#x}", self.0),
-        }
-    }
-}
+pub use error::{ErrorCode, Http2Error};
+pub use frame::PREFACE;
+use frame::*;
+pub use request::{Headers, Method, RequestTemplate};
 
 /// A stream identifier; the client's are odd and only grow.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct StreamId(pub u32);
-
-/// Why a frame could not be accepted, or why a request could not be sent.
-///
-/// The first group are connection errors: [`Client::next_event`] reports them once as
-/// [`Event::ConnectionError`], after appending a GOAWAY with [`Http2Error::code`]; the
-/// connection is then unusable. The second group are refusals of [`Client::send`] that leave
-/// the connection as it was.
-#[non_exhaustive]
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum Http2Error {
-    /// The server's first frame is not SETTINGS: the peer does not speak HTTP/2 (check that it
-    /// negotiated ALPN "h2" and that the port is the DoH one).
-    #[error("the server did not start with SETTINGS (first frame type {0:#x})")]
-    Preface(u8),
-    /// A frame larger than our SETTINGS_MAX_FRAME_SIZE, or whose length does not fit its type.
-    #[error("frame type {kind:#x} with a bad length {len}")]
-    FrameSize { kind: u8, len: usize },
-    /// A frame on a stream where its type may not be: a connection frame on a stream, a stream
-    /// frame on stream 0, or a frame on a stream the client never opened.
-    #[error("frame type {kind:#x} not allowed on stream {stream}")]
-    UnexpectedStream { kind: u8, stream: u32 },
-    /// Padding as long as the frame or longer.
-    #[error("frame type {kind:#x} padded beyond its length")]
-    Padding { kind: u8 },
-    /// PUSH_PROMISE, although our SETTINGS disabled server push.
-    #[error("PUSH_PROMISE although push is disabled")]
-    PushPromise,
-    /// A header block broken up: CONTINUATION without HEADERS before it, or another frame in
-    /// the middle of a header block.
-    #[error("header block interrupted by frame type {kind:#x} on stream {stream}")]
-    Continuation { kind: u8, stream: u32 },
-    /// A SETTINGS value out of range (including ENABLE_PUSH, which a server may not set).
-    #[error("setting {id:#x} has an invalid value {value}")]
-    Setting { id: u16, value: u32 },
-    /// The server sent more DATA than the connection window allowed, or a WINDOW_UPDATE or
-    /// SETTINGS_INITIAL_WINDOW_SIZE took a window past 2^31 - 1.
-    #[error("flow-control window exceeded")]
-    FlowControl,
-    /// A connection WINDOW_UPDATE with an increment of 0.
-    #[error("WINDOW_UPDATE with a zero increment")]
-    ZeroIncrement,
-    /// HPACK: an index in neither the static nor the dynamic table.
-    #[error("HPACK index {0} out of range")]
-    HpackIndex(u64),
-    /// HPACK: a header block that ends inside a field.
-    #[error("HPACK header block truncated")]
-    HpackTruncated,
-    /// HPACK: an integer above 2^32 - 1.
-    #[error("HPACK integer overflow")]
-    HpackInteger,
-    /// HPACK: a Huffman string with EOS in it, or padding that is not up to seven 1 bits.
-    #[error("invalid HPACK Huffman string")]
-    HpackHuffman,
-    /// HPACK: a dynamic table size update above our SETTINGS_HEADER_TABLE_SIZE, or after a
-    /// field.
-    #[error("HPACK dynamic table size update to {size} (at most {max}, at the start of a block)")]
-    HpackSizeUpdate { size: u64, max: usize },
-    /// A header block longer than [`Settings::max_header_block`].
-    #[error("header block of {0} octets or more")]
-    HeaderBlockTooLarge(usize),
-
-    /// No new stream may open: the server's SETTINGS_MAX_CONCURRENT_STREAMS are in use. Send
-    /// again once a response has come ([`Client::can_send`]).
-    #[error("the server's concurrent stream limit is reached")]
-    StreamLimit,
-    /// The body does not fit the server's flow-control windows now; send again after its next
-    /// WINDOW_UPDATE ([`Client::send_window`]).
-    #[error("a body of {needed} octets does not fit the send window of {available}")]
-    FlowControlBlocked { needed: usize, available: usize },
-    /// A GET request with a body.
-    #[error("a GET request has no body")]
-    BodyNotAllowed,
-    /// A GOAWAY was received or sent: no new stream may open on this connection.
-    #[error("the connection is going away")]
-    GoingAway,
-    /// Every stream identifier is used: open a new connection.
-    #[error("stream identifiers exhausted")]
-    StreamIdsExhausted,
-    /// The connection failed earlier with a connection error.
-    #[error("the connection failed")]
-    Closed,
-}
-
-impl Http2Error {
-    /// The code to send in GOAWAY for this error.
-    pub fn code(&self) -> ErrorCode {
-        use Http2Error as E;
-        match self {
-            E::FrameSize { .. } => ErrorCode::FRAME_SIZE_ERROR,
-            E::Setting { id: SETTINGS_INITIAL_WINDOW_SIZE, .. } | E::FlowControl => ErrorCode::FLOW_CONTROL_ERROR,
-            E::HpackIndex(_) | E::HpackTruncated | E::HpackInteger | E::HpackHuffman | E::HpackSizeUpdate { .. } => {
-                ErrorCode::COMPRESSION_ERROR
-            }
-            E::HeaderBlockTooLarge(_) => ErrorCode::ENHANCE_YOUR_CALM,
-            E::StreamLimit
-            | E::FlowControlBlocked { .. }
-            | E::BodyNotAllowed
-            | E::GoingAway
-            | E::StreamIdsExhausted
-            | E::Closed => ErrorCode::NO_ERROR,
-            _ => ErrorCode::PROTOCOL_ERROR,
-        }
-    }
-}
 
 /// What the client advertises and accepts.
 #[derive(Debug, Clone)]
@@ -273,162 +88,6 @@ pub enum Event<'a> {
     GoAway { last_stream: StreamId, code: ErrorCode },
     /// The server broke the protocol; a GOAWAY was appended and the connection is unusable.
     ConnectionError(Http2Error),
-}
-
-/// The method of a request template.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Method {
-    /// The DNS message is the body; the header block gets its content-length.
-    Post,
-    /// The DNS message is in the path (`?dns=`); no body.
-    Get,
-}
-
-/// Which header fields a request carries, and how they are encoded.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum Headers {
-    /// What DoH needs (RFC 8484 §4.1): `:method`, `:scheme`, `:authority`, `:path`, `accept`,
-    /// and for POST `content-type` and `content-length`; string literals raw, `:path` of a
-    /// POST shared.
-    #[default]
-    Minimal,
-    /// What Chromium sends for DoH (net/dns/dns_transaction.cc), in its order: the pseudo-
-    /// fields as `:method`, `:authority`, `:scheme`, `:path`, then `accept`, `accept-language:
-    /// *`, `user-agent: Chrome`, `accept-encoding: identity`, for POST `content-type`, and last
-    /// `content-length`. String literals are Huffman-coded when shorter, and Chromium's HPACK
-    /// encoder's indexing policy is kept: every field but the pseudo-fields other than
-    /// `:authority` enters the table, so `:path` is always a literal. One difference:
-    /// content-length is never indexed (Chromium's encoder indexes each length it sends).
-    Browser,
-}
-
-/// One header field of a template, its name a static-table entry.
-#[derive(Debug, Clone, Copy)]
-enum Field<'a> {
-    /// A field the static table holds whole (`:method`, `:scheme`).
-    Static(usize),
-    /// A literal; `shared` fields are the same in every request of the template and enter the
-    /// server's dynamic table.
-    Literal { name: usize, value: &'a [u8], shared: bool },
-}
-
-/// A request's header fields, HPACK-encoded once in three forms, so that sending one costs no
-/// encoding but content-length's. `:method` and `:scheme` are static-table indices. The fields
-/// every request of the template shares (see [`Headers`]) are literals that enter the server's
-/// dynamic table in the first request of a connection, and references to those entries in
-/// later ones: a few octets, as the requests of browsers and dnsperf (nghttp2) are, so that the
-/// server decodes what it decodes in practice. When the server's table is too small they are
-/// literals without indexing. A GET's `:path` (the query) is always a literal without indexing.
-#[derive(Debug, Clone)]
-pub struct RequestTemplate {
-    method: Method,
-    strings: hpack::Strings,
-    /// Identifies the shared fields: templates with the same key may use each other's entries.
-    key: u64,
-    /// Octets the shared fields take in the server's dynamic table.
-    table_size: usize,
-    insert: Vec<u8>,
-    indexed: Vec<u8>,
-    plain: Vec<u8>,
-}
-
-impl RequestTemplate {
-    /// A DoH POST to `path` at `authority`; [`Client::send`] adds content-length.
-    pub fn post(headers: Headers, authority: &str, path: &str) -> Self {
-        Self::new(Method::Post, headers, authority, path)
-    }
-
-    /// A DoH GET of `path_and_query` (the query in `?dns=`) at `authority`.
-    pub fn get(headers: Headers, authority: &str, path_and_query: &str) -> Self {
-        Self::new(Method::Get, headers, authority, path_and_query)
-    }
-
-    fn new(method: Method, headers: Headers, authority: &str, path: &str) -> Self {
-        use std::hash::{Hash, Hasher};
-        let fields = match headers {
-            Headers::Minimal => minimal_fields(method, authority.as_bytes(), path.as_bytes()),
-            Headers::Browser => browser_fields(method, authority.as_bytes(), path.as_bytes()),
-        };
-        let strings = match headers {
-            Headers::Minimal => hpack::Strings::Raw,
-            Headers::Browser => hpack::Strings::Huffman,
-        };
-        let capacity = 128 + authority.len() + path.len();
-        let (mut insert, mut indexed, mut plain) =
-            (Vec::with_capacity(capacity), Vec::with_capacity(capacity), Vec::with_capacity(capacity));
-        // Entries enter in field order, so the last shared one is dynamic index 62.
-        let shared = fields.iter().filter(|f| matches!(f, Field::Literal { shared: true, .. })).count();
-        let mut hasher = std::collections::hash_map::DefaultHasher::new();
-        let (mut table_size, mut entered) = (0, 0);
-        for field in fields {
-            match field {
-                Field::Static(index) => {
-                    for block in [&mut insert, &mut indexed, &mut plain] {
-                        hpack::put_indexed(block, index);
-                    }
-                }
-                Field::Literal { name, value, shared: true } => {
-                    hpack::put_literal(&mut plain, name, value, strings);
-                    hpack::put_literal_indexing(&mut insert, name, value, strings);
-                    hpack::put_indexed(&mut indexed, hpack::DYNAMIC_BASE + shared - 1 - entered);
-                    entered += 1;
-                    table_size += hpack::entry_size(hpack::static_name(name), value);
-                    (name, value).hash(&mut hasher);
-                }
-                Field::Literal { name, value, shared: false } => {
-                    for block in [&mut insert, &mut indexed, &mut plain] {
-                        hpack::put_literal(block, name, value, strings);
-                    }
-                }
-            }
-        }
-        RequestTemplate { method, strings, key: hasher.finish(), table_size, insert, indexed, plain }
-    }
-
-    pub fn method(&self) -> Method {
-        self.method
-    }
-}
-
-fn method_field(method: Method) -> Field<'static> {
-    Field::Static(match method {
-        Method::Post => hpack::METHOD_POST,
-        Method::Get => hpack::METHOD_GET,
-    })
-}
-
-/// [`Headers::Minimal`]'s fields.
-fn minimal_fields<'a>(method: Method, authority: &'a [u8], path: &'a [u8]) -> Vec<Field<'a>> {
-    let post = method == Method::Post;
-    let mut fields = vec![
-        method_field(method),
-        Field::Static(hpack::SCHEME_HTTPS),
-        Field::Literal { name: hpack::AUTHORITY, value: authority, shared: true },
-        Field::Literal { name: hpack::PATH, value: path, shared: post },
-        Field::Literal { name: hpack::ACCEPT, value: DNS_MESSAGE, shared: true },
-    ];
-    if post {
-        fields.push(Field::Literal { name: hpack::CONTENT_TYPE, value: DNS_MESSAGE, shared: true });
-    }
-    fields
-}
-
-/// [`Headers::Browser`]'s fields.
-fn browser_fields<'a>(method: Method, authority: &'a [u8], path: &'a [u8]) -> Vec<Field<'a>> {
-    let mut fields = vec![
-        method_field(method),
-        Field::Literal { name: hpack::AUTHORITY, value: authority, shared: true },
-        Field::Static(hpack::SCHEME_HTTPS),
-        Field::Literal { name: hpack::PATH, value: path, shared: false },
-        Field::Literal { name: hpack::ACCEPT, value: DNS_MESSAGE, shared: true },
-        Field::Literal { name: hpack::ACCEPT_LANGUAGE, value: b"*", shared: true },
-        Field::Literal { name: hpack::USER_AGENT, value: b"Chrome", shared: true },
-        Field::Literal { name: hpack::ACCEPT_ENCODING, value: b"identity", shared: true },
-    ];
-    if method == Method::Post {
-        fields.push(Field::Literal { name: hpack::CONTENT_TYPE, value: DNS_MESSAGE, shared: true });
-    }
-    fields
 }
 
 /// What our encoder knows of the server's dynamic table.
@@ -521,6 +180,18 @@ fn parse_decimal(s: &[u8]) -> Option<u64> {
     s.iter().try_fold(0u64, |n, &d| d.is_ascii_digit().then(|| n * 10 + u64::from(d - b'0')))
 }
 
+/// Where the connection is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Streams may open.
+    Open,
+    /// No stream opens any more; open ones may still complete. `last_stream`: the lowest
+    /// last-stream-ID of the server's GOAWAYs, if it sent one; `sent`: we sent GOAWAY.
+    GoingAway { last_stream: Option<u32>, sent: bool },
+    /// A connection error: a GOAWAY with its code went out, and nothing more is read or sent.
+    Failed { last_stream: Option<u32> },
+}
+
 /// An HTTP/2 client connection. See the module documentation for the flow.
 #[derive(Debug)]
 pub struct Client {
@@ -530,10 +201,9 @@ pub struct Client {
     preface_sent: bool,
     /// The server acknowledged our SETTINGS.
     acked: bool,
-    /// The server's first frame (its preface) arrived.
-    peer_settings_seen: bool,
-    /// The server's first SETTINGS were applied.
-    peer_settings_applied: bool,
+    /// The server's preface (a SETTINGS frame, its first) arrived.
+    peer_preface: bool,
+    phase: Phase,
     /// Open streams, indexed by `(id >> 1) & mask`; fewer than half the slots are in use.
     streams: Vec<Stream>,
     mask: usize,
@@ -545,11 +215,6 @@ pub struct Client {
     recv_window: i64,
     /// Octets received since the last connection WINDOW_UPDATE.
     recv_unacked: i64,
-    /// The lowest last-stream-ID of the server's GOAWAYs.
-    goaway: Option<u32>,
-    /// We sent GOAWAY.
-    closing: bool,
-    failed: bool,
     hpack: hpack::Decoder,
     /// A header block waiting for CONTINUATION: (stream, END_STREAM).
     continuation: Option<(u32, bool)>,
@@ -578,8 +243,8 @@ impl Client {
             encoder: EncoderTable { size: hpack::DEFAULT_TABLE_SIZE, update: None, newest: None },
             preface_sent: false,
             acked: false,
-            peer_settings_seen: false,
-            peer_settings_applied: false,
+            peer_preface: false,
+            phase: Phase::Open,
             streams,
             mask: 15,
             open: 0,
@@ -587,9 +252,6 @@ impl Client {
             send_window: i64::from(DEFAULT_WINDOW),
             recv_window: i64::from(DEFAULT_WINDOW),
             recv_unacked: 0,
-            goaway: None,
-            closing: false,
-            failed: false,
             hpack: hpack::Decoder::new(hpack::DEFAULT_TABLE_SIZE),
             continuation: None,
             header_block: Vec::new(),
@@ -632,9 +294,7 @@ impl Client {
     /// server's SETTINGS_MAX_CONCURRENT_STREAMS.
     #[inline]
     pub fn can_send(&self) -> bool {
-        !self.failed
-            && self.goaway.is_none()
-            && !self.closing
+        self.phase == Phase::Open
             && (self.open as u64) < u64::from(self.peer.max_concurrent_streams)
             && self.next_id <= MAX_STREAM_ID
     }
@@ -674,22 +334,24 @@ impl Client {
 
     /// The lowest last-stream-ID of the server's GOAWAYs, if it sent one.
     pub fn goaway_received(&self) -> Option<StreamId> {
-        self.goaway.map(StreamId)
+        match self.phase {
+            Phase::Open => None,
+            Phase::GoingAway { last_stream, .. } | Phase::Failed { last_stream } => last_stream.map(StreamId),
+        }
     }
 
     /// Whether a connection error ended the connection.
     pub fn is_failed(&self) -> bool {
-        self.failed
+        matches!(self.phase, Phase::Failed { .. })
     }
 
     /// Opens a stream for one request and appends its frames: HEADERS (with END_STREAM for a
     /// GET) and, for a POST, the body in DATA with END_STREAM. On error nothing is written.
     pub fn send(&mut self, req: &RequestTemplate, body: &[u8], out: &mut Vec<u8>) -> Result<StreamId, Http2Error> {
-        if self.failed {
-            return Err(Http2Error::Closed);
-        }
-        if self.goaway.is_some() || self.closing {
-            return Err(Http2Error::GoingAway);
+        match self.phase {
+            Phase::Open => {}
+            Phase::GoingAway { .. } => return Err(Http2Error::GoingAway),
+            Phase::Failed { .. } => return Err(Http2Error::Closed),
         }
         if (self.open as u64) >= u64::from(self.peer.max_concurrent_streams) {
             return Err(Http2Error::StreamLimit);
@@ -792,10 +454,13 @@ impl Client {
     /// of open streams still come.
     pub fn goaway(&mut self, out: &mut Vec<u8>) {
         self.preface(out);
-        if !self.closing && !self.failed {
-            put_goaway(out, 0, ErrorCode::NO_ERROR);
-        }
-        self.closing = true;
+        let last_stream = match self.phase {
+            Phase::Open => None,
+            Phase::GoingAway { sent: false, last_stream } => last_stream,
+            Phase::GoingAway { sent: true, .. } | Phase::Failed { .. } => return,
+        };
+        put_goaway(out, 0, ErrorCode::NO_ERROR);
+        self.phase = Phase::GoingAway { last_stream, sent: true };
     }
 
     /// Free space to read into: at least one whole frame fits.
@@ -848,7 +513,7 @@ impl Client {
     /// Feeds `bytes` through the read buffer and hands every event to `f`: for callers that
     /// already hold the octets (tests, fuzzing). Stops after a connection error.
     pub fn receive(&mut self, mut bytes: &[u8], out: &mut Vec<u8>, mut f: impl FnMut(Event<'_>)) {
-        while !bytes.is_empty() && !self.failed {
+        while !bytes.is_empty() && !self.is_failed() {
             let spare = self.spare();
             let n = spare.len().min(bytes.len());
             spare[..n].copy_from_slice(&bytes[..n]);
@@ -861,7 +526,7 @@ impl Client {
     }
 
     fn next_ready(&mut self, out: &mut Vec<u8>) -> Option<Ready> {
-        while !self.failed {
+        while !self.is_failed() {
             let avail = self.end - self.start;
             if avail < FRAME_HEADER {
                 return None;
@@ -891,7 +556,7 @@ impl Client {
     fn fail(&mut self, e: Http2Error, out: &mut Vec<u8>) -> Ready {
         self.preface(out);
         put_goaway(out, 0, e.code());
-        self.failed = true;
+        self.phase = Phase::Failed { last_stream: self.goaway_received().map(|s| s.0) };
         Ready::Error(e)
     }
 
@@ -904,11 +569,13 @@ impl Client {
         to: usize,
         out: &mut Vec<u8>,
     ) -> Result<Option<Ready>, Http2Error> {
-        if !self.peer_settings_seen {
+        if !self.peer_preface {
             if kind != SETTINGS || flags & ACK != 0 {
                 return Err(Http2Error::Preface(kind));
             }
-            self.peer_settings_seen = true;
+            // Without the setting, the server sets no limit (RFC 9113 §6.5.2).
+            self.peer_preface = true;
+            self.peer.max_concurrent_streams = u32::MAX;
         }
         if let Some((expected, _)) = self.continuation {
             if kind != CONTINUATION || stream != expected {
@@ -1193,11 +860,6 @@ impl Client {
         if !(to - from).is_multiple_of(6) {
             return Err(Http2Error::FrameSize { kind: SETTINGS, len: to - from });
         }
-        if !self.peer_settings_applied {
-            // Without the setting, the server sets no limit (RFC 9113 §6.5.2).
-            self.peer_settings_applied = true;
-            self.peer.max_concurrent_streams = u32::MAX;
-        }
         for i in (from..to).step_by(6) {
             let id = u16::from_be_bytes([self.buf[i], self.buf[i + 1]]);
             let value = read_u32(&self.buf[i + 2..i + 6]);
@@ -1264,8 +926,9 @@ impl Client {
         }
         let last = read_u32(&self.buf[from..from + 4]) & MAX_STREAM_ID;
         let code = ErrorCode(read_u32(&self.buf[from + 4..from + 8]));
-        let last = self.goaway.map_or(last, |l| l.min(last));
-        self.goaway = Some(last);
+        let last = self.goaway_received().map_or(last, |l| l.0.min(last));
+        let sent = matches!(self.phase, Phase::GoingAway { sent: true, .. });
+        self.phase = Phase::GoingAway { last_stream: Some(last), sent };
         // Streams above `last` were not and will not be processed: forget them.
         for i in 0..self.streams.len() {
             if self.streams[i].id > last {
@@ -1310,33 +973,6 @@ impl Client {
         }
         Ok(None)
     }
-}
-
-#[inline]
-fn read_u32(b: &[u8]) -> u32 {
-    u32::from_be_bytes([b[0], b[1], b[2], b[3]])
-}
-
-#[inline]
-fn put_frame_header(out: &mut Vec<u8>, len: usize, kind: u8, flags: u8, stream: u32) {
-    let s = stream.to_be_bytes();
-    out.extend_from_slice(&[(len >> 16) as u8, (len >> 8) as u8, len as u8, kind, flags, s[0], s[1], s[2], s[3]]);
-}
-
-fn put_rst_stream(out: &mut Vec<u8>, stream: u32, code: ErrorCode) {
-    put_frame_header(out, 4, RST_STREAM, 0, stream);
-    out.extend_from_slice(&code.0.to_be_bytes());
-}
-
-fn put_goaway(out: &mut Vec<u8>, last_stream: u32, code: ErrorCode) {
-    put_frame_header(out, 8, GOAWAY, 0, 0);
-    out.extend_from_slice(&last_stream.to_be_bytes());
-    out.extend_from_slice(&code.0.to_be_bytes());
-}
-
-fn put_window_update(out: &mut Vec<u8>, stream: u32, increment: u32) {
-    put_frame_header(out, 4, WINDOW_UPDATE, 0, stream);
-    out.extend_from_slice(&increment.to_be_bytes());
 }
 
 /// Writes `n` in decimal at the end of `digits`; returns how many digits.

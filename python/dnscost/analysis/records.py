@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from dnscost.contract import RunRecord, TrialRecord
+from dnscost.contract import Row, RunRecord, TrialRecord
 
 __all__ = ["Analysis", "Table"]
 
@@ -16,7 +16,7 @@ class Table:
 
     name: str
     columns: list[str]
-    rows: list[dict[str, Any]] = field(default_factory=list)
+    rows: list[Row] = field(default_factory=list)
 
     def column(self, name: str) -> list[Any]:
         """One column's values, in row order."""

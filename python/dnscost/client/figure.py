@@ -6,12 +6,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
+
+from dnscost.contract import Row
 
 __all__ = ["COLOURS", "draw_times"]
 
@@ -21,7 +22,7 @@ COLOURS = {
 }  # fmt: skip
 
 
-def draw_times(rows: Sequence[dict[str, Any]], out: Path, stem: str = "response-times") -> list[Path]:
+def draw_times(rows: Sequence[Row], out: Path, stem: str = "response-times") -> list[Path]:
     """One panel per preset: the CDF of response times of every (transport, cache); returns the
     files written (SVG and PNG)."""
     presets = list(dict.fromkeys(r["preset"] for r in rows))

@@ -31,7 +31,7 @@ from typing import Any
 from dnscost.analysis.hdr import cdf, decode, quantile
 from dnscost.certs import make_tls
 from dnscost.client.presets import Preset
-from dnscost.contract import EngineConfig, SummaryRecord, UdpRetry
+from dnscost.contract import EngineConfig, Row, SummaryRecord, UdpRetry
 from dnscost.engine import Responder, generate, summary_of
 from dnscost.errors import DnscostError, UsageError
 from dnscost.observe.lab import SERVER_ADDRESS, UPSTREAM_ADDRESS, Lab
@@ -220,7 +220,7 @@ def _row(preset: str, cache: str, transport: str, summary: SummaryRecord, before
     }
 
 
-def rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
+def rows(doc: dict[str, Any]) -> list[Row]:
     """``times.json``'s rows with their CDFs and quantiles recomputed from the histograms."""
     out = []
     for r in doc["rows"]:

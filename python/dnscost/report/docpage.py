@@ -31,6 +31,7 @@ import sys
 import time
 import traceback
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +47,7 @@ from dnscost.meter.energy import CpuPowerModel
 from dnscost.study import published
 from dnscost.transports import display_name
 
-__all__ = ["RunTables", "invalid_trials", "main", "render_page"]
+__all__ = ["InvalidGroup", "RunTables", "invalid_trials", "main", "render_page"]
 
 
 class RunTables:
@@ -157,9 +158,18 @@ def _rounds(rounds: list[int]) -> str:
     return "every round" if n == 3 else f"{n} of 3 rounds" if n > 1 else "one round"
 
 
-def invalid_trials(rows: list[Row]) -> list[dict[str, Any]]:
-    """The trials measured but invalid, grouped by their flags, most first: ``flags``, ``n`` and
-    ``cells`` (each cell's words and the rounds it was invalid in)."""
+@dataclass(frozen=True)
+class InvalidGroup:
+    """Trials measured but invalid that share their flags."""
+
+    flags: str
+    n: int
+    cells: list[str]
+    """Each cell's words and the rounds it was invalid in."""
+
+
+def invalid_trials(rows: list[Row]) -> list[InvalidGroup]:
+    """The trials measured but invalid, grouped by their flags, most first."""
     groups: dict[str, dict[str, list[int]]] = {}
     for r in rows:
         if r["status"] == "done" and not r["valid"]:
@@ -167,8 +177,8 @@ def invalid_trials(rows: list[Row]) -> list[dict[str, Any]]:
     out = []
     for flags, cells in groups.items():
         words = [f"{cell}, {_rounds(rounds)}" for cell, rounds in cells.items()]
-        out.append({"flags": flags, "n": sum(len(v) for v in cells.values()), "cells": words})
-    return sorted(out, key=lambda g: (-g["n"], g["flags"]))
+        out.append(InvalidGroup(flags, sum(len(v) for v in cells.values()), words))
+    return sorted(out, key=lambda g: (-g.n, g.flags))
 
 
 def span(values: list[Any], digits: int = 1) -> str:

@@ -7,6 +7,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from dnscost.contract import Row
+
 __all__ = ["format_headline"]
 
 
@@ -66,7 +68,7 @@ def _resumed_share(handshakes: dict[str, Any]) -> str:
 
 
 def format_headline(
-    rows: list[dict[str, Any]], contradictions: Sequence[dict[str, Any]] = (), clients: Sequence[dict[str, Any]] = ()
+    rows: list[dict[str, Any]], contradictions: Sequence[Row] = (), clients: Sequence[Row] = ()
 ) -> list[str]:
     """Per target: CPU per query (the primary figure, with capacity per core), measured qps,
     ratios to UDP and to persistent connections, handshake costs, memory per connection, real
