@@ -38,7 +38,7 @@ from dnscost.contract import (
     TrialRecord,
 )
 from dnscost.spec import Group, Spec, lifetime_fields, load_share
-from dnscost.targets import adapter
+from dnscost.targets import served as served_by
 from dnscost.targets.place import label_of
 from dnscost.transports import TLS_TRANSPORTS
 
@@ -312,7 +312,7 @@ def expand(spec: Spec) -> list[TrialPlan]:
         if target == "external":
             served = tuple(spec.external.parsed()) if spec.external is not None else ()
         else:
-            served = tuple(adapter(target).transports)
+            served = served_by(target)
         trials = [
             t
             for g in spec.groups

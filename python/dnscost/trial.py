@@ -33,7 +33,7 @@ from dnscost.network import (
     softnet_delta,
 )
 from dnscost.results import write_json
-from dnscost.targets import adapter, make_target
+from dnscost.targets import adapter, make_target, served
 from dnscost.targets.base import Target, free_port
 from dnscost.targets.external import EXTERNAL, ExternalSettings, ExternalTarget, pid_affinity
 from dnscost.transports import STREAM_TRANSPORTS
@@ -81,8 +81,9 @@ class LoadSettings:
     external: ExternalSettings | None = None
     """With target ``external``: the operator's server (dnscost.targets.external)."""
 
-    def validate(self) -> None:
-        """Fails early, before anything starts, on settings that cannot be run."""
+    def validate(self, *, load: bool = True) -> None:
+        """Fails early, before anything starts, on settings that cannot be run (``load``
+        False: only the bed's, for a target started without a trial)."""
         check_network(self.network)
         if self.target == EXTERNAL:
             if self.external is None:
@@ -97,7 +98,7 @@ class LoadSettings:
                     f"external target: --network {self.network} is not possible (dnscost places only its own targets)"
                 )
         else:
-            check_target(self.target, self.transport)
+            check_target(self.target, self.transport, self.engine.get("doh_method") if load else "get")
         if set(self.target_cpus) & set(self.generator_cpus):
             raise UsageError(f"target CPUs {self.target_cpus} and generator CPUs {self.generator_cpus} overlap")
         if not self.generator_cpus:
@@ -196,12 +197,15 @@ class Testbed:
             self.network.remove()
 
 
-def check_target(name: str, transport: str) -> None:
+def check_target(name: str, transport: str, doh_method: str | None = None) -> None:
     """Fails early, before anything starts, on a target or transport that cannot be run."""
 
-    cls = adapter(name)
-    if transport not in cls.transports:
-        raise UsageError(f"{name} does not serve {transport} (it serves {', '.join(cls.transports)})")
+    transports = served(name)
+    if transport not in transports:
+        raise UsageError(f"{name} does not serve {transport} (it serves {', '.join(transports)})")
+    lost = adapter(name).doh3_post_lost
+    if transport == "doh3" and (doh_method or "post") == "post" and lost:
+        raise UsageError(f"{name} over doh3: {lost}; load it with --doh-method get")
 
 
 def fill_cache(
@@ -231,6 +235,8 @@ def fill_cache(
             "timeout_ms": 2000,
             **_tls_options(transport, target, ep),
         }
+        if transport == "doh3" and target.doh3_post_lost:
+            config["doh_method"] = "get"
         generate(config, workdir, cpus=cpus, name=f"fill-{transport}", exec_prefix=exec_prefix)
 
     with ThreadPoolExecutor(max_workers=max(1, len(transports))) as pool:

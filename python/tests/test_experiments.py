@@ -40,6 +40,12 @@ def test_shipped_specs_are_valid() -> None:
             with pytest.raises(UsageError, match=r"a client spec .* run it with dnscost client run"):
                 load_spec(path)
             continue
+        if path.name == "dnsdist-quic.toml" and not Path("roots/trixie/opt/dnsdist-quic").exists():
+            # It names a build scripts/build-target makes on demand (ten minutes: not in CI),
+            # relative to the directory it is run from (the repository's root).
+            with pytest.raises(UsageError, match=r"roots/trixie/opt/dnsdist-quic does not exist"):
+                load_spec(path)
+            continue
         spec = load_spec(path)
         assert expand(spec), path
     assert {p.name for p in EXPERIMENTS.glob("*.toml")} >= {"study.toml", "study-quick.toml"}

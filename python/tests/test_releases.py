@@ -18,9 +18,9 @@ import pytest
 from conftest import need
 from dnscost.errors import UsageError
 from dnscost.proc import _live
-from dnscost.targets import target_name
+from dnscost.targets import served, target_name
 from dnscost.targets.knot import kresd_counters, parse_kresd_table
-from dnscost.targets.place import label_of
+from dnscost.targets.place import MANIFEST, Build, label_of
 from dnscost.targets.roots import roots_dir, set_roots_dir
 from dnscost.trial import LoadSettings, run_trial
 
@@ -55,6 +55,34 @@ def test_kresd_6_counters_are_nested_tables() -> None:
         c = kresd_counters(text, "")
         assert (c.answers, c.cache_hits) == (906, 514)
     assert kresd_counters(nested, "").queries == 906  # request.total less request.internal
+
+
+def test_a_build_says_what_it_serves_and_one_in_a_root_runs_there(tmp_path: Path) -> None:
+    """A build's transports come from its binary (dnsdist lists dns-over-quic and dns-over-http3
+    among its features when built with quiche); a build inside a release root (what
+    ``scripts/build-target`` makes) is found there and its programs run in that root."""
+    exe = tmp_path / "plain" / "bin" / "dnsdist"
+    exe.parent.mkdir(parents=True)
+    exe.write_text(
+        "#!/bin/sh\necho 'dnsdist 1.9.16'\necho 'Enabled features: dns-over-tls(openssl) dns-over-https(nghttp2)'\n"
+    )
+    exe.chmod(0o755)
+    assert served(f"dnsdist@{exe.parent.parent}") == ("udp", "tcp", "dot", "doh")
+    exe.write_text(exe.read_text().replace("dns-over-tls", "dns-over-quic dns-over-http3 dns-over-tls"))
+    assert served(f"dnsdist@{exe}") == ("udp", "tcp", "dot", "doh", "doq", "doh3")
+    assert served("dnsdist") == served("dnsdist@trixie") == ("udp", "tcp", "dot", "doh")  # Debian: no quiche
+    assert Build.at(exe).root is None
+    root = tmp_path / "roots" / "trixie"
+    prefix = root / "opt" / "dnsdist-quic"
+    (prefix / "bin").mkdir(parents=True)
+    shutil.copy2(exe, prefix / "bin" / "dnsdist")
+    (root / MANIFEST).write_text(json.dumps({"release": "trixie", "mirror": "m", "created": "c", "packages": {}}))
+    build = Build.at(prefix)
+    assert build.root is not None and build.root.path == root
+    assert build.find("dnsdist", "dnsdist", "dnsdist") == "/opt/dnsdist-quic/bin/dnsdist"  # as seen in the root
+    assert build.wrap(["dnsdist"])[-2:] == ["--", "dnsdist"]
+    assert str(root) in build.wrap(["dnsdist"])
+    assert build.describe() == {"place": "build", "path": str(prefix), "release": "trixie", "root": str(root)}
 
 
 def _one_line(argv: list[str], env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

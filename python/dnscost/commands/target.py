@@ -18,8 +18,8 @@ from pathlib import Path
 from dnscost.argtypes import cpu_list
 from dnscost.certs import DEFAULT_KEY_TYPE, KEY_TYPES
 from dnscost.errors import DnscostError, MachineError, UsageError
-from dnscost.targets import PACKAGED, TARGETS, Target, target_name
-from dnscost.targets.place import RELEASES, Host, Root, label_of
+from dnscost.targets import PACKAGED, TARGETS, Target, served, target_name
+from dnscost.targets.place import BUILD_MARKER, RELEASES, Build, Host, Place, Root, label_of
 from dnscost.targets.roots import package_of, prepare, read_manifest, roots_dir
 
 __all__ = ["LISTED_RELEASES", "add_parser", "add_roots_option", "list_rows", "main"]
@@ -91,10 +91,22 @@ def list_rows() -> list[tuple[str, str, str, str]]:
                 continue
             version = _version(cls, Root(roots_dir() / release, release))
             rows.append((token, version, ",".join(cls.transports), f"root {roots_dir() / release} ({pkg})"))
+    # Builds scripts/build-target installed into a root (each with a dnscost-build.json).
+    for marker in sorted(roots_dir().glob(f"*/opt/*/{BUILD_MARKER}")) if roots_dir().is_dir() else []:
+        name = str(json.loads(marker.read_text()).get("target", ""))
+        if name not in TARGETS:
+            continue
+        token = f"{name}@{marker.parent}"
+        place = Build.at(marker.parent)
+        try:
+            transports = ",".join(TARGETS[name].served_in(place))
+        except DnscostError as e:
+            transports = f"? ({e})"
+        rows.append((token, _version(TARGETS[name], place), transports, f"build in the {marker.parts[-4]} root"))
     return rows
 
 
-def _version(cls: type[Target], place: Root | None) -> str:
+def _version(cls: type[Target], place: Place | None) -> str:
     try:
         return cls.version_in(place or Host())
     except DnscostError as e:
@@ -129,7 +141,7 @@ def cmd_start(a: argparse.Namespace) -> int:
 
     workdir = a.dir or Path("results", "targets", f"{new_run_id()}-{label_of(a.name)}").resolve()
     transports = a.transports.split(",") if a.transports else None
-    first = transports[0] if transports else TARGETS[target_name(a.name).base].transports[0]
+    first = transports[0] if transports else served(a.name)[0]
     settings = LoadSettings(
         target=a.name,
         transport=first,  # the bed serves every one of `transports`; a trial's settings name one
@@ -140,7 +152,7 @@ def cmd_start(a: argparse.Namespace) -> int:
         fill=not a.no_fill,
         cert_key=a.cert_key,
     )
-    settings.validate()
+    settings.validate(load=False)
     bed, info = start_bed(settings, workdir, transports=transports)
     target = bed.target
     try:

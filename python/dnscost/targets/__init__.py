@@ -26,7 +26,18 @@ from dnscost.targets.place import Build, Host, Place, TargetName
 from dnscost.targets.roots import root_of
 from dnscost.targets.unbound import Unbound
 
-__all__ = ["PACKAGED", "TARGETS", "Counters", "Target", "adapter", "locate", "make_target", "place_of", "target_name"]
+__all__ = [
+    "PACKAGED",
+    "TARGETS",
+    "Counters",
+    "Target",
+    "adapter",
+    "locate",
+    "make_target",
+    "place_of",
+    "served",
+    "target_name",
+]
 
 TARGETS: dict[str, type[Target]] = {
     cls.name: cls for cls in (Dnsdist, KnotResolver, Unbound, Bind9, PdnsRecursor, Builtin, Coredns)
@@ -49,6 +60,14 @@ def adapter(text: str) -> type[Target]:
     return TARGETS[target_name(text).base]
 
 
+def served(text: str) -> tuple[str, ...]:
+    """The transports the target named ``text`` serves: a build is asked (its binary's
+    features); Debian's packages, at every release, serve their adapter's."""
+    name = target_name(text)
+    cls = TARGETS[name.base]
+    return cls.served_in(Build.at(name.build)) if name.build is not None else cls.transports
+
+
 def place_of(text: str) -> Place:
     """Where the programs of the target named ``text`` come from (a missing release root: one
     line naming the command that makes it)."""
@@ -56,7 +75,7 @@ def place_of(text: str) -> Place:
     if name.release is not None:
         return root_of(name, TARGETS[name.base].package or name.base)
     if name.build is not None:
-        return Build(name.build)
+        return Build.at(name.build)
     return Host()
 
 

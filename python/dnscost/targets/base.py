@@ -131,6 +131,9 @@ class Target(ABC):
     """Per transport, the accept queue of a listener the kernel does not hold (a QUIC stack's
     own queue of handshaken connections waiting for the server to take them), where it is
     fixed in the server's code; a listener the kernel holds is read from it instead."""
+    doh3_post_lost: ClassVar[str | None] = None
+    """Why the server loses DoH/3 POST queries as dnscost's engine sends them, if it does: its
+    DoH/3 is then probed and must be loaded with GET (a trial with POST is refused)."""
     unchecked: ClassVar[tuple[str, ...]] = ()
     """Validity checks its trials cannot run (``dnscost.validity.UNCHECKED``), recorded in each
     trial's ``validity.unchecked``."""
@@ -150,26 +153,27 @@ class Target(ABC):
         place: Place | None = None,
         token: str | None = None,
     ) -> None:
-        unsupported = set(transports or ()) - set(self.transports)
+        self.place: Place = place or Host()
+        """Where its programs come from: the host, a release root or an own build."""
+        self.token = token or self.name
+        """The name the user gave (``dnsdist``, ``dnsdist@trixie``, ``dnsdist@/opt/dnsdist``)."""
+        served = self.served_in(self.place)
+        unsupported = set(transports or ()) - set(served)
         if unsupported:
             raise UsageError(
-                f"{self.name} does not serve {', '.join(sorted(unsupported))} (it serves {', '.join(self.transports)})"
+                f"{self.token} does not serve {', '.join(sorted(unsupported))} (it serves {', '.join(served)})"
             )
         self.workdir = workdir
         self.cpus = list(cpus)
         self.tls = tls
         self.upstream = upstream
-        self.wanted = tuple(transports or self.transports)
+        self.wanted = tuple(transports or served)
         self.tld = tld
         self.synthetic = synthetic
         self.host = host
         """The address it listens on (127.0.0.1, or its side of a veth pair)."""
         self.exec_prefix = list(exec_prefix)
         """A command prefix that starts it in its network namespace (see dnscost.network)."""
-        self.place: Place = place or Host()
-        """Where its programs come from: the host, a release root or an own build."""
-        self.token = token or self.name
-        """The name the user gave (``dnsdist``, ``dnsdist@trixie``, ``dnsdist@/opt/dnsdist``)."""
         self._major: int | None = None
         self.endpoints: dict[str, Endpoint] = {}
         self.cgroup: Cgroup | None = None
@@ -192,6 +196,12 @@ class Target(ABC):
             m = re.match(r"\D*(\d+)", self.version())
             self._major = int(m.group(1)) if m else 0
         return self._major
+
+    @classmethod
+    def served_in(cls, place: Place) -> tuple[str, ...]:
+        """The transports the server in ``place`` serves: the adapter's, unless a build says it
+        serves fewer or more (dnsdist built with quiche adds doq and doh3)."""
+        return cls.transports
 
     @classmethod
     def version_in(cls, place: Place) -> str:
@@ -317,6 +327,8 @@ class Target(ABC):
             argv += ["--sni", str(tls["sni"])]
         if transport in ("doh", "doh3") and ep.path:
             argv += ["--doh-path", ep.path]
+        if transport == "doh3" and self.doh3_post_lost:
+            argv += ["--doh-method", "get"]
         out = subprocess.run(argv, capture_output=True, text=True, timeout=10, check=False)
         said = [line.strip() for line in out.stderr.splitlines() if line.strip()]
         reason = said[-1].removeprefix("dnscost-engine: ").removeprefix("no query was answered: ") if said else ""

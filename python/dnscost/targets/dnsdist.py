@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import secrets
+import socket
+from typing import ClassVar
 
 from dnscost.engine import Endpoint
 from dnscost.errors import TargetError, UsageError
@@ -16,8 +18,10 @@ from dnscost.targets._util import (
     int_items,
     lua_str,
     sum_of,
+    version_of,
 )
 from dnscost.targets.base import Counters, Target, free_port
+from dnscost.targets.place import Build, Place
 
 __all__ = ["Dnsdist", "parse_dnsdist_stats"]
 
@@ -60,6 +64,20 @@ class Dnsdist(Target):
     transports = ("udp", "tcp", "dot", "doh")
     version_flags = ("--version",)
     version_pattern = r"dnsdist (\S+)"
+    doh3_post_lost = (
+        "dnsdist drops a POST whose stream ends in a packet after its body (docs/findings/dnsdist-doh3-post.md)"
+    )
+    quic_features: ClassVar[dict[str, str]] = {"doq": "dns-over-quic", "doh3": "dns-over-http3"}
+    """What ``dnsdist --version`` lists among its enabled features when it was built with quiche
+    (1.9 and later; Debian builds it without: ``scripts/build-target dnsdist-quic`` builds one)."""
+
+    @classmethod
+    def served_in(cls, place: Place) -> tuple[str, ...]:
+        if not isinstance(place, Build):  # Debian's packages: no quiche in any release
+            return cls.transports
+        exe = place.find(cls.binary, cls.name, cls.package)
+        features = version_of(place.wrap([exe, "--version"]), r"Enabled features:(.*)", cls.name).split()
+        return cls.transports + tuple(t for t, f in cls.quic_features.items() if f in features)
 
     _api_key = ""
     _web_port = 0
@@ -100,6 +118,14 @@ class Dnsdist(Target):
             doh_opts = opts(f', minTLSVersion="tls1.2", idleTimeout={IDLE_TIMEOUT_S}')
             lines += [f'addDOHLocal("{self.host}:{port}", {cert}, {key}, "/dns-query", {doh_opts})' for _ in range(n)]
             self.endpoints["doh"] = Endpoint("doh", self.host, port, "/dns-query")
+        # QUIC listeners (a build with quiche): the idle timeout as for the others; DoH3 answers
+        # on any path.
+        quic_opts = opts(f", idleTimeout={IDLE_TIMEOUT_S}").replace(f", tcpListenQueueSize={LISTEN_BACKLOG}", "")
+        for t, add in (("doq", "addDOQLocal"), ("doh3", "addDOH3Local")):
+            if t in self.wanted:
+                port = free_port(socket.SOCK_DGRAM)
+                lines += [f'{add}("{self.host}:{port}", {cert}, {key}, {quic_opts})' for _ in range(n)]
+                self.endpoints[t] = Endpoint(t, self.host, port, "/dns-query" if t == "doh3" else None)
         up = self.upstream
         lines += [
             "-- The upstream answers the synthetic TLD; health-checked every second (REFUSED counts as up).",

@@ -25,6 +25,7 @@ from dnscost.errors import MachineError, UsageError
 from dnscost.targets._util import find_binary
 
 __all__ = [
+    "BUILD_MARKER",
     "MANIFEST",
     "RELEASES",
     "Build",
@@ -39,6 +40,10 @@ __all__ = [
 
 MANIFEST = "dnscost-root.json"
 """The file in a release root that says what it holds (written last by ``dnscost target prepare``)."""
+
+BUILD_MARKER = "dnscost-build.json"
+"""The file in the prefix of a build ``scripts/build-target`` installed into a release root
+(``ROOT/opt/NAME``): the target, its source and how it was configured."""
 
 _BIN_DIRS = ("usr/sbin", "usr/bin", "sbin", "bin", "usr/local/sbin", "usr/local/bin")
 
@@ -163,29 +168,57 @@ def read_manifest(root: Path) -> Manifest | None:
 class Build(Place):
     """A developer's own build: ``path`` is the server's binary, or an install prefix holding it in
     ``sbin/`` or ``bin/``. Helper programs (``unbound-control``, ``rec_control``) are taken
-    beside it, else from the host."""
+    beside it, else from the host. A build inside a release root (``scripts/build-target``
+    installs one there, linked against that release's libraries) runs in that root
+    (:meth:`at` finds it)."""
 
     path: Path
+    root: Root | None = None
+    """The release root the build lies in, if any: its programs run there under ``chroot``."""
+
+    @classmethod
+    def at(cls, path: Path) -> Build:
+        """The build at ``path``, in the release root that holds it if one does."""
+        for d in path.parents:
+            manifest = read_manifest(d)
+            if manifest is not None:
+                return cls(path, Root(d, manifest.release))
+        return cls(path)
 
     def _dirs(self) -> list[Path]:
         if self.path.is_file():
             return [self.path.parent]
         return [self.path / "sbin", self.path / "bin", self.path]
 
+    def _seen(self, p: Path) -> str:
+        """``p`` as the build's processes see it (inside its root, if it has one)."""
+        return "/" + str(p.relative_to(self.root.path)) if self.root is not None else str(p)
+
     def find(self, binary: str, target: str, package: str | None) -> str:
         if self.path.is_file() and os.access(self.path, os.X_OK) and self.path.name == binary:
-            return str(self.path)
+            return self._seen(self.path)
         for d in self._dirs():
             candidate = d / binary
             if candidate.is_file() and os.access(candidate, os.X_OK):
-                return str(candidate)
+                return self._seen(candidate)
+        if self.root is not None:
+            return self.root.find(binary, target, package)
         if self.path.is_file():
             # A helper the build does not carry: the host's (same protocol, mostly).
             return find_binary(binary, target, package)
         raise MachineError(f"{target}@{self.path}: no executable {binary} in {self.path} (nor in its sbin/ or bin/)")
 
+    def wrap(self, argv: Sequence[str], shared: Sequence[Path] = ()) -> list[str]:
+        return self.root.wrap(argv, shared) if self.root is not None else list(argv)
+
+    def cleanup(self) -> None:
+        if self.root is not None:
+            self.root.cleanup()
+
     def describe(self) -> TargetPlace:
-        return {"place": "build", "path": str(self.path)}
+        if self.root is None:
+            return {"place": "build", "path": str(self.path)}
+        return {"place": "build", "path": str(self.path), "release": self.root.release, "root": str(self.root.path)}
 
 
 def _outermost(paths: Sequence[Path]) -> list[Path]:
