@@ -6,7 +6,15 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-__all__ = ["DATAGRAM_TRANSPORTS", "STREAM_TRANSPORTS", "TLS_TRANSPORTS", "TRANSPORTS", "Transport", "display_name"]
+__all__ = [
+    "DATAGRAM_TRANSPORTS",
+    "QUIC_TRANSPORTS",
+    "STREAM_TRANSPORTS",
+    "TLS_TRANSPORTS",
+    "TRANSPORTS",
+    "Transport",
+    "display_name",
+]
 
 
 class Transport(StrEnum):
@@ -39,6 +47,8 @@ TRANSPORTS: tuple[str, ...] = tuple(t.value for t in Transport)
 TLS_TRANSPORTS: tuple[str, ...] = ("dot", "doh", "doq", "doh3")
 DATAGRAM_TRANSPORTS: tuple[str, ...] = ("udp", "doq", "doh3")
 """The transports over UDP datagrams (QUIC's included)."""
+QUIC_TRANSPORTS: tuple[str, ...] = ("doq", "doh3")
+"""The transports over QUIC: a server holds them all on one UDP socket."""
 STREAM_TRANSPORTS: tuple[str, ...] = ("tcp", "dot", "doh")
 """The transports over TCP connections, which the kernel counts (``Tcp: PassiveOpens``)."""
 

@@ -15,6 +15,7 @@ from dnscost import validity as V
 from dnscost.contract import CounterReading, MeterSummary, SummaryContextRecord, TrialSummary, Wire
 from dnscost.meter import summary as meter_summary
 from dnscost.meter.energy import CpuPowerModel
+from dnscost.transports import QUIC_TRANSPORTS
 
 __all__ = [
     "SUMMARY_VERSION",
@@ -168,9 +169,12 @@ def summarize_trial(
         generator_seen, generator_cores = True, ctx.generator_cores
 
     # Connections the target held, counted on its side (its sockets on its ports, from ss in
-    # its namespace) less those it held idle (its listeners).
+    # its namespace) less those it held idle (its listeners). A QUIC server keeps no socket per
+    # connection (one UDP socket holds them all): there, the engine's count of open connections.
     held_now, held_idle = window["sockets_mean"], baseline["sockets_mean"]
     connections_held = held_now - held_idle if held_now is not None and held_idle is not None else None
+    if config["transport"] in QUIC_TRANSPORTS:
+        connections_held = active
 
     def per_connection(
         level: Literal["rss_bytes_mean", "cgroup_kernel_bytes_mean", "tcp_bytes_mean", "socket_buffer_bytes_mean"],

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from pathlib import Path
 
 import dns.message
@@ -90,3 +91,29 @@ def test_serve_answers_dnspython_over_http3(tmp_path: Path) -> None:
     assert len(conns) == 2, conns
     for c in conns:
         assert (c["transport"], c["handshake"], c["queries"], c["answers"]) == ("doh3", "full", 1, 1), c
+
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+
+
+def doh3_post_fin(port: int) -> dict[str, str]:
+    """What ``bench/doh3-post-fin`` (aioquic) got for each way of sending a query: way -> result."""
+    out = subprocess.run(
+        [sys.executable, str(BENCH / "doh3-post-fin"), f"127.0.0.1:{port}", "--timeout", "1"],
+        capture_output=True, text=True, timeout=60, check=True,
+    )  # fmt: skip
+    return dict(line.split(None, 1) for line in out.stdout.splitlines())
+
+
+def test_serve_answers_a_doh3_post_whose_fin_comes_alone(tmp_path: Path) -> None:
+    """The responder answers a POST whatever packet ends its stream (dnsdist's DoH/3 does not:
+    docs/findings/dnsdist-doh3-post.md); the reproducer's three ways, from aioquic."""
+    proc, port = _serve(tmp_path, "doh3://127.0.0.1:0/dns-query")
+    try:
+        got = doh3_post_fin(port)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    assert got == dict.fromkeys(("post-fin-with-body", "post-fin-alone", "get"), "HTTP 200, NOERROR"), got
+    conns = [json.loads(x) for x in (tmp_path / "connections.jsonl").read_text().splitlines()]
+    assert [(c["queries"], c["answers"]) for c in conns] == [(1, 1)] * 3, conns

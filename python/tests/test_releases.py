@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -194,3 +195,49 @@ def test_own_build_is_a_copied_binary(root: None, tmp_path: Path) -> None:
     trial_dir = next(out.glob("trials/*"))
     assert trial_dir.name == f"load-{label_of('dnsdist@' + str(build / 'dnsdist'))}-dot"
     assert f"{build / 'dnsdist'} --supervised" in (trial_dir / "target" / "dnsdist.conf").read_text()
+
+
+QUIC_BUILD = ROOTS / "trixie" / "opt" / "dnsdist-quic"
+
+
+@pytest.mark.resolver
+def test_dnsdist_built_with_quiche_serves_doq_and_doh3_in_its_root(root: None, tmp_path: Path) -> None:
+    """The build scripts/build-target makes (ten minutes: made on demand, not by the suite)
+    runs in the trixie root: a DoQ and a DoH/3 trial, each answer counted by dnsdist too; its
+    DoH/3 drops a POST whose FIN comes alone, seen from aioquic (bench/doh3-post-fin)."""
+    need(QUIC_BUILD.is_dir(), f"no dnsdist-quic build in {ROOTS}: scripts/build-target dnsdist-quic")
+    from test_quic import doh3_post_fin
+
+    target = f"dnsdist@{QUIC_BUILD}"
+    set_roots_dir(ROOTS)
+    try:
+        for transport in ("doq", "doh3"):
+            settings = LoadSettings(
+                target,
+                transport,
+                {"rate": 1000, "duration_ms": 2000, "warmup_ms": 500, "connections": 4, "doh_method": "get"},
+                names=2000,
+                baseline_s=0.5,
+            )
+            record = run_trial(settings, tmp_path / transport)
+            v = record["summary"]["validity"]
+            assert record["status"] == "done" and record["target_place"]["release"] == "trixie", record
+            assert v["target_answered"] is not None and v["answer_count_agreement"] >= 0.99, v
+    finally:
+        set_roots_dir(None)
+    with pytest.raises(UsageError, match=r"over doh3: dnsdist drops a POST .* --doh-method get$"):
+        LoadSettings(target, "doh3").validate()
+    start = [*DNSCOST, "target", "start", "--roots", str(ROOTS), target, "--transports", "doh3"]
+    started = subprocess.Popen([*start, "--dir", str(tmp_path / "s")], stdout=subprocess.PIPE, text=True)
+    try:
+        assert started.stdout is not None
+        lines: list[str] = []
+        while not lines or lines[-1] not in ("}\n", ""):  # its JSON ends with a line "}" (EOF: it failed)
+            lines.append(started.stdout.readline())
+        doc = json.loads("".join(lines))
+        got = doh3_post_fin(int(doc["endpoints"]["doh3"].rsplit(":", 1)[1]))
+    finally:
+        started.send_signal(signal.SIGINT)
+        started.wait(timeout=30)
+    assert got == {"post-fin-with-body": "HTTP 200, NOERROR", "post-fin-alone": "no answer in 1 s",
+                   "get": "HTTP 200, NOERROR"}, got  # fmt: skip

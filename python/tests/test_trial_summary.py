@@ -319,3 +319,15 @@ def test_cpu_below_the_meter_s_ticks_is_unresolved_not_zero() -> None:
     # A cgroup's total has no tick: a small CPU time is measured; an idle trial measures memory.
     assert "cpu-unresolved" not in _flags(_records(), _samples(target_busy=0.001, generator_busy=0.5))
     assert "cpu-unresolved" not in _flags(_records(rate="once"), _proc_samples(0.0))
+
+
+def test_a_quic_server_s_connections_are_the_engine_s_count() -> None:
+    """A QUIC server holds every connection on one UDP socket, so the kernel's count of its
+    sockets says nothing of them (an idle DoQ trial's memory fit had no connections to divide by):
+    for doq and doh3 the connections held are those the engine kept open; for tcp the target's
+    sockets (none in these samples: unknown, not zero)."""
+    samples = _samples(target_busy=0.5, generator_busy=0.5)
+    for transport, held in (("doq", 4), ("doh3", 4), ("tcp", None)):
+        records = _records()
+        records[0]["config"]["transport"] = transport
+        assert summarize_trial(records, samples, COUNTERS, CTX)["connections_held"] == held, transport

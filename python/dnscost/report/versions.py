@@ -3,7 +3,9 @@ adapter of a run (``dnsdist``, ``dnsdist@trixie``, ``dnsdist@sid`` ...), one Mar
 column per version and a row per headline figure, each ``median [min-max]`` over rounds (fits:
 the slope and its 95 % interval), ``(!)`` where the run's consistency table flags the cell.
 
-python -m dnscost.report.versions RUN_DIR   (after ``dnscost report RUN_DIR``: reads its tables)
+python -m dnscost.report.versions RUN_DIR [--together]   (after ``dnscost report RUN_DIR``: reads
+its tables; ``--together``: every target of the run in one table, as ``docs/dnsdist-quic.md`` puts
+dnsdist built with quiche beside CoreDNS)
 """
 
 from __future__ import annotations
@@ -22,11 +24,18 @@ Row = dict[str, str]
 FIGURES: list[tuple[str, str, str, str, float, int]] = [
     # label, figure, transport(s), profile, scale, digits
     ("UDP, CPU-µs per query", "cpu_us_per_query", "udp", "persistent", 1.0, 2),
-    ("persistent, CPU per query ÷ UDP's", "cpu_ratio_to_udp", "tcp,dot,doh", "persistent", 1.0, 2),
-    ("persistent, qps share of UDP", "qps_share_of_udp", "tcp,dot,doh", "persistent", 1.0, 2),
-    ("1 query per connection, CPU per query ÷ persistent", "cpu_ratio_to_persistent", "tcp,dot,doh", "1q", 1.0, 1),
-    ("CPU-µs per full handshake", "cpu_us_per_handshake", "tcp,dot,doh", "full", 1.0, 0),
-    ("memory per idle connection, KiB", "memory_bytes_per_connection", "tcp,dot,doh", "idle", 1 / 1024, 1),
+    ("persistent, CPU per query ÷ UDP's", "cpu_ratio_to_udp", "tcp,dot,doh,doq,doh3", "persistent", 1.0, 2),
+    ("persistent, qps share of UDP", "qps_share_of_udp", "tcp,dot,doh,doq,doh3", "persistent", 1.0, 2),
+    (
+        "1 query per connection, CPU per query ÷ persistent",
+        "cpu_ratio_to_persistent",
+        "tcp,dot,doh,doq,doh3",
+        "1q",
+        1.0,
+        1,
+    ),
+    ("CPU-µs per full handshake", "cpu_us_per_handshake", "tcp,dot,doh,doq,doh3", "full", 1.0, 0),
+    ("memory per idle connection, KiB", "memory_bytes_per_connection", "tcp,dot,doh,doq,doh3", "idle", 1 / 1024, 1),
 ]
 
 
@@ -48,12 +57,15 @@ def _cell(r: Row | None, scale: float, digits: int) -> str:
     return text
 
 
-def versions_tables(headline: list[Row], consistency: list[Row], versions: dict[str, str]) -> str:
-    """One Markdown table per adapter with more than one version in ``headline``."""
+def versions_tables(
+    headline: list[Row], consistency: list[Row], versions: dict[str, str], *, together: bool = False
+) -> str:
+    """One Markdown table per adapter with more than one version in ``headline`` (``together``:
+    one table of every target)."""
     targets = list(dict.fromkeys(r["target"] for r in headline))
     by_base: dict[str, list[str]] = {}
     for t in targets:
-        by_base.setdefault(t.partition("@")[0], []).append(t)
+        by_base.setdefault("side by side" if together else t.partition("@")[0], []).append(t)
     flagged = {(r.get("target", ""), r.get("transport", "")) for r in consistency if r.get("flag")}
     index = {(r["target"], r["figure"], r["transport"], r["profile"]): r for r in headline}
     out = []
@@ -79,8 +91,10 @@ def versions_tables(headline: list[Row], consistency: list[Row], versions: dict[
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     try:
+        together = "--together" in args
+        args = [a for a in args if a != "--together"]
         if len(args) != 1:
-            raise UsageError("usage: python -m dnscost.report.versions RUN_DIR")
+            raise UsageError("usage: python -m dnscost.report.versions RUN_DIR [--together]")
         run = Path(args[0])
         headline = _read_csv(run / "tables" / "headline.csv")
         consistency = _read_csv(run / "tables" / "consistency.csv")
@@ -88,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
             versions = json.loads((run / "run.json").read_text()).get("versions") or {}
         except (OSError, json.JSONDecodeError) as e:
             raise UsageError(f"{run}: no readable run.json: {e}") from e
-        print(versions_tables(headline, consistency, {str(k): str(v) for k, v in versions.items()}))
+        print(versions_tables(headline, consistency, {str(k): str(v) for k, v in versions.items()}, together=together))
     except DnscostError as e:
         print(f"dnscost: {e}", file=sys.stderr)
         return e.exit_code

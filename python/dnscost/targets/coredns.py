@@ -14,6 +14,7 @@ from dnscost.engine import Endpoint
 from dnscost.errors import TargetError, UsageError
 from dnscost.targets._util import IDLE_TIMEOUT_S, http_get, sum_of
 from dnscost.targets.base import Counters, Target, free_port
+from dnscost.transports import QUIC_TRANSPORTS
 
 __all__ = ["Coredns", "parse_prometheus"]
 
@@ -138,7 +139,7 @@ class Coredns(Target):
         for t in ("dot", "doh", "doq", "doh3"):
             if t not in self.wanted:
                 continue
-            port = free_port(socket.SOCK_DGRAM if t in ("doq", "doh3") else socket.SOCK_STREAM)
+            port = free_port(socket.SOCK_DGRAM if t in QUIC_TRANSPORTS else socket.SOCK_STREAM)
             self.endpoints[t] = Endpoint(t, self.host, port, "/dns-query" if t in ("doh", "doh3") else None)
             listeners[SCHEMES[t]] = port
         tld = self.tld.rstrip(".") + "."
