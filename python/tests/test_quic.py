@@ -96,10 +96,10 @@ def test_serve_answers_dnspython_over_http3(tmp_path: Path) -> None:
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 
 
-def doh3_post_fin(port: int) -> dict[str, str]:
+def doh3_post_fin(port: int, name: str = "q0001.test.") -> dict[str, str]:
     """What ``bench/doh3-post-fin`` (aioquic) got for each way of sending a query: way -> result."""
     out = subprocess.run(
-        [sys.executable, str(BENCH / "doh3-post-fin"), f"127.0.0.1:{port}", "--timeout", "1"],
+        [sys.executable, str(BENCH / "doh3-post-fin"), f"127.0.0.1:{port}", "--timeout", "1", "--name", name],
         capture_output=True, text=True, timeout=60, check=True,
     )  # fmt: skip
     return dict(line.split(None, 1) for line in out.stdout.splitlines())
@@ -110,7 +110,7 @@ def test_serve_answers_a_doh3_post_whose_fin_comes_alone(tmp_path: Path) -> None
     docs/findings/dnsdist-doh3-post.md); the reproducer's three ways, from aioquic."""
     proc, port = _serve(tmp_path, "doh3://127.0.0.1:0/dns-query")
     try:
-        got = doh3_post_fin(port)
+        got = doh3_post_fin(port, "q01.test.")
     finally:
         proc.terminate()
         proc.wait(timeout=10)

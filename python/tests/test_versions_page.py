@@ -85,3 +85,62 @@ def test_docs_versions_page_matches_its_stored_run(tmp_path: Path) -> None:
     late = trials["memory-dnsdist@trixie-dot-c2000-r0"]
     assert late["connections_established"] == 0 and "not-persistent" in late["flags"]
     assert f"still accepting {late['kernel_passive_opens']:.0f} of those connections" in " ".join(page.split())
+
+
+def test_docs_dnsdist_quic_page_matches_its_stored_run(tmp_path: Path) -> None:
+    """docs/dnsdist-quic.md: its table is what the kept run in docs/dnsdist-quic-run gives, every
+    figure its prose quotes stands in that table, and each verdict it states holds there."""
+    import re
+
+    from dnscost.analysis import analyze, write_tables
+
+    repo = Path(__file__).resolve().parents[2]
+    run = repo / "docs" / "dnsdist-quic-run"
+    write_tables(analyze(run), tmp_path)
+    with (tmp_path / "headline.csv").open(newline="") as f:
+        headline = list(csv.DictReader(f))
+    with (tmp_path / "consistency.csv").open(newline="") as f:
+        consistency = list(csv.DictReader(f))
+    versions = json.loads((run / "run.json").read_text())["versions"]
+    tables = versions_tables(headline, consistency, versions, together=True)
+    page = (repo / "docs" / "dnsdist-quic.md").read_text()
+    assert tables.strip() in page
+    prose = page.split("## What it shows")[1].split("## The table")[0]
+    quoted = re.findall(r"\[\d[\d.,]*-\d[\d.,]*\]|\d+\.\d+", prose)
+    assert len(quoted) > 30
+    assert not [q for q in quoted if q not in tables]
+
+    def cell(target: str, figure: str, transport: str, profile: str = "persistent") -> tuple[float, float, float]:
+        key = (figure, transport, profile)
+        r = next(
+            r for r in headline if r["target"].startswith(target) and (r["figure"], r["transport"], r["profile"]) == key
+        )
+        return float(r["value"]), float(r["low"]), float(r["high"])
+
+    udp = {t: cell(t, "cpu_us_per_query", "udp")[0] for t in ("coredns", "dnsdist")}
+    assert round(udp["coredns"] / udp["dnsdist"]) == 3  # "three times cheaper"
+    dq = "dnsdist@"
+
+    def apart(a: tuple[float, float, float], b: tuple[float, float, float]) -> bool:  # a dearer than b
+        return a[1] > b[2]
+
+    def overlap(a: tuple[float, float, float], b: tuple[float, float, float]) -> bool:
+        return a[1] <= b[2] and b[1] <= a[2]
+
+    assert overlap(cell(dq, "cpu_ratio_to_udp", "doq"), cell(dq, "cpu_ratio_to_udp", "dot"))
+    assert apart(cell(dq, "cpu_ratio_to_udp", "doh3"), cell(dq, "cpu_ratio_to_udp", "doh"))
+    assert apart(cell("coredns", "cpu_ratio_to_udp", "doh"), cell("coredns", "cpu_ratio_to_udp", "doh3"))
+    assert apart(cell(dq, "cpu_us_per_handshake", "dot", "full"), cell(dq, "cpu_us_per_handshake", "doq", "full"))
+    assert apart(cell(dq, "cpu_us_per_handshake", "doh", "full"), cell(dq, "cpu_us_per_handshake", "doh3", "full"))
+    assert apart(
+        cell("coredns", "cpu_us_per_handshake", "doq", "full"), cell("coredns", "cpu_us_per_handshake", "dot", "full")
+    )
+    for t in ("doq", "doh3"):  # "less than half"
+        assert (
+            2 * cell(dq, "memory_bytes_per_connection", t, "idle")[0]
+            < cell("coredns", "memory_bytes_per_connection", t, "idle")[0]
+        )
+    # The flags the page names, by the consistency table.
+    flags = {(r["target"].partition("@")[0], r["transport"], r["flag"]) for r in consistency}
+    assert {("coredns", "tcp", "inconsistent-layering"), ("dnsdist", "tcp", "inconsistent-layering")} <= flags
+    assert ("coredns", "dot", "inconsistent-memory") in flags
