@@ -13,8 +13,7 @@ docs/study.md so).
 In the template, ``t(TABLE, key=value, ...)`` is the one row of ``TABLE`` with those values (an
 error names the table and keys when none or several match), ``rows(TABLE, ...)`` every such row,
 ``run`` the run's facts, ``study`` the study's numbers (:func:`dnscost.study.published`),
-``extra(NAME)`` another run's tables (``extra("audited")`` reads ``RUN_DIR/../audited-run``),
-``kept_trial(PATH)`` a kept trial beside the template, ``group(NAME)`` the run's spec group, and
+``group(NAME)`` the run's spec group, and
 ``require(CONDITION, STATEMENT)`` stops the rendering when the data contradict a verdict the
 words state.
 Filters format a number the way the docs write it: ``f(2)`` fixed digits, ``n`` an integer with
@@ -42,7 +41,6 @@ from dnscost.analysis.table1 import key_match, verdict_counts
 from dnscost.analysis.write import read_table
 from dnscost.contract import Row
 from dnscost.errors import UsageError
-from dnscost.jsonl import read_records
 from dnscost.meter.energy import CpuPowerModel
 from dnscost.study import published
 from dnscost.transports import display_name
@@ -181,12 +179,6 @@ def invalid_trials(rows: list[Row]) -> list[InvalidGroup]:
     return sorted(out, key=lambda g: (-g.n, g.flags))
 
 
-def span(values: list[Any], digits: int = 1) -> str:
-    """``low to high`` of some numbers, or the one value when they are all the same once written."""
-    low, high = fixed(min(values), digits), fixed(max(values), digits)
-    return low if low == high else f"{low} to {high}"
-
-
 def utc(ms: Any, fmt: str = "%Y-%m-%d %H:%M") -> str:
     """A run.json time (ms since the epoch) in UTC."""
     return time.strftime(fmt, time.gmtime(_number(ms) / 1000))
@@ -228,14 +220,6 @@ def memory_matched(points: list[Row], target: str, x: str, y: str) -> dict[str, 
     return {"points": counts, "ratio": slopes[0] / slopes[1], "detail": detail}
 
 
-def kept_trial(path: Path) -> dict[str, object]:
-    """A kept trial (``dnscost keep``): its trial.json (``record``) and its engine's last record
-    (``engine``, the summary)."""
-    record = json.loads((path / "trial.json").read_text(encoding="utf-8"))
-    records = read_records(path / "engine.jsonl", strict=True)  # a kept run's, written whole
-    return {"record": record, "engine": records[-1]}
-
-
 def require(condition: Any, statement: str) -> str:
     """Nothing, when the data bear out ``statement``, the verdict the page's words state; else
     an error naming it, so that a page whose words the data contradict is never rendered."""
@@ -247,12 +231,6 @@ def require(condition: Any, statement: str) -> str:
 def render_page(template: Path, run_dir: Path) -> str:
     """The page ``template`` gives with the tables of the run in ``run_dir``."""
     tables = RunTables(run_dir)
-    others: dict[str, RunTables] = {}
-
-    def extra(name: str) -> RunTables:
-        if name not in others:
-            others[name] = RunTables(run_dir.parent / f"{name}-run")
-        return others[name]
 
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(template.parent)),
@@ -261,7 +239,7 @@ def render_page(template: Path, run_dir: Path) -> str:
         autoescape=False,
     )
     env.filters.update(FILTERS)
-    env.filters.update(utc=utc, model_term=model_term, span=span, tr=lambda t: display_name(str(t)))
+    env.filters.update(utc=utc, model_term=model_term, tr=lambda t: display_name(str(t)))
     env.tests["contains"] = lambda text, part: part in str(text or "")
     facts = tables.facts()
     groups: dict[str, dict[str, object]] = {g["name"]: g for g in (facts.get("spec") or {}).get("groups", [])}
@@ -279,12 +257,10 @@ def render_page(template: Path, run_dir: Path) -> str:
             group=group,
             study=published(),
             power=CpuPowerModel(),
-            extra=extra,
             invalid_trials=lambda: invalid_trials(tables.rows("trials")),
             verdict_counts=lambda: verdict_counts(tables.rows("table1")),
             key_match=lambda: key_match(tables.rows("table1")),
             memory_matched=lambda target, x, y: memory_matched(tables.rows("memory_points"), target, x, y),
-            kept_trial=lambda rel: kept_trial(template.parent / rel),
             require=require,
         )
     except jinja2.TemplateError as e:
