@@ -469,3 +469,45 @@ def test_the_docs_plans_are_what_the_planner_prints(capsys: pytest.CaptureFixtur
             text = (root / doc).read_text(encoding="utf-8")
             missing = [line for line in lines if line not in text]
             assert not missing, f"{doc}: {missing}"
+
+
+def test_the_docs_hand_check_is_the_tables_arithmetic() -> None:
+    """docs/capacity.md checks dnsdist's worked example "by hand against the run's tables": each
+    figure of that check, recomputed here from the stored cost model and memory fit (not from
+    the planner), stands in the page as printed."""
+    from dnscost.meter.energy import CpuPowerModel
+
+    with (STUDY_TABLES / "tables" / "cost_model.csv").open() as f:
+        a = {
+            (r["transport"], r["term"]): float(r["us"])
+            for r in csv.DictReader(f)
+            if r["target"] == "dnsdist" and r["us"]
+        }
+    with (STUDY_TABLES / "tables" / "memory_fit.csv").open() as f:
+        mem = next(r for r in csv.DictReader(f) if (r["target"], r["transport"]) == ("dnsdist", "doh"))
+    page = " ".join((Path(__file__).parents[2] / "docs" / "capacity.md").read_text().split())
+
+    times = "\N{MULTIPLICATION SIGN}"
+
+    def n(v: float) -> str:
+        return f"{round(v):,}".replace(",", " ")
+
+    peak, udp_q, doh_q, clients = 75_000, 52_500, 22_500, 11_250  # 70 % / 30 %; Chromium: 2 queries a second
+    udp = udp_q * a[("udp", "query")]
+    doh = doh_q * a[("doh", "query")] + clients * a[("doh", "connection_second")]
+    user, kernel = float(mem["user_bytes_per_connection"]), float(mem["kernel_bytes_per_connection"])
+    watts = (CpuPowerModel().p_max_w_per_vcpu - CpuPowerModel().p_idle_w_per_vcpu) * (udp + doh) / 1.5 * 1e-6
+    expected = [
+        f"{udp_q:,} over UDP and {doh_q:,} over DoH".replace(",", " "),
+        f"{n(udp_q)} {times} {a[('udp', 'query')]:.3f} µs = {n(udp)} CPU-µs/s",
+        f"{n(doh_q)} {times} {a[('doh', 'query')]:.3f} µs + {n(clients)} connection-seconds {times} "
+        f"{a[('doh', 'connection_second')]:.4f} µs = {n(doh)} CPU-µs/s",
+        f"Total: {n(udp + doh)} CPU-µs/s, which is {(udp + doh) / 1e6:.2f} cores",
+        f"{n(user)} user bytes + {n(kernel)} kernel bytes per connection",
+        f"{n(clients)} connections {times} {n(user + kernel)} bytes = {clients * (user + kernel) / 1e6:.1f} MB",
+        f"{n((udp + doh) / 1.5)} CPU-µs/s",
+        f"= {watts:.2f} W. Over a day, that is {watts * 24 / 1000:.4f} kWh",
+    ]
+    assert peak == udp_q + doh_q
+    missing = [e for e in expected if e not in page]
+    assert not missing, missing
