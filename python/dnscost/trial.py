@@ -46,6 +46,7 @@ if TYPE_CHECKING:
 __all__ = [
     "LoadSettings",
     "Testbed",
+    "check_doh_method",
     "check_target",
     "cluster_network",
     "describe_failure",
@@ -81,9 +82,15 @@ class LoadSettings:
     external: ExternalSettings | None = None
     """With target ``external``: the operator's server (dnscost.targets.external)."""
 
-    def validate(self, *, load: bool = True) -> None:
-        """Fails early, before anything starts, on settings that cannot be run (``load``
-        False: only the bed's, for a target started without a trial)."""
+    def validate(self) -> None:
+        """Fails early, before anything starts, on settings that cannot be run."""
+        self.validate_bed()
+        if self.target != EXTERNAL:
+            check_doh_method(self.target, self.transport, self.engine.get("doh_method"))
+
+    def validate_bed(self) -> None:
+        """Fails early on a bed that cannot be started (the target, its network and CPUs),
+        whatever load it is then given: ``dnscost target start`` starts one without a trial."""
         check_network(self.network)
         if self.target == EXTERNAL:
             if self.external is None:
@@ -98,7 +105,7 @@ class LoadSettings:
                     f"external target: --network {self.network} is not possible (dnscost places only its own targets)"
                 )
         else:
-            check_target(self.target, self.transport, self.engine.get("doh_method") if load else "get")
+            check_target(self.target, self.transport)
         if set(self.target_cpus) & set(self.generator_cpus):
             raise UsageError(f"target CPUs {self.target_cpus} and generator CPUs {self.generator_cpus} overlap")
         if not self.generator_cpus:
@@ -197,12 +204,17 @@ class Testbed:
             self.network.remove()
 
 
-def check_target(name: str, transport: str, doh_method: str | None = None) -> None:
+def check_target(name: str, transport: str) -> None:
     """Fails early, before anything starts, on a target or transport that cannot be run."""
 
     transports = served(name)
     if transport not in transports:
         raise UsageError(f"{name} does not serve {transport} (it serves {', '.join(transports)})")
+
+
+def check_doh_method(name: str, transport: str, doh_method: str | None) -> None:
+    """Fails early on a load the target is known to drop (dnsdist's DoH/3 and the engine's POST)."""
+
     lost = adapter(name).doh3_post_lost
     if transport == "doh3" and (doh_method or "post") == "post" and lost:
         raise UsageError(f"{name} over doh3: {lost}; load it with --doh-method get")

@@ -152,7 +152,7 @@ def cmd_start(a: argparse.Namespace) -> int:
         fill=not a.no_fill,
         cert_key=a.cert_key,
     )
-    settings.validate(load=False)
+    settings.validate_bed()
     bed, info = start_bed(settings, workdir, transports=transports)
     target = bed.target
     try:

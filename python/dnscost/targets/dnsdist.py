@@ -1,5 +1,6 @@
 """dnsdist (PowerDNS's DNS load balancer) in front of dnscost's authoritative upstream, with a
-packet cache, serving udp, tcp, dot and doh. Counters come from its built-in web server's
+packet cache, serving udp, tcp, dot and doh, and doq and doh3 when built with quiche
+(``scripts/build-target dnsdist-quic``: Debian builds it without). Counters come from its built-in web server's
 JSON statistics (``/jsonstat?command=stats``), protected by an API key made for the run."""
 
 from __future__ import annotations
@@ -47,10 +48,11 @@ def parse_dnsdist_stats(text: str) -> Counters:
 
 
 class Dnsdist(Target):
-    """dnsdist 1.7: a caching proxy, so every query after the first for a name is answered from
-    its packet cache without touching the upstream.
+    """dnsdist (1.7 on the host; 1.9 in trixie's root, and with DoQ and DoH/3 when built with
+    quiche): a caching proxy, so every query after the first for a name is answered from its
+    packet cache without touching the upstream.
 
-    Threads: one UDP listener and one DoT/DoH acceptor per CPU (``reusePort``) and one TCP
+    Threads: one UDP listener and one DoT/DoH/DoQ/DoH3 acceptor per CPU (``reusePort``) and one TCP
     worker thread per CPU. Defaults changed for connection experiments: the TCP read timeout
     (2 s, which is also the idle timeout of tcp and dot connections) and the DoH idle timeout
     (30 s) are raised to ``IDLE_TIMEOUT_S``; the queue of accepted connections waiting for a
@@ -97,9 +99,10 @@ class Dnsdist(Target):
             'addACL("198.18.0.0/15")  -- the generator\'s side of a veth pair (--network veth)',
         ]
 
-        def opts(extra: str = "") -> str:
+        def opts(extra: str = "", *, tcp: bool = True) -> str:
             reuse = "true" if n > 1 else "false"
-            return "{" + f"reusePort={reuse}, tcpListenQueueSize={LISTEN_BACKLOG}" + extra + "}"
+            queue = f", tcpListenQueueSize={LISTEN_BACKLOG}" if tcp else ""
+            return "{" + f"reusePort={reuse}" + queue + extra + "}"
 
         # Do53 is always bound, so that dnsdist never falls back to its default 127.0.0.1:53.
         lines.append(f'setLocal("{self.host}:{dns_port}", {opts()})')
@@ -118,9 +121,9 @@ class Dnsdist(Target):
             doh_opts = opts(f', minTLSVersion="tls1.2", idleTimeout={IDLE_TIMEOUT_S}')
             lines += [f'addDOHLocal("{self.host}:{port}", {cert}, {key}, "/dns-query", {doh_opts})' for _ in range(n)]
             self.endpoints["doh"] = Endpoint("doh", self.host, port, "/dns-query")
-        # QUIC listeners (a build with quiche): the idle timeout as for the others; DoH3 answers
-        # on any path.
-        quic_opts = opts(f", idleTimeout={IDLE_TIMEOUT_S}").replace(f", tcpListenQueueSize={LISTEN_BACKLOG}", "")
+        # QUIC listeners (a build with quiche): no listen queue, the idle timeout as for the
+        # others; DoH3 answers on any path.
+        quic_opts = opts(f", idleTimeout={IDLE_TIMEOUT_S}", tcp=False)
         for t, add in (("doq", "addDOQLocal"), ("doh3", "addDOH3Local")):
             if t in self.wanted:
                 port = free_port(socket.SOCK_DGRAM)
