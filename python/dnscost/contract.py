@@ -63,6 +63,9 @@ __all__ = [
     "MeterRecord",
     "MeterSummary",
     "NetworkRecord",
+    "ObservationCapture",
+    "ObservationRecord",
+    "ObservationSummary",
     "QueryCounts",
     "QueryRecord",
     "Row",
@@ -118,6 +121,61 @@ class UdpRetry(TypedDict):
 
     timeout_ms: int
     attempts: int
+
+
+class ObservationSummary(TypedDict):
+    """What one observation showed (``dnscost observe``; observation.json's ``summary``)."""
+
+    connections: int
+    """Connections that carried at least one query (lab or background)."""
+    idle_connections: int
+    """Connections that carried no query at all (a browser's redundant opens)."""
+    duration_s: dict[str, float]
+    """min, median, max of the connections that carried queries."""
+    lab_queries_per_connection: dict[str, float]
+    lab_queries: int
+    lab_names: int
+    """Distinct names of the driver asked about (a browser asks several types per name)."""
+    background_queries: int
+    closes: dict[str, int]
+    """``<side> <how>`` → connections (e.g. ``server idle``, ``client close_notify``)."""
+    resolutions: int | None
+    """The resolution loop's resolutions; None when the cell has no ``resolutions.jsonl`` (a
+    browser's lookups are its page's, not timed by dnscost)."""
+    resolutions_failed: int | None
+    resolution_ms: dict[str, float]
+    """median and 99th percentile of the driver's resolution times."""
+
+
+class ObservationCapture(TypedDict):
+    """With ``--capture``: the capture's connections, those matched to the server's log, and
+    those whose closer the two agree on."""
+
+    connections: int
+    matched: int
+    closer_agrees: int
+
+
+class ObservationRecord(TypedDict):
+    """observation.json: one observed client at one delay under one policy."""
+
+    dnscost: str
+    client: str
+    client_version: str | None
+    command: str | None
+    transport: str
+    delay_s: float
+    policy: str
+    policy_settings: dict[str, object]
+    serve_flags: list[str]
+    duration_s: float
+    origin_unix_us: NotRequired[int | None]
+    """The responder's start, which its logs' times count from."""
+    client_started_unix_us: NotRequired[int]
+    client_stopped_unix_us: NotRequired[int]
+    interrupted: NotRequired[bool]
+    summary: NotRequired[ObservationSummary]
+    capture: NotRequired[ObservationCapture]
 
 
 class ClientProfile(TypedDict, total=False):

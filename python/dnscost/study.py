@@ -13,9 +13,85 @@ import tomllib
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
-from typing import Any
+from typing import NotRequired, TypedDict, cast
 
-__all__ = ["CITATION", "SOURCE", "WIRE_SOURCE", "WireFigure", "published", "wire_one_query"]
+from dnscost.contract import shape_problem
+
+__all__ = [
+    "CITATION",
+    "SOURCE",
+    "WIRE_SOURCE",
+    "Published",
+    "StudyUdp",
+    "WireCount",
+    "WireFigure",
+    "published",
+    "wire_one_query",
+]
+
+
+class StudySetup(TypedDict):
+    resolvers: list[str]
+    resolver_cores: int
+    server: str
+    client_machines: int
+    generator: str
+    names: int
+    doh_method: str
+    energy_method: str
+
+
+class StudyUdp(TypedDict):
+    """One resolver's UDP baseline (section V-B)."""
+
+    answered_qps: int
+    sent_qps: int
+
+
+class Statements(TypedDict):
+    statements: list[str]
+
+
+class MemorySection(Statements):
+    dnsdist_idle_buffer_release: NotRequired[str]
+
+
+class EstablishmentSection(Statements):
+    connections: int
+
+
+class ClientsSection(Statements):
+    software: list[str]
+    resolvers: list[str]
+    inter_query_delays_ms: list[int]
+    run_minutes: int
+    metrics: list[str]
+
+
+class WireCount(TypedDict):
+    messages: int
+    bytes: NotRequired[int]
+    encrypted_dns_bytes: NotRequired[int]
+
+
+class Published(TypedDict):
+    """``iscc2023.toml``: each section as the file has it."""
+
+    setup: StudySetup
+    baseline_udp: dict[str, StudyUdp | str]
+    """Per resolver (``knot_resolver``, ``dnsdist``), and the ``bottleneck`` in words."""
+    memory: MemorySection
+    persistent: Statements
+    establishment: EstablishmentSection
+    table1_kwh: dict[str, dict[str, float | dict[str, float]]]
+    """Table I's kWh per day at 10 000 qps: per resolver (``knot_resolver``, ``dnsdist``),
+    per transport, UDP's alone and the others' per profile (``one_query``, ``cx1000_per_s``,
+    ``cx33_per_s``)."""
+    table1_statements: Statements
+    clients: ClientsSection
+    wire_one_query: dict[str, WireCount]
+    """Per transport token."""
+
 
 CITATION = (
     "Le Lou\u00ebt et al., \u201cEffects of secured DNS transport on resolver performance\u201d, "
@@ -30,9 +106,15 @@ WIRE_SOURCE = "the authors' slides, their Figure 1 ladder"
 
 
 @cache
-def published() -> dict[str, Any]:
-    """The study's published numbers and statements (``iscc2023.toml``), as parsed TOML."""
-    return tomllib.loads(resources.files("dnscost").joinpath("iscc2023.toml").read_text(encoding="utf-8"))
+def published() -> Published:
+    """The study's published numbers and statements (``iscc2023.toml``), checked against
+    :class:`Published` once read."""
+    doc = tomllib.loads(resources.files("dnscost").joinpath("iscc2023.toml").read_text(encoding="utf-8"))
+    missing = sorted(set(Published.__required_keys__) - set(doc))
+    problem = f"no [{missing[0]}]" if missing else shape_problem(doc, Published)
+    if problem is not None:
+        raise ValueError(f"iscc2023.toml: {problem}")
+    return cast(Published, doc)
 
 
 @dataclass(frozen=True)
@@ -48,8 +130,7 @@ class WireFigure:
 
 def wire_one_query() -> dict[str, WireFigure]:
     """The slides' messages and bytes per transport (``[wire_one_query]``), by transport token."""
-    table = published().get("wire_one_query", {})
     return {
-        transport: WireFigure(transport, int(v["messages"]), int(v["bytes"]) if "bytes" in v else None)
-        for transport, v in table.items()
+        transport: WireFigure(transport, v["messages"], v.get("bytes"))
+        for transport, v in published()["wire_one_query"].items()
     }

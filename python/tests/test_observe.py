@@ -215,10 +215,10 @@ def test_analysis_matches_queries_to_their_connections_and_counts_background_apa
     ]  # fmt: skip
     assert got[0].query_times_s == (0.1, 1.0) and got[0].duration_s == 2.0 and got[2].opened_s == 3.0
     s = summarise(got, [{"ok": True, "ms": 1.0}, {"ok": True, "ms": 3.0}, {"ok": False, "ms": 5000.0}])
-    assert (s.connections, s.idle_connections, s.lab_queries, s.background_queries) == (2, 1, 3, 1)
-    assert s.closes == {"server idle": 1, "client fin": 1, "client close_notify": 1}
-    assert s.duration_s == {"min": 2.0, "median": 3.5, "max": 5.0}
-    assert (s.resolutions, s.resolutions_failed, s.resolution_ms["median"]) == (3, 1, 2.0)
+    assert (s["connections"], s["idle_connections"], s["lab_queries"], s["background_queries"]) == (2, 1, 3, 1)
+    assert s["closes"] == {"server idle": 1, "client fin": 1, "client close_notify": 1}
+    assert s["duration_s"] == {"min": 2.0, "median": 3.5, "max": 5.0}
+    assert (s["resolutions"], s["resolutions_failed"], s["resolution_ms"]["median"]) == (3, 1, 2.0)
     assert lab_name(7, 100_000) == "q00007.test" and lab_name(100_007, 100_000) == "q00007.test"
     assert is_lab_name(lab_name(5, 1000) + ".") and not is_lab_name("www.gstatic.com.")
 
@@ -243,6 +243,9 @@ def test_a_browser_s_resolutions_are_not_timed_not_zero(tmp_path: Path) -> None:
     assert "2 resolutions (1 failed);" in summary_line(load(cell).meta["summary"])
     (cell / "resolutions.jsonl").write_text("")  # a loop that timed none: 0 is the count
     assert "0 resolutions (0 failed);" in summary_line(load(cell).meta["summary"])
+    (cell / "observation.json").write_text(json.dumps({**meta, "delay_s": "1 s"}))
+    with pytest.raises(UsageError, match=r"observation.json: delay_s is a string, not a number$"):
+        load(cell)
 
 
 def test_policies_become_serve_flags_and_a_bad_policy_file_is_one_line(tmp_path: Path) -> None:

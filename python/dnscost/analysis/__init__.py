@@ -103,7 +103,7 @@ def derive(
     # The headline reads the other tables, so it comes last; a resumed handshake dearer than a
     # full one is found there, so its contradictions join the table (and flag the trials) then.
     heads = headline(a)
-    dearer = handshake_rows(heads)
+    dearer = handshake_rows({h["target"]: h["handshake_rounds"] for h in heads})
     if dearer:
         apply_flags(rows, dearer)
         tables["consistency"].rows += [{c: r.get(c) for c in COLUMNS["consistency"]} for r in dearer]

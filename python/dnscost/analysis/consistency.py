@@ -40,7 +40,7 @@ Pure: rows in, rows out.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from dnscost.analysis.rounds import round_of
@@ -445,15 +445,19 @@ def consistency_rows(rounds: Sequence[Row], memory_points: Sequence[Row], trial_
     )
 
 
-def handshake_rows(heads: Sequence[dict[str, Any]]) -> list[Row]:
+HandshakeRounds = tuple[dict[Any, float], dict[Any, float], list[Row], list[Row]]
+"""Per round, CPU-µs per full and per resumed handshake, and the round rows they come from."""
+
+
+def handshake_rows(rounds: Mapping[str, Mapping[str, HandshakeRounds]]) -> list[Row]:
     """A resumed handshake dearer than a full one: per target and transport, the headline's
-    per-round CPU per resumed handshake ÷ per full one (``handshake_rounds``, see
-    :func:`dnscost.analysis.headline.headline`), when its interval lies above 1."""
+    per-round CPU per resumed handshake ÷ per full one (``rounds``: the headline's
+    ``handshake_rounds`` per target, see :func:`dnscost.analysis.headline.headline`), when its
+    interval lies above 1."""
     out = []
-    for h in heads:
-        for transport, (full, resumed, full_rows, resumed_rows) in sorted(h.get("handshake_rounds", {}).items()):
+    for target, per_transport in rounds.items():
+        for transport, (full, resumed, full_rows, resumed_rows) in sorted(per_transport.items()):
             ratios = [resumed[k] / full[k] for k in resumed if k in full and full[k] > 0]
-            target = h["target"]
             found = _row(
                 "inconsistent-resumption",
                 "CPU per handshake, resumed ÷ full: above 1",

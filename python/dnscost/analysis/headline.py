@@ -9,15 +9,26 @@ over rounds; memory per connection is a fit over idle trials, given with its 95 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
+from dnscost.analysis.consistency import HandshakeRounds
 from dnscost.analysis.records import Analysis
 from dnscost.analysis.rounds import Spread, round_of, spread
 from dnscost.analysis.stats import fit_line
 from dnscost.analysis.tables import reference_key
 from dnscost.contract import Row
 
-__all__ = ["INTERVALS", "headline", "headline_rows"]
+__all__ = [
+    "INTERVALS",
+    "CollapseFigures",
+    "HandshakeFigures",
+    "Head",
+    "MemoryFigures",
+    "PersistentFigures",
+    "UdpFigures",
+    "headline",
+    "headline_rows",
+]
 
 PERSISTENT = "forever"
 ONE_QUERY = "1q"
@@ -26,6 +37,80 @@ INTERVALS = {
     "t95": "estimate [95 % t interval]",
 }
 """What each figure's interval is (``interval`` column of the ``headline`` table)."""
+
+
+class UdpFigures(TypedDict):
+    """UDP in its rounds' references (spreads over rounds)."""
+
+    cpu_us_per_query: Spread
+    capacity_per_core_qps: Spread
+    qps: Spread
+    j_per_query: Spread
+
+
+class PersistentFigures(TypedDict):
+    """One transport on persistent connections, against its round's UDP."""
+
+    qps: float | None
+    share_of_udp: float | None
+    share: Spread
+    cpu_ratio: Spread
+    capacity_per_core_qps: Spread
+    energy_ratio: Spread
+    source: str
+
+
+class CollapseFigures(TypedDict):
+    """One query per connection against persistent connections, in each round."""
+
+    qps_1q: float | None
+    qps_1q_resumed: float | None
+    qps_persistent: float | None
+    ratio: float | None
+    ratio_resumed: float | None
+    qps_ratio: Spread
+    qps_ratio_resumed: Spread
+    cpu_ratio: Spread
+    cpu_ratio_resumed: Spread
+
+
+class HandshakeFigures(TypedDict):
+    """Target CPU-µs per handshake (see :func:`_handshake_us`)."""
+
+    full: Spread
+    resumed: Spread
+    resumed_share: Spread
+    zero_rtt: NotRequired[Spread]
+
+
+class MemoryFigures(TypedDict):
+    """Bytes per idle connection (fits over the idle trials) and CPU per connection-second."""
+
+    user_bytes: float | None
+    kernel_bytes: float | None
+    total_bytes: float | None
+    total_low: float | None
+    total_high: float | None
+    points: int
+    cpu_us_per_connection_second: Spread | None
+
+
+class Head(TypedDict):
+    """One target's headline (:func:`headline` says what each field holds)."""
+
+    target: str
+    target_version: str | None
+    rounds: int
+    udp_max_qps: float | None
+    udp_saturation_qps: float | None
+    udp_reference_qps: float | None
+    udp: UdpFigures
+    persistent: dict[str, PersistentFigures]
+    collapse_1q: dict[str, CollapseFigures]
+    handshake_us: dict[str, HandshakeFigures]
+    handshake_rounds: dict[str, HandshakeRounds]
+    memory_per_connection: dict[str, MemoryFigures]
+    energy: list[Row]
 
 
 def _per_round(rows: list[Row], value: Callable[[Row], float | None]) -> dict[Any, float]:
@@ -146,7 +231,7 @@ def _handshake_us(
     return full_us, resumed_us, spread(shares)
 
 
-def headline(a: Analysis) -> list[dict[str, object]]:
+def headline(a: Analysis) -> list[Head]:
     """Per target, in plan order, a dict with:
 
     - ``target``, ``target_version``, ``rounds`` (rounds with a valid UDP reference),
@@ -181,13 +266,13 @@ def headline(a: Analysis) -> list[dict[str, object]]:
     trials = {r["id"]: r for r in t["trials"].rows}
     rounds_all = t["rounds"].rows
     targets = list(dict.fromkeys(r["target"] for r in t["trials"].rows if r["target"] is not None))
-    out = []
+    out: list[Head] = []
     for target in targets:
         version = next((r["target_version"] for r in t["trials"].rows if r["target"] == target), None)
         mine = [r for r in rounds_all if r["target"] == target]
         est = [r for r in reference_key(mine) if r["analysis"] == "establishment"]
         refs = {r["round"]: r for r in mine if r["id"] == r["reference_id"] and r["valid"]}
-        udp = {
+        udp: UdpFigures = {
             "cpu_us_per_query": spread(r["cpu_us_per_query"] for r in refs.values()),
             "capacity_per_core_qps": spread(r["capacity_per_core_qps"] for r in refs.values()),
             "qps": spread(r["answered_qps"] for r in refs.values()),
@@ -195,10 +280,10 @@ def headline(a: Analysis) -> list[dict[str, object]]:
         }
         conns = [r for r in mine if r["analysis"] == "connections" and r["transport"] != "udp"]
         transports = list(dict.fromkeys(r["transport"] for r in est + conns if r["transport"] != "udp"))
-        persistent: dict[str, dict[str, object]] = {}
-        collapse: dict[str, dict[str, object]] = {}
-        handshakes: dict[str, dict[str, Spread]] = {}
-        handshake_rounds: dict[str, tuple[dict[Any, float], dict[Any, float], list[Row], list[Row]]] = {}
+        persistent: dict[str, PersistentFigures] = {}
+        collapse: dict[str, CollapseFigures] = {}
+        handshakes: dict[str, HandshakeFigures] = {}
+        handshake_rounds: dict[str, HandshakeRounds] = {}
         for tr in transports:
             cell, source = _cell(est, tr, PERSISTENT, resumed=False), "establishment"
             if not any(r["valid"] for r in cell):
@@ -246,7 +331,7 @@ def headline(a: Analysis) -> list[dict[str, object]]:
                 early = _cell(est, tr, ONE_QUERY, resumed=True, early=True)
                 if any(r["valid"] for r in early):
                     handshakes[tr]["zero_rtt"] = spread(_handshake_us(trials, full, early, base_cpu)[1].values())
-        memory: dict[str, dict[str, object]] = {}
+        memory: dict[str, MemoryFigures] = {}
         for r in t["memory_fit"].rows:
             if r["target"] != target:
                 continue
@@ -282,7 +367,7 @@ def headline(a: Analysis) -> list[dict[str, object]]:
     return out
 
 
-def headline_rows(heads: list[dict[str, Any]]) -> list[Row]:
+def headline_rows(heads: list[Head]) -> list[Row]:
     """The headline as a flat table: one row per figure, target, transport and profile, with
     its interval (``interval``: a key of :data:`INTERVALS`). What ``dnscost compare`` matches."""
     out: list[Row] = []

@@ -80,14 +80,12 @@ AGREE_FACTOR = 1.5
 
 def _study_kwh(target: str, transport: str, lifetime: str | None) -> float | None:
 
-    by_target = published().get("table1_kwh", {}).get(target.replace("-", "_"), {})
-    value = by_target.get(transport)
+    value = published()["table1_kwh"].get(target.replace("-", "_"), {}).get(transport)
     if transport == "udp":
         return float(value) if isinstance(value, int | float) else None
     if not isinstance(value, dict) or lifetime not in PROFILES:
         return None
-    v = value.get(PROFILES[lifetime][0])
-    return float(v) if isinstance(v, int | float) else None
+    return value.get(PROFILES[lifetime][0])
 
 
 CELLS: tuple[tuple[str, str | None], ...] = (

@@ -13,17 +13,18 @@ import json
 import re
 import statistics
 from collections import Counter
-from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import cast
 
-from dnscost.contract import ConnectionRecord, QueryRecord
+from dnscost.contract import ConnectionRecord, ObservationRecord, ObservationSummary, QueryRecord, Row, shape_problem
 from dnscost.engine import connection_log, query_log
+from dnscost.errors import UsageError
 from dnscost.jsonl import read_records
 
 __all__ = [
-    "Connection", "Observed", "Summary", "connections", "is_lab_name", "lab_name_of", "load", "summarise",
+    "Connection", "Observed", "connections", "is_lab_name", "lab_name_of", "load", "summarise",
     "summary_line",
 ]  # fmt: skip
 
@@ -109,44 +110,18 @@ def connections(
     return out
 
 
-@dataclass(frozen=True)
-class Summary:
-    connections: int
-    """Connections that carried at least one query (lab or background)."""
-    idle_connections: int
-    """Connections that carried no query at all (a browser's redundant opens)."""
-    duration_s: dict[str, float]
-    """min, median, max of the connections that carried queries."""
-    lab_queries_per_connection: dict[str, float]
-    lab_queries: int
-    lab_names: int
-    """Distinct names of the driver asked about (a browser asks several types per name)."""
-    background_queries: int
-    closes: dict[str, int]
-    """``<side> <how>`` → connections (e.g. ``server idle``, ``client close_notify``)."""
-    resolutions: int | None
-    """The resolution loop's resolutions; None when the cell has no ``resolutions.jsonl`` (a
-    browser's lookups are its page's, not timed by dnscost)."""
-    resolutions_failed: int | None
-    resolution_ms: dict[str, float]
-    """median and 99th percentile of the driver's resolution times."""
-
-    def as_dict(self) -> dict[str, object]:
-        return asdict(self)
-
-
 def _spread(values: list[float]) -> dict[str, float]:
     if not values:
         return {}
     return {"min": min(values), "median": statistics.median(values), "max": max(values)}
 
 
-def summarise(conns: list[Connection], resolutions: list[dict[str, Any]] | None) -> Summary:
+def summarise(conns: list[Connection], resolutions: Sequence[Mapping[str, object]] | None) -> ObservationSummary:
     """The observation's summary; ``resolutions`` None: none were timed (no resolution loop)."""
     used = [c for c in conns if c.lab_queries or c.background_queries]
-    times = sorted(r["ms"] for r in resolutions or [] if r.get("ok"))
+    times = sorted(float(ms) for r in resolutions or [] if r.get("ok") and isinstance(ms := r.get("ms"), int | float))
     p99 = times[min(len(times) - 1, int(0.99 * len(times)))] if times else float("nan")
-    return Summary(
+    return ObservationSummary(
         connections=len(used),
         idle_connections=len(conns) - len(used),
         duration_s=_spread([c.duration_s for c in used]),
@@ -166,7 +141,7 @@ class Observed:
     """One observation read back from its directory."""
 
     path: Path
-    meta: dict[str, Any]
+    meta: ObservationRecord
     connections: list[Connection]
 
     @property
@@ -180,7 +155,15 @@ class Observed:
 
 def load(cell: Path) -> Observed:
     """An observation's records, times counted from when its client started."""
-    meta = json.loads((cell / "observation.json").read_text())
+    path = cell / "observation.json"
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise UsageError(f"{path}: unreadable: {e}") from None
+    problem = shape_problem(doc, ObservationRecord)
+    if problem is not None:
+        raise UsageError(f"{path}: {problem}")
+    meta = cast(ObservationRecord, doc)
     origin = int(meta.get("origin_unix_us") or 0)
     started = int(meta.get("client_started_unix_us") or origin)
     conns = connections(
@@ -189,12 +172,12 @@ def load(cell: Path) -> Observed:
         origin_us=started - origin,
     )
     timed = cell / "resolutions.jsonl"
-    meta["summary"] = summarise(conns, read_records(timed, strict=True) if timed.exists() else None).as_dict()
+    meta["summary"] = summarise(conns, read_records(timed, strict=True) if timed.exists() else None)
     return Observed(cell, meta, conns)
 
 
-def summary_line(s: dict[str, Any]) -> str:
-    """An observation's summary (``Summary.as_dict``) in one line, as ``dnscost observe`` prints it."""
+def summary_line(s: ObservationSummary) -> str:
+    """An observation's summary in one line, as ``dnscost observe`` prints it."""
     closes = ", ".join(f"{k} {v}" for k, v in sorted(s["closes"].items()))
     timed = (
         "resolutions not timed"
@@ -215,7 +198,7 @@ COLUMNS = [
 ]  # fmt: skip
 
 
-def table(observed: list[Observed]) -> list[dict[str, object]]:
+def table(observed: list[Observed]) -> list[Row]:
     """One row per observation (the columns of :data:`COLUMNS`)."""
     rows = []
     for o in sorted(observed, key=lambda o: (o.meta["client"], o.delay_s, o.policy)):

@@ -18,13 +18,14 @@ import json
 import sys
 import time
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any
 
 from dnscost import __version__
 from dnscost.certs import make_tls
+from dnscost.contract import ObservationCapture, ObservationRecord
 from dnscost.engine import Responder, connection_log
 from dnscost.errors import MachineError, UsageError
 from dnscost.observe.analysis import load
@@ -73,11 +74,12 @@ def load_policies(extra: Path | None = None) -> dict[str, dict[str, object]]:
     return policies
 
 
-def policy_flags(policy: dict[str, Any]) -> list[str]:
+def policy_flags(policy: Mapping[str, object]) -> list[str]:
     """``serve`` flags that play ``policy``."""
     flags = []
     if "max_queries_per_connection" in policy:
-        flags += ["--max-queries-per-connection", str(int(policy["max_queries_per_connection"]))]
+        n = policy["max_queries_per_connection"]
+        flags += ["--max-queries-per-connection", str(int(n) if isinstance(n, int | float) else n)]
     if "idle_timeout" in policy:
         flags += ["--idle-timeout", str(policy["idle_timeout"])]
     if "max_age" in policy:
@@ -118,7 +120,7 @@ def _capture(lab: Lab, out: Path) -> Child:
     return child
 
 
-def observe(plan: ObservationPlan, policies: dict[str, dict[str, Any]]) -> dict[str, Any]:
+def observe(plan: ObservationPlan, policies: Mapping[str, dict[str, object]]) -> ObservationRecord:
     """Runs one observation (see the module's documentation); returns observation.json's
     content. Ctrl-C stops it early: what was logged is kept and summarised."""
     if plan.policy not in policies:
@@ -149,7 +151,7 @@ def observe(plan: ObservationPlan, policies: dict[str, dict[str, Any]]) -> dict[
         str(out / "keylog.txt"),
         *policy_flags(policy),
     ]
-    record: dict[str, object] = {
+    record: ObservationRecord = {
         "dnscost": __version__,
         "client": plan.client,
         "client_version": the_client.version(),
@@ -222,7 +224,7 @@ def resummarise(out: Path) -> list[Path]:
     return cells
 
 
-def _reconciled_capture(cell: Path, origin_unix_us: int) -> dict[str, int]:
+def _reconciled_capture(cell: Path, origin_unix_us: int) -> ObservationCapture:
     """Analyses the cell's capture into capture.json (its connections with the resolver, and
     each beside the server's log); returns the counts for observation.json."""
     pcap = cell / "capture.pcap"
@@ -238,7 +240,7 @@ def _reconciled_capture(cell: Path, origin_unix_us: int) -> dict[str, int]:
     }
 
 
-def _finish(cell: Path) -> dict[str, object]:
+def _finish(cell: Path) -> ObservationRecord:
     """Writes the cell's summary (into observation.json), its capture's analysis (with
     ``--capture``) and its client profile (profile.json), all from the cell's records.
     Returns observation.json's content."""

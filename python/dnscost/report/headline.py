@@ -4,9 +4,12 @@ found. The figures themselves are :func:`dnscost.analysis.headline`'s."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import TypeVar
 
+from dnscost.analysis.headline import HandshakeFigures, Head
+from dnscost.analysis.rounds import Spread
+from dnscost.analysis.tables import REFERENCE_QPS
 from dnscost.contract import Row
 
 __all__ = ["format_headline"]
@@ -16,7 +19,7 @@ def _fmt(v: float | None, unit: str = "", digits: int = 1) -> str:
     return "n/a" if v is None else f"{v:,.{digits}f}{unit}"
 
 
-def _iv(s: Any, digits: int = 2, scale: float = 1.0, unit: str = "") -> str:
+def _iv(s: Spread | None, digits: int = 2, scale: float = 1.0, unit: str = "") -> str:
     """A figure over rounds as ``median [min-max]`` (one value alone when min = max)."""
     if s is None or s.median is None:
         return "n/a"
@@ -26,16 +29,18 @@ def _iv(s: Any, digits: int = 2, scale: float = 1.0, unit: str = "") -> str:
     return f"{mid} [{s.low * scale:,.{digits}f}-{s.high * scale:,.{digits}f}]"
 
 
-def _flag_share(s: Any) -> str:
+def _flag_share(s: Spread | None) -> str:
     """A share of UDP; one above 1 (a connected transport answering more than UDP in its own
     round) is marked, since it contradicts every measurement so far."""
     text = _iv(s)
     return text + " (!)" if s is not None and s.median is not None and s.median > 1 else text
 
 
-def _nonnegative(v: Any) -> str:
+def _nonnegative(v: Spread) -> str:
     """A fitted cost that cannot be negative: its slope and 95 % interval, or, when the interval
     reaches 0 or below, only its upper bound (the data cannot tell it from no cost at all)."""
+    if v.median is None:
+        return "n/a"
     if v.low is None or v.high is None:
         return f"{v.median:,.2f}"
     if v.low <= 0:
@@ -43,7 +48,7 @@ def _nonnegative(v: Any) -> str:
     return f"{v.median:,.2f} [{v.low:,.2f}-{v.high:,.2f}]"
 
 
-def _flag_resumed(full: Any, resumed: Any) -> str:
+def _flag_resumed(full: Spread | None, resumed: Spread | None) -> str:
     """A resumed handshake's cost; one whose median is above the full handshake's is marked,
     since a resumption skips the certificate and its signature: noise or a bug until shown
     otherwise, not a result."""
@@ -58,7 +63,7 @@ def _flag_resumed(full: Any, resumed: Any) -> str:
     return text + " (!)" if dearer else text
 
 
-def _resumed_share(handshakes: dict[str, Any]) -> str:
+def _resumed_share(handshakes: HandshakeFigures) -> str:
     """Said when the server let fewer than 95 % of the resumption trial's reconnections resume
     (dnsdist 1.7 issues no new ticket on a resumed handshake: two of three resume)."""
     share = handshakes.get("resumed_share")
@@ -67,16 +72,18 @@ def _resumed_share(handshakes: dict[str, Any]) -> str:
     return f" ({share.median:.0%} of reconnections resumed)"
 
 
-def format_headline(
-    rows: list[dict[str, Any]], contradictions: Sequence[Row] = (), clients: Sequence[Row] = ()
-) -> list[str]:
+F = TypeVar("F")
+
+
+def _each(table: Mapping[str, F], show: Callable[[F], str]) -> str:
+    return ", ".join(f"{t} {show(v)}" for t, v in sorted(table.items())) or "n/a"
+
+
+def format_headline(rows: Sequence[Head], contradictions: Sequence[Row] = (), clients: Sequence[Row] = ()) -> list[str]:
     """Per target: CPU per query (the primary figure, with capacity per core), measured qps,
     ratios to UDP and to persistent connections, handshake costs, memory per connection, real
     clients replayed (the ``clients`` table), each with its interval; then the contradictions
     the consistency checks found."""
-    from dnscost.analysis.rounds import Spread
-    from dnscost.analysis.tables import REFERENCE_QPS
-
     lines = []
     rounds = max((r["rounds"] for r in rows), default=0)
     marked = dearer = False
@@ -84,21 +91,18 @@ def format_headline(
         udp = r["udp"]
         persistent, collapse = r["persistent"], r["collapse_1q"]
 
-        def each(table: dict[str, object], show: Any) -> str:
-            return ", ".join(f"{t} {show(v)}" for t, v in sorted(table.items())) or "n/a"
-
-        shares = each(persistent, lambda v: _flag_share(v["share"]))
+        shares = _each(persistent, lambda v: _flag_share(v["share"]))
         marked = marked or "(!)" in shares
         memory = ", ".join(
             f"{t} {_fmt(v['total_bytes'] / 1024 if v['total_bytes'] is not None else None, ' KiB')}"
             + (
-                f" [{v['total_low'] / 1024:,.1f}-{v['total_high'] / 1024:,.1f}]"
-                if v.get("total_low") is not None and v.get("total_high") is not None
+                f" [{low / 1024:,.1f}-{high / 1024:,.1f}]"
+                if (low := v["total_low"]) is not None and (high := v["total_high"]) is not None
                 else ""
             )
             for t, v in sorted(r["memory_per_connection"].items())
         )
-        hs = r.get("handshake_us", {})
+        hs = r["handshake_us"]
         handshakes = ", ".join(
             f"{t} {_iv(v['full'], 0)} / {_flag_resumed(v['full'], v['resumed'])}{_resumed_share(v)}"
             + (f" / 0-RTT {_flag_resumed(v['full'], v['zero_rtt'])}" if v.get("zero_rtt") else "")
@@ -109,26 +113,26 @@ def format_headline(
         if "tcp" in hs:
             handshakes = ", ".join(x for x in (handshakes, f"tcp {_iv(hs['tcp']['full'], 0)}") if x)
         idle_cpu = ", ".join(
-            f"{t} {_nonnegative(v['cpu_us_per_connection_second'])}"
+            f"{t} {_nonnegative(idle)}"
             for t, v in sorted(r["memory_per_connection"].items())
-            if v.get("cpu_us_per_connection_second") is not None
+            if (idle := v["cpu_us_per_connection_second"]) is not None
         )
         lines += [
             f"{r['target']} {r['target_version'] or ''}: UDP {_iv(udp['cpu_us_per_query'])} CPU-µs/query = "
             f"{_iv(udp['capacity_per_core_qps'], 0, 1e-3, 'k')} qps per core; measured "
             f"{_iv(udp['qps'], 0, 1e-3, 'k')} qps at saturation, "
             f"{_fmt(r['udp_max_qps'], ' qps', 0)} with loss below 1 % (open loop)",
-            f"  persistent, CPU per query ÷ UDP's          {each(persistent, lambda v: _iv(v['cpu_ratio']))}",
+            f"  persistent, CPU per query ÷ UDP's          {_each(persistent, lambda v: _iv(v['cpu_ratio']))}",
             f"  persistent, measured qps share of UDP      {shares}",
-            f"  1 query/connection, CPU per query ÷ persistent  {each(collapse, lambda v: _iv(v['cpu_ratio'], 1))}",
-            f"  1 query/connection, qps share of persistent     {each(collapse, lambda v: _iv(v['qps_ratio'], 3))}",
+            f"  1 query/connection, CPU per query ÷ persistent  {_each(collapse, lambda v: _iv(v['cpu_ratio'], 1))}",
+            f"  1 query/connection, qps share of persistent     {_each(collapse, lambda v: _iv(v['qps_ratio'], 3))}",
             f"  CPU-µs per handshake, full / resumed       {handshakes or 'n/a'}",
             f"  memory per idle connection                 {memory or 'n/a'}",
             f"  CPU-µs per idle connection-second          {idle_cpu or 'n/a'}",
         ]
         if udp["j_per_query"].median is not None:
             lines.append(
-                f"  energy per query ÷ UDP's (RAPL)           {each(persistent, lambda v: _iv(v['energy_ratio']))}"
+                f"  energy per query ÷ UDP's (RAPL)           {_each(persistent, lambda v: _iv(v['energy_ratio']))}"
             )
         replayed = [c for c in clients if c["target"] == r["target"]]
         if replayed:

@@ -26,6 +26,7 @@ from markupsafe import Markup, escape
 from dnscost import analysis, study
 from dnscost.analysis import Analysis
 from dnscost.analysis.capacity import run_model, what_if_rows
+from dnscost.analysis.headline import Head
 from dnscost.analysis.table1 import AGREE_FACTOR, key_match, verdict_counts
 from dnscost.analysis.tables import group_by
 from dnscost.contract import Row, RunRecord
@@ -238,31 +239,30 @@ def _kwh(energy: list[Row], transport: str, lifetime: str) -> float | None:
     return None
 
 
-def _summary(a: Analysis, headline: list[Row]) -> dict[str, object]:
+def _summary(a: Analysis, headline: Sequence[Head]) -> dict[str, object]:
     trials = a.trials
     done = sum(1 for t in trials if t.get("status") == "done")
     invalid = sum(1 for r in _rows(a, "trials") if r.get("valid") is False and r.get("status") == "done")
     rows = []
     for h in headline:
-        persistent, collapse = _dict(h.get("persistent")), _dict(h.get("collapse_1q"))
-        memory = _dict(h.get("memory_per_connection"))
-        energy = [e for e in h.get("energy") or [] if isinstance(e, dict)]
-        target, version, udp = h.get("target"), h.get("target_version"), _num(h.get("udp_saturation_qps"))
+        persistent, collapse, memory = h["persistent"], h["collapse_1q"], h["memory_per_connection"]
+        energy = h["energy"]
+        target, version, udp = h["target"], h["target_version"], _num(h["udp_saturation_qps"])
         rows.append(
             [target, version, "UDP", udp, 1.0 if udp else None, None, None, None, _kwh(energy, "udp", "forever"), None]
         )
         for t in sorted({*persistent, *collapse, *memory} - {"udp"}, key=transport_key):
-            p, c, m = _dict(persistent.get(t)), _dict(collapse.get(t)), _dict(memory.get(t))
-            total = _num(m.get("total_bytes"))
+            p, c, m = persistent.get(t), collapse.get(t), memory.get(t)
+            total = _num(m["total_bytes"]) if m else None
             rows.append(
                 [
                     target,
                     version,
                     display_transport(t),
-                    _num(p.get("qps")),
-                    _num(p.get("share_of_udp")),
-                    _num(c.get("ratio")),
-                    _num(c.get("ratio_resumed")),
+                    _num(p["qps"]) if p else None,
+                    _num(p["share_of_udp"]) if p else None,
+                    _num(c["ratio"]) if c else None,
+                    _num(c["ratio_resumed"]) if c else None,
                     total / 1024 if total is not None else None,
                     _kwh(energy, t, "forever"),
                     _kwh(energy, t, "1q"),
@@ -1053,7 +1053,7 @@ def _macro(name: str) -> Any:
     return getattr(_ENV.get_template("macros.html.j2").module, name)
 
 
-def render_report(a: Analysis, run_dir: Path, *, headline: list[Row] | None = None) -> Path:
+def render_report(a: Analysis, run_dir: Path, *, headline: Sequence[Head] | None = None) -> Path:
     """Draws the figures into ``run_dir/figures`` and writes ``run_dir/report.html`` from an
     analysis already made; returns the report's path. ``headline`` is
     :func:`dnscost.analysis.headline`'s output (empty summary without it)."""

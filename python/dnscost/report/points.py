@@ -10,7 +10,7 @@ from it, never repeated here."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,7 +18,7 @@ from dnscost.analysis import Analysis
 from dnscost.analysis.stats import fit_line
 from dnscost.analysis.tables import reference_key
 from dnscost.contract import Row
-from dnscost.study import published
+from dnscost.study import StudyUdp, WireCount, published
 
 __all__ = ["AGREE", "DIFFER", "NOT_CHECKED", "NOT_MEASURED", "StudyPoint", "study_points"]
 
@@ -79,7 +79,7 @@ def _targets(a: Analysis) -> list[str]:
 # --- [baseline_udp] ----------------------------------------------------------------------------
 
 
-def _baseline(a: Analysis, section: dict[str, object]) -> list[StudyPoint]:
+def _baseline(a: Analysis, section: Mapping[str, StudyUdp | str]) -> list[StudyPoint]:
     ours = {str(r.get("target")): r for r in _rows(a, "baseline")}
     out, capacity = [], {}
     for key, value in section.items():
@@ -349,7 +349,7 @@ def _table1(a: Analysis) -> dict[tuple[str, str, str | None], Row]:
 _PROFILE = {"cx33_per_s": "30s", "cx1000_per_s": "1s", "one_query": "1q"}
 
 
-def _table1_kwh(a: Analysis, section: dict[str, Any]) -> list[StudyPoint]:
+def _table1_kwh(a: Analysis, section: Mapping[str, Mapping[str, float | dict[str, float]]]) -> list[StudyPoint]:
     cells = _table1(a)
     out = []
     for key, by_transport in section.items():
@@ -401,9 +401,10 @@ def _table1_statement(a: Analysis, statement: str) -> tuple[str, str]:
         udp, doh = cells.get(("dnsdist", "udp", None), {}), cells.get(("dnsdist", "doh", "1q"), {})
         u, d = _num(udp.get("kwh_study_method")), _num(doh.get("kwh_study_method"))
         ratio = _num(doh.get("ratio_to_udp"))  # against each round's own UDP reference
-        record = published().get("table1_kwh", {}).get("dnsdist", {})
-        study_ratio: float | None = (
-            record["doh"]["one_query"] / record["udp"] if "doh" in record and "udp" in record else None
+        record = published()["table1_kwh"].get("dnsdist", {})
+        doh_1q, udp_kwh = record.get("doh"), record.get("udp")
+        study_ratio = (
+            doh_1q["one_query"] / udp_kwh if isinstance(doh_1q, dict) and isinstance(udp_kwh, int | float) else None
         )
         return f"dnsdist: {_g(u)} kWh (UDP) against {_g(d)} kWh (DoH one query), {_g(ratio)}x", _within(
             ratio, study_ratio
@@ -414,7 +415,7 @@ def _table1_statement(a: Analysis, statement: str) -> tuple[str, str]:
 # --- [wire_one_query] --------------------------------------------------------------------------
 
 
-def _wire(a: Analysis, section: dict[str, Any]) -> list[StudyPoint]:
+def _wire(a: Analysis, section: Mapping[str, WireCount]) -> list[StudyPoint]:
     rows = [
         r
         for r in reference_key(_rows(a, "wire"))
@@ -425,7 +426,7 @@ def _wire(a: Analysis, section: dict[str, Any]) -> list[StudyPoint]:
         mine = [r for r in rows if r.get("transport") == transport]
         packets = [(str(r.get("target")), _num(r.get("packets_per_query"))) for r in mine]
         octets = [(str(r.get("target")), _num(r.get("bytes_per_query"))) for r in mine]
-        study_text = f"{transport}: {figure.get('messages')} messages" + (
+        study_text = f"{transport}: {figure['messages']} messages" + (
             f", {figure['bytes']} bytes" if "bytes" in figure else ""
         )
         if "encrypted_dns_bytes" in figure:
@@ -442,9 +443,9 @@ def study_points(a: Analysis) -> list[StudyPoint]:
     """Every number and statement of the study's record, in the record's order, beside ours."""
     record = published()
     out: list[StudyPoint] = []
-    out += _baseline(a, record.get("baseline_udp", {}))
-    memory = record.get("memory", {})
-    for s in memory.get("statements", []):
+    out += _baseline(a, record["baseline_udp"])
+    memory = record["memory"]
+    for s in memory["statements"]:
         out.append(StudyPoint("memory", s, *_memory_statement(a, s)))
     if "dnsdist_idle_buffer_release" in memory:
         out.append(
@@ -455,17 +456,16 @@ def study_points(a: Analysis) -> list[StudyPoint]:
                 NOT_CHECKED,
             )
         )
-    for s in record.get("persistent", {}).get("statements", []):
+    for s in record["persistent"]["statements"]:
         out.append(StudyPoint("persistent", s, *_persistent_statement(a, s)))
-    establishment = record.get("establishment", {})
-    if "connections" in establishment:
-        out.append(StudyPoint("establishment", f"{establishment['connections']} connections", "", CONTEXT))
-    for s in establishment.get("statements", []):
+    establishment = record["establishment"]
+    out.append(StudyPoint("establishment", f"{establishment['connections']} connections", "", CONTEXT))
+    for s in establishment["statements"]:
         out.append(StudyPoint("establishment", s, *_establishment_statement(a, s)))
-    out += _table1_kwh(a, record.get("table1_kwh", {}))
-    for s in record.get("table1_statements", {}).get("statements", []):
+    out += _table1_kwh(a, record["table1_kwh"])
+    for s in record["table1_statements"]["statements"]:
         out.append(StudyPoint("table1_statements", s, *_table1_statement(a, s)))
-    out += _wire(a, record.get("wire_one_query", {}))
-    for s in record.get("clients", {}).get("statements", []):
+    out += _wire(a, record["wire_one_query"])
+    for s in record["clients"]["statements"]:
         out.append(StudyPoint("clients", s, "", CLIENTS))
     return out
