@@ -70,6 +70,7 @@ __all__ = [
     "QueryRecord",
     "Row",
     "RunRecord",
+    "RunSpecRecord",
     "RunStatus",
     "SearchResult",
     "SearchStep",
@@ -78,6 +79,7 @@ __all__ = [
     "SocketMemoryRecord",
     "SoftnetCounts",
     "SourceCommit",
+    "SpecGroupRecord",
     "StartRecord",
     "SummaryContextRecord",
     "SummaryRecord",
@@ -97,6 +99,7 @@ __all__ = [
     "Wire",
     "WorkerShare",
     "WorkerSummary",
+    "document_problem",
     "shape_problem",
 ]
 
@@ -157,17 +160,18 @@ class ObservationCapture(TypedDict):
 
 
 class ObservationRecord(TypedDict):
-    """observation.json: one observed client at one delay under one policy."""
+    """observation.json: one observed client at one delay under one policy (what a reader
+    needs is required; ``dnscost observe`` writes every field)."""
 
-    dnscost: str
+    dnscost: NotRequired[str]
     client: str
-    client_version: str | None
-    command: str | None
-    transport: str
+    client_version: NotRequired[str | None]
+    command: NotRequired[str | None]
+    transport: NotRequired[str]
     delay_s: float
     policy: str
-    policy_settings: dict[str, object]
-    serve_flags: list[str]
+    policy_settings: NotRequired[dict[str, object]]
+    serve_flags: NotRequired[list[str]]
     duration_s: float
     origin_unix_us: NotRequired[int | None]
     """The responder's start, which its logs' times count from."""
@@ -1062,6 +1066,48 @@ class SourceCommit(TypedDict):
     dirty: bool
 
 
+class SpecGroupRecord(TypedDict):
+    """One group of a resolved spec, as run.json keeps it (:class:`dnscost.spec.Group`)."""
+
+    name: str
+    kind: TrialKind
+    transports: list[str]
+    targets: list[str] | None
+    analysis: str
+    repetitions: int
+    axes: dict[str, list[int | float | str | None]]
+    """Each sweep axis's values (``connections``, ``lifetime``, ``rate``, ``profile``, ...)."""
+    settings: GroupSettings
+
+
+class RunSpecRecord(TypedDict, total=False):
+    """run.json's ``spec``. A spec's run (``dnscost run``, ``reproduce``): the spec resolved
+    (:meth:`dnscost.spec.Spec.to_dict`) with what the command narrowed (``only_targets``,
+    ``only_groups``), the CPUs and the network it ran with. ``dnscost load``: ``command`` and
+    the trial's ``settings``. Either with the ``cluster`` it ran on."""
+
+    name: str
+    description: str
+    targets: list[str]
+    seed: int
+    names: int
+    tld: str
+    target_cpus: list[int] | None
+    generator_cpus: list[int] | None
+    network: str | None
+    analyses: list[str]
+    groups: list[SpecGroupRecord]
+    origin: str
+    """The spec file's path, which ``--resume`` reads again."""
+    only_targets: list[str] | None
+    only_groups: list[str] | None
+    cpus: dict[str, list[int]]
+    cluster: dict[str, object]
+    external: dict[str, object]
+    command: str
+    settings: dict[str, object]
+
+
 class RunRecord(TypedDict, total=False):
     """A run's ``run.json`` (``docs/results.md``, "run.json"): what was asked (the spec, as
     resolved, and its TOML), on what (the machine's facts, every binary's version), the plan
@@ -1078,13 +1124,27 @@ class RunRecord(TypedDict, total=False):
     finished_unix_ms: int
     command: list[str]
     status: RunStatus
-    spec: dict[str, Any]
+    spec: RunSpecRecord
     spec_toml: str
     machine: dict[str, object]
     versions: dict[str, str]
     plan: list[TrialRecord]
     trials: dict[str, TrialState]
     cluster: dict[str, object]
+
+
+def document_problem(value: object, hint: object) -> str | None:
+    """What keeps ``value`` (a parsed file) from being the ``TypedDict`` ``hint``: a key it
+    requires missing (``"no rows"``), or :func:`shape_problem`'s answer. Keys marked
+    ``NotRequired`` may be missing, also in a module that postpones its annotations (where
+    ``__required_keys__`` counts them as required)."""
+    if isinstance(value, dict) and is_typeddict(hint):
+        hints = get_type_hints(hint, include_extras=True)
+        required = [k for k in getattr(hint, "__required_keys__", ()) if get_origin(hints.get(k)) is not NotRequired]
+        missing = sorted(k for k in required if k not in value)
+        if missing:
+            return f"no {missing[0]}"
+    return shape_problem(value, hint)
 
 
 def shape_problem(value: object, hint: object, where: str = "") -> str | None:

@@ -97,9 +97,9 @@ REFERENCE_GROUP = "reference"
 """The group of the UDP reference trials :func:`expand` adds to rounds that have none."""
 
 
-_NOT_TLS = {"resumption": 0.0, "cert_key": None, "tls_group": None, "early_data": 0.0}
-_NOT_DOH = {"doh_method": None, "doh_headers": None}
-IRRELEVANT: dict[str, dict[str, Any]] = {
+_NOT_TLS: dict[str, object] = {"resumption": 0.0, "cert_key": None, "tls_group": None, "early_data": 0.0}
+_NOT_DOH: dict[str, object] = {"doh_method": None, "doh_headers": None}
+IRRELEVANT: dict[str, dict[str, object]] = {
     "udp": {"lifetime": "forever", "open_rate": None, **_NOT_TLS, **_NOT_DOH},
     "tcp": {**_NOT_TLS, **_NOT_DOH},
     "dot": {"early_data": 0.0, **_NOT_DOH},
@@ -118,17 +118,18 @@ def client_qps(profile: ClientProfile) -> float:
     return float(profile.get("queries_per_resolution", 1)) * 1000.0 / float(profile["query_interval_ms"])
 
 
-def _replay(p: dict[str, Any], profile: ClientProfile, max_connections: int) -> dict[str, Any]:
+def _replay(p: dict[str, object], profile: ClientProfile, max_connections: int) -> dict[str, object]:
     """A trial's knobs when it replays clients of ``profile`` (the profile itself in
     ``profile``): ``clients`` of them, or when the group gives a ``rate`` as many as make it
     within ``max_connections``; connections as many as the clients keep, ``rate`` the queries
     per second they make together, resumption the profile's. Lifetime is the profile's to set
     (the engine applies it), so None here."""
     per_client = int(profile.get("connections", 1))
-    if isinstance(p.get("rate"), int | float):
-        clients = max(1, min(round(p["rate"] / client_qps(profile)), max_connections // per_client))
-    else:
-        clients = p["clients"]
+    rate, clients = p.get("rate"), p.get("clients")
+    if isinstance(rate, int | float):
+        clients = max(1, min(round(rate / client_qps(profile)), max_connections // per_client))
+    if not isinstance(clients, int):
+        raise TypeError(f"a replay's clients must be a count, not {clients!r}")
     return {
         **p,
         "profile": profile,
@@ -156,12 +157,13 @@ def _normalise(kind: str, transport: str, p: dict[str, object]) -> dict[str, obj
     return p
 
 
-def _warmup_s(kind: str, transport: str, p: dict[str, Any], settings: GroupSettings) -> float:
+def _warmup_s(kind: str, transport: str, p: Mapping[str, object], settings: GroupSettings) -> float:
     """The warm-up: the group's, stretched so that every connection is open (at the open-rate
     ceiling, with margin for TLS handshakes) before the measured period starts."""
     warmup = float(settings["warmup"])
-    if transport != "udp" and p.get("open_rate"):
-        opening = p["connections"] / p["open_rate"] * (1.5 if transport in TLS_TRANSPORTS else 1.2)
+    open_rate, connections = p.get("open_rate"), p.get("connections")
+    if transport != "udp" and isinstance(open_rate, int | float) and open_rate and isinstance(connections, int):
+        opening = connections / open_rate * (1.5 if transport in TLS_TRANSPORTS else 1.2)
         warmup = max(warmup, math.ceil((opening + 0.5) * 10) / 10)
     return warmup
 

@@ -17,7 +17,16 @@ from pathlib import Path
 from typing import IO, Any
 
 from dnscost import __version__
-from dnscost.contract import RunRecord, RunStatus, SourceCommit, TrialRecord, TrialState, TrialStatus, shape_problem
+from dnscost.contract import (
+    RunRecord,
+    RunSpecRecord,
+    RunStatus,
+    SourceCommit,
+    TrialRecord,
+    TrialState,
+    TrialStatus,
+    shape_problem,
+)
 from dnscost.errors import UsageError
 from dnscost.jsonl import json_kind
 from dnscost.proc import Ledger
@@ -148,7 +157,7 @@ class Run:
         directory: Path,
         experiment: str,
         *,
-        spec: dict[str, Any],
+        spec: RunSpecRecord,
         spec_toml: str,
         plan: list[TrialRecord],
         facts: dict[str, object],

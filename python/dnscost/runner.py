@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 from dnscost.analysis.load import resummarize, trial_problem
 from dnscost.certs import DEFAULT_KEY_TYPE
@@ -455,12 +455,20 @@ def check_split(
             raise UsageError(f"{t.id}: {e}") from None
 
 
-def _with_cluster(cluster: Cluster | None) -> dict[str, Any]:
+class ClusterArgument(TypedDict, total=False):
+    cluster: Cluster
+
+
+class NetworkArgument(TypedDict, total=False):
+    network: Network
+
+
+def _with_cluster(cluster: Cluster | None) -> ClusterArgument:
     """``measure``'s cluster argument, given only with a cluster (tests stand in for measure)."""
     return {"cluster": cluster} if cluster is not None else {}
 
 
-def bed_network(cluster: Cluster | None) -> dict[str, Any]:
+def bed_network(cluster: Cluster | None) -> NetworkArgument:
     """``start_bed``'s network argument for a bed loaded by ``cluster``: the cluster's set-up,
     given only with a cluster (without one, the run's own; tests stand in for start_bed)."""
     return {"network": cluster_network(cluster.target_address)} if cluster is not None else {}

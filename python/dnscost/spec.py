@@ -26,7 +26,7 @@ from typing import Any, cast, get_args, get_type_hints
 
 from dnscost.certs import KEY_TYPES
 from dnscost.cluster import ClusterSettings
-from dnscost.contract import ClientProfile, GroupSettings, Lifetime, TrialKind, shape_problem
+from dnscost.contract import ClientProfile, GroupSettings, Lifetime, RunSpecRecord, TrialKind, shape_problem
 from dnscost.errors import UsageError
 from dnscost.network import NETWORKS
 from dnscost.proc import parse_cpus
@@ -251,7 +251,7 @@ class Spec:
                 raise UsageError(f"{self.origin}: group {g.name!r} is a share of {needs!r}: select that group too")
         return dataclasses.replace(self, groups=groups)
 
-    def to_dict(self) -> dict[str, object]:
+    def to_dict(self) -> RunSpecRecord:
         """The resolved spec, as recorded in run.json."""
         return {
             "name": self.name,

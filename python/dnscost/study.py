@@ -15,7 +15,7 @@ from functools import cache
 from importlib import resources
 from typing import NotRequired, TypedDict, cast
 
-from dnscost.contract import shape_problem
+from dnscost.contract import document_problem
 
 __all__ = [
     "CITATION",
@@ -110,8 +110,7 @@ def published() -> Published:
     """The study's published numbers and statements (``iscc2023.toml``), checked against
     :class:`Published` once read."""
     doc = tomllib.loads(resources.files("dnscost").joinpath("iscc2023.toml").read_text(encoding="utf-8"))
-    missing = sorted(set(Published.__required_keys__) - set(doc))
-    problem = f"no [{missing[0]}]" if missing else shape_problem(doc, Published)
+    problem = document_problem(doc, Published)
     if problem is not None:
         raise ValueError(f"iscc2023.toml: {problem}")
     return cast(Published, doc)

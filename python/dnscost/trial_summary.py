@@ -125,7 +125,7 @@ def _forever(lifetime: Any) -> bool:
 
 def summarize_trial(
     records: Sequence[Mapping[str, Any]],
-    samples: Sequence[dict[str, Any]],
+    samples: Sequence[meter_summary.Record],
     counters: CounterDelta,
     ctx: SummaryContext,
 ) -> TrialSummary:
@@ -159,9 +159,9 @@ def summarize_trial(
     # Metered means the meter saw the generator's process in the window (an idle generator may
     # well use less than a clock tick: 0 µs is then a measurement, not a gap).
     generator_seen = any(
-        r.get("generator", {}).get("processes", 0) > 0
+        (meter_summary.value_at(r, ("generator", "processes")) or 0) > 0
         for r in samples
-        if r.get("type") == "fast" and t0 <= r["t_ms"] <= t1
+        if r.get("type") == "fast" and t0 <= meter_summary.sample_time(r) <= t1
     )
     generator_cores = len(ctx.generator_cpus)
     if ctx.generator_cores is not None:  # on cluster workers: the engines' own accounting
@@ -184,7 +184,9 @@ def summarize_trial(
 
     # A CPU time read in clock ticks (no cgroup total) that is a few ticks at most is below the
     # meter's resolution: flagged, and no energy is modelled from it.
-    clk_tck = next((r["clk_tck"] for r in samples if r.get("type") == "header" and r.get("clk_tck")), 100)
+    clk_tck = next(
+        (tck for r in samples if r.get("type") == "header" and (tck := meter_summary.value_at(r, ("clk_tck",)))), 100.0
+    )
     loaded = config.get("rate") != "once"  # an idle trial measures memory, not CPU
     cpu_unresolved = (
         loaded

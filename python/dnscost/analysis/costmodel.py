@@ -12,7 +12,7 @@ identify it (:func:`identification`); otherwise it is "not identified", never 0.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -224,7 +224,7 @@ def cost_model_rows(rows: list[Row]) -> tuple[list[Row], list[Row]]:
     return terms_out, fits
 
 
-def predict_cpu_us(coefficients: dict[str, float | None], counts: dict[str, Any]) -> float | None:
+def predict_cpu_us(coefficients: Mapping[str, float | None], counts: Mapping[str, float | None]) -> float | None:
     """CPU time the model predicts for a trial's counts (``trials``-table columns); None when a
     term the trial counts has no identified coefficient."""
     total = 0.0

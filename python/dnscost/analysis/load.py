@@ -226,11 +226,8 @@ def damage_notes(run_dir: Path, trials: list[TrialRecord]) -> list[str]:
 def run_network(run: RunRecord) -> str:
     """The run's ``--network`` set-up: run.json's ``spec.network`` (``spec.settings.network``
     for ``dnscost load``); runs made before the option existed were on loopback."""
-    raw = run.get("spec")
-    spec: dict[str, Any] = raw if isinstance(raw, dict) else {}
-    raw = spec.get("settings")
-    settings: dict[str, object] = raw if isinstance(raw, dict) else {}
-    network = spec.get("network") or settings.get("network")
+    spec = run.get("spec") or {}
+    network = spec.get("network") or (spec.get("settings") or {}).get("network")
     return str(network) if network else "loopback"
 
 

@@ -9,10 +9,10 @@ shaped: this machine's kernel, like many VM kernels, has no ``netem``)."""
 from __future__ import annotations
 
 import tomllib
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from dnscost.client.fields import fields, number, read_toml
 from dnscost.errors import UsageError
@@ -54,8 +54,30 @@ class Preset:
             parts.append(f"rate={rate:g}kbit")
         return ",".join(parts)
 
-    def to_dict(self) -> dict[str, object]:
-        return asdict(self)
+    def to_dict(self) -> PresetRecord:
+        return PresetRecord(
+            name=self.name,
+            label=self.label,
+            source=self.source,
+            rtt_ms=self.rtt_ms,
+            jitter_ms=self.jitter_ms,
+            loss_pct=self.loss_pct,
+            down_kbps=self.down_kbps,
+            up_kbps=self.up_kbps,
+        )
+
+
+class PresetRecord(TypedDict):
+    """A :class:`Preset` as client.json and times.json keep it."""
+
+    name: str
+    label: str
+    source: str
+    rtt_ms: float
+    jitter_ms: float
+    loss_pct: float
+    down_kbps: float | None
+    up_kbps: float | None
 
 
 def _number(name: str, table: dict[str, object], key: str, lo: float, hi: float, *, optional: bool) -> float | None:

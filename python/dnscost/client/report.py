@@ -7,20 +7,21 @@ only (``dnscost client report DIR`` redraws it); never starts a process."""
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from markupsafe import Markup
 
 from dnscost.client.figure import draw_times
+from dnscost.client.presets import PresetRecord
 from dnscost.report.html import _ENV, Table, _table, inline_svg
 
 __all__ = ["write_report"]
 
 
-def _presets(doc: dict[str, Any]) -> Table:
+def _presets(presets: Mapping[str, PresetRecord]) -> Table:
     rows = []
-    for p in doc.get("presets", {}).values():
+    for p in presets.values():
         rates = f"{p['down_kbps'] or 0:g} / {p['up_kbps'] or 0:g}" if (p["down_kbps"] or p["up_kbps"]) else "none"
         rows.append([p["name"], p["label"], p["rtt_ms"], p["jitter_ms"], p["loss_pct"], rates, p["source"]])
     return _table(
@@ -71,6 +72,7 @@ def _check(run: Path) -> dict[str, object] | None:
 
 
 def _times(run: Path, figures: Path) -> list[dict[str, object]]:
+    from dnscost.client.times import read_times
     from dnscost.client.times import rows as time_rows
 
     out: list[dict[str, object]] = []
@@ -78,7 +80,7 @@ def _times(run: Path, figures: Path) -> list[dict[str, object]]:
     if not base.is_dir():
         return out
     for k, d in enumerate(sorted(p for p in base.iterdir() if (p / "times.json").exists())):
-        doc = json.loads((d / "times.json").read_text())
+        doc = read_times(d / "times.json")
         rows = time_rows(doc)
         paths = draw_times(rows, figures, stem=f"response-times-{d.name}")
         svg = Markup(inline_svg(paths[0].read_text(), f"t{k}-")) if paths else None  # matplotlib's own markup
@@ -140,7 +142,7 @@ def write_report(run: Path) -> Path:
     context = {
         "title": "dnscost client: what each DNS transport costs clients",
         "doc": doc,
-        "presets": _presets(doc),
+        "presets": _presets(doc.get("presets", {})),
         "check": _check(run),
         "times": _times(run, figures),
         "pageload": _pageloads(run, figures),

@@ -28,12 +28,14 @@ def run_client(spec: ClientSpec, out: Path, *, say: Any = print) -> dict[str, ob
     from dnscost.engine import engine_version
 
     out.mkdir(parents=True, exist_ok=True)
-    doc: dict[str, Any] = {
+    finished: list[str] = []
+    # The parts done, in client.json as they end.
+    doc: dict[str, object] = {
         "dnscost": __version__,
         "engine": engine_version(),
         "started_unix_s": round(time.time(), 3),
         **spec.to_dict(),
-        "finished": [],
+        "finished": finished,
     }
     write_json(out / "client.json", doc)
     if spec.check is not None:
@@ -43,7 +45,7 @@ def run_client(spec: ClientSpec, out: Path, *, say: Any = print) -> dict[str, ob
         say(f"client: latency check at {', '.join(f'{r:g}' for r in c.rtt_ms)} ms RTT ({','.join(c.transports)})")
         rows = run_check(out / "check", c.rtt_ms, c.transports, queries=c.queries)
         say(table(rows))
-        doc["finished"].append("check")
+        finished.append("check")
         write_json(out / "client.json", doc)
     if spec.times is not None:
         from dnscost.client.times import TimesSettings, run_times
@@ -57,7 +59,7 @@ def run_client(spec: ClientSpec, out: Path, *, say: Any = print) -> dict[str, ob
                     f"  {r['preset']:<10} {r['cache']:<5} {r['transport']:<5} median {r['p50_ms']:8.1f} ms  "
                     f"p90 {r['p90_ms']:8.1f} ms  {r['answered']}/{r['offered']} answered"
                 )
-        doc["finished"].append("times")
+        finished.append("times")
         write_json(out / "client.json", doc)
     if spec.pageload is not None:
         from dnscost.client.pageload import PageloadSettings, run_pageload_presets
@@ -66,7 +68,7 @@ def run_client(spec: ClientSpec, out: Path, *, say: Any = print) -> dict[str, ob
         say(f"client: page loads, {p.browser}, presets {', '.join(x.name for x in p.presets)}")
         page_settings = PageloadSettings(pages=p.pages, rounds=p.rounds, transports=p.transports, browser=p.browser)
         run_pageload_presets(out / "pageload", p.presets, page_settings)
-        doc["finished"].append("pageload")
+        finished.append("pageload")
         write_json(out / "client.json", doc)
     doc["ended_unix_s"] = round(time.time(), 3)
     write_json(out / "client.json", doc)

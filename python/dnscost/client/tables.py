@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from dnscost.client.pageload_analysis import presets_table, summarise_presets
+from dnscost.client.times import read_times
 from dnscost.client.times import rows as time_rows
 from dnscost.errors import UsageError
 
@@ -66,7 +67,7 @@ def check_table(run: Path) -> str:
 def times_table(run: Path) -> str:
     """Response times (``times/<target>/times.json``): per preset, cache and resolver, each
     transport's median / p90 in milliseconds, from the engine's whole-run histograms."""
-    docs = {d.name: _json(d / "times.json") for d in _target_dirs(run)}
+    docs = {d.name: read_times(d / "times.json") for d in _target_dirs(run)}
     per_target = {name: time_rows(doc) for name, doc in docs.items()}
     # In the spec's order (a run measures them shuffled).
     transports = list(dict.fromkeys(t for doc in docs.values() for t in doc["settings"]["transports"]))
@@ -96,7 +97,7 @@ def times_findings(run: Path) -> str:
     run: the cache-hit ratios the resolvers' own counters gave (every run off 0 % cold or 100 %
     warm named), UDP's p99 on lossy presets against the stream transports', and each
     resolver's warm medians on the preset of the longest round trip."""
-    docs = {d.name: _json(d / "times.json") for d in _target_dirs(run)}
+    docs = {d.name: read_times(d / "times.json") for d in _target_dirs(run)}
     per_target = {name: time_rows(doc) for name, doc in docs.items()}
     rows = [(target, r) for target, rs in per_target.items() for r in rs]
     presets = _json(run / "client.json").get("presets", {})

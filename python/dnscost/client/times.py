@@ -24,14 +24,14 @@ from __future__ import annotations
 import json
 import random
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, TypedDict, cast
 
 from dnscost.analysis.hdr import cdf, decode, quantile
 from dnscost.certs import make_tls
-from dnscost.client.presets import Preset
-from dnscost.contract import EngineConfig, Row, SummaryRecord, UdpRetry
+from dnscost.client.presets import Preset, PresetRecord
+from dnscost.contract import EngineConfig, Row, SummaryRecord, UdpRetry, document_problem
 from dnscost.engine import Responder, generate, summary_of
 from dnscost.errors import DnscostError, UsageError
 from dnscost.observe.lab import SERVER_ADDRESS, UPSTREAM_ADDRESS, Lab
@@ -40,7 +40,7 @@ from dnscost.targets import TARGETS, make_target
 from dnscost.targets.base import Counters
 from dnscost.trial import fill_cache
 
-__all__ = ["NAMES", "TimesSettings", "client_config", "rows", "run_times"]
+__all__ = ["NAMES", "TimesDocument", "TimesSettings", "client_config", "read_times", "rows", "run_times"]
 
 NAMES = 100_000
 GLIBC_RETRY: UdpRetry = {"timeout_ms": 5000, "attempts": 2}
@@ -57,8 +57,57 @@ class TimesSettings:
     caches: tuple[str, ...] = ("cold", "warm")
     seed: int = 1
 
-    def to_dict(self) -> dict[str, object]:
-        return asdict(self)
+    def to_dict(self) -> TimesSettingsRecord:
+        return {
+            "target": self.target,
+            "transports": list(self.transports),
+            "qps": self.qps,
+            "queries": self.queries,
+            "idle_timeout_ms": self.idle_timeout_ms,
+            "caches": list(self.caches),
+            "seed": self.seed,
+        }
+
+
+class TimesSettingsRecord(TypedDict):
+    """:class:`TimesSettings` as times.json keeps it."""
+
+    target: str
+    transports: list[str]
+    qps: float
+    queries: int
+    idle_timeout_ms: int
+    caches: list[str]
+    seed: int
+
+
+class TimesDocument(TypedDict):
+    """``times/<target>/times.json``: the settings, the presets and upstream link, a row per
+    preset, cache and transport (with its whole-run histogram, ``hdr``), and each preset's link
+    counters."""
+
+    settings: TimesSettingsRecord
+    presets: dict[str, PresetRecord]
+    upstream: PresetRecord
+    rows: list[Row]
+    link: dict[str, object]
+    target_version: NotRequired[str | None]
+    """The resolver's, read when its first preset started it."""
+
+
+def read_times(path: Path) -> TimesDocument:
+    """A times.json, checked against :class:`TimesDocument`; a missing, unreadable or
+    malformed one is one line."""
+    try:
+        doc = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise UsageError(f"{path}: missing (not a client run, or its part did not run)") from None
+    except (OSError, json.JSONDecodeError) as e:
+        raise UsageError(f"{path}: unreadable: {e}") from None
+    problem = document_problem(doc, TimesDocument)
+    if problem is not None:
+        raise UsageError(f"{path}: {problem}")
+    return cast(TimesDocument, doc)
 
 
 def client_config(transport: str, s: TimesSettings, endpoint: str, ca: Path, seed: int) -> EngineConfig:
@@ -85,7 +134,7 @@ def client_config(transport: str, s: TimesSettings, endpoint: str, ca: Path, see
     return config
 
 
-def run_times(out: Path, presets: Sequence[Preset], upstream: Preset, s: TimesSettings) -> list[dict[str, object]]:
+def run_times(out: Path, presets: Sequence[Preset], upstream: Preset, s: TimesSettings) -> list[Row]:
     """Runs every (preset, cache, transport); writes ``times.json`` (settings, presets, the
     target's version, rows) and one directory of engine records per run; returns the rows."""
 
@@ -98,13 +147,14 @@ def run_times(out: Path, presets: Sequence[Preset], upstream: Preset, s: TimesSe
     out.mkdir(parents=True, exist_ok=True)
     tls = make_tls(out / "tls", addresses=[SERVER_ADDRESS])
     rng = random.Random(s.seed)
-    result: list[dict[str, object]] = []
-    doc: dict[str, Any] = {
+    result: list[Row] = []
+    link: dict[str, object] = {}
+    doc: TimesDocument = {
         "settings": s.to_dict(),
         "presets": {p.name: p.to_dict() for p in presets},
         "upstream": upstream.to_dict(),
         "rows": result,
-        "link": {},
+        "link": link,
     }
     block = 0
     for preset in presets:
@@ -165,7 +215,7 @@ def run_times(out: Path, presets: Sequence[Preset], upstream: Preset, s: TimesSe
                 auth.stop()
         finally:
             lab.remove()
-        doc["link"][preset.name] = lab.link_stats()
+        link[preset.name] = lab.link_stats()
         (out / "times.json").write_text(json.dumps(doc, indent=2) + "\n")
     return result
 
@@ -220,7 +270,7 @@ def _row(preset: str, cache: str, transport: str, summary: SummaryRecord, before
     }
 
 
-def rows(doc: dict[str, Any]) -> list[Row]:
+def rows(doc: TimesDocument) -> list[Row]:
     """``times.json``'s rows with their CDFs and quantiles recomputed from the histograms."""
     out = []
     for r in doc["rows"]:

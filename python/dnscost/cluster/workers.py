@@ -105,7 +105,7 @@ class ShareResult(TypedDict):
 
     address: str
     host: str
-    config: dict[str, Any]
+    config: EngineConfig
     """The share as the engine ran it (with the host's CPUs, threads and sources)."""
     late_ms: float
     """How long after the scheduled instant the engine was spawned (0: on time)."""
@@ -177,7 +177,7 @@ def run_share(
         late_ms = max(0.0, time.time() * 1000 - start_at_unix_ms)
         records = generate(config, workdir, cpus=cpus, name="engine")
         log = workdir / "engine-connections.jsonl"
-        ran = json.loads((workdir / "engine-config.json").read_text())
+        ran: EngineConfig = json.loads((workdir / "engine-config.json").read_text())
         return {
             "address": str(get_worker().address),
             "host": socket.gethostname(),

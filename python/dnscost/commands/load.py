@@ -19,7 +19,7 @@ from dnscost.commands.cluster import settings_from as cluster_settings
 from dnscost.commands.external import add_options as add_external_options
 from dnscost.commands.external import external_settings
 from dnscost.commands.target import add_roots_option
-from dnscost.contract import EngineConfig, TrialRecord
+from dnscost.contract import EngineConfig, RunSpecRecord, TrialRecord
 from dnscost.errors import UsageError
 from dnscost.network import DEFAULT_NETWORK, NETWORKS
 from dnscost.targets.place import label_of
@@ -92,7 +92,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def engine_settings(a: argparse.Namespace) -> EngineConfig:
-    raw: dict[str, Any] = {}
+    raw: dict[str, object] = {}
     if a.engine_config:
         try:
             raw = json.loads(a.engine_config.read_text())
@@ -102,8 +102,8 @@ def engine_settings(a: argparse.Namespace) -> EngineConfig:
             raise UsageError(f"{a.engine_config}: not a JSON object")
         # Paths in the file are relative to where dnscost was started, as on the command line.
         for key in ("queries_file", "ca_file", "keylog_file"):
-            if isinstance(raw.get(key), str):
-                raw[key] = str(Path(raw[key]).expanduser().resolve())
+            if isinstance(path := raw.get(key), str):
+                raw[key] = str(Path(path).expanduser().resolve())
     for _, field, _, _ in ENGINE_KNOBS:
         value = getattr(a, f"engine_{field}")
         if value is not None:
@@ -163,7 +163,7 @@ def main(a: argparse.Namespace) -> int:
     plan: list[TrialRecord] = [
         {"id": trial_id, "group": "load", "kind": "load", "target": a.target, "transport": a.transport}
     ]
-    spec = {
+    spec: RunSpecRecord = {
         "command": "load",
         "settings": asdict(settings),
         **({"cluster": cluster_given.to_dict()} if cluster_given else {}),

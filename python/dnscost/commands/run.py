@@ -22,6 +22,7 @@ from dnscost.commands.external import spec_external
 from dnscost.commands.load import pin_self
 from dnscost.commands.report import make_report
 from dnscost.commands.target import add_roots_option
+from dnscost.contract import RunSpecRecord
 from dnscost.errors import TargetError, UsageError
 from dnscost.network import DEFAULT_NETWORK, NETWORKS, check_network
 
@@ -98,22 +99,25 @@ def main(a: argparse.Namespace) -> int:
         run, leftovers = Run.resume(a.resume)
         for what in leftovers:
             print(f"dnscost: stopped {what}, left running by the interrupted run", file=sys.stderr)
-        spec = parse_spec(run.doc["spec_toml"], run.doc["spec"]["origin"])
+        was = run.doc["spec"]
+        spec = parse_spec(run.doc["spec_toml"], was["origin"])
         # Runs made before groups had targets of their own recorded no only_targets.
-        only = run.doc["spec"].get("only_targets", run.doc["spec"]["targets"])
+        only_recorded = was.get("only_targets", was.get("targets"))
+        only = tuple(only_recorded) if only_recorded is not None else None
         if only is not None:
-            spec = spec.only(tuple(only))
-        groups = run.doc["spec"].get("only_groups")
+            spec = spec.only(only)
+        groups_recorded = was.get("only_groups")
+        groups = tuple(groups_recorded) if groups_recorded is not None else None
         if groups is not None:
-            spec = spec.only_groups(tuple(groups))
-        cpus = run.doc["spec"].get("cpus", {})
-        target_cpus, generator_cpus = cpus.get("target"), cpus.get("generator")
-        network = run.doc["spec"].get("network", "loopback")
+            spec = spec.only_groups(groups)
+        cpus = was.get("cpus", {})
+        target_cpus, generator_cpus = cpus.get("target", []), cpus.get("generator", [])
+        network = was.get("network") or DEFAULT_NETWORK
         if a.network and a.network != network:
             raise UsageError(f"{a.resume}: the run was made with --network {network}, not {a.network}")
-        recorded = run.doc["spec"].get("cluster")
+        recorded = was.get("cluster")
         cluster_given = cluster_settings(a, ClusterSettings.from_dict(recorded) if recorded else None)
-        spec = spec_external(a, spec, run.doc["spec"].get("external"))
+        spec = spec_external(a, spec, was.get("external"))
     else:
         if a.command == "reproduce":
             path = experiments_dir() / ("study-quick.toml" if a.quick else "study.toml")
@@ -152,7 +156,7 @@ def main(a: argparse.Namespace) -> int:
     pin_self(generator_cpus)
     if not a.resume:
         out = a.output or Path("results", spec.name, new_run_id()).resolve()
-        resolved = {
+        resolved: RunSpecRecord = {
             **spec.to_dict(),
             "only_targets": list(only) if only is not None else None,
             "only_groups": list(groups) if groups is not None else None,

@@ -17,12 +17,12 @@ from __future__ import annotations
 import bisect
 import itertools
 import re
-from collections.abc import Iterable, Sequence
-from typing import Any, cast
+from collections.abc import Iterable, Mapping, Sequence
+from typing import cast
 
 from dnscost.contract import MeterSummary
 
-__all__ = ["LEVELS", "summarize"]
+__all__ = ["LEVELS", "Record", "sample_time", "summarize", "value_at"]
 
 Series = list[tuple[float, float]]
 
@@ -54,8 +54,13 @@ _CORE_FIELDS = ("user_us", "nice_us", "system_us", "idle_us", "iowait_us", "irq_
 _GAUGES = {"CurrEstab"}
 
 
-def _get(record: dict[str, object], path: Sequence[str]) -> float | None:
-    value: Any = record
+Record = Mapping[str, object]
+"""One of the sampler's records (contract.MeterRecord) or a core's times with its sample's
+``t_ms``: read by path, every value narrowed where it is read."""
+
+
+def value_at(record: Record, path: Sequence[str]) -> float | None:
+    value: object = record
     for key in path:
         if not isinstance(value, dict) or key not in value:
             return None
@@ -63,8 +68,26 @@ def _get(record: dict[str, object], path: Sequence[str]) -> float | None:
     return value if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
-def _series(records: Iterable[dict[str, Any]], path: Sequence[str]) -> Series:
-    out = [(float(r["t_ms"]), v) for r in records if (v := _get(r, path)) is not None]
+def sample_time(record: Record) -> float:
+    """A sample's time (ms on the sampler's clock); NaN, outside every window, without one."""
+    t = value_at(record, ("t_ms",))
+    return float("nan") if t is None else t
+
+
+def _items(record: Record, key: str) -> list[Record]:
+    """The objects of the array ``key`` (a sample's ``cores``)."""
+    value = record.get(key)
+    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
+
+
+def _keys(record: Record, key: str) -> list[str]:
+    """The keys of the object ``key`` (a sample's ``udp``, ``tcp``, ``tcpext`` counters)."""
+    value = record.get(key)
+    return list(value) if isinstance(value, dict) else []
+
+
+def _series(records: Iterable[Record], path: Sequence[str]) -> Series:
+    out = [(sample_time(r), v) for r in records if (v := value_at(r, path)) is not None]
     out.sort(key=lambda p: p[0])
     return out
 
@@ -121,7 +144,12 @@ def _snake(name: str) -> str:
     return re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", name).lower()
 
 
-def summarize(records: Sequence[dict[str, Any]], t0_ms: float, t1_ms: float) -> MeterSummary:
+def _source(record: Record) -> str | None:
+    source = record.get("energy_source")
+    return source if isinstance(source, str) else None
+
+
+def summarize(records: Sequence[Record], t0_ms: float, t1_ms: float) -> MeterSummary:
     """Summarises the sampler's ``records`` (all of a file: header, samples, end) over
     ``[t0_ms, t1_ms]`` (milliseconds on the sampler's clock, i.e. since ``start_monotonic``):
     one window of a trial (:class:`~dnscost.contract.MeterSummary` has each field's meaning),
@@ -132,7 +160,7 @@ def summarize(records: Sequence[dict[str, Any]], t0_ms: float, t1_ms: float) -> 
     slow = [r for r in records if r.get("type") == "slow"]
     extrapolated = False
 
-    def delta(rs: Sequence[dict[str, object]], *path: str) -> float | None:
+    def delta(rs: Sequence[Record], *path: str) -> float | None:
         nonlocal extrapolated
         d, e = _delta(_series(rs, path), t0_ms, t1_ms)
         extrapolated |= e
@@ -143,11 +171,11 @@ def summarize(records: Sequence[dict[str, Any]], t0_ms: float, t1_ms: float) -> 
     source = "cgroup" if cg_user is not None else "proc" if pr_user is not None else None
 
     cores: dict[int, dict[str, float]] = {}
-    for cpu in sorted({c["cpu"] for r in fast for c in r.get("cores", [])}):
+    for cpu in sorted({int(n) for r in fast for c in _items(r, "cores") if (n := value_at(c, ("cpu",))) is not None}):
         per = [
-            {"t_ms": r["t_ms"], **next(c for c in r["cores"] if c["cpu"] == cpu)}
+            {"t_ms": r.get("t_ms"), **next(c for c in _items(r, "cores") if value_at(c, ("cpu",)) == cpu)}
             for r in fast
-            if any(c["cpu"] == cpu for c in r.get("cores", []))
+            if any(value_at(c, ("cpu",)) == cpu for c in _items(r, "cores"))
         ]
         values = {k: delta(per, k) for k in (*_CORE_FIELDS, "tasks_us")}
         cores[cpu] = {k: v for k, v in values.items() if v is not None}
@@ -157,7 +185,7 @@ def summarize(records: Sequence[dict[str, Any]], t0_ms: float, t1_ms: float) -> 
 
     counters: dict[str, float] = {}
     for group in ("udp", "tcp", "tcpext"):
-        names = sorted({k for r in fast for k in r.get(group, {})} - _GAUGES)
+        names = sorted({k for r in fast for k in _keys(r, group)} - _GAUGES)
         for name in names:
             d = delta(fast, group, name)
             if d is not None:
@@ -169,17 +197,15 @@ def summarize(records: Sequence[dict[str, Any]], t0_ms: float, t1_ms: float) -> 
         extrapolated |= e and mean is not None
         levels[f"{name}_mean"], levels[f"{name}_max"] = mean, peak
 
-    sources = {r.get("energy_source") for r in fast if t0_ms <= r["t_ms"] <= t1_ms} or {
-        r.get("energy_source") for r in fast
-    }
+    sources = {_source(r) for r in fast if t0_ms <= sample_time(r) <= t1_ms} or {_source(r) for r in fast}
     cgroup_total = delta(fast, "target", "cgroup_cpu_total_us")
     user, system = (cg_user, cg_sys) if source == "cgroup" else (pr_user, pr_sys)
     summary = dict(
         t0_ms=t0_ms,
         t1_ms=t1_ms,
         duration_s=(t1_ms - t0_ms) / 1000,
-        samples_fast=sum(1 for r in fast if t0_ms <= r["t_ms"] <= t1_ms),
-        samples_slow=sum(1 for r in slow if t0_ms <= r["t_ms"] <= t1_ms),
+        samples_fast=sum(1 for r in fast if t0_ms <= sample_time(r) <= t1_ms),
+        samples_slow=sum(1 for r in slow if t0_ms <= sample_time(r) <= t1_ms),
         extrapolated=extrapolated,
         cpu_source=source,
         cpu_user_us=user,

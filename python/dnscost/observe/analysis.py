@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
 
-from dnscost.contract import ConnectionRecord, ObservationRecord, ObservationSummary, QueryRecord, Row, shape_problem
+from dnscost.contract import ConnectionRecord, ObservationRecord, ObservationSummary, QueryRecord, Row, document_problem
 from dnscost.engine import connection_log, query_log
 from dnscost.errors import UsageError
 from dnscost.jsonl import read_records
@@ -160,7 +160,7 @@ def load(cell: Path) -> Observed:
         doc = json.loads(path.read_text())
     except (OSError, json.JSONDecodeError) as e:
         raise UsageError(f"{path}: unreadable: {e}") from None
-    problem = shape_problem(doc, ObservationRecord)
+    problem = document_problem(doc, ObservationRecord)
     if problem is not None:
         raise UsageError(f"{path}: {problem}")
     meta = cast(ObservationRecord, doc)

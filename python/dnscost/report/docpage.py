@@ -25,23 +25,23 @@ from __future__ import annotations
 
 import argparse
 import difflib
-import json
 import sys
 import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import jinja2
 
 from dnscost.analysis.stats import fit_line
 from dnscost.analysis.table1 import key_match, verdict_counts
 from dnscost.analysis.write import read_table
-from dnscost.contract import Row
+from dnscost.contract import Row, RunRecord, SpecGroupRecord
 from dnscost.errors import UsageError
 from dnscost.meter.energy import CpuPowerModel
+from dnscost.results import read_json, run_problem
 from dnscost.study import published
 from dnscost.transports import display_name
 
@@ -75,13 +75,20 @@ class RunTables:
             raise UsageError(f"{table}: {len(found)} rows with {shown}, not one")
         return found[0]
 
-    def facts(self) -> dict[str, Any]:
+    def facts(self) -> RunRecord:
         """run.json's facts (not its plan or trials); none when the directory has no run.json."""
         path = self.dir / "run.json"
         if not path.is_file():
             return {}
-        doc = json.loads(path.read_text(encoding="utf-8"))
-        return {k: v for k, v in doc.items() if k not in ("plan", "trials", "spec_toml")}
+        doc = read_json(path)
+        problem = run_problem(doc)
+        if problem is not None:
+            raise UsageError(f"{path}: {problem}")
+        run = cast(RunRecord, doc)
+        run.pop("plan", None)
+        run.pop("trials", None)
+        run.pop("spec_toml", None)
+        return run
 
 
 def _number(v: Any) -> float:
@@ -242,9 +249,9 @@ def render_page(template: Path, run_dir: Path) -> str:
     env.filters.update(utc=utc, model_term=model_term, tr=lambda t: display_name(str(t)))
     env.tests["contains"] = lambda text, part: part in str(text or "")
     facts = tables.facts()
-    groups: dict[str, dict[str, object]] = {g["name"]: g for g in (facts.get("spec") or {}).get("groups", [])}
+    groups = {g["name"]: g for g in facts.get("spec", {}).get("groups", [])}
 
-    def group(name: str) -> dict[str, object]:
+    def group(name: str) -> SpecGroupRecord:
         if name not in groups:
             raise UsageError(f"{run_dir}: run.json has no spec group {name!r}")
         return groups[name]
