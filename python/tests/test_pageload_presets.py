@@ -89,9 +89,9 @@ def _write_run(out: Path, preset: str, offsets: dict[str, float], failed: int = 
 def test_summarise_presets_keeps_the_runs_order_and_pairs_hounsel_with_paired_presets_only(tmp_path: Path) -> None:
     out = tmp_path / "pl"
     meta = {"presets": {
-        "lte": {"name": "lte", "label": "LTE", "rtt_ms": 70, "loss_pct": 0, "down_kbps": 12000, "up_kbps": 12000,
-                "source": "WebPageTest", "dir": "lte", "status": "done"},
-        "cable": {"name": "cable", "label": "Cable", "rtt_ms": 28, "loss_pct": 0, "down_kbps": 5000,
+        "lte": {"name": "lte", "label": "LTE", "rtt_ms": 70, "jitter_ms": 0, "loss_pct": 0, "down_kbps": 12000,
+                "up_kbps": 12000, "source": "WebPageTest", "dir": "lte", "status": "done"},
+        "cable": {"name": "cable", "label": "Cable", "rtt_ms": 28, "jitter_ms": 0, "loss_pct": 0, "down_kbps": 5000,
                   "up_kbps": 1000, "source": "WebPageTest", "dir": "cable", "status": "failed", "error": "x"},
     }}  # fmt: skip
     _write_run(out, "lte", {"do53": 0, "dot": 40, "doh": 10}, failed=1)

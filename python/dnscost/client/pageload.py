@@ -72,7 +72,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, Any, cast
 from urllib.parse import urlsplit
 
 from dnscost import __version__
@@ -87,7 +87,8 @@ from dnscost.client.corpus import (
     render_page,
     zone_records,
 )
-from dnscost.client.pageload_analysis import LoadRecord, ResourceTiming
+from dnscost.client.pageload_analysis import LoadRecord, PageloadRecord, PresetEntry, PresetsRecord, ResourceTiming
+from dnscost.client.presets import Preset
 from dnscost.contract import ConnectionRecord, QueryRecord
 from dnscost.engine import Responder, connection_log, engine_version, query_log
 from dnscost.errors import DnscostError, MachineError, UsageError
@@ -108,9 +109,6 @@ from dnscost.observe.lab import Lab
 from dnscost.observe.observation import ZONE
 from dnscost.proc import Child
 from dnscost.results import write_json
-
-if TYPE_CHECKING:
-    from dnscost.client.presets import Preset
 
 __all__ = [
     "BROWSERS",
@@ -830,7 +828,7 @@ def run_pageloads(lab: Lab, out: Path, settings: PageloadSettings) -> Path:
     upstream = Upstream(ca=tls.ca, address=address)
     browser = browser_class(out, upstream)
 
-    doc: dict[str, Any] = {
+    doc: PageloadRecord = {
         "format": FORMAT,
         "dnscost": __version__,
         "engine": engine_version(),
@@ -880,7 +878,8 @@ def run_pageloads(lab: Lab, out: Path, settings: PageloadSettings) -> Path:
         doc["status"] = status
         doc["ended_unix_us"] = time.time_ns() // 1000
         queries = query_log(out / "queries.jsonl", strict=False)
-        doc["dns_check"] = dns_check(queries, sessions, corpus)
+        checks = dns_check(queries, sessions, corpus)
+        doc["dns_check"] = checks
         if dot:
             conns = dot_connections(
                 queries,
@@ -888,9 +887,10 @@ def run_pageloads(lab: Lab, out: Path, settings: PageloadSettings) -> Path:
                 read_records(out / "dot-connections.jsonl"),
                 sessions,
             )
-            for check in doc["dns_check"]:
-                if check["transport"] in STUBS:
-                    check["dot_connections"] = conns.get(check["session"], [])
+            for check in checks:
+                session = check["session"]
+                if check["transport"] in STUBS and isinstance(session, int):
+                    check["dot_connections"] = conns.get(session, [])
         records = read_records(out / "loads.jsonl")
         doc["loads_ok"] = sum(1 for r in records if r.get("ok"))
         doc["loads_failed"] = sum(1 for r in records if not r.get("ok"))
@@ -950,11 +950,11 @@ def run_pageload_presets(out: Path, presets: Sequence[Preset], settings: Pageloa
     if len(set(names)) != len(names):
         raise UsageError("pageload: give each preset once")
     out.mkdir(parents=True, exist_ok=True)
-    doc: dict[str, Any] = {
+    doc: PresetsRecord = {
         "format": PRESETS_FORMAT,
         "dnscost": __version__,
         "settings": {k: v for k, v in settings.as_dict().items() if k != "preset"},
-        "presets": {p.name: {**p.to_dict(), "dir": p.name, "status": "pending"} for p in presets},
+        "presets": {p.name: cast(PresetEntry, {**p.to_dict(), "dir": p.name, "status": "pending"}) for p in presets},
         "started_unix_us": time.time_ns() // 1000,
         "status": "running",
     }

@@ -34,6 +34,9 @@ from pathlib import Path
 from typing import Any, NotRequired, TypedDict, cast
 
 from dnscost import jsonl
+from dnscost.client.presets import PresetRecord
+from dnscost.contract import document_problem
+from dnscost.errors import UsageError
 
 __all__ = [
     "HOUNSEL",
@@ -43,8 +46,11 @@ __all__ = [
     "Difference",
     "DnsPath",
     "LoadRecord",
+    "PageloadRecord",
     "Pair",
+    "PresetEntry",
     "PresetInfo",
+    "PresetsRecord",
     "PresetsSummary",
     "Published",
     "Quantiles",
@@ -410,35 +416,105 @@ def _published(preset: str) -> dict[str, Published]:
     return {t: {"network": network, "median_ms": v, "text": text} for t, (v, text) in HOUNSEL[network].items()}
 
 
+class PageloadRecord(TypedDict):
+    """pageload.json: one run of page loads in one lab (written when it starts, completed when
+    it ends). What a reader needs is required; :func:`dnscost.client.pageload.run_pageloads`
+    writes every field."""
+
+    format: NotRequired[int]
+    dnscost: NotRequired[str]
+    engine: NotRequired[str]
+    settings: NotRequired[dict[str, object]]
+    browser_version: NotRequired[str | None]
+    stub_versions: NotRequired[dict[str, str | None]]
+    server_address: NotRequired[str]
+    sessions: NotRequired[int]
+    loads: NotRequired[int]
+    names: NotRequired[int]
+    corpus: NotRequired[dict[str, object]]
+    started_unix_us: NotRequired[int]
+    status: str
+    """``running``, then ``done``, ``failed`` or ``interrupted``."""
+    responder_start_unix_us: NotRequired[int | None]
+    ended_unix_us: NotRequired[int]
+    dns_check: NotRequired[list[dict[str, object]]]
+    """Per session: the queries the resolver saw against what its pages asked
+    (:func:`dns_check`)."""
+    loads_ok: NotRequired[int]
+    loads_failed: NotRequired[int]
+
+
+class PresetEntry(PresetRecord):
+    """One preset's run in presets.json: the preset, its directory and how its run went."""
+
+    dir: str
+    status: str
+    started_unix_us: NotRequired[int]
+    ended_unix_us: NotRequired[int]
+    error: NotRequired[str]
+    link: NotRequired[dict[str, object] | None]
+    """The emulated link's counters (dnscost-engine link)."""
+
+
+class PresetsRecord(TypedDict):
+    """presets.json: page loads under every network preset, one run each (the presets
+    required; the writer writes every field)."""
+
+    format: NotRequired[int]
+    dnscost: NotRequired[str]
+    settings: NotRequired[dict[str, object]]
+    presets: dict[str, PresetEntry]
+    started_unix_us: NotRequired[int]
+    status: NotRequired[str]
+    ended_unix_us: NotRequired[int]
+
+
+def _read(path: Path, kind: type[Any]) -> Any:
+    """A presets.json or pageload.json, checked against its record (``kind``); a malformed one
+    is one line."""
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise UsageError(f"{path}: unreadable: {e}") from None
+    problem = document_problem(doc, kind)
+    if problem is not None:
+        raise UsageError(f"{path}: {problem}")
+    return doc
+
+
 def summarise_presets(out: Path, baseline: str = "do53") -> PresetsSummary:
     """The experiment of :func:`dnscost.client.pageload.run_pageload_presets` in ``out``
     (see :class:`PresetsSummary`): every preset's ``loads.jsonl`` and ``pageload.json``, in the
     order of ``presets.json`` (without it, every ``<out>/*/loads.jsonl`` by name). Reads stored
     files only; the figures listed are those :func:`write_outputs` drew, if it has."""
     meta_path = out / "presets.json"
-    meta: dict[str, Any] = json.loads(meta_path.read_text()) if meta_path.exists() else {"presets": {}}
+    meta: PresetsRecord | None = _read(meta_path, PresetsRecord) if meta_path.exists() else None
+    entries = meta["presets"] if meta is not None else {}
     # A kept run's records are compressed (dnscost keep): read_loads reads <name>.gz alike.
-    names = list(meta["presets"]) or sorted({p.parent.name for p in out.glob("*/loads.jsonl*")})
+    names = list(entries) or sorted({p.parent.name for p in out.glob("*/loads.jsonl*")})
     records: list[LoadRecord] = []
     networks: dict[str, PresetInfo] = {}
     checks: dict[str, list[dict[str, object]]] = {}
     for name in names:
-        m = meta["presets"].get(name, {})
-        run = out / str(m.get("dir", name))
+        m = entries.get(name)
+        run = out / (m["dir"] if m else name)
         if (run / "loads.jsonl").exists() or (run / "loads.jsonl.gz").exists():
             records += read_loads(run / "loads.jsonl")
-        doc = json.loads((run / "pageload.json").read_text()) if (run / "pageload.json").exists() else {}
-        checks[name] = list(doc.get("dns_check") or [])
+        doc: PageloadRecord | None = (
+            _read(run / "pageload.json", PageloadRecord) if (run / "pageload.json").exists() else None
+        )
+        checks[name] = list(doc.get("dns_check") or []) if doc else []
+        status = doc["status"] if doc else "unknown"
         networks[name] = {
-            "label": str(m.get("label", name)),
-            "rtt_ms": float(m.get("rtt_ms", 0.0)),
-            "loss_pct": float(m.get("loss_pct", 0.0)),
-            "down_kbps": m.get("down_kbps"),
-            "up_kbps": m.get("up_kbps"),
-            "source": str(m.get("source", "")),
-            "dir": str(m.get("dir", name)),
-            "status": str(m.get("status", doc.get("status", "unknown"))),
-            "error": m.get("error"),
+            "label": m["label"] if m else name,
+            "rtt_ms": float(m["rtt_ms"]) if m else 0.0,
+            "loss_pct": float(m["loss_pct"]) if m else 0.0,
+            "down_kbps": m["down_kbps"] if m else None,
+            "up_kbps": m["up_kbps"] if m else None,
+            "source": m["source"] if m else "",
+            "dir": m["dir"] if m else name,
+            "status": m["status"] if m else status,
+            "error": m.get("error") if m else None,
         }
     compared = compare(records, baseline)["presets"]
     presets: dict[str, dict[str, TransportSummary]] = {}
