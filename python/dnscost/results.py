@@ -14,7 +14,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
 from dnscost import __version__
 from dnscost.contract import (
@@ -25,6 +25,7 @@ from dnscost.contract import (
     TrialRecord,
     TrialState,
     TrialStatus,
+    document_problem,
     shape_problem,
 )
 from dnscost.errors import UsageError
@@ -96,6 +97,25 @@ def read_json(path: Path) -> Any:
         return json.loads(path.read_text())
     except (OSError, json.JSONDecodeError) as e:
         raise UsageError(f"{path}: cannot read ({e})") from None
+
+
+Doc = TypeVar("Doc")
+
+
+def read_document(path: Path, record: type[Doc], missing: str | None = None) -> Doc:
+    """A JSON file parsed once and checked against its record (a ``TypedDict`` of
+    :mod:`dnscost.contract` or beside its writer): a missing file (with ``missing``, what that
+    means), an unreadable one or one of another shape is one line, a :class:`UsageError`."""
+    try:
+        doc = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise UsageError(f"{path}: missing ({missing})" if missing else f"{path}: missing") from None
+    except (OSError, json.JSONDecodeError) as e:
+        raise UsageError(f"{path}: unreadable: {e}") from None
+    problem = document_problem(doc, record)
+    if problem is not None:
+        raise UsageError(f"{path}: {problem}")
+    return doc  # type: ignore[no-any-return]  # checked against the record just above
 
 
 def run_problem(doc: Any) -> str | None:

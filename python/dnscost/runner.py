@@ -18,12 +18,14 @@ is invalid.
 
 from __future__ import annotations
 
+import errno
 import gzip
 import json
 import os
 import shutil
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -32,7 +34,7 @@ from typing import TYPE_CHECKING, Any, TypedDict, cast
 from dnscost.analysis.load import resummarize, trial_problem
 from dnscost.certs import DEFAULT_KEY_TYPE
 from dnscost.cluster.shares import split_config
-from dnscost.contract import EngineConfig, SearchStep, TrialRecord
+from dnscost.contract import EngineConfig, RunStatus, SearchStep, TrialRecord
 from dnscost.engine import check_config
 from dnscost.errors import EngineError, MachineError, TargetError, UsageError
 from dnscost.network import DEFAULT_NETWORK, Network
@@ -45,17 +47,24 @@ from dnscost.targets.place import label_of
 from dnscost.trial import LoadSettings, Testbed, cluster_network, describe_failure, measure, start_bed
 
 if TYPE_CHECKING:
-    from dnscost.cluster import Cluster
+    from dnscost.cluster import Cluster, ClusterSettings
 
 __all__ = [
+    "WRITE_ERRNOS",
     "Progress",
+    "RunOutcome",
     "check_plan",
     "check_split",
     "default_cpus",
+    "execute",
+    "external_unserved",
+    "open_run_cluster",
     "preflight",
     "run_plan",
     "search",
     "settings_for",
+    "tally",
+    "write_failure",
 ]
 
 SHARE_PLACEHOLDER_QPS = 1000.0
@@ -283,7 +292,7 @@ def search(
 def run_plan(
     run: Run,
     spec: Spec,
-    plan: list[TrialPlan],
+    plan: Sequence[TrialPlan],
     *,
     target_cpus: Sequence[int],
     generator_cpus: Sequence[int],
@@ -537,3 +546,199 @@ def default_cpus(
     target = list(target_cpus) if target_cpus else [0]
     generator = list(generator_cpus) if generator_cpus else sorted(set(os.sched_getaffinity(0)) - set(target))
     return target, generator
+
+
+# The run's life: from a planned run to its outcome.
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """How a run ended: the status run.json records, its trials counted, and the invalid ones
+    as today's analysis judges their raw records (as ``dnscost report`` does), not as stored
+    when measured. ``stopped_by``: the failed write that stopped it (a full or read-only disk,
+    a file of the run directory)."""
+
+    status: RunStatus
+    planned: int
+    done: int
+    failed: int
+    not_run: int
+    invalid: int
+    flags: tuple[tuple[str, int], ...]
+    """Each validity flag with its count, the commonest first."""
+    stopped_by: OSError | None = None
+
+    @property
+    def complete(self) -> bool:
+        return self.status == "done"
+
+    def line(self) -> str:
+        """``60 of 60 trials done, 0 failed; 2 invalid (generator-bound 2)``."""
+        text = f"{self.done} of {self.planned} trials done, {self.failed} failed"
+        if self.not_run:
+            text += f", {self.not_run} not run"
+        if self.invalid:
+            text += f"; {self.invalid} invalid ({', '.join(f'{f} {n}' for f, n in self.flags)})"
+        return text
+
+
+def tally(run: Run, plan: Sequence[TrialPlan], status: RunStatus, stopped_by: OSError | None = None) -> RunOutcome:
+    """The :class:`RunOutcome` of ``run`` as it stands on disk."""
+    counts = run.trial_counts()
+    flags: Counter[str] = Counter()
+    invalid = 0
+    for t in plan:
+        if not run.done(t.id):
+            continue
+        doc = read_record(run.trial_dir(t.id))
+        summary = doc.get("summary") if doc is not None else None
+        validity = summary.get("validity") if summary is not None else None
+        if validity is not None and validity.get("valid") is False:
+            invalid += 1
+            flags.update(validity.get("flags") or [])
+    return RunOutcome(
+        status,
+        len(plan),
+        counts.get("done", 0),
+        counts.get("failed", 0),
+        counts.get("not-run", 0),
+        invalid,
+        tuple(flags.most_common()),
+        stopped_by,
+    )
+
+
+def external_unserved(spec: Spec) -> list[str]:
+    """The transports the spec loads the external target over that it has no endpoint for."""
+    if spec.external is None:
+        return []
+    served = spec.external.parsed()
+    wanted = {t for g in spec.groups if EXTERNAL in g.runs_on(spec.targets) for t in g.transports}
+    return sorted(wanted - set(served))
+
+
+def open_run_cluster(settings: ClusterSettings, run: Run, generator_cpus: Sequence[int]) -> Cluster:
+    """Connects to (for netns:N, starts) the cluster and records its workers in run.json."""
+    from dnscost.cluster import open_cluster  # Dask, only for a run with a cluster
+
+    cluster = open_cluster(settings, run.dir / "cluster", cpus=generator_cpus)
+    run.doc["cluster"] = dict(cluster.describe())
+    return cluster
+
+
+def execute(
+    run: Run,
+    spec: Spec,
+    plan: Sequence[TrialPlan],
+    *,
+    target_cpus: Sequence[int],
+    generator_cpus: Sequence[int],
+    network: str,
+    cluster_settings: ClusterSettings | None,
+    command: str,
+) -> RunOutcome:
+    """Runs (or resumes) a planned run to its end: the cluster opened, every target checked
+    (:func:`preflight`), the trials not yet done run (:func:`run_plan`), run.json finished.
+    A failed write (:func:`write_failure`) ends it ``interrupted``, resumable, with the write
+    named; an interrupt or any other error is recorded in run.json and raised. ``command``
+    (``run``, ``reproduce``) is how a resume is said."""
+    progress = Progress(len(plan))
+    print(f"dnscost: {len(plan)} trials of {spec.name} into {run.dir}", file=sys.stderr)
+    unserved = external_unserved(spec)
+    if unserved:
+        progress.note(f"external: no endpoint for {', '.join(unserved)}: their trials are left out")
+    run.doc["status"] = "running"
+    cluster = None
+    try:
+        if cluster_settings is not None:
+            cluster = open_run_cluster(cluster_settings, run, generator_cpus)
+            progress.note(f"cluster {cluster.address}: {len(cluster.workers)} workers, {cluster.generator_cores} cores")
+            check_split(spec, plan, len(cluster.workers), target_cpus, generator_cpus)
+        remaining = [t for t in plan if not run.done(t.id)]
+        preflight(
+            spec,
+            remaining,
+            run.dir / "preflight",
+            target_cpus=target_cpus,
+            generator_cpus=generator_cpus,
+            progress=progress,
+            network=network,
+        )
+        run_plan(
+            run,
+            spec,
+            plan,
+            target_cpus=target_cpus,
+            generator_cpus=generator_cpus,
+            progress=progress,
+            network=network,
+            cluster=cluster,
+        )
+    except BaseException as e:
+        failed_write = write_failure(e, run.dir)
+        if failed_write is not None:
+            _stop_on_write_failure(run, failed_write, command)
+            return tally(run, plan, "interrupted", failed_write)
+        run.finish("interrupted" if isinstance(e, KeyboardInterrupt) else "failed")
+        if isinstance(e, KeyboardInterrupt):
+            print(f"dnscost: resume with: dnscost {command} --resume {run.dir}", file=sys.stderr)
+        raise
+    finally:
+        if cluster is not None:
+            cluster.close()
+    counts = run.trial_counts()
+    done = counts.get("done", 0)
+    # A trial not run because its reference measured no valid capacity is no failure of the run.
+    complete = done + counts.get("not-run", 0) == len(plan) and not counts.get("failed")
+    status: RunStatus = "done" if complete else "failed" if done == 0 else "incomplete"
+    run.finish(status)
+    return tally(run, plan, status)
+
+
+WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG})
+"""Errors of a write that stop a run wherever they are met: the disk is full or read-only."""
+
+
+def write_failure(e: BaseException, run_dir: Path) -> OSError | None:
+    """The write that stopped a run, when ``e`` is one: an :class:`OSError` on a file of the run
+    directory or a full or read-only disk (:data:`WRITE_ERRNOS`). A failed write is often
+    followed by another (the trial's record written on the way out): the first is the cause,
+    named by the first of the chain that names a file with the same error (a failed ``write``
+    names none). None for any other exception."""
+    chain: list[OSError] = []
+    x: BaseException | None = e
+    while isinstance(x, OSError) and x not in chain:
+        chain.append(x)
+        x = x.__cause__ or (None if x.__suppress_context__ else x.__context__)
+    chain.reverse()  # in the order raised
+    if not chain:
+        return None
+    first = chain[0]
+    named = next((c for c in chain if c.filename and c.errno == first.errno), None)
+    inside = [c for c in chain if c.filename and Path(os.fsdecode(c.filename)).is_relative_to(run_dir)]
+    if first.errno not in WRITE_ERRNOS and not inside:
+        return None
+    if first.filename is None and named is not None:
+        return OSError(first.errno, first.strerror, named.filename)
+    return first
+
+
+def _stop_on_write_failure(run: Run, e: OSError, command: str) -> None:
+    """Says which write stopped the run, marks the run (and the trial it was measuring)
+    ``interrupted`` in run.json when run.json can still be written (says so when it cannot),
+    and how to resume; the trials done stay as they are."""
+    where = f"{os.fsdecode(e.filename)}: " if e.filename else f"{run.dir}: "
+    print(f"dnscost: {where}{e.strerror or e}", file=sys.stderr)
+    before = json.dumps(run.doc["trials"])
+    for entry in run.doc["trials"].values():
+        if entry["status"] == "running":
+            entry["status"], entry["error"] = "interrupted", f"{where}{e.strerror or e}"
+    try:
+        run.finish("interrupted")
+    except OSError as again:
+        run.doc["trials"] = json.loads(before)
+        why = again.strerror or again
+        print(f"dnscost: {run.dir / 'run.json'} still says running: it could not be rewritten ({why})", file=sys.stderr)
+    else:
+        print(f"dnscost: {run.dir / 'run.json'}: the run is marked interrupted", file=sys.stderr)
+    print(f"dnscost: resume with: dnscost {command} --resume {run.dir}", file=sys.stderr)

@@ -284,7 +284,7 @@ class Spec:
 
 
 CLIENT_TABLES = {"check", "times", "pageload"}
-"""The tables of a ``dnscost client`` spec (``dnscost.client.spec``), told apart from a run's."""
+"""The tables of a ``dnscost client`` spec (``dnscost.clientside.spec``), told apart from a run's."""
 
 
 class _Checker:

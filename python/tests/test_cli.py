@@ -197,9 +197,8 @@ def test_a_trial_json_of_the_wrong_shape_is_unreadable_as_broken_json_is(
     such, that report names in one line."""
     from dnscost.analysis.load import load_run
     from dnscost.cli import main
-    from dnscost.commands.run import _count_line
     from dnscost.results import Run
-    from dnscost.runner import read_record
+    from dnscost.runner import read_record, tally
 
     run_dir = _stored_run(tmp_path / "run", trial_json)
     trial = tmp_path / "run" / "trials" / "load-builtin-udp-r0" / "trial.json"
@@ -214,7 +213,7 @@ def test_a_trial_json_of_the_wrong_shape_is_unreadable_as_broken_json_is(
     assert read_record(trial.parent) is None
     run = Run(run_dir, json.loads((run_dir / "run.json").read_text()))
     run.doc["trials"]["load-builtin-udp-r0"] = {"status": "done"}
-    assert _count_line(run, [SimpleNamespace(id="load-builtin-udp-r0")]) == "1 of 1 trials done, 0 failed"
+    assert tally(run, [SimpleNamespace(id="load-builtin-udp-r0")], "done").line() == "1 of 1 trials done, 0 failed"
 
 
 @pytest.mark.parametrize(

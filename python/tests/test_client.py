@@ -8,8 +8,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from dnscost.client.latency import CASES, Case, engine_config, judge
-from dnscost.client.presets import Preset, load_presets, parse_preset
+from dnscost.clientside.latency import CASES, Case, engine_config, judge
+from dnscost.clientside.presets import Preset, load_presets, parse_preset
 from dnscost.errors import UsageError
 
 GOOD = {"label": "x", "source": "a paper", "rtt_ms": 40}
@@ -126,7 +126,7 @@ def test_every_case_config_is_one_the_engine_accepts(tmp_path: Path) -> None:
 def test_latency_check_at_two_rtts_over_the_emulated_link(root: None, tmp_path: Path) -> None:
     """The issue's CI test: UDP, TCP, DoT, DoH and DoQ at two round-trip times; every case
     within ±5 % + slack of its round trips, and the labs gone afterwards."""
-    from dnscost.client.latency import run_check
+    from dnscost.clientside.latency import run_check
 
     rows = run_check(tmp_path, [20, 50], ["udp", "tcp", "dot", "doh", "doq"], queries=8)
     failed = [r for r in rows if not r["ok"]]
@@ -153,7 +153,7 @@ def test_presets_are_distinct_objects() -> None:
 
 
 def test_client_specs_parse_and_bad_ones_name_the_field(tmp_path: Path) -> None:
-    from dnscost.client.spec import load_spec, parse_spec
+    from dnscost.clientside.spec import load_spec, parse_spec
 
     shipped = Path(__file__).parents[1] / "dnscost" / "experiments"
     for name in ("client.toml", "client-quick.toml"):
@@ -197,7 +197,7 @@ def test_response_times_cold_cross_both_links_and_warm_one(
     from conftest import need
 
     need(shutil.which("unbound") is not None, "needs unbound")
-    from dnscost.client.times import TimesSettings, run_times
+    from dnscost.clientside.times import TimesSettings, run_times
 
     lan = Preset("lan", "20 ms", "test", 20.0)
     up = Preset("up", "30 ms", "test", 30.0)

@@ -1,6 +1,6 @@
 """docs/client.md and docs/pageload.md against the kept client run (docs/client-run): each
 table of theirs, and each list of findings with a number in it, is computed again from the
-run's records (:mod:`dnscost.client.tables`) and must stand in the page verbatim; the kept run
+run's records (:mod:`dnscost.clientside.tables`) and must stand in the page verbatim; the kept run
 is what ``dnscost keep`` writes of it, byte for byte; ``dnscost client report`` redraws its
 report from it."""
 
@@ -11,9 +11,9 @@ import shutil
 from pathlib import Path
 
 import pytest
-from dnscost.client.pageload_analysis import summarise_presets
-from dnscost.client.report import write_report
-from dnscost.client.tables import BLOCKS, main, render_blocks
+from dnscost.clientside.pageload_analysis import summarise_presets
+from dnscost.clientside.report import write_report
+from dnscost.clientside.tables import BLOCKS, main, render_blocks
 from dnscost.commands.keep import keep_run
 from dnscost.report.html import fmt
 
@@ -29,7 +29,7 @@ def test_the_docs_computed_blocks_are_the_kept_runs(page: str) -> None:
     assert names, f"docs/{page} has no computed block"
     assert render_blocks(text, RUN) == text, (
         f"docs/{page}: a computed block is not what docs/client-run gives "
-        f"(python -m dnscost.client.tables docs/client-run --write docs/{page})"
+        f"(python -m dnscost.clientside.tables docs/client-run --write docs/{page})"
     )
 
 
@@ -81,7 +81,7 @@ def test_the_report_is_redrawn_from_the_kept_run(tmp_path: Path) -> None:
 
 
 def _times() -> dict[str, list[dict[str, object]]]:
-    from dnscost.client.times import rows
+    from dnscost.clientside.times import rows
 
     return {d.name: rows(json.loads((d / "times.json").read_text())) for d in sorted((RUN / "times").iterdir())}
 

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 from conftest import need
-from dnscost.client.corpus import CorpusParams, host_name
-from dnscost.client.pageload import PageloadSettings, run_in_new_lab
-from dnscost.client.pageload_analysis import compare, read_loads
+from dnscost.clientside.corpus import CorpusParams, host_name
+from dnscost.clientside.pageload import PageloadSettings, run_in_new_lab
+from dnscost.clientside.pageload_analysis import compare, read_loads
 from dnscost.network import _ip
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from dnscost.client.pageload_analysis import cdf, compare, draw_figure, median_interval, pairs, read_loads
+from dnscost.clientside.pageload_analysis import cdf, compare, draw_figure, median_interval, pairs, read_loads
 from scipy.stats import binom
 
 

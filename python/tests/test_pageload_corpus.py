@@ -1,7 +1,7 @@
 """The synthetic web corpus of the page loads: drawn from its documented distributions, the
 same for the same seed, every page well formed (hosts, inclusion chains), rendered with its
 load's own names, its resources made from their URLs, and the zone the responder serves;
-and the page-load plan and records built from it (pure parts of dnscost.client.pageload)."""
+and the page-load plan and records built from it (pure parts of dnscost.clientside.pageload)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 import pytest
 from conftest import need
-from dnscost.client.corpus import (
+from dnscost.clientside.corpus import (
     KINDS,
     REQUESTS_2024_DESKTOP,
     CorpusParams,
@@ -29,7 +29,7 @@ from dnscost.client.corpus import (
     resource_url,
     zone_records,
 )
-from dnscost.client.pageload import PageloadSettings, SessionLabels, dns_check, load_record, plan_sessions
+from dnscost.clientside.pageload import PageloadSettings, SessionLabels, dns_check, load_record, plan_sessions
 from dnscost.engine import Responder
 
 
@@ -233,7 +233,7 @@ def _entry(url: str, start: float, dns: tuple[float, float] | None, end: float) 
 def test_a_load_record_reads_the_page_s_report() -> None:
     corpus = make_corpus(CorpusParams(), 3, 1)
     page = corpus.pages[0]
-    from dnscost.client.pageload import PlannedLoad
+    from dnscost.clientside.pageload import PlannedLoad
 
     planned = PlannedLoad(load=9, page=0, index=2, warmup=False)
     common = SessionLabels(preset="lte", browser="chromium", round=1, transport="doh", session=4)

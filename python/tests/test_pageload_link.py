@@ -18,15 +18,15 @@ from pathlib import Path
 import pytest
 from conftest import need
 from dnscost.certs import make_tls
-from dnscost.client.corpus import CorpusParams
-from dnscost.client.pageload import (
+from dnscost.clientside.corpus import CorpusParams
+from dnscost.clientside.pageload import (
     PageloadSettings,
     StubbyDot,
     _start_dot_relay,
     run_pageload_presets,
 )
-from dnscost.client.pageload_analysis import read_loads, summarise_presets
-from dnscost.client.presets import Preset
+from dnscost.clientside.pageload_analysis import read_loads, summarise_presets
+from dnscost.clientside.presets import Preset
 from dnscost.engine import Responder
 from dnscost.network import _ip
 from dnscost.observe.clients import Schedule, Upstream

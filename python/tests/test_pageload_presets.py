@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from dnscost.client.pageload import (
+from dnscost.clientside.pageload import (
     DEFAULT_SETUPS,
     SETUPS,
     PageloadSettings,
@@ -18,7 +18,7 @@ from dnscost.client.pageload import (
     Session,
     dot_connections,
 )
-from dnscost.client.pageload_analysis import (
+from dnscost.clientside.pageload_analysis import (
     HOUNSEL,
     PAIRING,
     presets_table,

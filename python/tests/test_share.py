@@ -263,9 +263,9 @@ def test_the_runner_derives_fails_cleanly_and_resumes_from_disk(
 
     # Today's analysis, recomputing the UDP reference from its raw records, finds it valid (as
     # a fixed flag would): the resumed run derives the UDP share from that, not the stored one.
-    from dnscost.commands.run import _count_line
+    from dnscost.runner import tally
 
-    assert _count_line(again, plan).endswith("; 1 invalid (loss 1)")
+    assert tally(again, plan, "done").line().endswith("; 1 invalid (loss 1)")
 
     def recomputed(trial_dir: Path, doc: dict[str, Any]) -> dict[str, Any] | None:
         if trial_dir.name != "establishment-builtin-udp-r0":
@@ -279,7 +279,7 @@ def test_the_runner_derives_fails_cleanly_and_resumes_from_disk(
     assert offered == {"latency-builtin-udp-r0": 4500.0}
     assert counts == {"done": 1, "failed": 0, "skipped": 3, "not_run": 0}
     # The run's last line counts the validity recomputed, too.
-    assert _count_line(last, plan) == "4 of 4 trials done, 0 failed"
+    assert tally(last, plan, "done").line() == "4 of 4 trials done, 0 failed"
 
 
 def test_the_latency_table_puts_the_share_beside_saturation() -> None:

@@ -16,7 +16,7 @@ __all__ = ["add_parser", "main"]
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from dnscost.client.latency import LISTEN
+    from dnscost.clientside.latency import LISTEN
 
     c = sub.add_parser("client", help="what clients pay per transport, under emulated networks")
     csub = c.add_subparsers(dest="action", required=True)
@@ -43,7 +43,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     rp = csub.add_parser("report", help="recompute a client run's report.html from its records")
     rp.add_argument("run_dir", type=Path)
     pr = csub.add_parser("presets", help="the network presets, their parameters and sources")
-    pr.add_argument("--presets", type=Path, help="a TOML file of more presets (see client/presets.toml)")
+    pr.add_argument("--presets", type=Path, help="a TOML file of more presets (see clientside/presets.toml)")
 
 
 def _durations_ms(text: str, what: str) -> list[float]:
@@ -58,14 +58,14 @@ def _durations_ms(text: str, what: str) -> list[float]:
 
 def main(a: argparse.Namespace) -> int:
     if a.action == "presets":
-        from dnscost.client.presets import load_presets
+        from dnscost.clientside.presets import load_presets
 
         for p in load_presets(a.presets).values():
             rates = f"{p.down_kbps or 0:g}/{p.up_kbps or 0:g} kbit/s" if (p.down_kbps or p.up_kbps) else "no rate limit"
             print(f"{p.name:<10} {p.rtt_ms:>6g} ms RTT  ±{p.jitter_ms:g} ms  {p.loss_pct:g} % loss  {rates}")
             print(f"{'':<10} {p.source}")
         return 0
-    from dnscost.client.report import write_report
+    from dnscost.clientside.report import write_report
     from dnscost.results import new_run_id
 
     if a.action == "report":
@@ -84,9 +84,9 @@ def main(a: argparse.Namespace) -> int:
 def _run(a: argparse.Namespace, out: Path) -> int:
     from importlib import resources
 
-    from dnscost.client.report import write_report
-    from dnscost.client.run import run_client
-    from dnscost.client.spec import load_spec
+    from dnscost.clientside.report import write_report
+    from dnscost.clientside.run import run_client
+    from dnscost.clientside.spec import load_spec
 
     if a.spec is not None and a.quick:
         raise UsageError("client run: give a spec or --quick, not both")
@@ -103,9 +103,9 @@ def _run(a: argparse.Namespace, out: Path) -> int:
 
 
 def _times(a: argparse.Namespace, out: Path) -> int:
-    from dnscost.client.report import write_report
-    from dnscost.client.run import run_client
-    from dnscost.client.spec import parse_spec
+    from dnscost.clientside.report import write_report
+    from dnscost.clientside.run import run_client
+    from dnscost.clientside.spec import parse_spec
 
     doc: dict[str, object] = {
         "times": {
@@ -125,7 +125,7 @@ def _times(a: argparse.Namespace, out: Path) -> int:
 
 
 def _check(a: argparse.Namespace, out: Path) -> int:
-    from dnscost.client.latency import run_check, table
+    from dnscost.clientside.latency import run_check, table
 
     rtts = _durations_ms(a.rtt, "--rtt")
     if a.queries < 3:

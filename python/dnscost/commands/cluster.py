@@ -7,7 +7,6 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +14,7 @@ from dnscost.cluster import ClusterSettings
 from dnscost.errors import UsageError
 from dnscost.network import DEFAULT_NETWORK
 
-__all__ = ["add_options", "add_parser", "check_cluster", "main", "open_run_cluster", "settings_from"]
+__all__ = ["add_options", "add_parser", "check_cluster", "main", "settings_from"]
 
 
 def add_options(p: argparse.ArgumentParser) -> None:
@@ -53,15 +52,6 @@ def check_cluster(cluster: ClusterSettings | None, network: str, *targets: str) 
         raise UsageError(f"--cluster loads the target where its workers reach it: --network {network} is not possible")
     if "external" in targets:
         raise UsageError("--cluster with an external target is not implemented")
-
-
-def open_run_cluster(settings: ClusterSettings, run: Any, generator_cpus: Sequence[int]) -> Any:
-    """Connects to (for netns:N, starts) the cluster and records its workers in run.json."""
-    from dnscost.cluster import open_cluster
-
-    cluster = open_cluster(settings, run.dir / "cluster", cpus=generator_cpus)
-    run.doc["cluster"] = cluster.describe()
-    return cluster
 
 
 def add_parser(sub: Any) -> None:

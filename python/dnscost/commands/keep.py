@@ -17,7 +17,7 @@ A ``dnscost client`` run (a directory with ``client.json``) is kept as its JSON 
 for byte (``client.json``, ``check/check.json``, ``times/<target>/times.json``,
 ``pageload/presets.json``, ``pageload/<preset>/pageload.json``) and its per-load and per-session
 records gzip-compressed (``check/check.jsonl.gz``, ``pageload/<preset>/loads.jsonl.gz``,
-``sessions.jsonl.gz``): what ``dnscost client report`` and ``python -m dnscost.client.tables``
+``sessions.jsonl.gz``): what ``dnscost client report`` and ``python -m dnscost.clientside.tables``
 read. Left out: the engines' and servers' logs, the corpus' pages and zone, TLS files, browser
 profiles and the resolvers' query logs.
 """

@@ -14,7 +14,7 @@ from typing import Any, cast
 from dnscost.argtypes import cpu_list, parse_duration_ms, parse_lifetime, parse_rate
 from dnscost.certs import DEFAULT_KEY_TYPE, KEY_TYPES
 from dnscost.commands.cluster import add_options as add_cluster_options
-from dnscost.commands.cluster import check_cluster, open_run_cluster
+from dnscost.commands.cluster import check_cluster
 from dnscost.commands.cluster import settings_from as cluster_settings
 from dnscost.commands.external import add_options as add_external_options
 from dnscost.commands.external import external_settings
@@ -130,6 +130,7 @@ def main(a: argparse.Namespace) -> int:
     from dnscost.machine import facts
     from dnscost.proc import use_ledger
     from dnscost.results import Run, new_run_id
+    from dnscost.runner import open_run_cluster
     from dnscost.spec import MAX_NAMES
     from dnscost.trial import LoadSettings, run_trial
 

@@ -9,19 +9,17 @@ browser's or a resolver's own traffic) is background, counted apart."""
 
 from __future__ import annotations
 
-import json
 import re
 import statistics
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import cast
 
-from dnscost.contract import ConnectionRecord, ObservationRecord, ObservationSummary, QueryRecord, Row, document_problem
+from dnscost.contract import ConnectionRecord, ObservationRecord, ObservationSummary, QueryRecord, Row
 from dnscost.engine import connection_log, query_log
-from dnscost.errors import UsageError
 from dnscost.jsonl import read_records
+from dnscost.results import read_document
 
 __all__ = [
     "Connection", "Observed", "connections", "is_lab_name", "lab_name_of", "load", "summarise",
@@ -155,15 +153,7 @@ class Observed:
 
 def load(cell: Path) -> Observed:
     """An observation's records, times counted from when its client started."""
-    path = cell / "observation.json"
-    try:
-        doc = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as e:
-        raise UsageError(f"{path}: unreadable: {e}") from None
-    problem = document_problem(doc, ObservationRecord)
-    if problem is not None:
-        raise UsageError(f"{path}: {problem}")
-    meta = cast(ObservationRecord, doc)
+    meta = read_document(cell / "observation.json", ObservationRecord)
     origin = int(meta.get("origin_unix_us") or 0)
     started = int(meta.get("client_started_unix_us") or origin)
     conns = connections(

@@ -35,7 +35,7 @@ from dnscost.errors import MachineError
 from dnscost.network import _ip, _pid_alive, orphans
 
 if TYPE_CHECKING:
-    from dnscost.client.presets import Preset
+    from dnscost.clientside.presets import Preset
     from dnscost.proc import Child
 
 __all__ = ["Lab", "remove_leftovers"]

@@ -12,8 +12,8 @@ from pathlib import Path
 
 from markupsafe import Markup
 
-from dnscost.client.figure import draw_times
-from dnscost.client.presets import PresetRecord
+from dnscost.clientside.figure import draw_times
+from dnscost.clientside.presets import PresetRecord
 from dnscost.report.html import _ENV, Table, _table, inline_svg
 
 __all__ = ["write_report"]
@@ -72,8 +72,8 @@ def _check(run: Path) -> dict[str, object] | None:
 
 
 def _times(run: Path, figures: Path) -> list[dict[str, object]]:
-    from dnscost.client.times import read_times
-    from dnscost.client.times import rows as time_rows
+    from dnscost.clientside.times import read_times
+    from dnscost.clientside.times import rows as time_rows
 
     out: list[dict[str, object]] = []
     base = run / "times"
@@ -103,7 +103,7 @@ def _pageloads(run: Path, figures: Path) -> dict[str, object] | None:
     base = run / "pageload"
     if not base.is_dir():
         return None
-    from dnscost.client.pageload_analysis import draw_figure, summarise_presets
+    from dnscost.clientside.pageload_analysis import draw_figure, summarise_presets
 
     summary = summarise_presets(base)
     paths = draw_figure(summary, figures, stem="pageload-cdf") if any(summary["presets"].values()) else []

@@ -1,10 +1,10 @@
 """The corpus' web server, run as a child process in the lab's server namespace
-(``python -m dnscost.client.webserver``): plain HTTP/1.1 with keep-alive on one address, for
+(``python -m dnscost.clientside.webserver``): plain HTTP/1.1 with keep-alive on one address, for
 any Host.
 
 - ``GET /l/<load>.html``: a page rendered for one load (a file in ``--pages``);
 - ``GET /r/<load>/<index>.<ext>?b=<octets>[&x=<inserted>]``: a resource made from its URL
-  (:func:`~dnscost.client.corpus.resource_body`), so that any size on any host needs no file;
+  (:func:`~dnscost.clientside.corpus.resource_body`), so that any size on any host needs no file;
 - ``POST /beacon``: a page's timings, appended as one JSON line to ``--beacons`` (with the
   time it arrived and the Host it came to) and flushed at once.
 
@@ -28,7 +28,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs
 
-from dnscost.client.corpus import BEACON_PATH, CONTENT_TYPES, resource_body
+from dnscost.clientside.corpus import BEACON_PATH, CONTENT_TYPES, resource_body
 
 __all__ = ["main", "serve"]
 
@@ -119,7 +119,7 @@ def serve(address: str, port: int, pages: Path, beacons: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m dnscost.client.webserver", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m dnscost.clientside.webserver", description=__doc__.splitlines()[0])
     parser.add_argument("--address", required=True)
     parser.add_argument("--port", type=int, default=80)
     parser.add_argument("--pages", type=Path, required=True, help="directory of <load>.html files")

@@ -4,8 +4,8 @@ under the run's, then the report.
     <run>/client.json        the spec resolved (presets' definitions included), versions, status
     <run>/check/             the latency check (check.json, check.jsonl, per RTT the engine's records)
     <run>/times/<target>/    response times per preset, cache and transport (times.json)
-    <run>/pageload/          page loads per preset (client/pageload.py)
-    <run>/report.html        every part's tables and figures (client/report.py)
+    <run>/pageload/          page loads per preset (clientside/pageload.py)
+    <run>/report.html        every part's tables and figures (clientside/report.py)
 
 What a part measured is kept when a later part fails or is interrupted; ``client.json`` says
 which parts finished."""
@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from dnscost import __version__
-from dnscost.client.spec import ClientSpec
+from dnscost.clientside.spec import ClientSpec
 from dnscost.results import write_json
 
 __all__ = ["run_client"]
@@ -39,7 +39,7 @@ def run_client(spec: ClientSpec, out: Path, *, say: Any = print) -> dict[str, ob
     }
     write_json(out / "client.json", doc)
     if spec.check is not None:
-        from dnscost.client.latency import run_check, table
+        from dnscost.clientside.latency import run_check, table
 
         c = spec.check
         say(f"client: latency check at {', '.join(f'{r:g}' for r in c.rtt_ms)} ms RTT ({','.join(c.transports)})")
@@ -48,7 +48,7 @@ def run_client(spec: ClientSpec, out: Path, *, say: Any = print) -> dict[str, ob
         finished.append("check")
         write_json(out / "client.json", doc)
     if spec.times is not None:
-        from dnscost.client.times import TimesSettings, run_times
+        from dnscost.clientside.times import TimesSettings, run_times
 
         t = spec.times
         for target in t.targets:
@@ -62,7 +62,7 @@ def run_client(spec: ClientSpec, out: Path, *, say: Any = print) -> dict[str, ob
         finished.append("times")
         write_json(out / "client.json", doc)
     if spec.pageload is not None:
-        from dnscost.client.pageload import PageloadSettings, run_pageload_presets
+        from dnscost.clientside.pageload import PageloadSettings, run_pageload_presets
 
         p = spec.pageload
         say(f"client: page loads, {p.browser}, presets {', '.join(x.name for x in p.presets)}")

@@ -26,16 +26,17 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NotRequired, TypedDict, cast
+from typing import Any, NotRequired, TypedDict
 
 from dnscost.analysis.hdr import cdf, decode, quantile
 from dnscost.certs import make_tls
-from dnscost.client.presets import Preset, PresetRecord
-from dnscost.contract import EngineConfig, Row, SummaryRecord, UdpRetry, document_problem
+from dnscost.clientside.presets import Preset, PresetRecord
+from dnscost.contract import EngineConfig, Row, SummaryRecord, UdpRetry
 from dnscost.engine import Responder, generate, summary_of
 from dnscost.errors import DnscostError, UsageError
 from dnscost.observe.lab import SERVER_ADDRESS, UPSTREAM_ADDRESS, Lab
 from dnscost.observe.resolve import lab_name
+from dnscost.results import read_document
 from dnscost.targets import TARGETS, make_target
 from dnscost.targets.base import Counters
 from dnscost.trial import fill_cache
@@ -98,16 +99,7 @@ class TimesDocument(TypedDict):
 def read_times(path: Path) -> TimesDocument:
     """A times.json, checked against :class:`TimesDocument`; a missing, unreadable or
     malformed one is one line."""
-    try:
-        doc = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise UsageError(f"{path}: missing (not a client run, or its part did not run)") from None
-    except (OSError, json.JSONDecodeError) as e:
-        raise UsageError(f"{path}: unreadable: {e}") from None
-    problem = document_problem(doc, TimesDocument)
-    if problem is not None:
-        raise UsageError(f"{path}: {problem}")
-    return cast(TimesDocument, doc)
+    return read_document(path, TimesDocument, "not a client run, or its part did not run")
 
 
 def client_config(transport: str, s: TimesSettings, endpoint: str, ca: Path, seed: int) -> EngineConfig:

@@ -33,7 +33,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from dnscost.certs import make_tls
-from dnscost.client.presets import Preset
+from dnscost.clientside.presets import Preset
 from dnscost.contract import EngineConfig, EngineRecord, SummaryRecord
 from dnscost.engine import Responder, generate, summary_of
 from dnscost.errors import UsageError

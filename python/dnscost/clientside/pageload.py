@@ -52,7 +52,7 @@ Files in the output directory:
 :func:`run_pageload_presets` runs the whole experiment once per network preset, each in a lab
 of its own joined by the preset's emulated link, into ``<out>/<preset>/`` (the files above),
 with ``<out>/presets.json`` listing them and, from
-:func:`~dnscost.client.pageload_analysis.write_outputs`, ``<out>/summary.json``,
+:func:`~dnscost.clientside.pageload_analysis.write_outputs`, ``<out>/summary.json``,
 ``<out>/table.md`` and ``<out>/figures/``."""
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ from urllib.parse import urlsplit
 
 from dnscost import __version__
 from dnscost.certs import make_tls
-from dnscost.client.corpus import (
+from dnscost.clientside.corpus import (
     Corpus,
     CorpusParams,
     Page,
@@ -87,8 +87,8 @@ from dnscost.client.corpus import (
     render_page,
     zone_records,
 )
-from dnscost.client.pageload_analysis import LoadRecord, PageloadRecord, PresetEntry, PresetsRecord, ResourceTiming
-from dnscost.client.presets import Preset
+from dnscost.clientside.pageload_analysis import LoadRecord, PageloadRecord, PresetEntry, PresetsRecord, ResourceTiming
+from dnscost.clientside.presets import Preset
 from dnscost.contract import ConnectionRecord, QueryRecord
 from dnscost.engine import Responder, connection_log, engine_version, query_log
 from dnscost.errors import DnscostError, MachineError, UsageError
@@ -900,7 +900,7 @@ def run_pageloads(lab: Lab, out: Path, settings: PageloadSettings) -> Path:
 
 def _start_webserver(lab: Lab, out: Path, address: str, pages: Path) -> Child:
     ready = out / "webserver.out"
-    argv = [sys.executable, "-m", "dnscost.client.webserver", "--address", address, "--port", "80",
+    argv = [sys.executable, "-m", "dnscost.clientside.webserver", "--address", address, "--port", "80",
             "--pages", str(pages), "--beacons", str(out / "beacons.jsonl")]  # fmt: skip
     with ready.open("wb") as stdout:
         child = Child("webserver", [*lab.exec_prefix("server"), *argv], log=out / "webserver.log", stdout=stdout)
@@ -911,7 +911,7 @@ def _start_webserver(lab: Lab, out: Path, address: str, pages: Path) -> Child:
 def _start_dot_relay(lab: Lab, out: Path, address: str, cert: Path, key: Path) -> Child:
     """The DoT front (:mod:`.dotrelay`) on ``address``:853, relaying to the responder's tcp."""
     ready = out / "dotrelay.out"
-    argv = [sys.executable, "-m", "dnscost.client.dotrelay", "--listen", f"{address}:853",
+    argv = [sys.executable, "-m", "dnscost.clientside.dotrelay", "--listen", f"{address}:853",
             "--backend", f"{address}:53", "--cert", str(cert), "--key", str(key),
             "--log", str(out / "dot-connections.jsonl")]  # fmt: skip
     with ready.open("wb") as stdout:
@@ -939,9 +939,9 @@ def run_pageload_presets(out: Path, presets: Sequence[Preset], settings: Pageloa
     ``out/presets.json`` lists the presets (their parameters, directory, status, and the link's
     counters once its lab is gone), rewritten as each ends; a preset whose run fails is recorded
     (``status: failed``, ``error``) and the next one runs. Then the analysis
-    (:func:`~dnscost.client.pageload_analysis.write_outputs`): ``summary.json``, ``table.md``,
+    (:func:`~dnscost.clientside.pageload_analysis.write_outputs`): ``summary.json``, ``table.md``,
     ``figures/``. Returns ``presets.json``."""
-    from dnscost.client.pageload_analysis import write_outputs
+    from dnscost.clientside.pageload_analysis import write_outputs
 
     settings.check()
     names = [p.name for p in presets]
@@ -990,9 +990,9 @@ def run_pageload_presets(out: Path, presets: Sequence[Preset], settings: Pageloa
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m dnscost.client.pageload``: a run in a plain lab, or with ``--presets`` one
+    """``python -m dnscost.clientside.pageload``: a run in a plain lab, or with ``--presets`` one
     per network preset (:func:`run_pageload_presets`), for manual runs."""
-    parser = argparse.ArgumentParser(prog="python -m dnscost.client.pageload", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m dnscost.clientside.pageload", description=__doc__.splitlines()[0])
     d = PageloadSettings()
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--pages", type=int, default=d.pages)
@@ -1022,8 +1022,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     try:
         if args.presets:
-            from dnscost.client.pageload_analysis import presets_table, summarise_presets
-            from dnscost.client.presets import load_presets
+            from dnscost.clientside.pageload_analysis import presets_table, summarise_presets
+            from dnscost.clientside.presets import load_presets
 
             known = load_presets(args.presets_file)
             chosen = [t.strip() for t in args.presets.split(",") if t.strip()]
@@ -1038,7 +1038,7 @@ def main(argv: list[str] | None = None) -> int:
     except DnscostError as e:
         print(f"pageload: {e}", file=sys.stderr)
         return e.exit_code
-    from dnscost.client.pageload_analysis import summarise_run
+    from dnscost.clientside.pageload_analysis import summarise_run
 
     print(json.dumps(summarise_run(path.parent), indent=2))
     return 0

@@ -15,7 +15,7 @@ DNS time is per lookup: each hostname of a load once, its longest DNS time among
 Navigation and Resource Timing entries (``lookups_us`` of the records), over every load but the
 warm-ups.
 
-Several presets (:func:`dnscost.client.pageload.run_pageload_presets`): :func:`summarise_presets`
+Several presets (:func:`dnscost.clientside.pageload.run_pageload_presets`): :func:`summarise_presets`
 reads ``<out>/presets.json`` and every preset's ``<out>/<preset>/loads.jsonl`` and
 ``pageload.json`` and gives, per preset and transport, the page-load and DNS times with their
 medians' intervals, the difference with Do53, the failures and the DNS path's check, beside
@@ -34,9 +34,8 @@ from pathlib import Path
 from typing import Any, NotRequired, TypedDict, cast
 
 from dnscost import jsonl
-from dnscost.client.presets import PresetRecord
-from dnscost.contract import document_problem
-from dnscost.errors import UsageError
+from dnscost.clientside.presets import PresetRecord
+from dnscost.results import read_document
 
 __all__ = [
     "HOUNSEL",
@@ -82,7 +81,7 @@ class ResourceTiming(TypedDict):
 
 class LoadRecord(TypedDict):
     """One line of a run's ``loads.jsonl`` (written by
-    :func:`dnscost.client.pageload.load_record`, which documents each field)."""
+    :func:`dnscost.clientside.pageload.load_record`, which documents each field)."""
 
     preset: str
     browser: str
@@ -418,7 +417,7 @@ def _published(preset: str) -> dict[str, Published]:
 
 class PageloadRecord(TypedDict):
     """pageload.json: one run of page loads in one lab (written when it starts, completed when
-    it ends). What a reader needs is required; :func:`dnscost.client.pageload.run_pageloads`
+    it ends). What a reader needs is required; :func:`dnscost.clientside.pageload.run_pageloads`
     writes every field."""
 
     format: NotRequired[int]
@@ -469,26 +468,13 @@ class PresetsRecord(TypedDict):
     ended_unix_us: NotRequired[int]
 
 
-def _read(path: Path, kind: type[Any]) -> Any:
-    """A presets.json or pageload.json, checked against its record (``kind``); a malformed one
-    is one line."""
-    try:
-        doc = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as e:
-        raise UsageError(f"{path}: unreadable: {e}") from None
-    problem = document_problem(doc, kind)
-    if problem is not None:
-        raise UsageError(f"{path}: {problem}")
-    return doc
-
-
 def summarise_presets(out: Path, baseline: str = "do53") -> PresetsSummary:
-    """The experiment of :func:`dnscost.client.pageload.run_pageload_presets` in ``out``
+    """The experiment of :func:`dnscost.clientside.pageload.run_pageload_presets` in ``out``
     (see :class:`PresetsSummary`): every preset's ``loads.jsonl`` and ``pageload.json``, in the
     order of ``presets.json`` (without it, every ``<out>/*/loads.jsonl`` by name). Reads stored
     files only; the figures listed are those :func:`write_outputs` drew, if it has."""
     meta_path = out / "presets.json"
-    meta: PresetsRecord | None = _read(meta_path, PresetsRecord) if meta_path.exists() else None
+    meta: PresetsRecord | None = read_document(meta_path, PresetsRecord) if meta_path.exists() else None
     entries = meta["presets"] if meta is not None else {}
     # A kept run's records are compressed (dnscost keep): read_loads reads <name>.gz alike.
     names = list(entries) or sorted({p.parent.name for p in out.glob("*/loads.jsonl*")})
@@ -501,7 +487,7 @@ def summarise_presets(out: Path, baseline: str = "do53") -> PresetsSummary:
         if (run / "loads.jsonl").exists() or (run / "loads.jsonl.gz").exists():
             records += read_loads(run / "loads.jsonl")
         doc: PageloadRecord | None = (
-            _read(run / "pageload.json", PageloadRecord) if (run / "pageload.json").exists() else None
+            read_document(run / "pageload.json", PageloadRecord) if (run / "pageload.json").exists() else None
         )
         checks[name] = list(doc.get("dns_check") or []) if doc else []
         status = doc["status"] if doc else "unknown"

@@ -3,12 +3,12 @@ one): up to three parts, each optional, every field checked with an error naming
 
 .. code-block:: toml
 
-    [check]                      # the latency check (client/latency.py)
+    [check]                      # the latency check (clientside/latency.py)
     rtt_ms = [20, 50]
     transports = ["udp", "tcp", "dot", "doh", "doq", "doh3"]
     queries = 10
 
-    [times]                      # response times per transport (client/times.py)
+    [times]                      # response times per transport (clientside/times.py)
     presets = ["native", "lte", "lossy-lte", "3g"]
     upstream = "upstream"        # the resolver's link to the authoritative server
     targets = ["unbound", "knot-resolver"]
@@ -17,14 +17,14 @@ one): up to three parts, each optional, every field checked with an error naming
     queries = 200
     caches = ["cold", "warm"]
 
-    [pageload]                   # page loads with a browser (client/pageload.py)
+    [pageload]                   # page loads with a browser (clientside/pageload.py)
     presets = ["native", "lte", "lossy-lte", "3g"]
     browser = "chromium"
     pages = 10
     rounds = 3
     transports = ["do53", "dot", "doh"]
 
-``presets_file`` at the top adds presets of the user's (the form of ``client/presets.toml``)."""
+``presets_file`` at the top adds presets of the user's (the form of ``clientside/presets.toml``)."""
 
 from __future__ import annotations
 
@@ -32,8 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dnscost.client.fields import fields, number, read_toml, strings
-from dnscost.client.presets import Preset, load_presets
+from dnscost.clientside.fields import fields, number, read_toml, strings
+from dnscost.clientside.presets import Preset, load_presets
 from dnscost.errors import UsageError
 from dnscost.transports import TRANSPORTS
 
@@ -107,8 +107,8 @@ def _presets(where: str, names: Any, known: dict[str, Preset]) -> tuple[Preset, 
 
 def parse_spec(doc: dict[str, object], path: Path | None = None) -> ClientSpec:
     """A spec from its parsed TOML (see the module's documentation)."""
-    from dnscost.client.latency import LISTEN
-    from dnscost.client.pageload import BROWSERS, SETUPS
+    from dnscost.clientside.latency import LISTEN
+    from dnscost.clientside.pageload import BROWSERS, SETUPS
     from dnscost.targets import TARGETS
 
     fields("client spec", doc, {"check", "times", "pageload", "presets_file"})

@@ -2,9 +2,9 @@
 docs/client.md's latency check, response times and their findings, docs/pageload.md's page
 loads.
 
-    python -m dnscost.client.tables docs/client-run                      print every block
-    python -m dnscost.client.tables docs/client-run --write docs/client.md docs/pageload.md
-    python -m dnscost.client.tables docs/client-run --check docs/client.md docs/pageload.md
+    python -m dnscost.clientside.tables docs/client-run                      print every block
+    python -m dnscost.clientside.tables docs/client-run --write docs/client.md docs/pageload.md
+    python -m dnscost.clientside.tables docs/client-run --check docs/client.md docs/pageload.md
 
 In a page, a block stands between ``<!-- computed: NAME -->`` and ``<!-- end: NAME -->`` (NAME
 one of :data:`BLOCKS`); ``--write`` replaces each block's lines with what the run gives,
@@ -21,9 +21,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from dnscost.client.pageload_analysis import presets_table, summarise_presets
-from dnscost.client.times import read_times
-from dnscost.client.times import rows as time_rows
+from dnscost.clientside.pageload_analysis import presets_table, summarise_presets
+from dnscost.clientside.times import read_times
+from dnscost.clientside.times import rows as time_rows
 from dnscost.errors import UsageError
 
 __all__ = [
@@ -244,7 +244,7 @@ def render_blocks(text: str, run: Path) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m dnscost.client.tables", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m dnscost.clientside.tables", description=__doc__.split("\n\n")[0])
     ap.add_argument("run", type=Path, help="a client run's directory (results/client/<id>, or docs/client-run)")
     mode = ap.add_mutually_exclusive_group()
     mode.add_argument("--write", nargs="+", type=Path, metavar="PAGE", help="rewrite the computed blocks of PAGE")
@@ -269,7 +269,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(f"{page}: block {differs!r} is not what {a.run} gives (--write rewrites it)", file=sys.stderr)
                 return 1
     except (UsageError, OSError) as e:
-        print(f"dnscost.client.tables: {e}", file=sys.stderr)
+        print(f"dnscost.clientside.tables: {e}", file=sys.stderr)
         return 2
     return 0
 

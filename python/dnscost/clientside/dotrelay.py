@@ -20,7 +20,7 @@ the responder's connections log shows each DoT connection's life (from its hands
 this module's log (``--log``) holds the client's side: peer, times, queries, who closed, and
 the time each answer spent in the front.
 
-Run as ``python -m dnscost.client.dotrelay --listen ADDR:PORT --cert FILE --key FILE
+Run as ``python -m dnscost.clientside.dotrelay --listen ADDR:PORT --cert FILE --key FILE
 --backend ADDR:PORT --log FILE``; it prints one ``{"type":"listening",...}`` line, then runs
 until SIGTERM or SIGINT."""
 
@@ -184,7 +184,7 @@ async def _serve(args: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m dnscost.client.dotrelay", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m dnscost.clientside.dotrelay", description=__doc__.splitlines()[0])
     parser.add_argument("--listen", type=_address, required=True)
     parser.add_argument("--backend", type=_address, required=True)
     parser.add_argument("--cert", type=Path, required=True)
