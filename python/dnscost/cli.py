@@ -18,7 +18,20 @@ from pathlib import Path
 from typing import Protocol
 
 from dnscost import __version__
-from dnscost.commands import client, cluster, compare, doctor, keep, load, observe, plan, report, run, target
+from dnscost.commands import (
+    client,
+    cluster,
+    compare,
+    doctor,
+    keep,
+    load,
+    observe,
+    plan,
+    population,
+    report,
+    run,
+    target,
+)
 from dnscost.errors import DnscostError
 
 __all__ = ["main"]
@@ -40,6 +53,7 @@ COMMANDS: dict[str, Command] = {
     "reproduce": run,
     "report": report,
     "observe": observe,
+    "population": population,
     "client": client,
     "plan": plan,
     "cluster": cluster,
@@ -64,7 +78,7 @@ def _interrupt(*_: object) -> None:
 
 PATH_ARGS = (
     "output", "spec", "resume", "engine_config", "dir", "run_dir", "run_a", "run_b", "policies", "from_dir", "pcap",
-    "presets", "mix_file", "external_cgroup", "cluster_tls", "roots", "dest",
+    "capture", "flows", "presets", "mix_file", "external_cgroup", "cluster_tls", "roots", "dest",
 )  # fmt: skip
 """Every path a user gives: made absolute once, here, so that no later step (a resolver
 started in its own working directory, say) depends on where dnscost was started."""

@@ -37,6 +37,7 @@ from dnscost.jsonl import json_kind
 
 __all__ = [
     "Accounting",
+    "CaptureRecord",
     "ClientProfile",
     "CloseMode",
     "ClusterRecord",
@@ -51,6 +52,7 @@ __all__ = [
     "FastSample",
     "FastTarget",
     "FirstAttempt",
+    "FlowRecord",
     "GeneratorCpu",
     "GroupSettings",
     "HandshakeCounts",
@@ -398,6 +400,49 @@ Close = Literal[
     "max_queries", "max_age", "connection_close", "idle_expired",
 ]  # fmt: skip
 Handshake = Literal["none", "full", "resumed", "zero_rtt_accepted", "zero_rtt_rejected"]
+
+
+class FlowRecord(TypedDict):
+    """One flow of a packet capture (``dnscost-engine capture``; schemas/capture-flow.schema.json):
+    a TCP or QUIC connection, or one client address's Do53 over UDP."""
+
+    transport: str
+    client: str
+    client_port: int
+    server: str
+    server_port: int
+    opened_us: int
+    closed_us: int
+    closer: Literal["client", "server", "none"]
+    how: str
+    seen_open: bool
+    queries: int
+    responses: int
+    queries_exact: bool
+    query_us: list[int]
+    qtypes: dict[str, int]
+    sni: NotRequired[str | None]
+    alpn: list[str]
+    tls_version: NotRequired[str | None]
+    resumption_offered: NotRequired[bool | None]
+    resumed: NotRequired[bool | None]
+    early_data: bool
+    octets_from_client: int
+    octets_from_server: int
+    packets_from_client: int
+    packets_from_server: int
+    gap: bool
+
+
+class CaptureRecord(TypedDict):
+    """The last line of ``dnscost-engine capture``: what it read."""
+
+    record: Literal["capture"]
+    packets: int
+    dns_packets: int
+    flows: int
+    unsupported_link: int
+    read_s: float
 
 
 class ConnectionRecord(TypedDict):

@@ -4,6 +4,9 @@ outside CI when what they need is missing (in CI, CI=true, they must run)."""
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -28,3 +31,60 @@ def fixtures() -> Path:
 @pytest.fixture
 def root() -> None:
     need(os.geteuid() == 0, "needs root")
+
+
+class Netns:
+    """A network namespace of this test's own, with its loopback up; every process it starts
+    there is stopped by PID, and the namespace removed."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.name = f"dnscost-test-{os.getpid()}"
+        self.workdir = workdir
+        self.children: list[subprocess.Popen[bytes]] = []
+        subprocess.run(["ip", "netns", "del", self.name], capture_output=True, check=False)
+        subprocess.run(["ip", "netns", "add", self.name], check=True)
+        subprocess.run(["ip", "netns", "exec", self.name, "ip", "link", "set", "lo", "up"], check=True)
+
+    def start(self, argv: list[str], log: Path) -> subprocess.Popen[bytes]:
+        with log.open("wb") as out:
+            child = subprocess.Popen(["ip", "netns", "exec", self.name, *argv], stdout=out, stderr=subprocess.STDOUT)
+        self.children.append(child)
+        return child
+
+    def capture(self, pcap: Path, bpf: str, *, snaplen: int | None = None) -> subprocess.Popen[bytes]:
+        """tcpdump on the namespace's loopback into ``pcap`` (filter ``bpf``), started and
+        listening; stop it with SIGINT so that it writes what it holds."""
+        log = pcap.with_suffix(".tcpdump.log")
+        argv = ["tcpdump", "--immediate-mode", "-U", "-n", "-Z", "root", "-i", "lo"]
+        argv += ["-s", str(snaplen)] if snaplen else []
+        dump = self.start([*argv, "-w", str(pcap), bpf], log)
+        wait_for(log, "listening on")
+        return dump
+
+    def run(self, argv: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["ip", "netns", "exec", self.name, *argv], capture_output=True, text=True, timeout=timeout, check=False
+        )
+
+    def stop(self, child: subprocess.Popen[bytes], sig: int = signal.SIGTERM) -> None:
+        if child.poll() is None:
+            child.send_signal(sig)
+            try:
+                child.wait(10)
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.wait(10)
+
+    def close(self) -> None:
+        for child in self.children:
+            self.stop(child)
+        subprocess.run(["ip", "netns", "del", self.name], capture_output=True, check=False)
+
+
+def wait_for(path: Path, text: str, count: int = 1, timeout: float = 10) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if path.exists() and path.read_text(errors="replace").count(text) >= count:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"{path.name}: no {text!r} after {timeout} s: {path.read_text(errors='replace')[-500:]}")

@@ -358,3 +358,10 @@ def test_every_stored_meter_record_is_a_meter_record() -> None:
             seen.add(r["type"])
     assert seen == set(METER_TYPES)
     assert set(get_args(contract.MeterRecord)) == set(METER_TYPES.values())
+
+
+def test_capture_flows_have_the_engines_fields_and_types() -> None:
+    """``dnscost-engine capture``'s flow record (schemas/capture-flow.schema.json) is
+    :class:`contract.FlowRecord`, field by field."""
+    schema = json.loads((REPO / "schemas" / "capture-flow.schema.json").read_text())
+    _same_fields(contract.FlowRecord, schema, schema.get("definitions", {}))

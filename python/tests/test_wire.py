@@ -24,11 +24,9 @@ reading (an ACK the kernel sends or receives between the reading and the reset).
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import signal
 import struct
-import subprocess
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -37,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import need
+from conftest import Netns, need, wait_for
 from dnscost import study
 from dnscost.analysis import COLUMNS, Table, analyze
 from dnscost.analysis.tables import trial_row, wire_rows
@@ -252,53 +250,6 @@ def flows(path: Path, port: int) -> dict[int, Flow]:
     return out
 
 
-class Netns:
-    """A network namespace of this test's own, with its loopback up; every process it starts
-    there is stopped by PID, and the namespace removed."""
-
-    def __init__(self, workdir: Path) -> None:
-        self.name = f"dnscost-wiretest-{os.getpid()}"
-        self.workdir = workdir
-        self.children: list[subprocess.Popen[bytes]] = []
-        subprocess.run(["ip", "netns", "del", self.name], capture_output=True, check=False)
-        subprocess.run(["ip", "netns", "add", self.name], check=True)
-        subprocess.run(["ip", "netns", "exec", self.name, "ip", "link", "set", "lo", "up"], check=True)
-
-    def start(self, argv: list[str], log: Path) -> subprocess.Popen[bytes]:
-        with log.open("wb") as out:
-            child = subprocess.Popen(["ip", "netns", "exec", self.name, *argv], stdout=out, stderr=subprocess.STDOUT)
-        self.children.append(child)
-        return child
-
-    def run(self, argv: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            ["ip", "netns", "exec", self.name, *argv], capture_output=True, text=True, timeout=timeout, check=False
-        )
-
-    def stop(self, child: subprocess.Popen[bytes], sig: int = signal.SIGTERM) -> None:
-        if child.poll() is None:
-            child.send_signal(sig)
-            try:
-                child.wait(10)
-            except subprocess.TimeoutExpired:
-                child.kill()
-                child.wait(10)
-
-    def close(self) -> None:
-        for child in self.children:
-            self.stop(child)
-        subprocess.run(["ip", "netns", "del", self.name], capture_output=True, check=False)
-
-
-def wait_for(path: Path, text: str, count: int = 1, timeout: float = 10) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if path.exists() and path.read_text(errors="replace").count(text) >= count:
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"{path.name}: no {text!r} after {timeout} s: {path.read_text(errors='replace')[-500:]}")
-
-
 @pytest.fixture
 def netns(root: None, tmp_path: Path) -> Iterator[Netns]:
     need(shutil.which("tcpdump") is not None, "tcpdump is not installed (scripts/setup installs it)")
@@ -331,28 +282,10 @@ def capture(ns: Netns, transport: str, close: str | None) -> tuple[dict[str, Any
     """One ``generate`` at one query per connection (udp: one socket), captured; its summary's
     ``total`` and the capture's flows."""
     port, name = PORTS[transport], f"{transport}-{close or 'graceful'}"
-    pcap, log = ns.workdir / f"{name}.pcap", ns.workdir / f"{name}-tcpdump.log"
+    pcap = ns.workdir / f"{name}.pcap"
     proto = "udp" if transport == "udp" else "tcp"
-    dump = ns.start(
-        [
-            "tcpdump",
-            "--immediate-mode",
-            "-U",
-            "-n",
-            "-Z",
-            "root",
-            "-s",
-            "256",
-            "-i",
-            "lo",
-            "-w",
-            str(pcap),
-            f"{proto} port {port}",
-        ],
-        log,
-    )
+    dump = ns.capture(pcap, f"{proto} port {port}", snaplen=256)
     try:
-        wait_for(log, "listening on")
         argv = [str(engine_path()), "generate", "--transport", transport, "--target", f"127.0.0.1:{port}"]
         argv += ["--connections", "1", "--rate", str(CONNECTIONS), "--duration", "1s", "--quiet"]
         argv += ["--output", str(ns.workdir / f"{name}.jsonl")]

@@ -9,6 +9,7 @@
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
+pub mod capture;
 mod error;
 pub mod generate;
 pub mod link;
@@ -36,6 +37,9 @@ enum Command {
     Link(Box<link::LinkArgs>),
     /// Print the JSON Schemas of the configuration and of the output records.
     Schema(schema::SchemaArgs),
+    /// Read a packet capture's DNS flows (connections, queries, TLS hellos per client) as
+    /// JSON lines.
+    Capture(Box<capture::CaptureArgs>),
 }
 
 /// Parses the command line and runs the command: what `dnscost-engine` does.
@@ -46,6 +50,7 @@ pub fn run() -> ExitCode {
         Command::Serve(args) => serve::main(*args),
         Command::Link(args) => link::main(*args),
         Command::Schema(args) => schema::main(args),
+        Command::Capture(args) => capture::main(*args),
     };
     match result {
         Ok(code) => code,

@@ -20,6 +20,7 @@ pub fn schemas() -> Vec<(&'static str, String)> {
         ("engine-config.schema.json", pretty(schemars::schema_for!(EngineConfig))),
         ("engine-record.schema.json", pretty(schemars::schema_for!(Record))),
         ("client-profile.schema.json", pretty(schemars::schema_for!(dnscost_load::ClientProfile))),
+        ("capture-flow.schema.json", pretty(schemars::schema_for!(dnscost_capture::flows::Flow))),
     ]
 }
 

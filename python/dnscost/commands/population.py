@@ -1,0 +1,78 @@
+"""``dnscost population CAPTURE -o population.toml``: a capture of a resolver's clients read by
+``dnscost-engine capture`` and turned into a population of client classes
+(:mod:`dnscost.population`; docs/population.md)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from dnscost.errors import UsageError
+
+__all__ = ["add_parser", "main"]
+
+
+def _prefix(text: str) -> tuple[int, int]:
+    v4, _, v6 = text.partition("/")
+    try:
+        bits = (int(v4), int(v6 or 64))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not IPV4_BITS[/IPV6_BITS], e.g. 24/56") from None
+    if not (0 <= bits[0] <= 32 and 0 <= bits[1] <= 128):
+        raise argparse.ArgumentTypeError(f"{text!r}: IPv4 bits are 0..32, IPv6 bits 0..128")
+    return bits
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("population", help="a capture of a resolver's clients as classes of clients to replay")
+    p.add_argument("capture", type=Path, help="pcap or pcapng taken at the resolver's client side")
+    p.add_argument("-o", "--output", type=Path, required=True, help="the population (TOML) to write")
+    p.add_argument(
+        "--server", action="append", default=[], help="the resolver's address (repeatable; default: any on a DNS port)"
+    )
+    p.add_argument(
+        "--prefix", type=_prefix, help="group clients by prefix, IPV4_BITS[/IPV6_BITS] (default: one per address)"
+    )
+    p.add_argument("--flows", type=Path, help="also keep the capture's flows (JSON lines) here")
+
+
+def main(a: argparse.Namespace) -> int:
+    from dnscost.contract import CaptureRecord, FlowRecord
+    from dnscost.engine import engine_path
+    from dnscost.population import population, population_toml
+    from dnscost.results import write_atomic
+
+    if not a.capture.is_file():
+        raise UsageError(f"{a.capture}: no such file")
+    cmd = [str(engine_path()), "capture", str(a.capture), *(x for s in a.server for x in ("--server", s))]
+    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        why = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else f"exit {done.returncode}"
+        raise UsageError(why.removeprefix("dnscost-engine: "))
+    lines = done.stdout.splitlines()
+    flows: list[FlowRecord] = [json.loads(x) for x in lines[:-1]]
+    capture: CaptureRecord = json.loads(lines[-1])
+    if a.flows is not None:
+        write_atomic(a.flows, done.stdout)
+    p = population(flows, capture, a.prefix)
+    write_atomic(a.output, population_toml(p, str(a.capture)))
+    print(
+        f"{a.capture}: {capture['packets']} packets, {capture['flows']} flows, {p.clients} clients, "
+        f"{p.queries} queries over {p.duration_s:.1f} s (read in {capture['read_s']:.2f} s)",
+        file=sys.stderr,
+    )
+    print(f"{'class':<28} {'clients':>7} {'share':>6} {'q/conn':>7} {'life s':>7} {'idle s':>7} {'resume':>6}")
+    for k in p.classes:
+
+        def f(v: float | None, d: int = 1) -> str:
+            return "-" if v is None else f"{v:.{d}f}"
+
+        print(
+            f"{k.name:<28} {k.clients:>7} {k.share:>6.3f} {f(k.queries_per_connection):>7} {f(k.lifetime_s):>7} "
+            f"{f(k.idle_timeout_s):>7} {f(k.resumption, 2):>6}"
+        )
+    print(f"population: {a.output}")
+    return 0

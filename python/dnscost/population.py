@@ -1,0 +1,368 @@
+"""A capture's clients as a population: the flows ``dnscost-engine capture`` reads from a pcap
+(:class:`dnscost.contract.FlowRecord`) grouped by client, each client's use of its transport
+measured, and the clients put into classes the generator can replay (docs/population.md).
+
+A *client* is one source address (or one prefix of them, ``prefix``) on one transport: a
+host that asks over Do53 and over DoH is two clients. Per client: its queries, its rate over
+the capture, the gaps between its queries, and for the connection transports its connections:
+their lifetime, their queries, who closed them and how, how long they stood idle before the
+client closed them, and how often a reconnection offered a session to resume.
+
+Clients fall into classes by transport and shape: for the connection transports by queries per
+connection (``one`` 1, ``few`` 2-4, ``several`` 5-49, ``persistent`` 50 and more) and by who
+closes (the client, the server, nobody in the capture); for Do53 over UDP by rate decade
+(``rate-1e1``: 3.2 to 32 queries a second). A
+class gives its share of the capture's queries, its clients, the medians of its clients'
+figures with their spread (the fit error: the median relative distance of a member's figure
+from the class's), quantiles of its gaps and lifetimes, and the fields of a replayable
+profile (:class:`dnscost.contract.ClientProfile`).
+
+Pure: records in, classes out; the command reads the capture and writes the TOML."""
+
+from __future__ import annotations
+
+import ipaddress
+import itertools
+import math
+import statistics
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from dnscost.contract import CaptureRecord, FlowRecord
+
+__all__ = ["Client", "Population", "PopulationClass", "classes_of", "clients_of", "population_toml"]
+
+CONNECTED = ("tcp", "dot", "doh", "doq", "doh3")
+"""The transports with connections (Do53 over UDP has none)."""
+
+IDLE_CLOSE_MIN_S = 0.1
+"""A class whose clients close a connection this long or longer after its last query closes
+idle connections (its profile's ``idle_timeout_ms``); sooner, after a count of queries."""
+
+QTYPES = {
+    1: "A",
+    2: "NS",
+    5: "CNAME",
+    6: "SOA",
+    12: "PTR",
+    15: "MX",
+    16: "TXT",
+    28: "AAAA",
+    33: "SRV",
+    64: "SVCB",
+    65: "HTTPS",
+}
+
+SHAPES = ((1.5, "one"), (5.0, "few"), (50.0, "several"))
+"""Queries per connection below each bound, and the shape's name; 50 and more: ``persistent``."""
+
+
+def shape_of(queries_per_connection: float) -> str:
+    return next((name for bound, name in SHAPES if queries_per_connection < bound), "persistent")
+
+
+@dataclass
+class Client:
+    """One client: an address (or prefix) on one transport, and what its flows show."""
+
+    address: str
+    transport: str
+    query_us: list[int] = field(default_factory=list)
+    flows: list[FlowRecord] = field(default_factory=list)
+
+    @property
+    def queries(self) -> int:
+        return len(self.query_us)
+
+    def gaps_s(self) -> list[float]:
+        t = sorted(self.query_us)
+        return [(b - a) / 1e6 for a, b in itertools.pairwise(t)]
+
+    def connections(self) -> list[FlowRecord]:
+        return self.flows if self.transport in CONNECTED else []
+
+    def queries_per_connection(self) -> float | None:
+        c = self.connections()
+        return statistics.median(f["queries"] for f in c) if c else None
+
+    def lifetimes_s(self) -> list[float]:
+        """Lifetimes of the connections the capture saw open and end."""
+        seen = [f for f in self.connections() if f["seen_open"] and f["closer"] != "none"]
+        return [(f["closed_us"] - f["opened_us"]) / 1e6 for f in seen]
+
+    def idle_before_close_s(self) -> list[float]:
+        """For the connections the client closed: the time from its last query to the close."""
+        return [
+            (f["closed_us"] - f["query_us"][-1]) / 1e6
+            for f in self.connections()
+            if f["closer"] == "client" and f["query_us"]
+        ]
+
+    def closer(self) -> str:
+        """Who closes most of its connections (``client``, ``server``, ``none``)."""
+        counts = Counter(f["closer"] for f in self.connections())
+        return counts.most_common(1)[0][0] if counts else "none"
+
+    def resumption(self) -> float | None:
+        """The share of its reconnections (every connection after its first) that offered a
+        session to resume (TLS) or sent 0-RTT (QUIC); None when unknown or no reconnection."""
+        again = [f.get("resumption_offered") for f in sorted(self.connections(), key=lambda f: f["opened_us"])[1:]]
+        known = [r for r in again if r is not None]
+        return sum(known) / len(known) if known else None
+
+
+def _client_key(address: str, prefix: tuple[int, int] | None) -> str:
+    if prefix is None:
+        return address
+    ip = ipaddress.ip_address(address)
+    bits = prefix[0] if ip.version == 4 else prefix[1]
+    return str(ipaddress.ip_network(f"{address}/{bits}", strict=False))
+
+
+def clients_of(flows: Iterable[FlowRecord], prefix: tuple[int, int] | None = None) -> list[Client]:
+    """Each client (an address, or with ``prefix`` (IPv4 bits, IPv6 bits) a prefix, on one
+    transport) with its flows and queries."""
+    clients: dict[tuple[str, str], Client] = {}
+    for f in flows:
+        key = (_client_key(f["client"], prefix), f["transport"])
+        c = clients.get(key)
+        if c is None:
+            c = clients[key] = Client(*key)
+        c.flows.append(f)
+        c.query_us.extend(f["query_us"])
+    return sorted(clients.values(), key=lambda c: (c.transport, c.address))
+
+
+def quantiles(values: Sequence[float], qs: Sequence[float] = (0.1, 0.5, 0.9, 0.99)) -> dict[str, float] | None:
+    """``{"p10": ..., "p50": ..., ...}`` (nearest rank), None for no values."""
+    if not values:
+        return None
+    v = sorted(values)
+    return {f"p{round(q * 100)}": v[min(len(v) - 1, max(0, math.ceil(q * len(v)) - 1))] for q in qs}
+
+
+def _spread(values: Sequence[float]) -> float | None:
+    """The fit error of a class's median: the median relative distance of its members' values
+    from it (0: every member is the median)."""
+    if not values:
+        return None
+    m = statistics.median(values)
+    if m == 0:
+        return 0.0 if all(v == 0 for v in values) else None
+    return statistics.median(abs(v - m) / abs(m) for v in values)
+
+
+@dataclass(frozen=True)
+class PopulationClass:
+    """A class of clients, as ``population.toml`` writes it (see the module)."""
+
+    name: str
+    transport: str
+    shape: str
+    clients: int
+    queries: int
+    share: float
+    rate_qps: float
+    """A member's queries per second over the capture (median over members)."""
+    queries_per_connection: float | None
+    lifetime_s: float | None
+    idle_timeout_s: float | None
+    closer: str
+    close: str | None
+    resumption: float | None
+    connections_per_client: float | None
+    queries_exact: bool
+    fit: dict[str, float | None]
+    gaps_s: dict[str, float] | None
+    lifetimes_s: dict[str, float] | None
+    qtypes: dict[str, int]
+
+    def profile(self) -> dict[str, object]:
+        """The fields of a replayable profile (:class:`dnscost.contract.ClientProfile`)."""
+        out: dict[str, object] = {
+            "name": self.name,
+            "transport": self.transport,
+            "query_interval_ms": max(1, round(1000 / self.rate_qps)) if self.rate_qps > 0 else 1000,
+        }
+        persistent = self.queries_per_connection is None or shape_of(self.queries_per_connection) == "persistent"
+        if self.transport in CONNECTED and not persistent and self.closer == "client":
+            # A client that closes at once after its last query closes by count; one that waits
+            # closes when idle.
+            assert self.queries_per_connection is not None
+            if self.idle_timeout_s is not None and self.idle_timeout_s >= IDLE_CLOSE_MIN_S:
+                out["idle_timeout_ms"] = round(self.idle_timeout_s * 1000)
+            else:
+                out["lifetime"] = {"queries": max(1, round(self.queries_per_connection))}
+        if self.transport in CONNECTED:
+            if self.close is not None:
+                out["close"] = self.close
+            if self.resumption is not None:
+                out["resumption"] = round(self.resumption, 3)
+        return out
+
+
+@dataclass(frozen=True)
+class Population:
+    """A capture's population: what was read, and its classes."""
+
+    capture: CaptureRecord
+    duration_s: float
+    clients: int
+    queries: int
+    transports: dict[str, float]
+    """Each transport's share of the queries."""
+    classes: list[PopulationClass]
+
+
+def _median(values: Iterable[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return statistics.median(known) if known else None
+
+
+def classes_of(clients: Sequence[Client], duration_s: float) -> list[PopulationClass]:
+    """The clients in classes (see the module), the largest share first."""
+    total = sum(c.queries for c in clients) or 1
+    groups: dict[tuple[str, str], list[Client]] = defaultdict(list)
+    for c in clients:
+        if c.queries == 0:
+            continue
+        if c.transport in CONNECTED:
+            qpc = c.queries_per_connection() or 0.0
+            shape = f"{shape_of(qpc)}-{c.closer()}"
+        else:
+            rate = c.queries / duration_s if duration_s > 0 else 0.0
+            shape = f"rate-1e{round(math.log10(rate))}" if rate > 0 else "rate-0"
+        groups[(c.transport, shape)].append(c)
+    out = []
+    for (transport, shape), members in groups.items():
+        queries = sum(c.queries for c in members)
+        rates = [c.queries / duration_s if duration_s > 0 else 0.0 for c in members]
+        qpcs = [q for c in members if (q := c.queries_per_connection()) is not None]
+        lifetimes = [x for c in members for x in c.lifetimes_s()]
+        idle = [x for c in members for x in c.idle_before_close_s()]
+        member_lifetimes = [statistics.median(x) for c in members if (x := c.lifetimes_s())]
+        closes = Counter(f["how"] for c in members for f in c.connections() if f["closer"] == "client")
+        qtypes: Counter[str] = Counter()
+        for c in members:
+            for f in c.flows:
+                qtypes.update({QTYPES.get(int(t), f"TYPE{t}"): n for t, n in f["qtypes"].items()})
+        out.append(
+            PopulationClass(
+                name=f"{transport}-{shape}",
+                transport=transport,
+                shape=shape,
+                clients=len(members),
+                queries=queries,
+                share=queries / total,
+                rate_qps=statistics.median(rates),
+                queries_per_connection=_median(qpcs),
+                lifetime_s=_median(lifetimes),
+                idle_timeout_s=_median(idle),
+                closer=Counter(c.closer() for c in members).most_common(1)[0][0],
+                close={"fin": "graceful", "rst": "rst", "fin+rst": "graceful"}.get(closes.most_common(1)[0][0])
+                if closes
+                else None,
+                resumption=_median(c.resumption() for c in members),
+                connections_per_client=statistics.median(len(c.connections()) for c in members)
+                if transport in CONNECTED
+                else None,
+                queries_exact=all(f["queries_exact"] and not f["gap"] for c in members for f in c.flows),
+                fit={
+                    "rate_qps": _spread(rates),
+                    "queries_per_connection": _spread(qpcs),
+                    "lifetime_s": _spread(member_lifetimes),
+                },
+                gaps_s=quantiles([g for c in members for g in c.gaps_s()]),
+                lifetimes_s=quantiles(lifetimes),
+                qtypes=dict(qtypes.most_common(8)),
+            )
+        )
+    return sorted(out, key=lambda k: (-k.share, k.name))
+
+
+def population(
+    flows: Sequence[FlowRecord], capture: CaptureRecord, prefix: tuple[int, int] | None = None
+) -> Population:
+    """The population of a capture's flows."""
+    clients = clients_of(flows, prefix)
+    starts = [f["opened_us"] for f in flows]
+    ends = [f["closed_us"] for f in flows]
+    duration_s = (max(ends) - min(starts)) / 1e6 if flows else 0.0
+    queries = sum(c.queries for c in clients)
+    by_transport: Counter[str] = Counter()
+    for c in clients:
+        by_transport[c.transport] += c.queries
+    return Population(
+        capture=capture,
+        duration_s=duration_s,
+        clients=len(clients),
+        queries=queries,
+        transports={t: n / queries for t, n in sorted(by_transport.items())} if queries else {},
+        classes=classes_of(clients, duration_s),
+    )
+
+
+def _toml_value(v: object) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        return repr(round(v, 6))
+    if isinstance(v, str):
+        return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(v, Mapping):
+        return "{ " + ", ".join(f"{_toml_key(k)} = {_toml_value(x)}" for k, x in v.items() if x is not None) + " }"
+    if isinstance(v, list | tuple):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    raise TypeError(f"no TOML for {type(v).__name__}")
+
+
+def _toml_key(k: object) -> str:
+    text = str(k)
+    return text if text.replace("_", "").replace("-", "").isalnum() and not text.isdigit() else _toml_value(text)
+
+
+def population_toml(p: Population, source: str) -> str:
+    """``population.toml``: the capture read, then one ``[[class]]`` table per class (fields
+    unknown for a class are left out)."""
+    lines = [
+        f"# dnscost population of {source}",
+        f"source = {_toml_value(source)}",
+        f"duration_s = {_toml_value(p.duration_s)}",
+        f"clients = {p.clients}",
+        f"queries = {p.queries}",
+        f"packets = {p.capture['packets']}",
+        f"dns_packets = {p.capture['dns_packets']}",
+        f"flows = {p.capture['flows']}",
+        f"transports = {_toml_value(p.transports)}",
+        "",
+    ]
+    for k in p.classes:
+        lines.append("[[class]]")
+        fields: dict[str, object] = {
+            "name": k.name,
+            "transport": k.transport,
+            "shape": k.shape,
+            "clients": k.clients,
+            "queries": k.queries,
+            "share": k.share,
+            "rate_qps": k.rate_qps,
+            "queries_per_connection": k.queries_per_connection,
+            "lifetime_s": k.lifetime_s,
+            "idle_timeout_s": k.idle_timeout_s,
+            "closer": k.closer,
+            "close": k.close,
+            "resumption": k.resumption,
+            "connections_per_client": k.connections_per_client,
+            "queries_exact": k.queries_exact,
+            "fit": {n: v for n, v in k.fit.items() if v is not None},
+            "gaps_s": k.gaps_s,
+            "lifetimes_s": k.lifetimes_s,
+            "qtypes": k.qtypes or None,
+            "profile": k.profile(),
+        }
+        lines += [f"{name} = {_toml_value(v)}" for name, v in fields.items() if v is not None]
+        lines.append("")
+    return "\n".join(lines)

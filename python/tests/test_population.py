@@ -1,0 +1,227 @@
+"""``dnscost population``: a capture of known composition, made here, recovered.
+
+The test makes its own capture: in a network namespace of its own (only its loopback, so
+nothing else is captured), ``dnscost-engine serve`` answers on every transport's usual port and
+five ``generate`` runs load it at once, each from source addresses of its own, while tcpdump
+captures. The composition is known from the generators' own summaries (queries sent per
+transport) and from how they were started (clients per transport, queries per connection);
+``dnscost population`` must recover it from the capture alone: transport shares within 0.06,
+client counts within 25 %, one-query TCP clients at most 1.5 queries per connection,
+persistent DoT clients at least 50. The class profiles must be profiles the engine replays.
+
+Bad captures (not a capture, cut short, no DNS) are one line and exit 2, and leave no
+population file."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import struct
+import subprocess
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import Netns, need, wait_for
+from dnscost import contract
+from dnscost.engine import engine_path
+
+REPO = Path(__file__).parents[2]
+SERVER = "127.0.0.1"
+TLS = ("dot", "doh", "doq")
+# transport: (port, source addresses (one client each), engine options)
+LOADS: dict[str, tuple[int, list[str], list[str]]] = {
+    "udp": (53, [f"127.1.1.{i}" for i in range(1, 5)], ["--rate", "40"]),
+    "tcp": (53, [f"127.1.2.{i}" for i in range(1, 4)], ["--rate", "30", "--lifetime", "1q"]),
+    "dot": (853, [f"127.1.3.{i}" for i in range(1, 3)], ["--rate", "60"]),
+    "doh": (443, [f"127.1.4.{i}" for i in range(1, 3)], ["--rate", "40", "--lifetime", "10q"]),
+    "doq": (853, ["127.1.5.1"], ["--rate", "20"]),
+}
+DURATION_S = 4
+FILTER = "port 53 or port 853 or port 443"
+
+
+def _dnscost(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    exe = Path(str(engine_path())).with_name("dnscost")
+    return subprocess.run([str(exe), *args], capture_output=True, text=True, cwd=cwd, timeout=300, check=False)
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, dict[str, Any]]]:
+    """The capture, and each generator's summary record."""
+    need(os.geteuid() == 0, "needs root (a network namespace)")
+    need(shutil.which("tcpdump") is not None, "tcpdump is not installed (scripts/setup installs it)")
+    work = tmp_path_factory.mktemp("population")
+    ns = Netns(work)
+    engine = str(engine_path())
+    summaries: dict[str, dict[str, Any]] = {}
+    try:
+        for addrs in (a for _, a, _ in LOADS.values()):
+            for a in addrs:
+                ns.run(["ip", "addr", "add", f"{a}/32", "dev", "lo"], timeout=10)
+        listen = [
+            f"{t}://{SERVER}:{p}" for t, p in (("udp", 53), ("tcp", 53), ("dot", 853), ("doh", 443), ("doq", 853))
+        ]
+        ns.start(
+            [engine, "serve", *(x for u in listen for x in ("--listen", u)), "--ca-out", str(work / "ca.pem")],
+            work / "serve.log",
+        )
+        wait_for(work / "serve.log", '"listening"', count=len(listen))
+        dump = ns.capture(work / "cap.pcap", FILTER)
+        runs = {}
+        for t, (port, sources, opts) in LOADS.items():
+            argv = [engine, "generate", "--transport", t, "--target", f"{SERVER}:{port}", "--quiet"]
+            argv += ["--source", ",".join(sources), "--connections", str(len(sources)), *opts]
+            argv += ["--duration", f"{DURATION_S}s", "--output", str(work / f"{t}.jsonl")]
+            if t in TLS:
+                argv += ["--ca", str(work / "ca.pem")]
+            runs[t] = ns.start(argv, work / f"{t}.log")
+        for t, child in runs.items():
+            assert child.wait(60) == 0, (work / f"{t}.log").read_text()[-500:]
+        ns.stop(dump, 2)  # SIGINT: tcpdump writes what it holds
+        for t in LOADS:
+            records = [json.loads(x) for x in (work / f"{t}.jsonl").read_text().splitlines()]
+            summaries[t] = next(r for r in records if r["type"] == "summary")
+    finally:
+        ns.close()
+    return work / "cap.pcap", summaries
+
+
+def test_a_capture_of_known_composition_is_recovered(made: tuple[Path, dict[str, dict[str, Any]]]) -> None:
+    pcap, summaries = made
+    out = pcap.parent / "population.toml"
+    r = _dnscost("population", str(pcap), "-o", str(out), "--flows", str(pcap.with_suffix(".flows")), cwd=pcap.parent)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[-1] == f"population: {out}"
+    pop = tomllib.loads(out.read_text())
+
+    # Transport shares, against what the generators say they sent.
+    sent = {t: s["total"]["queries"]["sent"] for t, s in summaries.items()}
+    total = sum(sent.values())
+    for t, n in sent.items():
+        assert abs(pop["transports"][t] - n / total) <= 0.06, (t, pop["transports"], sent)
+
+    classes: dict[str, list[dict[str, Any]]] = {}
+    for k in pop["class"]:
+        classes.setdefault(k["transport"], []).append(k)
+    for t, (_, sources, _) in LOADS.items():
+        clients = sum(k["clients"] for k in classes[t])
+        assert abs(clients - len(sources)) <= 0.25 * len(sources), (t, clients, classes[t])
+
+    (tcp,) = classes["tcp"]
+    assert tcp["shape"] == "one-client" and tcp["queries_per_connection"] <= 1.5 and tcp["queries_exact"]
+    assert tcp["profile"]["lifetime"] == {"queries": 1}
+    (dot,) = classes["dot"]
+    assert dot["shape"].startswith("persistent") and dot["queries_per_connection"] >= 50
+    (doh,) = classes["doh"]
+    assert 7 <= doh["queries_per_connection"] <= 10, doh  # estimated from TLS records
+    assert doh["resumption"] is not None and not doh["queries_exact"]
+    # Each Do53 client over UDP asked at its rate (40 qps over 4 sockets: 10 each).
+    (udp,) = classes["udp"]
+    assert 8 <= udp["rate_qps"] <= 11 and udp["qtypes"] == {"A": udp["queries"]}
+
+    # Every class's profile is a profile the engine replays.
+    for k in pop["class"]:
+        assert contract.shape_problem(k["profile"], contract.ClientProfile) is None, k["profile"]
+        path = pcap.parent / f"{k['name']}.json"
+        path.write_text(json.dumps(k["profile"]))
+        check = subprocess.run(
+            [str(engine_path()), "generate", "--profile", str(path), "--target", f"{SERVER}:53", "--check"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert check.returncode == 0, (k["profile"], check.stderr)
+
+
+def _pcap(packets: list[bytes]) -> bytes:
+    head = struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 101)  # raw IP
+    return head + b"".join(struct.pack("<IIII", 1, 0, len(p), len(p)) + p for p in packets)
+
+
+def _udp(dport: int, payload: bytes) -> bytes:
+    udp = struct.pack("!HHHH", 40000, dport, 8 + len(payload), 0) + payload
+    return struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(udp), 0, 0, 64, 17, 0, bytes(4), bytes(4)) + udp
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "says"),
+    [
+        ("text.pcap", b"this is not a capture\n" * 10, "not a pcap or pcapng file"),
+        (
+            "cut.pcap",
+            _pcap([_udp(53, bytes(12) + b"\x00")] * 3)[:-5],
+            "cut short after 2 packets (its last block is incomplete)",
+        ),
+        ("nodns.pcap", _pcap([_udp(9999, b"hello")]), "no DNS in 1 packets (none on ports 53, 853 or 443)"),
+        ("empty.pcap", b"", "empty file"),
+    ],
+)
+def test_a_bad_capture_is_one_line_and_exit_2(tmp_path: Path, name: str, content: bytes, says: str) -> None:
+    path = tmp_path / name
+    path.write_bytes(content)
+    out = tmp_path / "population.toml"
+    r = _dnscost("population", str(path), "-o", str(out), cwd=tmp_path)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.strip() == f"dnscost: {path}: {says}", r.stderr
+    assert not out.exists()
+
+
+def test_a_large_synthetic_operator_capture_is_recovered_exactly(tmp_path: Path) -> None:
+    """A synthetic capture (:mod:`dnscost.capturegen`: every transport, clients interleaved,
+    TLS and QUIC as a capture shows them) is recovered exactly: its queries and clients per
+    transport, each class's queries per connection, resumption where reconnections offer it."""
+    from dnscost.capturegen import OPERATOR_MIX, write_capture
+
+    classes = list(OPERATOR_MIX)
+    pcap, out = tmp_path / "synth.pcap", tmp_path / "population.toml"
+    truth = write_capture(pcap, classes)
+    r = _dnscost("population", str(pcap), "-o", str(out), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    pop = tomllib.loads(out.read_text())
+    assert pop["packets"] == truth.packets
+    total = sum(truth.queries.values())
+    assert pop["queries"] == total
+    for t, n in truth.queries.items():
+        assert round(pop["transports"][t] * total) == n, t
+    by_name = {k["name"]: k for k in pop["class"]}
+    assert {n: k["clients"] for n, k in by_name.items()} == {
+        "udp-rate-1e0": 300,
+        "tcp-one-client": 60,
+        "dot-persistent-client": 20,
+        "dot-few-client": 15,
+        "doh-several-client": 30,
+        "doq-several-none": 10,
+        "doh3-few-none": 5,
+    }
+    assert [by_name[n]["queries_per_connection"] for n in ("dot-few-client", "doh-several-client")] == [3, 8]
+    assert by_name["dot-few-client"]["resumption"] == 1.0 and by_name["doh-several-client"]["resumption"] == 1.0
+    assert by_name["doq-several-none"]["resumption"] == 1.0  # 0-RTT on its second connection
+    assert by_name["dot-persistent-client"].get("resumption") is None  # no reconnection to judge by
+
+
+def _block(doc: str, after: str) -> str:
+    """The first fenced block of ``doc`` after the line ``after``."""
+    rest = doc[doc.index(after) :]
+    start = rest.index("```text\n") + len("```text\n")
+    return rest[start : rest.index("```", start)]
+
+
+def test_the_docs_example_and_figures_are_what_the_commands_print(tmp_path: Path) -> None:
+    """docs/population.md's worked example is what its two commands print (the population's
+    path line left out), and its benchmark block is the stored output of bench/capture-read."""
+    doc = (REPO / "docs" / "population.md").read_text()
+    gen = subprocess.run(
+        [str(Path(str(engine_path())).with_name("python")), "-m", "dnscost.capturegen", "operator.pcap"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        check=True,
+    )
+    pop = _dnscost("population", "operator.pcap", "-o", "population.toml", cwd=tmp_path)
+    assert pop.returncode == 0, pop.stderr
+    example = gen.stdout + "\n" + "".join(pop.stdout.splitlines(keepends=True)[:-1])
+    assert _block(doc, "The composition it wrote") == example
+    assert _block(doc, "## How fast") == (REPO / "docs" / "population" / "capture-read.txt").read_text()
