@@ -70,3 +70,43 @@ def test_every_module_imports_on_its_own() -> None:
         [sys.executable, "-c", script, *modules], capture_output=True, text=True, check=True, timeout=300
     )
     assert out.stdout.strip() == "", out.stdout
+
+
+def _rust_module_edges() -> dict[Path, set[Path]]:
+    """Each Rust source file's imports of its sibling modules (``use super::x``, ``super::x::``,
+    ``crate::dir::x``), file to file."""
+    edges: dict[Path, set[Path]] = {}
+    for f in sorted(ROOT.glob("crates/*/src/**/*.rs")):
+        text = re.sub(r"//[^\n]*", "", f.read_text(encoding="utf-8"))
+        text = text.split("#[cfg(test)]")[0]  # what the module's tests use is not its import
+        here = f.parent
+        named = set(re.findall(r"\bsuper::(\w+)", text))
+        named |= {m for m in re.findall(r"\bsuper::\{([^}]*)\}", text) for m in re.findall(r"\b(\w+)\b", m)}
+        named |= set(re.findall(r"\bcrate::" + re.escape(here.name) + r"::(\w+)", text))
+        siblings = {n: here / f"{n}.rs" for n in named if (here / f"{n}.rs").exists() and here / f"{n}.rs" != f}
+        siblings |= {n: here / n / "mod.rs" for n in named if (here / n / "mod.rs").exists()}
+        edges[f] = set(siblings.values())
+    return edges
+
+
+def test_no_rust_module_imports_itself_in_a_circle() -> None:
+    """The Rust half's layer check: no circle among the modules of a crate folder (the Python
+    half's is import-linter's in scripts/test)."""
+    edges = _rust_module_edges()
+    assert sum(len(v) for v in edges.values()) > 50  # the check reads the imports it should
+    circles = []
+    state: dict[Path, int] = {}
+
+    def visit(f: Path, path: list[Path]) -> None:
+        state[f] = 1
+        for g in edges.get(f, ()):
+            if state.get(g) == 1:
+                circles.append(" -> ".join(str(p.relative_to(ROOT)) for p in [*path[path.index(g) :], g]))
+            elif g not in state:
+                visit(g, [*path, g])
+        state[f] = 2
+
+    for f in edges:
+        if f not in state:
+            visit(f, [f])
+    assert not circles, circles

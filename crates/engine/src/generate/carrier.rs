@@ -10,7 +10,8 @@
 //! same types whatever the carrier.
 
 use super::ctx::{Connectors, Ctx};
-use super::quic::{QuicEnd, QuicStreams, StreamFailure};
+use super::events::Events;
+use super::quic::{QuicEnd, QuicStreams};
 use super::session::End;
 use dnscost_load::CloseMode;
 use dnscost_stats::{Counters, ErrorKind, Handshake};
@@ -29,26 +30,6 @@ pub enum Carrier {
     Tls(Box<TlsStream>),
     Udp(Box<Datagrams>),
     Quic(Box<QuicStreams>),
-}
-
-/// What a carrier saw besides the bytes it carries, since the driver last took it
-/// ([`Carrier::take_events`]): on a datagram carrier, what the network refused; on a QUIC
-/// carrier, the streams that ended without an answer, and the queries that went on a stream of
-/// their own or found no stream credit. Empty on TCP and TLS.
-#[derive(Debug, Default, PartialEq, Eq)]
-pub struct Events {
-    /// Receives that reported a refusal (an ICMP port unreachable on a connected socket).
-    pub refused_reads: u64,
-    /// DNS IDs of the queries whose datagram the network refused: they never left.
-    pub refused_sends: Vec<u16>,
-    /// The first refusal's message.
-    pub refusal: Option<String>,
-    /// Queries whose stream ended without an answer, by DNS ID.
-    pub failed: Vec<(u16, StreamFailure)>,
-    /// First sends that went on a stream of their own.
-    pub went: u64,
-    /// Queries written that found no stream credit and wait in the carrier.
-    pub stream_waits: u64,
 }
 
 /// What one read of a carrier gave.

@@ -9,6 +9,7 @@
 mod carrier;
 mod ctx;
 mod doh;
+mod events;
 mod h3conn;
 mod output;
 mod quic;

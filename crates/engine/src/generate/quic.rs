@@ -15,6 +15,7 @@
 //! that found no credit as a stream wait (`stream_waits`, both events); one whose timeout passes while it waits is taken back
 //! ([`QuicStreams::drop_waiting`]), never goes and is failed `unsent` by the driver.
 
+use super::events::{Events, StreamFailure};
 use dnscost_stats::{Close, Handshake};
 use dnscost_transport::quic::{HandshakeFacts, DOQ_NO_ERROR, H3_NO_ERROR, MAX_DOQ_MESSAGE};
 use dnscost_transport::socket::TcpCounts;
@@ -62,19 +63,6 @@ pub enum Protocol {
 }
 
 type Answer = Pin<Box<dyn Future<Output = Option<(u16, Result<Vec<u8>, StreamFailure>)>>>>;
-
-/// Why a query's stream gave no answer (a connection's end is reported by reading instead).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StreamFailure {
-    /// The server reset the stream with this code.
-    Reset(u64),
-    /// The DoH/3 server rejected the request unprocessed (H3_REQUEST_REJECTED): it may go again.
-    Rejected,
-    /// The DoH/3 server answered with this HTTP status.
-    Status(u16),
-    /// The answer was not one framed message.
-    Malformed,
-}
 
 /// An error carrying how the QUIC connection ended, for the carrier's `End::of`.
 #[derive(Debug)]
@@ -172,8 +160,8 @@ impl QuicStreams {
     /// Since the last call: the streams that ended without an answer (by the query's DNS ID),
     /// the first sends that went on a stream of their own, and the queries that found no
     /// stream credit.
-    pub fn take_events(&mut self) -> super::carrier::Events {
-        super::carrier::Events {
+    pub fn take_events(&mut self) -> Events {
+        Events {
             failed: std::mem::take(&mut self.failed),
             went: std::mem::take(&mut self.went),
             stream_waits: std::mem::take(&mut self.held),

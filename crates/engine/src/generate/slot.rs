@@ -7,10 +7,10 @@
 //! wake-ups; the session (`tcp.rs`, `doh.rs`) only turns time and bytes into bytes. Its steps
 //! without I/O ([`turn`], [`wake_at`]) are what `udp.rs`'s tests take in virtual time.
 
-use super::carrier::{Carrier, Dial, Established, Events, Got, Resume, TcpMeter};
+use super::carrier::{Carrier, Dial, Established, Got, Resume, TcpMeter};
 use super::ctx::{Ctx, Schedule, Stop};
 use super::doh::Doh;
-use super::quic::StreamFailure;
+use super::events::{Events, StreamFailure};
 use super::session::{End, Session, SessionEnd, Step, Tally};
 use super::tcp::DnsStream;
 use super::window::Window;
