@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import BinaryIO
 
-__all__ = ["OPERATOR_MIX", "ClassSpec", "Truth", "scaled", "write_capture"]
+__all__ = ["FORMATS", "OPERATOR_MIX", "ClassSpec", "Truth", "scaled", "write_capture"]
 
 PORTS = {"udp": 53, "tcp": 53, "dot": 853, "doh": 443, "doq": 853, "doh3": 443}
 SERVER = bytes([192, 0, 2, 53])
@@ -196,9 +196,20 @@ def _frame(p: Packet) -> bytes:
     return ETHERNET + ip + l4
 
 
-def write_capture(path: Path, classes: Sequence[ClassSpec], seed: int = 1, gap_us: int = 2000) -> Truth:
-    """Writes the capture of ``classes`` to ``path`` and returns its composition. The clients
-    take turns, ``gap_us`` apart, each turn one burst of packets 50 µs apart."""
+FORMATS = ("pcap", "pcap-ns", "pcapng")
+"""The file formats written: pcap with microsecond or nanosecond times, pcapng (big-endian,
+nanosecond times, a second interface described first and never used, so that the packets'
+interface is not the first)."""
+
+
+def write_capture(
+    path: Path, classes: Sequence[ClassSpec], seed: int = 1, gap_us: int = 2000, form: str = "pcap"
+) -> Truth:
+    """Writes the capture of ``classes`` to ``path`` in the format ``form`` (:data:`FORMATS`)
+    and returns its composition. The clients take turns, ``gap_us`` apart, each turn one burst
+    of packets 50 µs apart."""
+    if form not in FORMATS:
+        raise ValueError(f"no capture format {form!r} ({', '.join(FORMATS)})")
     rng = random.Random(seed)
     lanes: list[Iterator[Burst]] = []
     queries: dict[str, int] = {}
@@ -212,7 +223,7 @@ def write_capture(path: Path, classes: Sequence[ClassSpec], seed: int = 1, gap_u
     rng.shuffle(lanes)
     ts, packets, octets = 1_700_000_000_000_000, 0, 0
     with path.open("wb") as f:
-        f.write(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1))
+        f.write(_header(form))
         active = lanes
         while active:
             still = []
@@ -223,15 +234,37 @@ def write_capture(path: Path, classes: Sequence[ClassSpec], seed: int = 1, gap_u
                 still.append(lane)
                 for p in burst:
                     packets += 1
-                    octets += _write(f, ts, _frame(p))
+                    octets += _write(f, form, ts, _frame(p))
                     ts += 50
                 ts += gap_us
             active = still
     return Truth(queries, clients, packets, octets)
 
 
-def _write(f: BinaryIO, ts_us: int, frame: bytes) -> int:
-    f.write(struct.pack("<IIII", ts_us // 1_000_000, ts_us % 1_000_000, len(frame), len(frame)))
+def _header(form: str) -> bytes:
+    if form == "pcap":
+        return struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1)
+    if form == "pcap-ns":
+        return struct.pack("<IHHiIII", 0xA1B23C4D, 2, 4, 0, 0, 65535, 1)
+    shb = struct.pack(">IIIHHq", 0x0A0D0D0A, 28, 0x1A2B3C4D, 1, 0, -1) + struct.pack(">I", 28)
+    # Two interfaces: 0 raw IP (unused), 1 Ethernet with if_tsresol 9 (nanoseconds).
+    idb0 = struct.pack(">IIHHI", 1, 20, 101, 0, 0) + struct.pack(">I", 20)
+    opts = struct.pack(">HHB3x", 9, 1, 9) + struct.pack(">HH", 0, 0)
+    idb1 = struct.pack(">IIHHI", 1, 20 + len(opts), 1, 0, 0) + opts + struct.pack(">I", 20 + len(opts))
+    return shb + idb0 + idb1
+
+
+def _write(f: BinaryIO, form: str, ts_us: int, frame: bytes) -> int:
+    if form == "pcapng":
+        ns = ts_us * 1000
+        pad = b"\x00" * (-len(frame) % 4)
+        n = 32 + len(frame) + len(pad)
+        block = struct.pack(">IIIIIII", 6, n, 1, ns >> 32, ns & 0xFFFFFFFF, len(frame), len(frame))
+        block += frame + pad + struct.pack(">I", n)
+        f.write(block)
+        return len(block)
+    frac = ts_us % 1_000_000 * (1000 if form == "pcap-ns" else 1)
+    f.write(struct.pack("<IIII", ts_us // 1_000_000, frac, len(frame), len(frame)))
     f.write(frame)
     return 16 + len(frame)
 
@@ -262,14 +295,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("out", type=Path)
     ap.add_argument("--scale", type=int, default=1)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--format", choices=FORMATS, default="pcap")
     a = ap.parse_args(argv)
     if a.scale < 1:
         print("capturegen: --scale is at least 1", file=sys.stderr)
         return 2
-    mix = [
-        ClassSpec(c.transport, c.clients * a.scale, c.connections, c.queries, c.closer, c.resume) for c in OPERATOR_MIX
-    ]
-    t = write_capture(a.out, mix, a.seed)
+    t = write_capture(a.out, scaled(OPERATOR_MIX, a.scale), a.seed, form=a.format)
     print(f"{a.out}: {t.packets} packets, {t.octets} octets")
     for transport, n in t.queries.items():
         print(f"{transport:<5} {t.clients[transport]:>6} clients {n:>8} queries")

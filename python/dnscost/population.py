@@ -9,8 +9,8 @@ their lifetime, their queries, who closed them and how, how long they stood idle
 client closed them, and how often a reconnection offered a session to resume.
 
 Clients fall into classes by transport and shape: for the connection transports by queries per
-connection (``one`` 1, ``few`` 2-4, ``several`` 5-49, ``persistent`` 50 and more) and by who
-closes (the client, the server, nobody in the capture); for Do53 over UDP by rate decade
+connection (``one`` 1, ``few`` 2-4, ``several`` 5-49, ``persistent`` 50 and more) and, but
+for persistent ones, by who closes (the client, the server, nobody in the capture); for Do53 over UDP by rate decade
 (``rate-1e1``: 3.2 to 32 queries a second). A
 class gives its share of the capture's queries, its clients, the medians of its clients'
 figures with their spread (the fit error: the median relative distance of a member's figure
@@ -229,7 +229,9 @@ def classes_of(clients: Sequence[Client], duration_s: float) -> list[PopulationC
             continue
         if c.transport in CONNECTED:
             qpc = c.queries_per_connection() or 0.0
-            shape = f"{shape_of(qpc)}-{c.closer()}"
+            # Who closes a persistent connection is where the capture or the client's run ended:
+            # not its shape.
+            shape = "persistent" if shape_of(qpc) == "persistent" else f"{shape_of(qpc)}-{c.closer()}"
         else:
             rate = c.queries / duration_s if duration_s > 0 else 0.0
             shape = f"rate-1e{round(math.log10(rate))}" if rate > 0 else "rate-0"

@@ -114,7 +114,7 @@ def test_a_capture_of_known_composition_is_recovered(made: tuple[Path, dict[str,
     assert tcp["shape"] == "one-client" and tcp["queries_per_connection"] <= 1.5 and tcp["queries_exact"]
     assert tcp["profile"]["lifetime"] == {"queries": 1}
     (dot,) = classes["dot"]
-    assert dot["shape"].startswith("persistent") and dot["queries_per_connection"] >= 50
+    assert dot["shape"] == "persistent" and dot["queries_per_connection"] >= 50
     (doh,) = classes["doh"]
     assert 7 <= doh["queries_per_connection"] <= 10, doh  # estimated from TLS records
     assert doh["resumption"] is not None and not doh["queries_exact"]
@@ -190,7 +190,7 @@ def test_a_large_synthetic_operator_capture_is_recovered_exactly(tmp_path: Path)
     assert {n: k["clients"] for n, k in by_name.items()} == {
         "udp-rate-1e0": 300,
         "tcp-one-client": 60,
-        "dot-persistent-client": 20,
+        "dot-persistent": 20,
         "dot-few-client": 15,
         "doh-several-client": 30,
         "doq-several-none": 10,
@@ -199,7 +199,7 @@ def test_a_large_synthetic_operator_capture_is_recovered_exactly(tmp_path: Path)
     assert [by_name[n]["queries_per_connection"] for n in ("dot-few-client", "doh-several-client")] == [3, 8]
     assert by_name["dot-few-client"]["resumption"] == 1.0 and by_name["doh-several-client"]["resumption"] == 1.0
     assert by_name["doq-several-none"]["resumption"] == 1.0  # 0-RTT on its second connection
-    assert by_name["dot-persistent-client"].get("resumption") is None  # no reconnection to judge by
+    assert by_name["dot-persistent"].get("resumption") is None  # no reconnection to judge by
 
 
 def _block(doc: str, after: str) -> str:
@@ -225,3 +225,20 @@ def test_the_docs_example_and_figures_are_what_the_commands_print(tmp_path: Path
     example = gen.stdout + "\n" + "".join(pop.stdout.splitlines(keepends=True)[:-1])
     assert _block(doc, "The composition it wrote") == example
     assert _block(doc, "## How fast") == (REPO / "docs" / "population" / "capture-read.txt").read_text()
+
+
+def test_pcap_in_micro_and_nanoseconds_and_pcapng_read_alike(tmp_path: Path) -> None:
+    """The same packets as pcap (microsecond times), pcap (nanosecond times) and pcapng
+    (big-endian, nanosecond times, the packets on a second interface): the same flows."""
+    from dnscost.capturegen import FORMATS, OPERATOR_MIX, write_capture
+
+    flows = {}
+    for form in FORMATS:
+        path = tmp_path / f"operator.{form}"
+        write_capture(path, OPERATOR_MIX, form=form)
+        r = subprocess.run([str(engine_path()), "capture", str(path)], capture_output=True, text=True, check=True)
+        lines = r.stdout.splitlines()
+        assert json.loads(lines[-1])["packets"] > 20000
+        flows[form] = lines[:-1]
+    assert flows["pcap"] == flows["pcap-ns"] == flows["pcapng"]
+    assert len(flows["pcap"]) > 1000
