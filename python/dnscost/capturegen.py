@@ -203,11 +203,18 @@ interface is not the first)."""
 
 
 def write_capture(
-    path: Path, classes: Sequence[ClassSpec], seed: int = 1, gap_us: int = 2000, form: str = "pcap"
+    path: Path,
+    classes: Sequence[ClassSpec],
+    seed: int = 1,
+    gap_us: int = 2000,
+    form: str = "pcap",
+    drop: float = 0.0,
 ) -> Truth:
     """Writes the capture of ``classes`` to ``path`` in the format ``form`` (:data:`FORMATS`)
     and returns its composition. The clients take turns, ``gap_us`` apart, each turn one burst
-    of packets 50 µs apart."""
+    of packets 50 µs apart. ``drop``: the share of packets the capture loses (left out at
+    random; the truth still counts what was sent)."""
+    lose = random.Random(seed + 1)
     if form not in FORMATS:
         raise ValueError(f"no capture format {form!r} ({', '.join(FORMATS)})")
     rng = random.Random(seed)
@@ -233,9 +240,11 @@ def write_capture(
                     continue
                 still.append(lane)
                 for p in burst:
-                    packets += 1
-                    octets += _write(f, form, ts, _frame(p))
                     ts += 50
+                    if drop and lose.random() < drop:
+                        continue
+                    packets += 1
+                    octets += _write(f, form, ts - 50, _frame(p))
                 ts += gap_us
             active = still
     return Truth(queries, clients, packets, octets)

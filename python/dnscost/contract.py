@@ -441,6 +441,7 @@ class CaptureRecord(TypedDict):
     packets: int
     dns_packets: int
     flows: int
+    names: int
     unsupported_link: int
     read_s: float
 

@@ -31,7 +31,16 @@ from dataclasses import dataclass, field
 
 from dnscost.contract import CaptureRecord, FlowRecord
 
-__all__ = ["Client", "Population", "PopulationClass", "classes_of", "clients_of", "population_toml"]
+__all__ = [
+    "Client",
+    "NameStats",
+    "Population",
+    "PopulationClass",
+    "classes_of",
+    "clients_of",
+    "name_stats",
+    "population_toml",
+]
 
 CONNECTED = ("tcp", "dot", "doh", "doq", "doh3")
 """The transports with connections (Do53 over UDP has none)."""
@@ -203,6 +212,29 @@ class PopulationClass:
 
 
 @dataclass(frozen=True)
+class NameStats:
+    """The Do53 queries' names of a capture (``dnscost-engine capture --names``)."""
+
+    queries: int
+    distinct: int
+    """Distinct (name, type) pairs."""
+    repeat_share: float
+    """The share of queries whose name and type were asked before in the capture: what a cache
+    that kept every answer for the whole capture would answer (an upper bound of the hit ratio
+    of the resolver the capture was taken at, whose TTLs and cache size cut it)."""
+
+
+def name_stats(lines: Iterable[str]) -> NameStats:
+    """:class:`NameStats` of a names file's lines (``name TYPE``)."""
+    seen: set[str] = set()
+    queries = 0
+    for line in lines:
+        queries += 1
+        seen.add(line.strip().lower())
+    return NameStats(queries, len(seen), (queries - len(seen)) / queries if queries else 0.0)
+
+
+@dataclass(frozen=True)
 class Population:
     """A capture's population: what was read, and its classes."""
 
@@ -213,6 +245,7 @@ class Population:
     transports: dict[str, float]
     """Each transport's share of the queries."""
     classes: list[PopulationClass]
+    names: NameStats | None = None
 
 
 def _median(values: Iterable[float | None]) -> float | None:
@@ -284,7 +317,10 @@ def classes_of(clients: Sequence[Client], duration_s: float) -> list[PopulationC
 
 
 def population(
-    flows: Sequence[FlowRecord], capture: CaptureRecord, prefix: tuple[int, int] | None = None
+    flows: Sequence[FlowRecord],
+    capture: CaptureRecord,
+    prefix: tuple[int, int] | None = None,
+    names: NameStats | None = None,
 ) -> Population:
     """The population of a capture's flows."""
     clients = clients_of(flows, prefix)
@@ -302,6 +338,7 @@ def population(
         queries=queries,
         transports={t: n / queries for t, n in sorted(by_transport.items())} if queries else {},
         classes=classes_of(clients, duration_s),
+        names=names,
     )
 
 
@@ -339,8 +376,13 @@ def population_toml(p: Population, source: str) -> str:
         f"dns_packets = {p.capture['dns_packets']}",
         f"flows = {p.capture['flows']}",
         f"transports = {_toml_value(p.transports)}",
-        "",
     ]
+    if p.names is not None:
+        n = p.names
+        lines.append(
+            f"names = {_toml_value({'queries': n.queries, 'distinct': n.distinct, 'repeat_share': n.repeat_share})}"
+        )
+    lines.append("")
     for k in p.classes:
         lines.append("[[class]]")
         fields: dict[str, object] = {

@@ -40,6 +40,7 @@ LOADS: dict[str, tuple[int, list[str], list[str]]] = {
     "doq": (853, ["127.1.5.1"], ["--rate", "20"]),
 }
 DURATION_S = 4
+REPLAY = ["--rate", "2000", "--duration", "1s", "--quiet"]
 FILTER = "port 53 or port 853 or port 443"
 
 
@@ -242,3 +243,59 @@ def test_pcap_in_micro_and_nanoseconds_and_pcapng_read_alike(tmp_path: Path) -> 
         flows[form] = lines[:-1]
     assert flows["pcap"] == flows["pcap-ns"] == flows["pcapng"]
     assert len(flows["pcap"]) > 1000
+
+
+def test_a_captures_names_replay_against_a_responder_that_answers_any_name(tmp_path: Path) -> None:
+    """``--names`` writes every Do53 query's name and type in the engine's query-file format;
+    replayed (``generate --queries``) against ``serve --outside answer``, every one is
+    answered NOERROR, where the responder's default says they do not exist (they are under its
+    synthetic TLD but not its names)."""
+    need(os.geteuid() == 0, "needs root (a network namespace)")
+    from dnscost.capturegen import OPERATOR_MIX, write_capture
+
+    pcap, names = tmp_path / "operator.pcap", tmp_path / "names.txt"
+    truth = write_capture(pcap, OPERATOR_MIX)
+    r = _dnscost("population", str(pcap), "-o", str(tmp_path / "p.toml"), "--names", str(names), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    lines = names.read_text().splitlines()
+    assert len(lines) == truth.queries["udp"] + truth.queries["tcp"]
+    assert all(x.endswith(".example.test. A") for x in lines), lines[:3]
+    pop = tomllib.loads((tmp_path / "p.toml").read_text())
+    assert pop["names"]["queries"] == len(lines) and pop["names"]["distinct"] == len(set(lines))
+
+    engine = str(engine_path())
+    rcodes = {}
+    for outside in ("refused", "answer"):
+        ns = Netns(tmp_path)
+        try:
+            log = tmp_path / f"serve-{outside}.log"
+            ns.start([engine, "serve", "--listen", f"udp://{SERVER}:53", "--outside", outside], log)
+            wait_for(log, '"listening"')
+            out = tmp_path / f"replay-{outside}.jsonl"
+            argv = [engine, "generate", "--transport", "udp", "--target", f"{SERVER}:53", "--queries", str(names)]
+            run = ns.run([*argv, *REPLAY, "--output", str(out)], timeout=60)
+            assert run.returncode in (0, 4), run.stderr  # 4: nothing answered NOERROR is no failure here
+            summary = next(json.loads(x) for x in out.read_text().splitlines() if '"summary"' in x)
+            rcodes[outside] = summary["total"]["queries"]["rcodes"]
+            assert summary["total"]["queries"]["answered"] == summary["total"]["queries"]["sent"] > 1000
+        finally:
+            ns.close()
+    # The capture's names are under the responder's synthetic TLD (test.) but not its names.
+    assert set(rcodes["answer"]) == {"noerror"} and set(rcodes["refused"]) == {"nxdomain"}, rcodes
+
+
+def test_packets_the_capture_lost_cost_only_their_own_queries(tmp_path: Path) -> None:
+    """A capture that lost 2 % of its packets (a busy capturing host drops some): a TCP
+    connection's octets after a hole are read from the next segment on (the flow says
+    ``gap``), so each transport's queries are counted within 5 % of what was sent."""
+    from dnscost.capturegen import OPERATOR_MIX, write_capture
+
+    pcap = tmp_path / "lossy.pcap"
+    truth = write_capture(pcap, OPERATOR_MIX, drop=0.02)
+    r = subprocess.run([str(engine_path()), "capture", str(pcap)], capture_output=True, text=True, check=True)
+    flows = [json.loads(x) for x in r.stdout.splitlines()[:-1]]
+    for t, sent in truth.queries.items():
+        counted = sum(f["queries"] for f in flows if f["transport"] == t)
+        assert 0.95 * sent <= counted <= sent, (t, counted, sent)
+    gapped = [f for f in flows if f["gap"]]
+    assert gapped and all(not f["queries_exact"] for f in gapped)

@@ -98,7 +98,8 @@ pub struct Flow {
     pub octets_from_server: u64,
     pub packets_from_client: u64,
     pub packets_from_server: u64,
-    /// Octets of a TCP direction were not captured: queries after it are not counted.
+    /// Octets of a TCP connection were not captured (a packet dropped or cut short): reading
+    /// went on at the next segment, and the counts are not exact.
     pub gap: bool,
 }
 
@@ -127,6 +128,8 @@ pub struct Flows {
     live: HashMap<Key, Live>,
     done: Vec<Flow>,
     swept_us: u64,
+    /// Do53 queries' names and types, in capture order, when asked for ([`Flows::keep_names`]).
+    names: Option<Vec<(String, u16)>>,
     /// Packets that were TCP or UDP on a DNS port.
     pub dns_packets: u64,
 }
@@ -135,6 +138,19 @@ impl Flows {
     /// Flows with the servers at `servers` (empty: any address on a DNS port).
     pub fn new(servers: impl IntoIterator<Item = IpAddr>) -> Self {
         Flows { servers: servers.into_iter().collect(), ..Default::default() }
+    }
+
+    /// Keeps every Do53 query's name and type, for [`Flows::take_names`].
+    pub fn keep_names(mut self) -> Self {
+        self.names = Some(Vec::new());
+        self
+    }
+
+    /// The Do53 queries' names (lower case, absolute) and types since the last call; a name
+    /// that does not read as text (a compression pointer, a blank or a control octet in a
+    /// label) is left out.
+    pub fn take_names(&mut self) -> Vec<(String, u16)> {
+        self.names.as_mut().map(std::mem::take).unwrap_or_default()
     }
 
     /// The flows ended since the last call (a TCP connection closed both ways or reset, or
@@ -191,10 +207,19 @@ impl Flows {
             live.flow.octets_from_server += p.payload_len as u64;
             live.flow.packets_from_server += 1;
         }
+        let names = self.names.as_mut();
         match p.segment {
-            Segment::Udp => live.datagram(ts, p, from_client),
+            Segment::Udp => {
+                live.datagram(ts, p, from_client);
+                if let (Some(names), "udp", true) = (names, transport, from_client) {
+                    names.extend(question(p.payload));
+                }
+            }
             Segment::Tcp { seq, flags } => {
-                live.segment(ts, p, seq, flags, from_client);
+                let asked = live.segment(ts, p, seq, flags, from_client);
+                if let Some(names) = names {
+                    names.extend(asked.iter().filter_map(|m| question(m)));
+                }
                 if live.ended_us.is_none() && (live.rst || live.fin == [true, true]) {
                     live.ended_us = Some(ts);
                 }
@@ -218,13 +243,31 @@ impl Flows {
 }
 
 fn finished(mut l: Live) -> Flow {
+    // Segments still held behind a hole at the end: read them.
+    for from_client in [true, false] {
+        let (stream, framer) = if from_client {
+            (&mut l.client_stream, &mut l.client_frames)
+        } else {
+            (&mut l.server_stream, &mut l.server_frames)
+        };
+        let mut frames = Vec::new();
+        stream.skip_hole(&mut |t, data, resync| {
+            if resync {
+                framer.reset();
+            }
+            framer.push(t, data, &mut |fr| frames.push(fr));
+        });
+        for fr in frames {
+            l.frame(fr, from_client);
+        }
+    }
     let f = &mut l.flow;
-    f.gap = l.client_stream.gap || l.server_stream.gap;
+    f.gap = l.client_stream.gaps + l.server_stream.gaps > 0;
     if matches!(f.transport, "dot" | "doh") {
         f.query_us = estimate_queries(f.transport == "doh", &l.carriers);
     }
     f.queries = f.query_us.len() as u64;
-    if matches!(f.transport, "tcp" | "dot" | "doh") && !l.client_stream.from_start {
+    if matches!(f.transport, "tcp" | "dot" | "doh") && (!l.client_stream.from_start || f.gap) {
         f.queries_exact = false;
     }
     l.flow
@@ -358,7 +401,8 @@ impl Live {
         }
     }
 
-    fn segment(&mut self, ts: u64, p: &Packet<'_>, seq: u32, flags: u8, from_client: bool) {
+    /// Takes a segment; returns the Do53 queries it completed (their first octets).
+    fn segment(&mut self, ts: u64, p: &Packet<'_>, seq: u32, flags: u8, from_client: bool) -> Vec<Vec<u8>> {
         let side = usize::from(!from_client);
         if flags & RST != 0 {
             if !self.fin[0] && !self.fin[1] && !self.rst {
@@ -390,10 +434,20 @@ impl Live {
             stream.syn(seq);
         }
         let mut frames = Vec::new();
-        stream.segment(ts, seq, p.payload, p.whole(), &mut |t, data| framer.push(t, data, &mut |fr| frames.push(fr)));
+        stream.segment(ts, seq, p.payload, p.payload_len, p.whole(), &mut |t, data, resync| {
+            if resync {
+                framer.reset();
+            }
+            framer.push(t, data, &mut |fr| frames.push(fr));
+        });
+        let mut asked = Vec::new();
         for fr in frames {
+            if self.flow.transport == "tcp" && from_client && fr.head.len() >= 12 && fr.head[2] & 0x80 == 0 {
+                asked.push(fr.head.clone());
+            }
             self.frame(fr, from_client);
         }
+        asked
     }
 
     fn frame(&mut self, fr: Frame, from_client: bool) {
@@ -454,6 +508,30 @@ fn version_name(v: u16) -> String {
         0x0301 => "1.0".into(),
         _ => format!("{v:#06x}"),
     }
+}
+
+/// A query's name (lower case, absolute, as text) and type, when the name reads as text.
+fn question(msg: &[u8]) -> Option<(String, u16)> {
+    if msg.len() < 12 || msg[2] & 0x80 != 0 || u16::from_be_bytes([msg[4], msg[5]]) == 0 {
+        return None;
+    }
+    let mut name = String::new();
+    let mut at = 12;
+    loop {
+        let len = *msg.get(at)? as usize;
+        at += 1;
+        if len == 0 {
+            break;
+        }
+        let label = msg.get(at..at + len).filter(|l| len < 64 && l.iter().all(|b| b.is_ascii_graphic()))?;
+        name.push_str(&String::from_utf8_lossy(label).to_ascii_lowercase());
+        name.push('.');
+        at += len;
+    }
+    if name.is_empty() {
+        name.push('.');
+    }
+    Some((name, u16::from_be_bytes([*msg.get(at)?, *msg.get(at + 1)?])))
 }
 
 /// A query's type, from its question (None when the message does not parse).

@@ -3,17 +3,21 @@
 
 use std::collections::BTreeMap;
 
-/// Segments held out of order before the direction is given up as having a gap.
-const PENDING_MAX: usize = 256;
+/// Segments held out of order before the octets missing before them are given up as lost
+/// (a packet the capture dropped): reading goes on after the hole.
+const HOLE_AFTER: usize = 16;
 
 /// One direction's octets in order, from its SYN or, for a connection the capture joined late,
-/// from its first segment seen.
+/// from its first segment seen. Octets the capture lost (a segment cut short by the snap
+/// length, or never captured) leave a hole: what follows it is handed on marked `resync`, for
+/// the framer to start again at a segment's start (where messages mostly start).
 #[derive(Debug, Default)]
 pub struct Reassembly {
     next: Option<u32>,
     pending: BTreeMap<u32, (u64, Vec<u8>)>,
-    /// Octets were lost (cut short by the snap length, or never captured): nothing after is read.
-    pub gap: bool,
+    resync: bool,
+    /// Holes: runs of octets the capture did not hold.
+    pub gaps: u32,
     /// The stream was seen from its SYN.
     pub from_start: bool,
 }
@@ -26,27 +30,57 @@ impl Reassembly {
         }
     }
 
-    /// Takes a segment's payload (`whole`: the capture kept all of it) and hands every run of
-    /// octets now in order, with the time of the segment that brought it, to `out`.
-    pub fn segment(&mut self, ts: u64, seq: u32, payload: &[u8], whole: bool, out: &mut impl FnMut(u64, &[u8])) {
-        if self.gap || payload.is_empty() {
-            return;
-        }
-        if !whole {
-            self.gap = true;
+    /// Takes a segment's payload (`whole`: the capture kept all of it; `len`: its length by
+    /// the headers) and hands every run of octets now in order to `out`, with the time of the
+    /// segment that brought it and whether octets before it were lost.
+    pub fn segment(
+        &mut self,
+        ts: u64,
+        seq: u32,
+        payload: &[u8],
+        len: usize,
+        whole: bool,
+        out: &mut impl FnMut(u64, &[u8], bool),
+    ) {
+        if len == 0 {
             return;
         }
         let next = *self.next.get_or_insert(seq);
         let ahead = seq.wrapping_sub(next) as i32;
+        if !whole {
+            // Its octets are lost: what follows starts afresh after them.
+            if ahead <= 0 && (seq.wrapping_add(len as u32).wrapping_sub(next) as i32) > 0 {
+                self.next = Some(seq.wrapping_add(len as u32));
+                self.gaps += 1;
+                self.resync = true;
+                self.drain(out);
+            }
+            return;
+        }
         if ahead > 0 {
-            if self.pending.len() >= PENDING_MAX {
-                self.gap = true;
-            } else {
-                self.pending.entry(seq).or_insert_with(|| (ts, payload.to_vec()));
+            self.pending.entry(seq).or_insert_with(|| (ts, payload.to_vec()));
+            if self.pending.len() > HOLE_AFTER {
+                self.skip_hole(out);
             }
             return;
         }
         self.take(ts, seq, payload, out);
+        self.drain(out);
+    }
+
+    /// Gives up the octets missing before the segments held (at a connection's end, or when
+    /// too many wait), and hands those on.
+    pub fn skip_hole(&mut self, out: &mut impl FnMut(u64, &[u8], bool)) {
+        let next = self.next.unwrap_or(0);
+        if let Some(&first) = self.pending.keys().min_by_key(|s| s.wrapping_sub(next)) {
+            self.next = Some(first);
+            self.gaps += 1;
+            self.resync = true;
+            self.drain(out);
+        }
+    }
+
+    fn drain(&mut self, out: &mut impl FnMut(u64, &[u8], bool)) {
         while let Some((&seq, _)) =
             self.pending.iter().find(|(s, _)| s.wrapping_sub(self.next.unwrap_or(0)) as i32 <= 0)
         {
@@ -55,11 +89,11 @@ impl Reassembly {
         }
     }
 
-    fn take(&mut self, ts: u64, seq: u32, payload: &[u8], out: &mut impl FnMut(u64, &[u8])) {
+    fn take(&mut self, ts: u64, seq: u32, payload: &[u8], out: &mut impl FnMut(u64, &[u8], bool)) {
         let next = self.next.unwrap_or(seq);
         let seen = next.wrapping_sub(seq) as usize; // octets of it already taken (a retransmission)
         if seen < payload.len() {
-            out(ts, &payload[seen..]);
+            out(ts, &payload[seen..], std::mem::take(&mut self.resync));
             self.next = Some(next.wrapping_add((payload.len() - seen) as u32));
         }
     }
@@ -104,6 +138,13 @@ const KEEP_HANDSHAKE: usize = 16 * 1024;
 impl Framer {
     pub fn new(framing: Framing) -> Self {
         Framer { framing, header: Vec::with_capacity(5), header_ts: 0, frame: None, left: 0, keep: 0 }
+    }
+
+    /// Forgets a message begun: octets before what comes next were lost.
+    pub fn reset(&mut self) {
+        self.header.clear();
+        self.frame = None;
+        self.left = 0;
     }
 
     /// Takes octets in order; every frame completed goes to `out`.
@@ -183,22 +224,34 @@ mod tests {
         let mut r = Reassembly::default();
         r.syn(99);
         let mut got = Vec::new();
-        let mut out = |ts: u64, d: &[u8]| got.push((ts, d.to_vec()));
-        r.segment(2, 103, b"de", true, &mut out); // ahead: held
-        r.segment(1, 100, b"abc", true, &mut out); // then the held one follows
-        r.segment(3, 100, b"abcdef", true, &mut out); // partly seen: only "f"
-        r.segment(4, 101, b"bc", true, &mut out); // all seen
-        assert_eq!(got, [(1, b"abc".to_vec()), (2, b"de".to_vec()), (3, b"f".to_vec())]);
-        assert!(!r.gap && r.from_start);
+        let mut out = |ts: u64, d: &[u8], resync: bool| got.push((ts, d.to_vec(), resync));
+        r.segment(2, 103, b"de", 2, true, &mut out); // ahead: held
+        r.segment(1, 100, b"abc", 3, true, &mut out); // then the held one follows
+        r.segment(3, 100, b"abcdef", 6, true, &mut out); // partly seen: only "f"
+        r.segment(4, 101, b"bc", 2, true, &mut out); // all seen
+        let want = [(1, b"abc".to_vec(), false), (2, b"de".to_vec(), false), (3, b"f".to_vec(), false)];
+        assert_eq!(got, want);
+        assert!(r.gaps == 0 && r.from_start);
     }
 
     #[test]
-    fn a_segment_cut_short_is_a_gap() {
+    fn octets_lost_leave_a_hole_and_reading_goes_on_after_it() {
+        // A segment cut short: what follows comes marked resync.
         let mut r = Reassembly::default();
         r.syn(0);
-        let mut n = 0;
-        r.segment(1, 1, b"ab", false, &mut |_, _| n += 1);
-        r.segment(2, 3, b"cd", true, &mut |_, _| n += 1);
-        assert!(r.gap && n == 0);
+        let mut got = Vec::new();
+        r.segment(1, 1, b"ab", 4, false, &mut |t, d, s| got.push((t, d.to_vec(), s)));
+        r.segment(2, 5, b"cd", 2, true, &mut |t, d, s| got.push((t, d.to_vec(), s)));
+        assert_eq!(got, [(2, b"cd".to_vec(), true)]);
+        // A segment never captured: once enough wait behind it, they are read.
+        let mut r = Reassembly::default();
+        r.syn(0);
+        let mut got = Vec::new();
+        for k in 0..=HOLE_AFTER as u32 {
+            r.segment(u64::from(k), 11 + 10 * k, &[k as u8; 10], 10, true, &mut |_, d, s| got.push((d[0], s)));
+        }
+        assert_eq!(r.gaps, 1);
+        assert_eq!(got.len(), HOLE_AFTER + 1);
+        assert!(got[0] == (0, true) && got[1..].iter().all(|g| !g.1));
     }
 }

@@ -19,6 +19,10 @@ pub struct CaptureArgs {
     /// Only flows with these server addresses (repeatable; default: any address on a DNS port).
     #[arg(long = "server")]
     servers: Vec<IpAddr>,
+    /// Also write every Do53 query's name and type here, in capture order, one per line in
+    /// the query file's format (`--queries`): the operator's names to replay.
+    #[arg(long, value_name = "FILE")]
+    names: Option<PathBuf>,
 }
 
 #[derive(serde::Serialize)]
@@ -27,6 +31,8 @@ struct Summary {
     packets: u64,
     dns_packets: u64,
     flows: u64,
+    /// Do53 query names written to --names (0 without it).
+    names: u64,
     unsupported_link: u64,
     read_s: f64,
 }
@@ -35,6 +41,16 @@ pub fn main(args: CaptureArgs) -> Result<ExitCode, crate::EngineError> {
     let started = Instant::now();
     let file = std::fs::File::open(&args.file).map_err(|e| crate::EngineError::file(&args.file, e))?;
     let mut flows = Flows::new(args.servers.iter().copied());
+    let mut names_out = match &args.names {
+        Some(path) => {
+            flows = flows.keep_names();
+            let f = std::fs::File::create(path).map_err(|e| crate::EngineError::file(path, e))?;
+            Some(BufWriter::with_capacity(1 << 16, f))
+        }
+        None => None,
+    };
+    let mut names = 0u64;
+    let mut names_failed: Option<std::io::Error> = None;
     let out = std::io::stdout().lock();
     let mut out = BufWriter::with_capacity(1 << 16, out);
     let mut written = 0u64;
@@ -55,6 +71,16 @@ pub fn main(args: CaptureArgs) -> Result<ExitCode, crate::EngineError> {
                 write(&mut out, &f);
                 written += 1;
             }
+            if let Some(w) = names_out.as_mut() {
+                for (name, qtype) in flows.take_names() {
+                    names += 1;
+                    if names_failed.is_none() {
+                        if let Err(e) = writeln!(w, "{name} {}", dnscost_wire::type_to_str(qtype)) {
+                            names_failed = Some(e);
+                        }
+                    }
+                }
+            }
         }
     });
     let dns_packets = flows.dns_packets;
@@ -64,6 +90,11 @@ pub fn main(args: CaptureArgs) -> Result<ExitCode, crate::EngineError> {
     }
     if let Some(e) = failed {
         return Err(e.into());
+    }
+    if let (Some(path), Some(w)) = (&args.names, names_out.as_mut()) {
+        if let Some(e) = names_failed.take().or_else(|| w.flush().err()) {
+            return Err(crate::EngineError::file(path, e));
+        }
     }
     let counts = result.map_err(|e| crate::EngineError::file(&args.file, e))?;
     if counts.packets > 0 && counts.unsupported_link == counts.packets {
@@ -83,6 +114,7 @@ pub fn main(args: CaptureArgs) -> Result<ExitCode, crate::EngineError> {
         packets: counts.packets,
         dns_packets,
         flows: written,
+        names,
         unsupported_link: counts.unsupported_link,
         read_s: started.elapsed().as_secs_f64(),
     };

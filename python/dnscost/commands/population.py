@@ -37,17 +37,19 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "--prefix", type=_prefix, help="group clients by prefix, IPV4_BITS[/IPV6_BITS] (default: one per address)"
     )
     p.add_argument("--flows", type=Path, help="also keep the capture's flows (JSON lines) here")
+    p.add_argument("--names", type=Path, help="also write the Do53 queries' names here (the engine's --queries format)")
 
 
 def main(a: argparse.Namespace) -> int:
     from dnscost.contract import CaptureRecord, FlowRecord
     from dnscost.engine import engine_path
-    from dnscost.population import population, population_toml
+    from dnscost.population import name_stats, population, population_toml
     from dnscost.results import write_atomic
 
     if not a.capture.is_file():
         raise UsageError(f"{a.capture}: no such file")
     cmd = [str(engine_path()), "capture", str(a.capture), *(x for s in a.server for x in ("--server", s))]
+    cmd += ["--names", str(a.names)] if a.names is not None else []
     done = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         why = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else f"exit {done.returncode}"
@@ -57,13 +59,23 @@ def main(a: argparse.Namespace) -> int:
     capture: CaptureRecord = json.loads(lines[-1])
     if a.flows is not None:
         write_atomic(a.flows, done.stdout)
-    p = population(flows, capture, a.prefix)
+    names = None
+    if a.names is not None:
+        with a.names.open() as f:
+            names = name_stats(f)
+    p = population(flows, capture, a.prefix, names)
     write_atomic(a.output, population_toml(p, str(a.capture)))
     print(
         f"{a.capture}: {capture['packets']} packets, {capture['flows']} flows, {p.clients} clients, "
         f"{p.queries} queries over {p.duration_s:.1f} s (read in {capture['read_s']:.2f} s)",
         file=sys.stderr,
     )
+    if names is not None:
+        print(
+            f"{a.names}: {names.queries} Do53 queries, {names.distinct} distinct names and types, "
+            f"{names.repeat_share:.3f} asked before",
+            file=sys.stderr,
+        )
     print(f"{'class':<28} {'clients':>7} {'share':>6} {'q/conn':>7} {'life s':>7} {'idle s':>7} {'resume':>6}")
     for k in p.classes:
 

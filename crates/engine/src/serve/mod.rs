@@ -35,7 +35,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
-use zone::{Responder, Synthetic, Zone};
+use zone::{OutsideAnswer, Responder, Synthetic, Zone};
 
 /// Answer DNS over udp, tcp, dot, doh, doq and doh3, logging every connection's life.
 #[derive(clap::Args, Debug)]
@@ -121,6 +121,9 @@ pub enum Outside {
     Refused,
     /// NXDOMAIN, a resolver's, so that clients do not retry.
     Nxdomain,
+    /// An answer: every name exists, with an address of its own (A, AAAA) and the --ttl, so
+    /// that the names of a capture replayed through a resolver resolve (docs/population.md).
+    Answer,
 }
 
 /// What keeps a connection from the idle timeout.
@@ -219,8 +222,9 @@ fn responder(args: &ServeArgs) -> Result<Responder, EngineError> {
         None => None,
     };
     let outside = match args.outside {
-        Outside::Refused => zone::REFUSED,
-        Outside::Nxdomain => zone::NXDOMAIN,
+        Outside::Refused => OutsideAnswer::Rcode(zone::REFUSED),
+        Outside::Nxdomain => OutsideAnswer::Rcode(zone::NXDOMAIN),
+        Outside::Answer => OutsideAnswer::Any(args.ttl),
     };
     Ok(Responder { synthetic, zone, outside })
 }

@@ -482,8 +482,19 @@ fn digits(mut n: u64) -> usize {
 pub struct Responder {
     pub synthetic: Option<Synthetic>,
     pub zone: Option<Zone>,
-    /// The RCODE of names outside both: REFUSED (an authoritative server's) or NXDOMAIN.
-    pub outside: u8,
+    /// What names outside both get.
+    pub outside: OutsideAnswer,
+}
+
+/// What the responder answers for names outside the synthetic set and the zone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OutsideAnswer {
+    /// This RCODE: REFUSED (an authoritative server's) or NXDOMAIN.
+    Rcode(u8),
+    /// Any name exists: an address of its own for A and AAAA (from a hash of the name), no
+    /// data for other types, with this TTL; a capture's names replayed through a resolver
+    /// resolve as the operator's did.
+    Any(u32),
 }
 
 impl Responder {
@@ -560,11 +571,27 @@ impl Responder {
                 let soa = (qtype == TYPE_SOA || qtype == TYPE_ANY).then_some((TYPE_SOA, syn.ttl, &syn.soa[..]));
                 return finish(NOERROR, syn.ttl, &mut soa.into_iter());
             }
-            if is_subdomain(lower, &syn.tld) {
+            // Under the synthetic TLD, a name outside the set does not exist, unless any does.
+            if is_subdomain(lower, &syn.tld) && !matches!(self.outside, OutsideAnswer::Any(_)) {
                 return finish(NXDOMAIN, syn.ttl, &mut std::iter::empty());
             }
         }
-        finish(self.outside, 0, &mut std::iter::empty())
+        match self.outside {
+            OutsideAnswer::Rcode(rcode) => finish(rcode, 0, &mut std::iter::empty()),
+            OutsideAnswer::Any(ttl) => {
+                // FNV-1a of the lower-case name: the same name, the same addresses.
+                let hash = lower
+                    .iter()
+                    .fold(0xcbf2_9ce4_8422_2325u64, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3));
+                let v4 = [198, 18 + (hash >> 63) as u8, (hash >> 8) as u8, hash as u8];
+                let mut v6 = [0u8; 16];
+                v6[..4].copy_from_slice(&[0x20, 0x01, 0x0d, 0xb8]);
+                v6[8..].copy_from_slice(&hash.to_be_bytes());
+                let a = (qtype == TYPE_A || qtype == TYPE_ANY).then_some((TYPE_A, ttl, &v4[..]));
+                let aaaa = (qtype == TYPE_AAAA || qtype == TYPE_ANY).then_some((TYPE_AAAA, ttl, &v6[..]));
+                finish(NOERROR, ttl, &mut a.into_iter().chain(aaaa))
+            }
+        }
     }
 }
 
@@ -586,7 +613,7 @@ mod tests {
         Responder {
             synthetic: Some(Synthetic::new(10_000, "test", 86400).unwrap()),
             zone: zone.map(|z| Zone::parse(z, 3600).unwrap()),
-            outside: REFUSED,
+            outside: OutsideAnswer::Rcode(REFUSED),
         }
     }
 
@@ -631,8 +658,11 @@ mod tests {
         let (reply, out) = ask(&r, &name, TYPE_MX, &QueryOptions::default());
         assert_eq!((reply.rcode, ancount(&out)), (0, 0));
         // The index wraps inside 198.18.0.0/15.
-        let big =
-            Responder { synthetic: Some(Synthetic::new(200_000, "test", 60).unwrap()), zone: None, outside: REFUSED };
+        let big = Responder {
+            synthetic: Some(Synthetic::new(200_000, "test", 60).unwrap()),
+            zone: None,
+            outside: OutsideAnswer::Rcode(REFUSED),
+        };
         let (_, out) = ask(&big, &synthetic_name(131_073, 200_000, "test"), TYPE_A, &QueryOptions::default());
         assert_eq!(first_rdata(&out), &[198, 18, 0, 1]);
         let (_, out) = ask(&big, &synthetic_name(65_536, 200_000, "test"), TYPE_A, &QueryOptions::default());
@@ -653,12 +683,25 @@ mod tests {
         assert_eq!((reply.rcode, ancount(&out)), (NOERROR, 1));
         let (reply, out) = ask(&r, "TEST.", TYPE_A, &opts);
         assert_eq!((reply.rcode, ancount(&out)), (NOERROR, 0));
-        let off = Responder { synthetic: None, zone: None, outside: REFUSED };
+        let off = Responder { synthetic: None, zone: None, outside: OutsideAnswer::Rcode(REFUSED) };
         assert_eq!(ask(&off, "q0001.test", TYPE_A, &opts).0.rcode, REFUSED);
         // A resolver's answer outside, asked for: the lab's names keep theirs.
-        let lab = Responder { outside: NXDOMAIN, ..responder(None) };
+        let lab = Responder { outside: OutsideAnswer::Rcode(NXDOMAIN), ..responder(None) };
         assert_eq!(ask(&lab, "accounts.google.com", TYPE_A, &opts).0.rcode, NXDOMAIN);
         assert_eq!(ask(&lab, ".", TYPE_NS, &opts).0.rcode, NXDOMAIN);
+        // --outside answer: any name exists, each with addresses of its own, the same each time.
+        let any = Responder { outside: OutsideAnswer::Any(300), ..responder(None) };
+        let (reply, first) = ask(&any, "accounts.google.com", TYPE_A, &opts);
+        assert_eq!((reply.rcode, reply.ttl), (NOERROR, 300));
+        let address = |out: &[u8]| {
+            // The A record's data: after its type, class, TTL (300) and length (4).
+            let head = [0, 1, 0, 1, 0, 0, 1, 0x2c, 0, 4];
+            let at = out.windows(head.len()).rposition(|w| w == head).expect("an A record") + head.len();
+            out[at..at + 4].to_vec()
+        };
+        assert_eq!(address(&ask(&any, "ACCOUNTS.google.com", TYPE_A, &opts).1), address(&first));
+        assert_ne!(address(&ask(&any, "mail.google.com", TYPE_A, &opts).1), address(&first));
+        assert_eq!(ask(&any, "accounts.google.com", TYPE_MX, &opts).0.rcode, NOERROR); // no data
         assert_eq!(ask(&lab, "q0001.test", TYPE_A, &opts).0.rcode, NOERROR);
     }
 
@@ -732,7 +775,7 @@ a.b.deep A 192.0.2.99
         assert_eq!(z.negative_ttl, 300);
         // apex, ns1, ns2, www, alias, mail, txt, a.b.deep + the empty non-terminal b.deep and deep
         assert_eq!(z.len(), 10);
-        let r = Responder { synthetic: None, zone: Some(z), outside: REFUSED };
+        let r = Responder { synthetic: None, zone: Some(z), outside: OutsideAnswer::Rcode(REFUSED) };
         let opts = QueryOptions::default();
         let (reply, out) = ask(&r, "www.example.test", TYPE_A, &opts);
         assert_eq!((reply.rcode, reply.ttl, ancount(&out)), (NOERROR, 3600, 1));
