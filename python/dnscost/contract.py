@@ -38,6 +38,10 @@ from dnscost.jsonl import json_kind
 __all__ = [
     "Accounting",
     "CaptureRecord",
+    "ClassStart",
+    "ClassSummary",
+    "ClassTotals",
+    "ClientClass",
     "ClientProfile",
     "CloseMode",
     "ClusterRecord",
@@ -204,6 +208,14 @@ class ClientProfile(TypedDict, total=False):
     doh_method: Literal["post", "get"] | None
 
 
+class ClientClass(TypedDict):
+    """One class of a population run (``EngineConfig.classes``): its name and the engine
+    configuration's fields it sets over the run's (not its phases, CPUs or files)."""
+
+    name: str
+    config: NotRequired[dict[str, Any]]
+
+
 class EngineConfig(TypedDict, total=False):
     """``dnscost-engine generate``'s configuration (docs/engine.md has each field's meaning)."""
 
@@ -213,6 +225,8 @@ class EngineConfig(TypedDict, total=False):
     close: CloseMode | None
     connections: int
     connections_log: str | None
+    classes: list[ClientClass]
+    """A population: classes of clients run at once, each counted apart."""
     cpus: list[int]
     dnssec_ok: bool
     doh_headers: Literal["minimal", "browser"] | None
@@ -346,6 +360,32 @@ class Accounting(TypedDict):
     timed_out: int
 
 
+class ClassStart(TypedDict):
+    """One class of a population run, as the start record resolves it."""
+
+    name: str
+    config: EngineConfig
+    target_address: str
+
+
+class ClassTotals(Totals):
+    """One class's counts in an interval record (its own generator threads' CPU time)."""
+
+    name: str
+    transport: str
+
+
+class ClassSummary(TypedDict):
+    """One class's part of the summary record."""
+
+    name: str
+    transport: str
+    accounting: Accounting
+    answered_qps: float
+    measured: Totals
+    total: Totals
+
+
 class StartRecord(TypedDict):
     """The engine's first line: what runs, resolved."""
 
@@ -356,6 +396,7 @@ class StartRecord(TypedDict):
     target_address: str
     tls_group: NotRequired[str | None]
     tls_version: NotRequired[str | None]
+    classes: NotRequired[list[ClassStart]]
 
 
 class IntervalRecord(TypedDict):
@@ -373,6 +414,7 @@ class IntervalRecord(TypedDict):
     setup_latency: HistogramSummary
     start_ms: int
     traffic: TrafficCounts
+    classes: NotRequired[list[ClassTotals]]
 
 
 class SummaryRecord(TypedDict):
@@ -389,6 +431,7 @@ class SummaryRecord(TypedDict):
     measured: Totals
     opened_ms: NotRequired[int | None]
     total: Totals
+    classes: NotRequired[list[ClassSummary]]
 
 
 EngineRecord = StartRecord | IntervalRecord | SummaryRecord

@@ -101,6 +101,11 @@ pub struct EngineConfig {
     pub profile: Option<ClientProfile>,
     /// With `profile`: how many such clients (default 1).
     pub clients: Option<u32>,
+    /// A population: classes of clients run at once, each with its own transport and shape,
+    /// counted apart ([`EngineConfig::resolve_classes`]). Absent or empty: one class, this
+    /// configuration.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub classes: Vec<crate::population::ClientClass>,
 }
 
 impl Default for EngineConfig {
@@ -149,6 +154,7 @@ impl Default for EngineConfig {
             connections_log: None,
             profile: None,
             clients: None,
+            classes: Vec::new(),
         }
     }
 }
@@ -224,7 +230,8 @@ impl EngineConfig {
         if let Rate::Qps(q) = self.rate {
             check("rate", q, 1e-3, 1e8, "0.001..=100000000")?;
         }
-        if self.connections < self.threads {
+        // A population's classes have connections of their own (and threads to match).
+        if self.connections < self.threads && self.classes.is_empty() {
             return Err(ConfigError::Invalid {
                 field: "threads",
                 reason: format!("{} threads need at least as many connections, not {}", self.threads, self.connections),

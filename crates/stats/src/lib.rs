@@ -11,6 +11,7 @@ mod records;
 
 pub use counters::{Close, Counters, ErrorKind, Handshake, Histogram, Side};
 pub use records::{
-    Accounting, ConnectionCounts, ConnectionRecord, EngineUsage, HandshakeCounts, HistogramSummary, IntervalRecord,
-    Phase, QueryCounts, QueryRecord, Record, StartRecord, SummaryRecord, Totals, TrafficCounts,
+    Accounting, ClassStart, ClassSummary, ClassTotals, ConnectionCounts, ConnectionRecord, EngineUsage,
+    HandshakeCounts, HistogramSummary, IntervalRecord, Phase, QueryCounts, QueryRecord, Record, StartRecord,
+    SummaryRecord, Totals, TrafficCounts,
 };

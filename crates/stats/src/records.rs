@@ -32,6 +32,47 @@ pub struct StartRecord {
     /// The target address the name resolved to.
     pub target_address: String,
     pub started_unix_ms: u64,
+    /// A population's classes (the configuration's `classes`), each as resolved; absent for a
+    /// run of one class.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub classes: Vec<ClassStart>,
+}
+
+/// One class of a population, resolved: the configuration it runs.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ClassStart {
+    pub name: String,
+    /// The class's engine configuration as resolved (every default filled in).
+    pub config: serde_json::Value,
+    /// The address its target name resolved to.
+    pub target_address: String,
+}
+
+/// One class's counts over an interval or a period: its queries, connections, handshakes,
+/// latency, and the CPU time of its own generator threads.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ClassTotals {
+    pub name: String,
+    pub transport: String,
+    #[serde(flatten)]
+    pub totals: Totals,
+}
+
+/// One class's part of the summary.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ClassSummary {
+    pub name: String,
+    pub transport: String,
+    /// Answers per second over the measured period.
+    pub answered_qps: f64,
+    /// Counts of the measured period.
+    pub measured: Totals,
+    /// Counts of the whole run.
+    pub total: Totals,
+    pub accounting: Accounting,
 }
 
 /// Part of the run an interval belongs to.
@@ -264,6 +305,9 @@ pub struct IntervalRecord {
     pub end_ms: u64,
     #[serde(flatten)]
     pub totals: Totals,
+    /// A population's classes, each counted apart (their sum is the totals).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub classes: Vec<ClassTotals>,
 }
 
 /// Every query offered ended as exactly one of these; `balanced` says the sum holds.
@@ -305,6 +349,9 @@ pub struct SummaryRecord {
     /// Counts of the whole run, warm-up and drain included.
     pub total: Totals,
     pub accounting: Accounting,
+    /// A population's classes, each counted apart (their sum is the totals).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub classes: Vec<ClassSummary>,
 }
 
 /// One connection's life, from the side that wrote the log.
@@ -380,8 +427,14 @@ mod tests {
         assert_eq!(t.engine.sent_qps, 5.0);
         assert_eq!(t.latency.count, 10);
         assert!(t.latency.p50_us >= 100 && t.latency.max_us >= 109);
-        let r =
-            Record::Interval(IntervalRecord { index: 0, phase: Phase::Measure, start_ms: 0, end_ms: 1000, totals: t });
+        let r = Record::Interval(IntervalRecord {
+            index: 0,
+            phase: Phase::Measure,
+            start_ms: 0,
+            end_ms: 1000,
+            totals: t,
+            classes: Vec::new(),
+        });
         let line = serde_json::to_string(&r).unwrap();
         assert!(line.starts_with(r#"{"type":"interval","index":0,"phase":"measure""#), "{line}");
         let back: Record = serde_json::from_str(&line).unwrap();

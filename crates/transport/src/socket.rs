@@ -190,9 +190,19 @@ pub fn open_files_limit() -> io::Result<(Option<u64>, Option<u64>)> {
 
 /// CPU time of this process so far: (user, system) in microseconds.
 pub fn process_cpu_us() -> (u64, u64) {
+    cpu_us(libc::RUSAGE_SELF)
+}
+
+/// User and system CPU time of the calling thread, in µs (a population's class is counted
+/// by its own threads').
+pub fn thread_cpu_us() -> (u64, u64) {
+    cpu_us(libc::RUSAGE_THREAD)
+}
+
+fn cpu_us(who: libc::c_int) -> (u64, u64) {
     // SAFETY: getrusage fills the struct it is given.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    unsafe { libc::getrusage(who, &mut ru) };
     let us = |tv: libc::timeval| tv.tv_sec as u64 * 1_000_000 + tv.tv_usec as u64;
     (us(ru.ru_utime), us(ru.ru_stime))
 }

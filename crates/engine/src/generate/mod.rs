@@ -398,14 +398,85 @@ pub fn next_boundary(after_ms: u64, warmup_ms: u64, duration_ms: u64) -> u64 {
 
 /// What a thread hands the main thread at an interval boundary.
 pub struct Report {
+    /// The thread's index in the run (over every class).
     pub thread: usize,
+    /// Its class's index in [`Run::classes`].
+    pub class: usize,
     pub index: u32,
     pub end_ms: u64,
     pub counters: Counters,
     pub in_flight: u64,
     pub active: u64,
+    /// The thread's own CPU time since its previous report: (user, system) µs.
+    pub cpu_us: (u64, u64),
     /// The thread has finished; no report follows.
     pub last: bool,
+}
+
+/// What runs: one class (the configuration itself) or a population's classes, each set up,
+/// all started at one instant and sharing the run's phases.
+pub struct Run {
+    /// The configuration as given (with a population's classes).
+    pub config: EngineConfig,
+    /// Each class's name (none for a run of one class) and its set-up.
+    pub classes: Vec<(Option<String>, Arc<Setup>)>,
+}
+
+impl Run {
+    fn new(config: EngineConfig, classes: Vec<(String, EngineConfig)>) -> Result<Self, EngineError> {
+        if classes.is_empty() {
+            let one = Arc::new(setup(config.clone())?);
+            let config = one.config.clone();
+            return Ok(Run { config, classes: vec![(None, one)] });
+        }
+        let mut set = Vec::with_capacity(classes.len());
+        for (name, c) in classes {
+            set.push((Some(name), setup(c)?));
+        }
+        let start = std::time::Instant::now();
+        let classes = set
+            .into_iter()
+            .map(|(name, mut s)| {
+                s.start = start;
+                (name, Arc::new(s))
+            })
+            .collect();
+        Ok(Run { config, classes })
+    }
+
+    /// When the run started (every class's clock).
+    pub fn start(&self) -> std::time::Instant {
+        self.classes[0].1.start
+    }
+
+    /// Generator threads over every class.
+    pub fn threads(&self) -> usize {
+        self.classes.iter().map(|(_, s)| s.config.threads as usize).sum()
+    }
+
+    /// The longest query timeout of any class: the drain waits this long.
+    pub fn timeout_ns(&self) -> u64 {
+        self.classes.iter().map(|(_, s)| s.timeout_ns).max().unwrap_or(0)
+    }
+
+    /// Connection slots over every class.
+    pub fn connections(&self) -> u64 {
+        self.classes.iter().map(|(_, s)| u64::from(s.config.connections)).sum()
+    }
+
+    /// With `open_first`: when every class's slots had all settled their first connection.
+    pub fn opened_ns(&self) -> Option<u64> {
+        let gates: Vec<_> = self.classes.iter().filter_map(|(_, s)| s.gate.as_ref()).collect();
+        if gates.is_empty() {
+            return None;
+        }
+        gates.iter().map(|g| g.opened()).collect::<Option<Vec<u64>>>().and_then(|v| v.into_iter().max())
+    }
+
+    /// The first example message of `kind` any class saw.
+    pub fn error_example(&self, kind: &str) -> Option<String> {
+        self.classes.iter().find_map(|(_, s)| s.error_example(kind))
+    }
 }
 
 pub fn main(args: GenerateArgs) -> Result<ExitCode, EngineError> {
@@ -413,42 +484,46 @@ pub fn main(args: GenerateArgs) -> Result<ExitCode, EngineError> {
     let check = args.check;
     let config = args.resolve()?;
     check_cpus(&config.cpus)?;
+    let classes = config.resolve_classes()?;
     if check {
         return Ok(ExitCode::SUCCESS);
     }
     let mut out = output::Output::open(&config)?;
-    let setup = Arc::new(setup(config)?);
-    let cfg = &setup.config;
-    let threads = cfg.threads as usize;
+    let log_thread = output::connections_log(&config)?;
+    let run = Run::new(config, classes)?;
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(Stop::Running);
     let (report_tx, report_rx) = tokio::sync::mpsc::unbounded_channel::<Report>();
-    let log_thread = output::connections_log(cfg)?;
-    let mut connectors = Vec::with_capacity(threads);
-    for _ in 0..threads {
-        connectors.push(match &setup.tls {
-            Some(o) => {
-                let per_thread_sessions = (cfg.connections as usize / threads) * 2;
-                Some((tls::client_config(o, true, per_thread_sessions)?, tls::client_config(o, false, 0)?))
-            }
-            None => None,
-        });
+    // Every thread's TLS configurations, made before any starts (a bad CA fails here).
+    let mut threads = Vec::with_capacity(run.threads());
+    for (c, (_, setup)) in run.classes.iter().enumerate() {
+        let n = setup.config.threads as usize;
+        for t in 0..n {
+            let tls = match &setup.tls {
+                Some(o) => {
+                    let per_thread_sessions = (setup.config.connections as usize / n) * 2;
+                    Some((tls::client_config(o, true, per_thread_sessions)?, tls::client_config(o, false, 0)?))
+                }
+                None => None,
+            };
+            threads.push((c, t, setup.clone(), tls));
+        }
     }
-    out.start(&setup)?;
-    let mut handles = Vec::with_capacity(threads);
-    for (t, tls_configs) in connectors.into_iter().enumerate() {
-        let setup = setup.clone();
+    out.start(&run)?;
+    let mut handles = Vec::with_capacity(threads.len());
+    for (g, (class, t, setup, tls_configs)) in threads.into_iter().enumerate() {
         let stop = stop_rx.clone();
         let reports = report_tx.clone();
         let log = log_thread.as_ref().map(|(tx, _)| tx.clone());
+        let place = Place { thread: g, class, local: t };
         let handle = std::thread::Builder::new()
-            .name(format!("gen-{t}"))
-            .spawn(move || worker(t, setup, stop, reports, log, tls_configs))
+            .name(format!("gen-{g}"))
+            .spawn(move || worker(place, setup, stop, reports, log, tls_configs))
             .map_err(EngineError::Io)?;
         handles.push(handle);
     }
     drop(report_tx);
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    let result = runtime.block_on(output::collect(&setup, &mut out, report_rx, stop_tx, quiet));
+    let result = runtime.block_on(output::collect(&run, &mut out, report_rx, stop_tx, quiet));
     if result.as_ref().is_ok_and(|o| o.abandoned) {
         // Threads that ignored the abort are left to the process exit.
         eprintln!("dnscost-engine: generator threads did not stop after the abort; summary written without them");
@@ -489,6 +564,15 @@ pub fn main(args: GenerateArgs) -> Result<ExitCode, EngineError> {
     })
 }
 
+/// Where a generator thread stands: its index in the run, its class, and its index in the
+/// class (which slots it runs).
+#[derive(Clone, Copy)]
+struct Place {
+    thread: usize,
+    class: usize,
+    local: usize,
+}
+
 /// Exit code of a run stopped by SIGINT or SIGTERM (drained or aborted): 128 + SIGINT.
 pub const EXIT_INTERRUPTED: u8 = 130;
 /// Exit code of a run that ended normally without a single answer.
@@ -521,7 +605,7 @@ fn connectors(
 
 /// One generator thread: its runtime, its slots, and its reports.
 fn worker(
-    t: usize,
+    place: Place,
     setup: Arc<Setup>,
     stop: tokio::sync::watch::Receiver<Stop>,
     reports: tokio::sync::mpsc::UnboundedSender<Report>,
@@ -529,15 +613,18 @@ fn worker(
     tls_configs: Option<TlsPair>,
 ) {
     let cfg = &setup.config;
+    let t = place.local;
+    // Pinned by the thread's index in the run, so that a population's classes spread.
     if !cfg.cpus.is_empty() {
-        if let Err(e) = dnscost_transport::socket::pin_thread(cfg.cpus[t % cfg.cpus.len()]) {
-            eprintln!("dnscost-engine: cannot pin thread {t} to CPU {}: {e}", cfg.cpus[t % cfg.cpus.len()]);
+        let cpu = cfg.cpus[place.thread % cfg.cpus.len()];
+        if let Err(e) = dnscost_transport::socket::pin_thread(cpu) {
+            eprintln!("dnscost-engine: cannot pin thread {} to CPU {cpu}: {e}", place.thread);
         }
     }
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("dnscost-engine: thread {t}: {e}");
+            eprintln!("dnscost-engine: thread {}: {e}", place.thread);
             return;
         }
     };
@@ -551,7 +638,7 @@ fn worker(
     let connectors = match tls_configs.map(|(resume, fresh)| connectors(&setup, resume, fresh)).transpose() {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("dnscost-engine: thread {t}: {e}");
+            eprintln!("dnscost-engine: thread {}: {e}", place.thread);
             return;
         }
     };
@@ -560,7 +647,7 @@ fn worker(
         match timer::Timer::new(setup.start, cfg.pacing_resolution_us() as u64 * 1000) {
             Ok(t) => t,
             Err(e) => {
-                eprintln!("dnscost-engine: thread {t}: timer: {e}");
+                eprintln!("dnscost-engine: thread {}: timer: {e}", place.thread);
                 return;
             }
         }
@@ -621,6 +708,7 @@ fn worker(
         let (warmup, duration) = (cfg.warmup_ms, cfg.duration_ms);
         let mut index = 0u32;
         let mut from = 0u64;
+        let mut cpu_mark = dnscost_transport::socket::thread_cpu_us();
         loop {
             let boundary = next_boundary(from, warmup, duration);
             if !finished.get() {
@@ -631,15 +719,19 @@ fn worker(
             }
             let last = finished.get();
             let end_ms = if last { (ctx.now() / 1_000_000).min(boundary) } else { boundary };
+            let cpu = dnscost_transport::socket::thread_cpu_us();
             let report = Report {
-                thread: t,
+                thread: place.thread,
+                class: place.class,
                 index,
                 end_ms,
                 counters: ctx.counters.borrow_mut().take(),
                 in_flight: ctx.in_flight.get(),
                 active: ctx.active.get(),
+                cpu_us: (cpu.0.saturating_sub(cpu_mark.0), cpu.1.saturating_sub(cpu_mark.1)),
                 last,
             };
+            cpu_mark = cpu;
             if reports.send(report).is_err() || last {
                 break;
             }

@@ -2,12 +2,13 @@
 //! come, move the phases on (drain at the end, abort on a second signal), and write the
 //! summary. Every record is flushed when written, so an interrupted run keeps what it measured.
 
-use super::ctx::{Setup, Stop};
-use super::Report;
+use super::ctx::Stop;
+use super::{Report, Run};
 use crate::EngineError;
 use dnscost_load::EngineConfig;
 use dnscost_stats::{
-    Accounting, ConnectionRecord, Counters, IntervalRecord, Phase, Record, StartRecord, SummaryRecord, Totals,
+    Accounting, ClassStart, ClassSummary, ClassTotals, ConnectionRecord, Counters, IntervalRecord, Phase, Record,
+    StartRecord, SummaryRecord, Totals,
 };
 use dnscost_transport::socket::process_cpu_us;
 use std::collections::BTreeMap;
@@ -42,18 +43,33 @@ impl Output {
             .map_err(|e| EngineError::file(&self.name, e))
     }
 
-    pub fn start(&mut self, setup: &Setup) -> Result<(), EngineError> {
-        let cfg = &setup.config;
-        let tls = setup.tls.as_ref();
+    pub fn start(&mut self, run: &Run) -> Result<(), EngineError> {
+        let setup = &run.classes[0].1;
+        let population = run.classes[0].0.is_some();
+        // A population's TLS is its classes': each class's start says it.
+        let tls = setup.tls.as_ref().filter(|_| !population);
+        let classes = if population {
+            run.classes
+                .iter()
+                .map(|(name, s)| ClassStart {
+                    name: name.clone().unwrap_or_default(),
+                    config: serde_json::to_value(&s.config).expect("config serialises"),
+                    target_address: s.target.to_string(),
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
         self.write(&Record::Start(StartRecord {
             engine_version: env!("CARGO_PKG_VERSION").into(),
-            config: serde_json::to_value(cfg).expect("config serialises"),
+            config: serde_json::to_value(&run.config).expect("config serialises"),
             tls_version: tls.map(|t| t.version.as_str().into()),
             tls_group: tls.map(|t| t.group.as_str().into()),
             target_address: setup.target.to_string(),
             started_unix_ms: std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_millis() as u64),
+            classes,
         }))
     }
 }
@@ -126,27 +142,73 @@ pub struct Outcome {
     pub out_of_files: Option<String>,
 }
 
-#[derive(Default)]
-struct Pending {
+/// One class's counts and gauges over an interval, and its threads' CPU time.
+#[derive(Default, Clone)]
+struct Part {
     counters: Counters,
     in_flight: u64,
     active: u64,
+    cpu: (u64, u64),
+}
+
+impl Part {
+    fn add(&mut self, r: &Report) {
+        self.counters.merge(&r.counters);
+        self.in_flight += r.in_flight;
+        self.active += r.active;
+        self.cpu = (self.cpu.0 + r.cpu_us.0, self.cpu.1 + r.cpu_us.1);
+    }
+
+    /// Another class's part of the same interval, added.
+    fn merge(&mut self, other: &Part) {
+        self.counters.merge(&other.counters);
+        self.in_flight += other.in_flight;
+        self.active += other.active;
+        self.cpu = (self.cpu.0 + other.cpu.0, self.cpu.1 + other.cpu.1);
+    }
+
+    /// A later interval of the same class: counts and CPU add up, gauges are the latest.
+    fn count(&mut self, later: &Part) {
+        self.counters.merge(&later.counters);
+        self.cpu = (self.cpu.0 + later.cpu.0, self.cpu.1 + later.cpu.1);
+        (self.in_flight, self.active) = (later.in_flight, later.active);
+    }
+
+    fn totals(&self, seconds: f64) -> Totals {
+        Totals::new(&self.counters, self.in_flight, self.active, self.cpu.0, self.cpu.1, seconds)
+    }
+}
+
+/// An interval's reports so far, per class.
+struct Pending {
+    classes: Vec<Part>,
     reports: usize,
     end_ms: u64,
 }
 
+/// A class's counts over the measured period and over the whole run.
+#[derive(Default, Clone)]
+struct Sums {
+    measured: Part,
+    total: Part,
+}
+
 /// Collects reports until every thread is done, writes the summary and says how the run ended.
 pub async fn collect(
-    setup: &Setup,
+    run: &Run,
     out: &mut Output,
     mut reports: tokio::sync::mpsc::UnboundedReceiver<Report>,
     stop: tokio::sync::watch::Sender<Stop>,
     quiet: bool,
 ) -> Result<Outcome, EngineError> {
-    let cfg = &setup.config;
-    let threads = cfg.threads as usize;
+    let cfg = &run.config;
+    let threads = run.threads();
+    let population = run.classes[0].0.is_some();
+    // Per class, for a population only (a run of one class is its totals).
+    let mut sums = vec![Sums::default(); if population { run.classes.len() } else { 0 }];
     let measure_end = cfg.warmup_ms + cfg.duration_ms;
-    let instant = |ms: u64| tokio::time::Instant::from_std(setup.start + Duration::from_millis(ms));
+    let start = run.start();
+    let instant = |ms: u64| tokio::time::Instant::from_std(start + Duration::from_millis(ms));
     let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
     let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     let progress = !quiet && std::io::stderr().is_terminal();
@@ -191,11 +253,35 @@ pub async fn collect(
             let used = (cpu.0 - cpu_mark.0, cpu.1 - cpu_mark.1);
             cpu_mark = cpu;
             let seconds = (end_ms - start_ms) as f64 / 1000.0;
-            let totals = Totals::new(&p.counters, p.in_flight, p.active, used.0, used.1, seconds);
+            let mut all = Part::default();
+            for part in &p.classes {
+                all.merge(part);
+            }
+            let totals = Totals::new(&all.counters, all.in_flight, all.active, used.0, used.1, seconds);
+            let mut classes = Vec::with_capacity(sums.len());
+            for (((name, s), part), sum) in run.classes.iter().zip(&p.classes).zip(&mut sums) {
+                classes.push(ClassTotals {
+                    name: name.clone().unwrap_or_default(),
+                    transport: s.config.transport.to_string(),
+                    totals: part.totals(seconds),
+                });
+                if phase == Phase::Measure {
+                    sum.measured.count(part);
+                }
+                sum.total.count(part);
+            }
             if progress && phase != Phase::Drain {
                 eprint!("\r{}", progress_line(&totals, phase, end_ms, measure_end, seconds));
             }
-            out.write(&Record::Interval(IntervalRecord { index: next_emit, phase, start_ms, end_ms, totals }))?;
+            out.write(&Record::Interval(IntervalRecord {
+                index: next_emit,
+                phase,
+                start_ms,
+                end_ms,
+                totals,
+                classes,
+            }))?;
+            let p = all;
             if phase == Phase::Measure {
                 measured.merge(&p.counters);
                 measured_cpu = (measured_cpu.0 + used.0, measured_cpu.1 + used.1);
@@ -221,10 +307,10 @@ pub async fn collect(
         tokio::select! {
             r = reports.recv() => match r {
                 Some(r) => {
-                    let p = pending.entry(r.index).or_default();
-                    p.counters.merge(&r.counters);
-                    p.in_flight += r.in_flight;
-                    p.active += r.active;
+                    let p = pending
+                        .entry(r.index)
+                        .or_insert_with(|| Pending { classes: vec![Part::default(); run.classes.len()], reports: 0, end_ms: 0 });
+                    p.classes[r.class].add(&r);
                     p.reports += 1;
                     p.end_ms = p.end_ms.max(r.end_ms);
                     if r.last {
@@ -236,7 +322,7 @@ pub async fn collect(
             },
             _ = tokio::time::sleep_until(drain_at), if *stop.borrow() == Stop::Running => {
                 let _ = stop.send(Stop::Drain);
-                abort_at = Some(tokio::time::Instant::now() + Duration::from_nanos(setup.timeout_ns) + Duration::from_secs(2));
+                abort_at = Some(tokio::time::Instant::now() + Duration::from_nanos(run.timeout_ns()) + Duration::from_secs(2));
             }
             _ = abort_sleep, if abort_at.is_some() && *stop.borrow() == Stop::Drain => {
                 // Safety net: threads that still have not drained are stopped.
@@ -252,7 +338,7 @@ pub async fn collect(
                     interrupted = true;
                     drain_at = tokio::time::Instant::now();
                     let _ = stop.send(Stop::Drain);
-                    abort_at = Some(tokio::time::Instant::now() + Duration::from_nanos(setup.timeout_ns) + Duration::from_secs(2));
+                    abort_at = Some(tokio::time::Instant::now() + Duration::from_nanos(run.timeout_ns()) + Duration::from_secs(2));
                 } else {
                     aborted = true;
                     let _ = stop.send(Stop::Abort);
@@ -278,8 +364,10 @@ pub async fn collect(
         aborted: total.aborted,
         balanced: total.offered == total.resolved(),
     };
-    let busy = (measured.engine.cpu_user_us + measured.engine.cpu_system_us) as f64
-        / (seconds.max(1e-3) * 1e6 * threads as f64);
+    // Threads pinned to fewer CPUs (a population's classes) share them.
+    let cores = if cfg.cpus.is_empty() { threads } else { threads.min(cfg.cpus.len()) };
+    let busy =
+        (measured.engine.cpu_user_us + measured.engine.cpu_system_us) as f64 / (seconds.max(1e-3) * 1e6 * cores as f64);
     // Queries due in the measured period but found unsent only when sending stopped are
     // counted in the drain, so the drain counts too (the warm-up does not: queries held at the
     // open-first gate are not the measured load).
@@ -289,16 +377,16 @@ pub async fn collect(
     let answered_qps =
         if seconds > 0.0 { (measured.queries.answered as f64 / seconds * 10.0).round() / 10.0 } else { 0.0 };
     let nothing_answered = (total.answered == 0 && (total.offered > 0 || total.conn_failed.iter().sum::<u64>() > 0))
-        .then(|| why_nothing_answered(setup, &total));
+        .then(|| why_nothing_answered(run, &total));
     let interrupt_note = interrupted.then(|| {
         format!(
             "interrupted: sending stopped at {:.1} s; {} queries aborted{}",
-            setup.start.elapsed().as_secs_f64().min(emitted_end_ms as f64 / 1000.0),
+            start.elapsed().as_secs_f64().min(emitted_end_ms as f64 / 1000.0),
             total.aborted,
             if aborted { " (second signal)" } else { "" }
         )
     });
-    let out_of_files = out_of_files(cfg, &total);
+    let out_of_files = out_of_files(run.connections(), &total);
     if !quiet {
         eprintln!("{}", human_summary(&measured, answered_qps, &accounting, kept_up, busy));
         if let Some(note) = &interrupt_note {
@@ -311,10 +399,54 @@ pub async fn collect(
             eprintln!("{why}");
         }
     }
+    let classes: Vec<ClassSummary> = run
+        .classes
+        .iter()
+        .zip(&sums)
+        .map(|((name, s), sum)| {
+            let measured = sum.measured.totals(seconds);
+            let answered_qps =
+                if seconds > 0.0 { (measured.queries.answered as f64 / seconds * 10.0).round() / 10.0 } else { 0.0 };
+            let c = &sum.total.counters;
+            ClassSummary {
+                name: name.clone().unwrap_or_default(),
+                transport: s.config.transport.to_string(),
+                answered_qps,
+                measured,
+                total: sum.total.totals(wall),
+                accounting: Accounting {
+                    offered: c.offered,
+                    answered: c.answered,
+                    timed_out: c.timed_out,
+                    failed: c.failed_total(),
+                    aborted: c.aborted,
+                    balanced: c.offered == c.resolved(),
+                },
+            }
+        })
+        .collect();
+    if !quiet {
+        for c in &classes {
+            let q = &c.measured.queries;
+            eprintln!(
+                "class {} ({}): answered {} of {} sent ({:.1} qps), p50 {} p99 {}, connections opened {}, handshakes full {} resumed {}",
+                c.name,
+                c.transport,
+                q.answered,
+                q.sent,
+                c.answered_qps,
+                ms(c.measured.latency.p50_us),
+                ms(c.measured.latency.p99_us),
+                c.measured.connections.opened,
+                c.measured.handshakes.full,
+                c.measured.handshakes.resumed,
+            );
+        }
+    }
     out.write(&Record::Summary(SummaryRecord {
         measure_start_ms: measure_from,
         measure_end_ms: measure_to,
-        opened_ms: setup.gate.as_ref().and_then(|g| g.opened()).map(|ns| ns / 1_000_000),
+        opened_ms: run.opened_ns().map(|ns| ns / 1_000_000),
         interrupted,
         aborted,
         answered_qps,
@@ -322,6 +454,7 @@ pub async fn collect(
         measured,
         total: total_t,
         accounting,
+        classes,
     }))?;
     Ok(Outcome { interrupted, aborted, abandoned, nothing_answered, interrupt_note, out_of_files })
 }
@@ -329,7 +462,7 @@ pub async fn collect(
 /// When sockets could not be opened for want of file descriptors (EMFILE, ENFILE): how many,
 /// the open-files limit the engine ran with, and the two ways out. A run short of its
 /// connections measured the generator's limit, not the target.
-fn out_of_files(cfg: &EngineConfig, total: &Counters) -> Option<String> {
+fn out_of_files(connections: u64, total: &Counters) -> Option<String> {
     use dnscost_stats::ErrorKind;
     let n = total.conn_failed[ErrorKind::OpenFiles as usize] + total.failed[ErrorKind::OpenFiles as usize];
     if n == 0 {
@@ -342,20 +475,19 @@ fn out_of_files(cfg: &EngineConfig, total: &Counters) -> Option<String> {
     };
     // One line of at most 200 characters, as dnscost quotes it.
     Some(format!(
-        "{n} connection attempts failed (open_files): no file descriptor left for {} connections: {limit}; \
-         raise ulimit -n or use several engines (--cluster netns:N)",
-        cfg.connections
+        "{n} connection attempts failed (open_files): no file descriptor left for {connections} connections: {limit}; \
+         raise ulimit -n or use several engines (--cluster netns:N)"
     ))
 }
 
 /// The most frequent reason queries went unanswered, with an example message: the line a user
 /// needs when a run answered nothing (e.g. a wrong CA, a closed port, a mute server).
-fn why_nothing_answered(setup: &Setup, total: &Counters) -> String {
+fn why_nothing_answered(run: &Run, total: &Counters) -> String {
     use dnscost_stats::ErrorKind;
     let mut worst: (u64, String) = (0, "no query was answered".into());
     for (kind, &n) in ErrorKind::ALL.iter().zip(&total.conn_failed) {
         if n > worst.0 {
-            let example = setup.error_example(kind.as_str()).map(|e| format!(": {e}")).unwrap_or_default();
+            let example = run.error_example(kind.as_str()).map(|e| format!(": {e}")).unwrap_or_default();
             worst = (n, format!("{n} connection attempts failed ({}){example}", kind.as_str()));
         }
     }
@@ -364,7 +496,7 @@ fn why_nothing_answered(setup: &Setup, total: &Counters) -> String {
         if n > worst.0 && (*kind != ErrorKind::Unsent || worst.0 == 0) {
             let example = match kind {
                 ErrorKind::Rejected => Some(refusals(total)),
-                _ => setup.error_example(kind.as_str()),
+                _ => run.error_example(kind.as_str()),
             };
             let example = example.map(|e| format!(": {e}")).unwrap_or_default();
             worst = (n, format!("{n} queries failed ({}){example}", kind.as_str()));

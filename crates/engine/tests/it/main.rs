@@ -11,6 +11,7 @@ mod lifecycle;
 mod link;
 mod open_phase;
 mod options;
+mod population;
 mod schema;
 mod serve;
 mod stream_limits;
