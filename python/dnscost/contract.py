@@ -38,6 +38,7 @@ from dnscost.jsonl import json_kind
 __all__ = [
     "Accounting",
     "CaptureRecord",
+    "ClassResult",
     "ClassStart",
     "ClassSummary",
     "ClassTotals",
@@ -93,6 +94,7 @@ __all__ = [
     "TargetPlace",
     "Totals",
     "TrafficCounts",
+    "TransportAgreement",
     "TrialKind",
     "TrialParams",
     "TrialRecord",
@@ -807,6 +809,35 @@ class MeterSummary(TypedDict):
     tcp_curr_estab_max: float | None
 
 
+class ClassResult(TypedDict):
+    """One class of a population's trial: what the engine counted of it over the measured
+    period (its answers over the whole run too, to set beside the target's counters)."""
+
+    name: str
+    transport: str
+    clients: int | None
+    connections: int
+    rate_qps: float | None
+    answered_qps: float
+    queries_answered: int
+    queries_answered_total: int
+    latency_p50_us: int
+    latency_p99_us: int
+    connections_opened: int
+    handshakes_full: int
+    handshakes_resumed: int
+    engine_cpu_us: int
+
+
+class TransportAgreement(TypedDict):
+    """A population's trial, one transport: the engine's answers over the whole run (of every
+    class on it) and the target's own count of the queries it received on it."""
+
+    engine_answered: int
+    target_queries: int | None
+    agreement: float | None
+
+
 class TrialSummary(TypedDict):
     """One trial's costs over the engine's measured window (``docs/results.md``, trial.json)."""
 
@@ -846,6 +877,10 @@ class TrialSummary(TypedDict):
     baseline_meter: MeterSummary
     validity: Validity
     wire: Wire | None
+    classes: NotRequired[list[ClassResult]]
+    """A population's trial: each class apart."""
+    transports: NotRequired[dict[str, TransportAgreement]]
+    """A population's trial: each transport's answers, the engine's beside the target's."""
 
 
 class WorkerSummary(TypedDict):
@@ -949,6 +984,7 @@ class SummaryContextRecord(TypedDict, total=False):
     cache_filled: bool
     unchecked: list[str]
     generator_cores: int | None
+    transport_counters: dict[str, str]
 
 
 class CounterReading(TypedDict):

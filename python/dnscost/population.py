@@ -29,17 +29,20 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from dnscost.contract import CaptureRecord, FlowRecord
+from dnscost.contract import CaptureRecord, ClientClass, ClientProfile, FlowRecord
+from dnscost.errors import UsageError
 
 __all__ = [
     "Client",
     "NameStats",
     "Population",
     "PopulationClass",
+    "Replay",
     "classes_of",
     "clients_of",
     "name_stats",
     "population_toml",
+    "replay_of",
 ]
 
 CONNECTED = ("tcp", "dot", "doh", "doq", "doh3")
@@ -410,3 +413,79 @@ def population_toml(p: Population, source: str) -> str:
         lines += [f"{name} = {_toml_value(v)}" for name, v in fields.items() if v is not None]
         lines.append("")
     return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class Replay:
+    """A population as one trial replays it: every class at once, scaled by ``scale`` (its
+    clients and its rate), as the engine's ``classes`` (without their targets, which are the
+    trial's)."""
+
+    source: str
+    scale: float
+    classes: list[ClientClass]
+    rate_qps: float
+    """The queries per second of every class together."""
+    left_out: list[str] = field(default_factory=list)
+    """Classes of the population not replayed (their transport not served: :meth:`served`)."""
+
+    def transports(self) -> list[str]:
+        """The transports the classes use, in their order."""
+        return list(dict.fromkeys(str(k["config"]["transport"]) for k in self.classes))
+
+    def served(self, transports: Iterable[str]) -> Replay:
+        """The classes over ``transports`` only (a target's), the others left out by name."""
+        keep = set(transports)
+        kept = [k for k in self.classes if k["config"]["transport"] in keep]
+        if not kept:
+            raise UsageError(f"{self.source}: no class over a transport served ({', '.join(sorted(keep))})")
+        gone = [k["name"] for k in self.classes if k not in kept]
+        rate = sum(float(k["config"]["rate"]) for k in kept)
+        return Replay(self.source, self.scale, kept, rate, [*self.left_out, *gone])
+
+
+def replay_of(
+    doc: Mapping[str, object], source: str, *, scale: float | None = None, rate: float | None = None
+) -> Replay:
+    """The replay of a parsed ``population.toml`` (``doc``, from ``source``): each class's
+    clients times ``scale`` (at least one) and its queries per second (its clients times a
+    member's rate) times ``scale``, the profile's connection shape kept; or the scale that makes
+    the whole population send ``rate`` queries per second. Neither: the capture's own size."""
+    if scale is not None and rate is not None:
+        raise UsageError("give either a scale or a rate, not both")
+    raw = doc.get("class")
+    if not isinstance(raw, list) or not raw:
+        raise UsageError(f"{source}: no [[class]] table (is it a population.toml of dnscost population?)")
+    natural = 0.0
+    parsed: list[tuple[str, ClientProfile, int, float]] = []
+    for i, k in enumerate(raw):
+        if not isinstance(k, Mapping):
+            raise UsageError(f"{source}: class {i + 1} is not a table")
+        name, profile, clients, per = k.get("name"), k.get("profile"), k.get("clients"), k.get("rate_qps")
+        if not isinstance(name, str) or not isinstance(profile, Mapping) or "transport" not in profile:
+            raise UsageError(f"{source}: class {i + 1}: needs a name and a profile with a transport")
+        if not isinstance(clients, int) or clients < 1 or not isinstance(per, int | float) or per < 0:
+            raise UsageError(f"{source}: class {name}: clients must be a positive count and rate_qps a rate")
+        parsed.append((name, ClientProfile(**profile), clients, float(per)))  # type: ignore[typeddict-item]
+        natural += clients * float(per)
+    if rate is not None:
+        if not rate > 0:
+            raise UsageError(f"rate: {rate} is not a positive rate")
+        if natural <= 0:
+            raise UsageError(f"{source}: its classes send nothing (every rate_qps is 0): give a scale, not a rate")
+        scale = rate / natural
+    k_scale = 1.0 if scale is None else scale
+    if not 0 < k_scale <= 1e6:
+        raise UsageError(f"scale: {k_scale} is out of range (0, 1000000]")
+    classes: list[ClientClass] = []
+    for name, profile, clients, per in parsed:
+        class_rate = max(clients * per * k_scale, 0.001)
+        config = {
+            "transport": profile["transport"],
+            "profile": profile,
+            "clients": max(1, round(clients * k_scale)),
+            "rate": round(class_rate, 3) or 0.001,
+        }
+        classes.append({"name": name, "config": config})
+    total = sum(float(c["config"]["rate"]) for c in classes)
+    return Replay(source, k_scale, classes, total)

@@ -8,6 +8,7 @@ from enum import StrEnum
 
 __all__ = [
     "DATAGRAM_TRANSPORTS",
+    "POPULATION",
     "QUIC_TRANSPORTS",
     "STREAM_TRANSPORTS",
     "TLS_TRANSPORTS",
@@ -15,6 +16,10 @@ __all__ = [
     "Transport",
     "display_name",
 ]
+
+
+POPULATION = "population"
+"""The transport of a trial that replays a population: each of its classes has its own."""
 
 
 class Transport(StrEnum):

@@ -32,6 +32,7 @@ from dnscost.network import (
     read_softnet,
     softnet_delta,
 )
+from dnscost.population import Replay
 from dnscost.results import write_json
 from dnscost.targets import adapter, make_target, served
 from dnscost.targets.base import Target, free_port
@@ -81,12 +82,20 @@ class LoadSettings:
     """Where the target sits: ``loopback``, ``veth`` or ``veth-rps`` (see dnscost.network)."""
     external: ExternalSettings | None = None
     """With target ``external``: the operator's server (dnscost.targets.external)."""
+    population: Replay | None = None
+    """A population replayed in one run (``dnscost load --population``): its classes over
+    their transports, at once; ``transport`` is then :data:`dnscost.transports.POPULATION`."""
+
+    def transports(self) -> list[str]:
+        """The transports the load uses: the population's, or the one."""
+        return self.population.transports() if self.population is not None else [self.transport]
 
     def validate(self) -> None:
         """Fails early, before anything starts, on settings that cannot be run."""
         self.validate_bed()
         if self.target != EXTERNAL:
-            check_doh_method(self.target, self.transport, self.engine.get("doh_method"))
+            for t in self.transports():
+                check_doh_method(self.target, t, self.engine.get("doh_method"))
 
     def validate_bed(self) -> None:
         """Fails early on a bed that cannot be started (the target, its network and CPUs),
@@ -96,16 +105,21 @@ class LoadSettings:
             if self.external is None:
                 raise UsageError("--target external needs at least one --external-endpoint URL")
             served = self.external.parsed()
-            if self.transport not in served:
-                raise UsageError(
-                    f"external target: no --external-endpoint for {self.transport} (given: {', '.join(served)})"
-                )
+            for t in self.transports():
+                if t not in served:
+                    raise UsageError(f"external target: no --external-endpoint for {t} (given: {', '.join(served)})")
             if self.network != DEFAULT_NETWORK:
                 raise UsageError(
                     f"external target: --network {self.network} is not possible (dnscost places only its own targets)"
                 )
         else:
-            check_target(self.target, self.transport)
+            for t in self.transports():
+                try:
+                    check_target(self.target, t)
+                except UsageError as e:
+                    if self.population is None:
+                        raise
+                    raise UsageError(f"{e}: --served-only leaves out the population's classes over it") from None
         if set(self.target_cpus) & set(self.generator_cpus):
             raise UsageError(f"target CPUs {self.target_cpus} and generator CPUs {self.generator_cpus} overlap")
         if not self.generator_cpus:
@@ -391,6 +405,8 @@ def engine_config(
     accept queues are ``backlog`` (per transport; see :func:`one_query_slots`), its
     connections spread over the source addresses ``sources`` (the network's; see
     :mod:`dnscost.network`) unless the settings' engine configuration names its own (``sources``)."""
+    if s.population is not None:
+        return _population_config(s, s.population, target, trial_dir, sources)
     ep = target.endpoints[s.transport]
     config: EngineConfig = {
         **(EngineConfig(sources=list(sources)) if sources else EngineConfig()),
@@ -405,6 +421,36 @@ def engine_config(
     if "connections" in config:
         config["connections"] = one_query_slots(config, (backlog or {}).get(s.transport))
     return config
+
+
+def _population_config(
+    s: LoadSettings, replay: Replay, target: Target, trial_dir: Path, sources: Sequence[str]
+) -> EngineConfig:
+    """The engine configuration of a population's trial: the run's fields (phases, names,
+    CPUs' threads) and one class per class of the population, each sent to the target's
+    endpoint of its transport with its TLS options."""
+    first = target.endpoints[replay.transports()[0]]
+    config: EngineConfig = {
+        **(EngineConfig(sources=list(sources)) if sources else EngineConfig()),
+        **{k: v for k, v in s.engine.items() if k in RUN_FIELDS},  # type: ignore[typeddict-item]
+        "transport": "udp",
+        "target": first.address,
+        "synthetic": s.names,
+        "tld": s.tld,
+        "classes": [],
+    }
+    for k in replay.classes:
+        transport = str(k["config"]["transport"])
+        ep = target.endpoints[transport]
+        fields = {**k["config"], "target": ep.address, **_tls_options(transport, target, ep)}
+        config["classes"].append({"name": k["name"], "config": fields})
+    config.setdefault("connections_log", str(trial_dir / "engine-connections.jsonl"))
+    return config
+
+
+RUN_FIELDS = ("duration_ms", "warmup_ms", "timeout_ms", "threads", "seed", "edns_udp_size", "tls_version", "tls_group")
+"""The engine fields a population's trial takes from its settings; the rest (transport,
+connections, rate, lifetime) are each class's own."""
 
 
 def measure(
@@ -564,6 +610,7 @@ def _measure_once(
         cache_filled=s.fill,
         unchecked=_unchecked(target, s),
         generator_cores=cluster.generator_cores if cluster is not None else None,
+        transport_counters=target.transport_counters,
     )
     counters: TargetCounters = {"before": counters_before.to_record(), "after": counters_after.to_record()}
     result: TrialRecord = {

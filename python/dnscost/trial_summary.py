@@ -8,11 +8,19 @@ raw data. Fields are described in ``docs/results.md``; validity thresholds live 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from dnscost import validity as V
-from dnscost.contract import CounterReading, MeterSummary, SummaryContextRecord, TrialSummary, Wire
+from dnscost.contract import (
+    ClassResult,
+    CounterReading,
+    MeterSummary,
+    SummaryContextRecord,
+    TransportAgreement,
+    TrialSummary,
+    Wire,
+)
 from dnscost.meter import summary as meter_summary
 from dnscost.meter.energy import CpuPowerModel
 from dnscost.transports import QUIC_TRANSPORTS
@@ -54,6 +62,9 @@ class SummaryContext:
     number: it ran on cluster workers (:mod:`dnscost.cluster`) with that many cores in all,
     beyond the meter: its CPU time is the engines' own accounting, its busy share that time
     over those cores."""
+    transport_counters: Mapping[str, str] = field(default_factory=dict)
+    """The target's counter (``raw`` name) of the queries it received on each transport, where
+    it keeps one (``Target.transport_counters``): a population's classes are checked by it."""
 
     def to_dict(self) -> SummaryContextRecord:
         return {
@@ -67,6 +78,7 @@ class SummaryContext:
             "cache_filled": self.cache_filled,
             "unchecked": list(self.unchecked),
             "generator_cores": self.generator_cores,
+            "transport_counters": dict(self.transport_counters),
         }
 
     @classmethod
@@ -82,6 +94,7 @@ class SummaryContext:
             cache_filled=bool(d.get("cache_filled", True)),
             unchecked=tuple(d.get("unchecked", ())),
             generator_cores=d.get("generator_cores"),
+            transport_counters=dict(d.get("transport_counters", {})),
         )
 
 
@@ -92,16 +105,28 @@ class CounterDelta:
     answers: tuple[int | None, int | None] = (None, None)
     queries: tuple[int | None, int | None] = (None, None)
     cache_hits: tuple[int | None, int | None] = (None, None)
+    raw: tuple[Mapping[str, int], Mapping[str, int]] = ({}, {})
+    """Everything the target reported, before and after."""
 
     @classmethod
     def from_counters(cls, before: CounterReading, after: CounterReading) -> CounterDelta:
         def pair(key: Literal["answers", "queries", "cache_hits"]) -> tuple[int | None, int | None]:
             return before.get(key), after.get(key)
 
-        return cls(answers=pair("answers"), queries=pair("queries"), cache_hits=pair("cache_hits"))
+        return cls(
+            answers=pair("answers"),
+            queries=pair("queries"),
+            cache_hits=pair("cache_hits"),
+            raw=(before.get("raw", {}), after.get("raw", {})),
+        )
 
     def delta(self, which: str) -> int | None:
         a, b = getattr(self, which)
+        return b - a if a is not None and b is not None else None
+
+    def raw_delta(self, key: str) -> int | None:
+        """The change of one of the target's own counters (None where it lacks it)."""
+        a, b = self.raw[0].get(key), self.raw[1].get(key)
         return b - a if a is not None and b is not None else None
 
 
@@ -272,6 +297,10 @@ def summarize_trial(
         config["transport"] != "udp" and _forever(config.get("lifetime")) and config.get("idle_timeout_ms") is None
     )
     counters_missing = ctx.target_keeps_counters and target_answers is None
+    classes, transports = _population(start, summ, counters, ctx, seconds)
+    class_mismatch = any(
+        a["agreement"] is not None and a["agreement"] < V.MIN_ANSWER_AGREEMENT for a in transports.values()
+    )
     flags = [
         flag
         for flag, bad in (
@@ -284,6 +313,7 @@ def summarize_trial(
             ("unbalanced", not summ["accounting"]["balanced"]),
             ("cold-cache", ctx.cache_filled and cache_hit_ratio is not None and cache_hit_ratio < V.MIN_CACHE_HITS),
             ("answer-mismatch", agreement is not None and agreement < V.MIN_ANSWER_AGREEMENT),
+            ("class-mismatch", class_mismatch),
             ("connections-short", persistent and active < V.MIN_CONNECTIONS * config["connections"]),
             ("no-cpu-data", cpu_us is None),
             ("cpu-unresolved", cpu_unresolved),
@@ -294,7 +324,7 @@ def summarize_trial(
         )
         if bad
     ]
-    return {
+    out: TrialSummary = {
         "summary_version": SUMMARY_VERSION,
         "measured_s": round(seconds, 3),
         "offered_qps": m["engine"]["offered_qps"],
@@ -355,6 +385,10 @@ def summarize_trial(
         },
         "wire": _wire(total),
     }
+    if classes:
+        out["classes"] = classes
+        out["transports"] = transports
+    return out
 
 
 def _wire(total: Mapping[str, Any]) -> Wire | None:
@@ -370,3 +404,47 @@ def _wire(total: Mapping[str, Any]) -> Wire | None:
         "bytes_sent": int(traffic["bytes_sent"]),
         "bytes_received": int(traffic["bytes_received"]),
     }
+
+
+def _population(
+    start: Mapping[str, Any],
+    summ: Mapping[str, Any],
+    counters: CounterDelta,
+    ctx: SummaryContext,
+    seconds: float,
+) -> tuple[list[ClassResult], dict[str, TransportAgreement]]:
+    """A population's trial (the engine's ``classes``): each class as the engine counted it,
+    and each transport's answers over the whole run beside the target's own count of the
+    queries it received on it (where it keeps one). Empty for a trial of one class."""
+    configs = {c["name"]: c["config"] for c in start.get("classes", [])}
+    classes: list[ClassResult] = []
+    answered: dict[str, int] = {}
+    for c in summ.get("classes", []):
+        m, config = c["measured"], configs.get(c["name"], {})
+        rate = config.get("rate")
+        classes.append(
+            {
+                "name": c["name"],
+                "transport": c["transport"],
+                "clients": config.get("clients"),
+                "connections": int(config.get("connections", 0)),
+                "rate_qps": float(rate) if isinstance(rate, int | float) else None,
+                "answered_qps": m["queries"]["answered"] / seconds,
+                "queries_answered": m["queries"]["answered"],
+                "queries_answered_total": c["total"]["queries"]["answered"],
+                "latency_p50_us": m["latency"]["p50_us"],
+                "latency_p99_us": m["latency"]["p99_us"],
+                "connections_opened": m["connections"]["opened"],
+                "handshakes_full": m["handshakes"]["full"],
+                "handshakes_resumed": m["handshakes"]["resumed"],
+                "engine_cpu_us": m["engine"]["cpu_user_us"] + m["engine"]["cpu_system_us"],
+            }
+        )
+        answered[c["transport"]] = answered.get(c["transport"], 0) + c["total"]["queries"]["answered"]
+    transports: dict[str, TransportAgreement] = {}
+    for t, n in answered.items():
+        key = ctx.transport_counters.get(t)
+        target = counters.raw_delta(key) if key is not None else None
+        agreement = min(n, target) / max(n, target) if target else None
+        transports[t] = {"engine_answered": n, "target_queries": target, "agreement": agreement}
+    return classes, transports

@@ -26,6 +26,10 @@ cold-cache          the target's own counters show a cache-hit ratio < ``MIN_CAC
                     (trials that fill the cache: not the memory trials)
 answer-mismatch     engine and target answer counts differ by more than
                     1 - ``MIN_ANSWER_AGREEMENT``
+class-mismatch      a population's trial: on one transport, the engine's answers (of the
+                    classes on it) and the target's own count of queries on it differ by
+                    more than 1 - ``MIN_ANSWER_AGREEMENT`` (targets that count per
+                    transport: ``Target.transport_counters``)
 connections-short   persistent connections: fewer than ``MIN_CONNECTIONS`` of those asked
                     for were open on average
 no-cpu-data         the target's CPU time was not metered in the window (never taken as 0)
@@ -157,6 +161,7 @@ FLAGS = (
     "unbalanced",
     "cold-cache",
     "answer-mismatch",
+    "class-mismatch",
     "connections-short",
     "no-cpu-data",
     "cpu-unresolved",

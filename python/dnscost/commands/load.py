@@ -6,10 +6,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
+import tomllib
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from dnscost.argtypes import cpu_list, parse_duration_ms, parse_lifetime, parse_rate
 from dnscost.certs import DEFAULT_KEY_TYPE, KEY_TYPES
@@ -23,7 +25,10 @@ from dnscost.contract import EngineConfig, RunSpecRecord, TrialRecord
 from dnscost.errors import UsageError
 from dnscost.network import DEFAULT_NETWORK, NETWORKS
 from dnscost.targets.place import label_of
-from dnscost.transports import TRANSPORTS
+from dnscost.transports import POPULATION, TLS_TRANSPORTS, TRANSPORTS
+
+if TYPE_CHECKING:
+    from dnscost.population import Replay
 
 __all__ = ["ENGINE_KNOBS", "add_parser", "engine_field_names", "engine_settings", "main", "pin_self", "print_summary"]
 
@@ -68,7 +73,21 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="dnsdist, knot-resolver, unbound, bind9, pdns-recursor, builtin, coredns, or external; "
         "NAME@RELEASE for a Debian release root (dnscost target prepare), NAME@PATH for your own build",
     )
-    ld.add_argument("--transport", required=True, choices=TRANSPORTS)
+    what = ld.add_mutually_exclusive_group(required=True)
+    what.add_argument("--transport", choices=TRANSPORTS)
+    what.add_argument(
+        "--population",
+        type=Path,
+        metavar="TOML",
+        help="replay a population (dnscost population's TOML): every class at once over its transport; "
+        "--rate Q sets the whole population's queries per second, --scale K its size",
+    )
+    ld.add_argument("--scale", type=float, help="with --population: its clients and rate times K (default 1)")
+    ld.add_argument(
+        "--served-only",
+        action="store_true",
+        help="with --population: leave out the classes over transports the target does not serve (named)",
+    )
     for flag, field, kind, text in ENGINE_KNOBS:
         if kind is bool:
             ld.add_argument(flag, dest=f"engine_{field}", action="store_true", default=None, help=text)
@@ -137,10 +156,15 @@ def main(a: argparse.Namespace) -> int:
     if not 1 <= a.names <= MAX_NAMES:  # as a spec's names
         raise UsageError(f"--names: {a.names} is out of range 1..={MAX_NAMES}")
     generator_cpus = a.generator_cpus or sorted(set(os.sched_getaffinity(0)) - set(a.target_cpus))
+    replay = population_replay(a)
+    engine = engine_settings(a)
+    if replay is not None:
+        engine.pop("rate", None)  # the population's: each class its own
+    transport = a.transport or POPULATION
     settings = LoadSettings(
         a.target,
-        a.transport,
-        engine_settings(a),
+        transport,
+        engine,
         a.target_cpus,
         generator_cpus,
         a.names,
@@ -149,20 +173,31 @@ def main(a: argparse.Namespace) -> int:
         cert_key=a.cert_key,
         network=a.network or DEFAULT_NETWORK,
         external=external_settings(a, a.target),
+        population=replay,
     )
     settings.validate()
     cluster_given = cluster_settings(a)
+    if replay is not None and cluster_given is not None:
+        raise UsageError("--population runs on this machine only: its classes are not split over a --cluster yet")
     check_cluster(cluster_given, settings.network, a.target)
-    check_config(
-        {**settings.engine, "transport": a.transport, "synthetic": a.names, "tld": a.tld},
-        "dnscost load",
-        engine_field_names(a, settings.engine),
-    )
+    checked: EngineConfig = {**settings.engine, "synthetic": a.names, "tld": a.tld}
+    if replay is None:
+        checked["transport"] = a.transport
+    else:
+        tls = {"insecure": True}
+        checked["classes"] = [
+            {
+                "name": k["name"],
+                "config": {**k["config"], **(tls if k["config"]["transport"] in TLS_TRANSPORTS else {})},
+            }
+            for k in replay.classes
+        ]
+    check_config(checked, "dnscost load", engine_field_names(a, settings.engine))
     pin_self(generator_cpus)
     out = a.output or Path("results", "load", new_run_id()).resolve()
-    trial_id = f"load-{label_of(a.target)}-{a.transport}"
+    trial_id = f"load-{label_of(a.target)}-{transport}"
     plan: list[TrialRecord] = [
-        {"id": trial_id, "group": "load", "kind": "load", "target": a.target, "transport": a.transport}
+        {"id": trial_id, "group": "load", "kind": "load", "target": a.target, "transport": transport}
     ]
     spec: RunSpecRecord = {
         "command": "load",
@@ -198,6 +233,37 @@ def main(a: argparse.Namespace) -> int:
     run.finish("done")
     print_summary(record, out)
     return 0
+
+
+def population_replay(a: argparse.Namespace) -> Replay | None:
+    """``--population``'s replay at ``--scale`` or ``--rate`` (None without one); engine
+    flags a population's classes set for themselves are refused."""
+    from dnscost.population import replay_of
+    from dnscost.trial import RUN_FIELDS
+
+    if a.population is None:
+        if a.scale is not None or a.served_only:
+            raise UsageError("--scale and --served-only need --population")
+        return None
+    try:
+        doc = tomllib.loads(a.population.read_text())
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
+        raise UsageError(f"{a.population}: {e}") from e
+    for flag, field, _, _ in ENGINE_KNOBS:
+        if field not in (*RUN_FIELDS, "rate") and getattr(a, f"engine_{field}") is not None:
+            raise UsageError(f"{flag}: each class of a population has its own (from its profile)")
+    rate = a.engine_rate
+    if rate is not None and not isinstance(rate, int | float):
+        raise UsageError(f"--rate {rate}: with --population, the whole population's queries per second")
+    replay = replay_of(doc, str(a.population), scale=a.scale, rate=rate)
+    if a.served_only:
+        from dnscost.targets import served
+
+        offered = external_settings(a, a.target)
+        replay = replay.served(offered.parsed() if offered is not None else served(a.target))
+        if replay.left_out:
+            print(f"dnscost load: left out (transport not served): {', '.join(replay.left_out)}", file=sys.stderr)
+    return replay
 
 
 def pin_self(cpus: Sequence[int]) -> None:
@@ -275,6 +341,23 @@ def print_summary(record: TrialRecord, out: Path) -> None:
         f"answers engine/target {v['engine_answered']}/{v['target_answered']} "
         f"({_fmt(agreement and 100 * agreement, ' %', 2)})"
     )
+    classes = s.get("classes")
+    if classes:
+        transports = s.get("transports", {})
+        print(f"  classes         {len(classes)}, each counted apart by the engine (answered over the window):")
+        for k in classes:
+            print(
+                f"    {k['name']:<24} {k['transport']:<5} {k['clients'] or '':>6} clients "
+                f"{_fmt(k['answered_qps'], ' qps', 1):>12}, "
+                f"p50 {k['latency_p50_us']} µs, p99 {k['latency_p99_us']} µs, "
+                f"{k['connections_opened']} connections opened, {k['handshakes_resumed']} resumed"
+            )
+        for t, a in transports.items():
+            target = "not counted per transport" if a["target_queries"] is None else a["target_queries"]
+            print(
+                f"    {t:<5} answers engine/target {a['engine_answered']}/{target} "
+                f"({_fmt(a['agreement'] and 100 * a['agreement'], ' %', 2)})"
+            )
     if v.get("unchecked"):
         print(f"  not checked     {', '.join(v['unchecked'])} (docs/results.md, Validity)")
     if v["flags"]:

@@ -125,6 +125,9 @@ class Target(ABC):
     """What makes the server print its version."""
     version_pattern: ClassVar[str] = r"(\S+)"
     """Where the version is in what it prints (the first group)."""
+    transport_counters: ClassVar[dict[str, str]] = {}
+    """Per transport, the counter (a ``raw`` name of :meth:`counters`) of the queries the server
+    received on it, where it keeps one: a population's classes are checked against it."""
     keeps_counters: ClassVar[bool] = True
     """Whether :meth:`counters` reports the server's own counts (a trial missing them is invalid)."""
     accept_queues: ClassVar[dict[str, int]] = {}

@@ -23,8 +23,9 @@ from dnscost.targets._util import (
 )
 from dnscost.targets.base import Counters, Target, free_port
 from dnscost.targets.place import Build, Place
+from dnscost.transports import Transport
 
-__all__ = ["Dnsdist", "parse_dnsdist_stats"]
+__all__ = ["Dnsdist", "parse_dnsdist_frontends", "parse_dnsdist_stats"]
 
 
 def parse_dnsdist_stats(text: str) -> Counters:
@@ -47,6 +48,39 @@ def parse_dnsdist_stats(text: str) -> Counters:
     )
 
 
+FRONTEND_TYPES = (
+    ("HTTP/3", "doh3"),
+    ("QUIC", "doq"),
+    ("HTTPS", "doh"),
+    ("TLS", "dot"),
+    ("TCP", "tcp"),
+    ("UDP", "udp"),
+)
+"""How dnsdist's API names a frontend's ``type`` (``UDP``, ``TCP``, ``TCP (DNS over TLS)``,
+``TCP (DNS over HTTPS)``, and for QUIC ``UDP (DNS over QUIC)``, ``UDP (DNS over HTTP/3)``):
+the first match of each, in this order, is its transport."""
+
+
+def parse_dnsdist_frontends(text: str) -> dict[str, int]:
+    """``/api/v1/servers/localhost``'s ``frontends``: the queries each transport's frontends
+    received, as ``frontend.<transport>.queries``."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise TargetError(f"dnsdist: unreadable server statistics: {e}") from e
+    frontends = data.get("frontends") if isinstance(data, dict) else None
+    if not isinstance(frontends, list):
+        raise TargetError("dnsdist: server statistics without frontends")
+    out: dict[str, int] = {}
+    for f in frontends:
+        kind, queries = (f.get("type"), f.get("queries")) if isinstance(f, dict) else (None, None)
+        transport = next((t for name, t in FRONTEND_TYPES if isinstance(kind, str) and name in kind), None)
+        if transport is not None and isinstance(queries, int):
+            key = f"frontend.{transport}.queries"
+            out[key] = out.get(key, 0) + queries
+    return out
+
+
 class Dnsdist(Target):
     """dnsdist (1.7 on the host; 1.9 in trixie's root, and with DoQ and DoH/3 when built with
     quiche): a caching proxy, so every query after the first for a name is answered from its
@@ -64,6 +98,7 @@ class Dnsdist(Target):
     package = "dnsdist"
     binary = "dnsdist"
     transports = ("udp", "tcp", "dot", "doh")
+    transport_counters: ClassVar[dict[str, str]] = {t: f"frontend.{t}.queries" for t in Transport}
     version_flags = ("--version",)
     version_pattern = r"dnsdist (\S+)"
     doh3_post_lost = (
@@ -154,7 +189,7 @@ class Dnsdist(Target):
     def counters(self) -> Counters:
         if not self._web_port:
             raise TargetError("dnsdist: not started")
-        text = http_get(
-            f"http://{self.host}:{self._web_port}/jsonstat?command=stats", self.name, {"X-API-Key": self._api_key}
-        )
-        return parse_dnsdist_stats(text)
+        base, key = f"http://{self.host}:{self._web_port}", {"X-API-Key": self._api_key}
+        counters = parse_dnsdist_stats(http_get(f"{base}/jsonstat?command=stats", self.name, key))
+        counters.raw.update(parse_dnsdist_frontends(http_get(f"{base}/api/v1/servers/localhost", self.name, key)))
+        return counters

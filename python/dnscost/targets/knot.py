@@ -9,6 +9,7 @@ import shutil
 import socket
 import struct
 from pathlib import Path
+from typing import ClassVar
 
 from dnscost.engine import Endpoint
 from dnscost.errors import TargetError, UsageError
@@ -93,6 +94,7 @@ class KnotResolver(Target):
     package = "knot-resolver"
     binary = "kresd"
     transports = ("udp", "tcp", "dot", "doh")
+    transport_counters: ClassVar[dict[str, str]] = {t: f"request.{t}" for t in transports}
     version_flags = ("--version",)
     version_pattern = r"version (\S+)"
 

@@ -1,0 +1,156 @@
+"""``dnscost load --population``: a population replayed in one trial, every class at once over
+its transport, each counted apart by the engine and held, per transport, to the resolver's own
+counters (knot-resolver's ``request.<transport>``, dnsdist's frontends)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import tomllib
+from pathlib import Path
+
+import pytest
+from dnscost.engine import engine_path
+from dnscost.errors import UsageError
+from dnscost.population import replay_of
+
+POPULATION = {
+    "class": [
+        {
+            "name": "stub",
+            "clients": 10,
+            "rate_qps": 2.0,
+            "profile": {"name": "s", "transport": "udp", "query_interval_ms": 500},
+        },
+        {
+            "name": "browser",
+            "clients": 3,
+            "rate_qps": 0.5,
+            "profile": {"name": "b", "transport": "doh", "query_interval_ms": 2000, "lifetime": {"queries": 5}},
+        },
+        {
+            "name": "quic",
+            "clients": 1,
+            "rate_qps": 1.0,
+            "profile": {"name": "q", "transport": "doq", "query_interval_ms": 1000},
+        },
+    ]
+}
+
+
+def test_a_replay_scales_clients_and_rate_and_keeps_the_shares() -> None:
+    r = replay_of(POPULATION, "p.toml")
+    assert r.rate_qps == 10 * 2.0 + 3 * 0.5 + 1.0
+    assert [k["config"]["clients"] for k in r.classes] == [10, 3, 1]
+    assert r.transports() == ["udp", "doh", "doq"]
+    big = replay_of(POPULATION, "p.toml", rate=225.0)  # ten times the capture's 22.5 qps
+    assert big.scale == 10.0
+    assert [(k["config"]["clients"], k["config"]["rate"]) for k in big.classes] == [
+        (100, 200.0),
+        (30, 15.0),
+        (10, 10.0),
+    ]
+    small = replay_of(POPULATION, "p.toml", scale=0.1)
+    assert [k["config"]["clients"] for k in small.classes] == [1, 1, 1]  # at least one client each
+    assert [k["config"]["rate"] for k in small.classes] == [2.0, 0.15, 0.1]  # the shares of queries kept
+    served = r.served(["udp", "tcp", "dot", "doh"])
+    assert ([k["name"] for k in served.classes], served.left_out) == (["stub", "browser"], ["quic"])
+    assert served.rate_qps == 21.5
+
+
+@pytest.mark.parametrize(
+    ("doc", "kwargs", "says"),
+    [
+        ({}, {}, "p.toml: no [[class]] table (is it a population.toml of dnscost population?)"),
+        (
+            {"class": [{"name": "a", "clients": 0, "rate_qps": 1, "profile": {"transport": "udp"}}]},
+            {},
+            "p.toml: class a: clients",
+        ),
+        ({"class": [{"name": "a", "clients": 1, "rate_qps": 1}]}, {}, "p.toml: class 1: needs a name and a profile"),
+        (POPULATION, {"scale": 2.0, "rate": 10.0}, "give either a scale or a rate"),
+        (POPULATION, {"scale": 0.0}, "scale: 0.0 is out of range"),
+    ],
+)
+def test_a_population_that_cannot_be_replayed_is_one_error(
+    doc: dict[str, object], kwargs: dict[str, float], says: str
+) -> None:
+    with pytest.raises(UsageError) as e:
+        replay_of(doc, "p.toml", **kwargs)
+    assert str(e.value).startswith(says), e.value
+
+
+def _dnscost(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    exe = Path(str(engine_path())).with_name("dnscost")
+    return subprocess.run([str(exe), *args], capture_output=True, text=True, cwd=cwd, timeout=300, check=False)
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--population", "missing.toml"], "missing.toml: [Errno 2] No such file or directory"),
+        (["--population", "bad.toml"], "bad.toml: Expected '=' after a key"),
+        (["--transport", "udp", "--scale", "2"], "--scale and --served-only need --population"),
+        (["--population", "p.toml", "--connections", "5"], "--connections: each class of a population has its own"),
+        (["--population", "p.toml", "--rate", "max"], "--rate max: with --population"),
+        (["--population", "p.toml"], "knot-resolver does not serve doq (it serves udp, tcp, dot, doh): --served-only"),
+    ],
+)
+def test_bad_population_input_is_one_line_and_exit_2(tmp_path: Path, args: list[str], says: str) -> None:
+    (tmp_path / "bad.toml").write_text("not toml at all\n")
+    (tmp_path / "p.toml").write_text(_toml(POPULATION))
+    r = _dnscost("load", "--target", "knot-resolver", *args, cwd=tmp_path)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.startswith(f"dnscost: {says}") and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def _toml(doc: dict[str, list[dict[str, object]]]) -> str:
+    """A population document as TOML (what ``dnscost population`` writes, in short)."""
+    out = []
+    for k in doc["class"]:
+        out.append("[[class]]")
+        for key, v in k.items():
+            out.append(f"{key} = {json.dumps(v).replace(':', ' =') if isinstance(v, dict) else json.dumps(v)}")
+    return "\n".join(out) + "\n"
+
+
+@pytest.mark.parametrize("target", ["knot-resolver", "dnsdist"])
+def test_a_capture_replays_as_one_mixed_trial_that_the_resolver_counts_alike(tmp_path: Path, target: str) -> None:
+    """A synthetic operator capture's population (every transport, seven classes) replayed
+    against a real resolver: the classes over its transports run at once, the others named as
+    left out; each class is counted apart at its own rate, and each transport's answers are
+    what the resolver itself counted on it."""
+    from dnscost.capturegen import OPERATOR_MIX, write_capture
+
+    pcap, pop = tmp_path / "operator.pcap", tmp_path / "population.toml"
+    write_capture(pcap, list(OPERATOR_MIX))
+    assert _dnscost("population", str(pcap), "-o", str(pop), cwd=tmp_path).returncode == 0
+    classes = tomllib.loads(pop.read_text())["class"]
+    out = tmp_path / "run"
+    r = _dnscost(
+        "load", "--target", target, "--population", str(pop), "--served-only", "--scale", "2",
+        "--duration", "3", "--warmup", "1", "--names", "2000", "--output", str(out), cwd=tmp_path,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr + r.stdout
+    assert "left out (transport not served): doq-several-none, doh3-few-none" in r.stderr
+    trial = json.loads(next(out.glob("trials/*/trial.json")).read_text())
+    s = trial["summary"]
+    served = [k for k in classes if k["transport"] in ("udp", "tcp", "dot", "doh")]
+    assert [k["name"] for k in s["classes"]] == [k["name"] for k in served]
+    assert s["validity"]["flags"] == [], s["validity"]
+    # The resolver's own counters, per transport, against the engine's answers of its classes.
+    for t, a in s["transports"].items():
+        assert a["target_queries"] is not None and a["target_queries"] > 0, (t, a)
+        assert a["agreement"] >= 0.99, (t, a)
+    # Each class at its own rate (twice the capture's), so the shares of the capture's
+    # queries hold among the classes replayed.
+    total = sum(k["share"] for k in served)
+    answered = sum(k["queries_answered"] for k in s["classes"])
+    for k, c in zip(served, s["classes"], strict=True):
+        assert abs(c["answered_qps"] - c["rate_qps"]) <= 0.1 * c["rate_qps"], c
+        assert abs(c["queries_answered"] / answered - k["share"] / total) <= 0.03, (k["name"], c)
+        assert c["clients"] == 2 * k["clients"]
+    by_name = {c["name"]: c for c in s["classes"]}
+    assert by_name["dot-persistent"]["connections_opened"] == 0  # opened in the warm-up, kept
+    assert by_name["doh-several-client"]["handshakes_resumed"] > 0  # its profile resumes
+    assert by_name["tcp-one-client"]["connections_opened"] > 0
