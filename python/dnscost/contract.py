@@ -73,8 +73,10 @@ __all__ = [
     "ObservationCapture",
     "ObservationRecord",
     "ObservationSummary",
+    "PopulationRecord",
     "QueryCounts",
     "QueryRecord",
+    "ReplayRecord",
     "Row",
     "RunRecord",
     "RunSpecRecord",
@@ -819,11 +821,14 @@ class ClassResult(TypedDict):
     connections: int
     rate_qps: float | None
     answered_qps: float
+    queries_offered: int
     queries_answered: int
     queries_answered_total: int
     latency_p50_us: int
     latency_p99_us: int
     connections_opened: int
+    connections_established: int
+    connection_seconds: float
     handshakes_full: int
     handshakes_resumed: int
     engine_cpu_us: int
@@ -959,6 +964,8 @@ class TrialParams(TypedDict, total=False):
     """The client profile a replay runs (``experiments/profiles/<name>.json``, as the engine
     reads it)."""
     clients: int
+    population: str
+    """A population trial's population (its group's ``population``, the TOML's path)."""
     duration_s: float
     warmup_s: float
     timeout_s: float
@@ -1096,6 +1103,24 @@ class NetworkRecord(TypedDict, total=False):
     rps_cpus: dict[str, str]
 
 
+class ReplayRecord(TypedDict):
+    """A population trial's replay (trial.json ``population``): the population's source, the
+    scale it ran at, the queries per second of its classes together, the classes left out."""
+
+    source: str
+    scale: float
+    rate_qps: float
+    left_out: list[str]
+
+
+class PopulationRecord(TypedDict):
+    """A population group's population, as the spec records it: the TOML it was read from
+    (relative to the spec) and its classes' fields a replay needs (``dnscost.population``)."""
+
+    source: str
+    classes: list[dict[str, object]]
+
+
 class GroupSettings(TypedDict, total=False):
     """A spec group's fields other than its sweep axes, with the spec's defaults applied
     (:class:`dnscost.spec.Group`; run.json's ``spec.groups[].settings``): durations in seconds
@@ -1117,6 +1142,7 @@ class GroupSettings(TypedDict, total=False):
     profiles: dict[str, ClientProfile]
     capacity_of: str
     in_flight: int
+    population: PopulationRecord
 
 
 class TrialRecord(TypedDict, total=False):
@@ -1163,6 +1189,8 @@ class TrialRecord(TypedDict, total=False):
     # What it measured (dnscost.trial.measure)
     cluster: ClusterRecord
     engine_config: EngineConfig
+    population: ReplayRecord
+    """A population trial: its replay (the classes themselves are in ``engine_config``)."""
     summary: TrialSummary | None
     summary_context: SummaryContextRecord
     counters: TargetCounters

@@ -37,10 +37,11 @@ from dnscost.contract import (
     TrialParams,
     TrialRecord,
 )
+from dnscost.population import Replay, replay_of
 from dnscost.spec import Group, Spec, lifetime_fields, load_share
 from dnscost.targets import served as served_by
 from dnscost.targets.place import label_of
-from dnscost.transports import TLS_TRANSPORTS
+from dnscost.transports import POPULATION, TLS_TRANSPORTS
 
 __all__ = [
     "REFERENCE_GROUP",
@@ -189,7 +190,43 @@ def _label(key: str, value: Any) -> str:
     return f"{short[key]}{value}"
 
 
+def _population_trials(g: Group, target: str, served: tuple[str, ...]) -> list[TrialPlan]:
+    """A population group's trials on ``target``: one per rate (the population's own without
+    one) and round, over the classes whose transports the target serves (none: no trial)."""
+    population = g.settings["population"]
+    if not {str(c["transport"]) for c in population["classes"]} & set(served):
+        return []
+    rates = g.axes.get("rate", (None,))
+    out = []
+    for rate in rates:
+        params: TrialParams = {
+            "population": population["source"],
+            "rate": rate,
+            "duration_s": g.settings["duration"],
+            "warmup_s": g.settings["warmup"],
+            "timeout_s": g.settings["timeout"],
+            "baseline_s": g.settings["baseline"],
+        }
+        labels = [_label("rate", rate)] if len(rates) > 1 else []
+        for rep in range(g.repetitions):
+            tid = "-".join([g.name, label_of(target), POPULATION, *labels, f"r{rep}"])
+            out.append(TrialPlan(tid, g.name, g.kind, target, POPULATION, params, rep, rep, analysis=g.analysis))
+    return out
+
+
+def population_replay(spec: Spec, t: TrialPlan, served: tuple[str, ...]) -> Replay:
+    """A population trial's replay: its group's population at its rate, over the transports
+    the target serves (the classes over the others left out, by name)."""
+    g = next(g for g in spec.groups if g.name == t.group)
+    population = g.settings["population"]
+    rate = t.params.get("rate")
+    qps = float(rate) if isinstance(rate, int | float) else None
+    return replay_of({"class": population["classes"]}, population["source"], rate=qps, served=served)
+
+
 def _group_trials(spec: Spec, g: Group, target: str, served: tuple[str, ...]) -> list[TrialPlan]:
+    if "population" in g.settings:
+        return _population_trials(g, target, served)
     swept = [k for k, v in g.axes.items() if len(v) > 1]
     out: list[TrialPlan] = []
     seen: set[tuple[Any, ...]] = set()
@@ -351,12 +388,14 @@ def engine_knobs(t: TrialPlan) -> EngineConfig:
     """The engine configuration fields of a load or idle trial (target and TLS are added by the
     testbed)."""
     p = t.params
-    config: EngineConfig = {
-        "connections": p["connections"],
+    timing: EngineConfig = {
         "duration_ms": round(p["duration_s"] * 1000),
         "warmup_ms": round(p["warmup_s"] * 1000),
         "timeout_ms": round(p["timeout_s"] * 1000),
     }
+    if t.transport == POPULATION:  # each class has its own (dnscost.plan.population_replay)
+        return timing
+    config: EngineConfig = {"connections": p["connections"], **timing}
     if p.get("profile"):
         # The engine applies the profile (transport, connections, rate, idle timeout, lifetime,
         # close, resumption). Clients that keep their connections had them open before the

@@ -29,7 +29,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from dnscost.contract import CaptureRecord, ClientClass, ClientProfile, FlowRecord
+from dnscost.contract import CaptureRecord, ClientClass, ClientProfile, FlowRecord, ReplayRecord
 from dnscost.errors import UsageError
 
 __all__ = [
@@ -433,24 +433,36 @@ class Replay:
         """The transports the classes use, in their order."""
         return list(dict.fromkeys(str(k["config"]["transport"]) for k in self.classes))
 
-    def served(self, transports: Iterable[str]) -> Replay:
-        """The classes over ``transports`` only (a target's), the others left out by name."""
-        keep = set(transports)
-        kept = [k for k in self.classes if k["config"]["transport"] in keep]
-        if not kept:
-            raise UsageError(f"{self.source}: no class over a transport served ({', '.join(sorted(keep))})")
-        gone = [k["name"] for k in self.classes if k not in kept]
-        rate = sum(float(k["config"]["rate"]) for k in kept)
-        return Replay(self.source, self.scale, kept, rate, [*self.left_out, *gone])
+    def record(self) -> ReplayRecord:
+        """As trial.json's ``population`` records it."""
+        return {"source": self.source, "scale": self.scale, "rate_qps": self.rate_qps, "left_out": list(self.left_out)}
+
+    def checkable(self) -> list[ClientClass]:
+        """The classes as ``generate --check`` can validate them before any target is up:
+        certificates not made yet, so TLS classes trust any (the trial gives the CA)."""
+        tls = {"dot", "doh", "doq", "doh3"}
+        return [
+            {
+                "name": k["name"],
+                "config": {**k["config"], **({"insecure": True} if k["config"]["transport"] in tls else {})},
+            }
+            for k in self.classes
+        ]
 
 
 def replay_of(
-    doc: Mapping[str, object], source: str, *, scale: float | None = None, rate: float | None = None
+    doc: Mapping[str, object],
+    source: str,
+    *,
+    scale: float | None = None,
+    rate: float | None = None,
+    served: Iterable[str] | None = None,
 ) -> Replay:
     """The replay of a parsed ``population.toml`` (``doc``, from ``source``): each class's
     clients times ``scale`` (at least one) and its queries per second (its clients times a
     member's rate) times ``scale``, the profile's connection shape kept; or the scale that makes
-    the whole population send ``rate`` queries per second. Neither: the capture's own size."""
+    the classes replayed send ``rate`` queries per second. Neither: the capture's own size.
+    ``served``: the transports a target serves; classes over others are left out, by name."""
     if scale is not None and rate is not None:
         raise UsageError("give either a scale or a rate, not both")
     raw = doc.get("class")
@@ -467,7 +479,14 @@ def replay_of(
         if not isinstance(clients, int) or clients < 1 or not isinstance(per, int | float) or per < 0:
             raise UsageError(f"{source}: class {name}: clients must be a positive count and rate_qps a rate")
         parsed.append((name, ClientProfile(**profile), clients, float(per)))  # type: ignore[typeddict-item]
-        natural += clients * float(per)
+    left_out: list[str] = []
+    if served is not None:
+        keep = set(served)
+        left_out = [name for name, profile, _, _ in parsed if profile["transport"] not in keep]
+        parsed = [c for c in parsed if c[1]["transport"] in keep]
+        if not parsed:
+            raise UsageError(f"{source}: no class over a transport served ({', '.join(sorted(keep))})")
+    natural = sum(clients * per for _, _, clients, per in parsed)
     if rate is not None:
         if not rate > 0:
             raise UsageError(f"rate: {rate} is not a positive rate")
@@ -480,12 +499,16 @@ def replay_of(
     classes: list[ClientClass] = []
     for name, profile, clients, per in parsed:
         class_rate = max(clients * per * k_scale, 0.001)
-        config = {
+        config: dict[str, object] = {
             "transport": profile["transport"],
             "profile": profile,
             "clients": max(1, round(clients * k_scale)),
             "rate": round(class_rate, 3) or 0.001,
         }
+        if profile["transport"] != "udp" and "lifetime" not in profile and "idle_timeout_ms" not in profile:
+            # Clients that keep their connections had them open before the measured period (as
+            # a group of profiles replays them): opened first, not in a burst with the queries.
+            config["open_first"] = True
         classes.append({"name": name, "config": config})
     total = sum(float(c["config"]["rate"]) for c in classes)
-    return Replay(source, k_scale, classes, total)
+    return Replay(source, k_scale, classes, total, left_out)

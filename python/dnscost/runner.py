@@ -38,12 +38,13 @@ from dnscost.contract import EngineConfig, RunStatus, SearchStep, TrialRecord
 from dnscost.engine import check_config
 from dnscost.errors import EngineError, MachineError, TargetError, UsageError
 from dnscost.network import DEFAULT_NETWORK, Network
-from dnscost.plan import TrialPlan, engine_knobs, estimate_s, share_rate
+from dnscost.plan import TrialPlan, engine_knobs, estimate_s, population_replay, share_rate
 from dnscost.results import Run, write_json
 from dnscost.spec import Spec
-from dnscost.targets import locate
+from dnscost.targets import locate, served
 from dnscost.targets.external import EXTERNAL
 from dnscost.targets.place import label_of
+from dnscost.transports import POPULATION
 from dnscost.trial import LoadSettings, Testbed, cluster_network, describe_failure, measure, start_bed
 
 if TYPE_CHECKING:
@@ -108,7 +109,11 @@ def settings_for(
 ) -> LoadSettings:
     engine = engine_knobs(t) if t.kind != "search" else {}
     if t.kind != "search":
-        engine["threads"] = max(1, min(len(generator_cpus), engine["connections"]))
+        engine["threads"] = max(1, min(len(generator_cpus), engine.get("connections", len(generator_cpus))))
+    population = None
+    if t.transport == POPULATION:
+        offered = spec.external.parsed() if t.target == EXTERNAL and spec.external is not None else None
+        population = population_replay(spec, t, tuple(offered) if offered is not None else served(t.target))
     return LoadSettings(
         t.target,
         t.transport,
@@ -122,6 +127,7 @@ def settings_for(
         cert_key=t.params.get("cert_key") or DEFAULT_KEY_TYPE,
         network=network,
         external=spec.external if t.target == EXTERNAL else None,
+        population=population,
     )
 
 
@@ -143,6 +149,8 @@ def check_plan(
         if t.kind == "search":
             continue
         config: EngineConfig = {**s.engine, "transport": t.transport, "synthetic": s.names, "tld": s.tld}
+        if s.population is not None:
+            config = {**s.engine, "synthetic": s.names, "tld": s.tld, "classes": s.population.checkable()}
         key = repr(sorted(config.items()))
         if key not in seen:
             seen.add(key)
@@ -166,7 +174,10 @@ def preflight(
 
     needed: dict[str, set[str]] = {}
     for t in plan:
-        needed.setdefault(t.target, set()).add(t.transport)
+        if t.transport == POPULATION:  # its classes' transports, those the target serves
+            needed.setdefault(t.target, set()).update(population_replay(spec, t, served(t.target)).transports())
+        else:
+            needed.setdefault(t.target, set()).add(t.transport)
     for name in needed:
         if name != EXTERNAL:
             locate(name)

@@ -26,12 +26,21 @@ from typing import Any, cast, get_args, get_type_hints
 
 from dnscost.certs import KEY_TYPES
 from dnscost.cluster import ClusterSettings
-from dnscost.contract import ClientProfile, GroupSettings, Lifetime, RunSpecRecord, TrialKind, shape_problem
+from dnscost.contract import (
+    ClientProfile,
+    GroupSettings,
+    Lifetime,
+    PopulationRecord,
+    RunSpecRecord,
+    TrialKind,
+    shape_problem,
+)
 from dnscost.errors import UsageError
 from dnscost.network import NETWORKS
+from dnscost.population import replay_of
 from dnscost.proc import parse_cpus
 from dnscost.targets.external import EXTERNAL, ExternalSettings, resolve_external
-from dnscost.transports import TRANSPORTS
+from dnscost.transports import POPULATION, TRANSPORTS
 
 __all__ = [
     "ANALYSES",
@@ -56,7 +65,17 @@ TLS_GROUPS = ("x25519", "secp256r1", "secp384r1", "x25519mlkem768")
 KINDS: tuple[TrialKind, ...] = get_args(TrialKind)
 MAX_NAMES = 10_000_000
 """The most synthetic names a spec's ``names`` or ``dnscost load --names`` asks for (at least 1)."""
-ANALYSES = ("baseline", "memory", "connections", "establishment", "energy", "latency", "cost_model", "clients")
+ANALYSES = (
+    "baseline",
+    "memory",
+    "connections",
+    "establishment",
+    "energy",
+    "latency",
+    "cost_model",
+    "clients",
+    "population",
+)
 
 SWEEPABLE = (
     "connections",
@@ -102,10 +121,11 @@ _GROUP_FIELDS = {
     "targets",
     "analysis",
     "max_connections",
+    "population",
     *SWEEPABLE,
     *_DURATION_FIELDS,
 }
-_DEFAULTS_FIELDS = _GROUP_FIELDS - {"name", "kind", "transports", "capacity_of", "targets", "analysis"}
+_DEFAULTS_FIELDS = _GROUP_FIELDS - {"name", "kind", "transports", "capacity_of", "targets", "analysis", "population"}
 _TOP_FIELDS = {
     "name",
     "description",
@@ -505,7 +525,7 @@ def parse_spec(text: str, origin: str = "<spec>") -> Spec:
         analysis = (
             gc.choice("analysis", raw["analysis"], GROUP_ANALYSES)
             if "analysis" in raw
-            else ("clients" if "profile" in raw else gname)
+            else ("clients" if "profile" in raw else "population" if "population" in raw else gname)
         )
         if "analysis" in raw and kind != "load":
             gc.fail("analysis", f"the {analysis} analysis reads load groups")
@@ -513,7 +533,14 @@ def parse_spec(text: str, origin: str = "<spec>") -> Spec:
             groups.append(_share_group(gc, raw, gname, kind, groups))
             continue
         merged = {**defaults, **_settings(gc, raw, _GROUP_FIELDS)}
-        if "profile" in raw:
+        if "population" in raw:
+            merged["population"] = _population(gc, raw, kind, Path(origin).parent)
+            for key in ("clients", "max_connections", *(k for k in SWEEPABLE if k != "rate")):
+                merged.pop(key, None)
+            if "rate" not in raw:
+                merged.pop("rate", None)
+            transports: tuple[str, ...] = (POPULATION,)
+        elif "profile" in raw:
             profiles = _profiles(gc, raw, kind, merged["profile"], Path(origin).parent)
             merged["profiles"] = profiles
             transports = tuple(dict.fromkeys(str(p["transport"]) for p in profiles.values()))
@@ -695,6 +722,35 @@ def _profiles(
         except ValueError as e:
             gc.fail("profile", str(e))
     return out
+
+
+def _population(gc: _Checker, raw: dict[str, object], kind: str, spec_dir: Path) -> PopulationRecord:
+    """A population group's population (``dnscost population``'s TOML, relative to the spec's
+    directory), read once and recorded with the spec: its source and its classes."""
+    if kind != "load":
+        gc.fail("population", "a population is replayed by a load group")
+    for key in ("transports", "profile", "clients", "max_connections", *(k for k in SWEEPABLE if k != "rate")):
+        if key in raw:
+            gc.fail(key, "a population's classes set it (a population group sweeps rate only)")
+    rate = raw.get("rate")
+    rates: list[Any] = rate if isinstance(rate, list) else [rate] if rate is not None else []
+    if not all(isinstance(r, int | float) and not isinstance(r, bool) and r > 0 for r in rates):
+        gc.fail("rate", f"the whole population's queries per second, a positive number, got {rate!r}")
+    name = raw["population"]
+    if not isinstance(name, str):
+        gc.fail("population", f"the path of a population TOML, got {name!r}")
+        raise AssertionError
+    path = spec_dir / name
+    try:
+        doc = tomllib.loads(path.read_text(encoding="utf-8"))
+        classes = replay_of(doc, name).classes
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, UsageError) as e:
+        gc.fail("population", str(getattr(e, "strerror", None) or e))
+        raise AssertionError from None
+    keep = ("name", "transport", "clients", "rate_qps", "share", "profile")
+    raw_classes = cast(list[dict[str, object]], doc["class"])
+    assert len(classes) == len(raw_classes)
+    return {"source": name, "classes": [{k: c[k] for k in keep if k in c} for c in raw_classes]}
 
 
 def load_spec(path: Path) -> Spec:

@@ -624,6 +624,8 @@ def _measure_once(
     }
     if cluster is not None:
         result = {"cluster": cluster_record, **result}
+    if s.population is not None:
+        result["population"] = s.population.record()
     return result, summary_of(records)
 
 

@@ -287,6 +287,9 @@ def summarize_trial(
     # connections were still opening) were sent in it, so it carried more than its rate and
     # their queueing.
     rate = config.get("rate")
+    if start.get("classes"):  # a population: its classes' rates (each an open loop, or not one)
+        rates = [c["config"].get("rate") for c in start["classes"]]
+        rate = sum(rates) if all(isinstance(r, int | float) for r in rates) else None
     scheduled = rate * seconds if isinstance(rate, (int, float)) else None
     off_schedule = scheduled is not None and abs(offered - scheduled) > V.MAX_LOSS * scheduled + 1
     generator_behind = not summ["generator_kept_up"] or off_schedule
@@ -297,7 +300,7 @@ def summarize_trial(
         config["transport"] != "udp" and _forever(config.get("lifetime")) and config.get("idle_timeout_ms") is None
     )
     counters_missing = ctx.target_keeps_counters and target_answers is None
-    classes, transports = _population(start, summ, counters, ctx, seconds)
+    classes, transports = _population(records, counters, ctx, seconds)
     class_mismatch = any(
         a["agreement"] is not None and a["agreement"] < V.MIN_ANSWER_AGREEMENT for a in transports.values()
     )
@@ -407,20 +410,29 @@ def _wire(total: Mapping[str, Any]) -> Wire | None:
 
 
 def _population(
-    start: Mapping[str, Any],
-    summ: Mapping[str, Any],
+    records: Sequence[Mapping[str, Any]],
     counters: CounterDelta,
     ctx: SummaryContext,
     seconds: float,
 ) -> tuple[list[ClassResult], dict[str, TransportAgreement]]:
-    """A population's trial (the engine's ``classes``): each class as the engine counted it,
-    and each transport's answers over the whole run beside the target's own count of the
-    queries it received on it (where it keeps one). Empty for a trial of one class."""
+    """A population's trial (the engine's ``classes``): each class as the engine counted it
+    (its connection-seconds as the trial's: its open connections as each measured interval
+    ends, the last left out), and each transport's answers over the whole run beside the
+    target's own count of the queries it received on it (where it keeps one). Empty for a
+    trial of one class."""
+    start, summ = next(r for r in records if r["type"] == "start"), records[-1]
     configs = {c["name"]: c["config"] for c in start.get("classes", [])}
+    levels: dict[str, list[int]] = {}
+    for r in records:
+        if r["type"] == "interval" and r["phase"] == "measure":
+            for c in r.get("classes", []):
+                levels.setdefault(c["name"], []).append(c["connections"]["active"])
     classes: list[ClassResult] = []
     answered: dict[str, int] = {}
     for c in summ.get("classes", []):
         m, config = c["measured"], configs.get(c["name"], {})
+        held = levels.get(c["name"], [0])
+        held = held[:-1] if len(held) > 1 else held
         rate = config.get("rate")
         classes.append(
             {
@@ -430,11 +442,14 @@ def _population(
                 "connections": int(config.get("connections", 0)),
                 "rate_qps": float(rate) if isinstance(rate, int | float) else None,
                 "answered_qps": m["queries"]["answered"] / seconds,
+                "queries_offered": m["queries"]["offered"],
                 "queries_answered": m["queries"]["answered"],
                 "queries_answered_total": c["total"]["queries"]["answered"],
                 "latency_p50_us": m["latency"]["p50_us"],
                 "latency_p99_us": m["latency"]["p99_us"],
                 "connections_opened": m["connections"]["opened"],
+                "connections_established": m["connections"]["established"],
+                "connection_seconds": sum(held) / len(held) * seconds,
                 "handshakes_full": m["handshakes"]["full"],
                 "handshakes_resumed": m["handshakes"]["resumed"],
                 "engine_cpu_us": m["engine"]["cpu_user_us"] + m["engine"]["cpu_system_us"],

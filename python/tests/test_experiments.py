@@ -392,3 +392,59 @@ def test_groups_select_part_of_a_spec() -> None:
         spec.only_groups(("nosuch",))
     with pytest.raises(UsageError, match="group 'latency' is a share of 'establishment': select that group too"):
         spec.only_groups(("latency",))
+
+
+POPULATION = """
+name = "p"
+targets = ["dnsdist", "coredns"]
+[[group]]
+name = "population"
+population = "populations/operator.toml"
+rate = [2000, 8000]
+repetitions = 2
+duration = "2s"
+"""
+
+
+def test_a_population_group_replays_every_class_at_once_per_rate_and_round() -> None:
+    """A population group: one trial per rate and round over the pseudo-transport
+    ``population``; each trial's replay is the population at its rate over the transports its
+    target serves (the others left out by name, the rate over those replayed); the population is
+    recorded with the spec, its trials read by the population analysis, not fitted."""
+    from dnscost.plan import population_replay
+
+    spec = parse_spec(POPULATION, str(EXPERIMENTS / "p.toml"))
+    plan = [t for t in expand(spec) if t.group == "population"]
+    assert sorted(t.id for t in plan if t.target == "dnsdist") == [
+        f"population-dnsdist-population-q{q}-r{r}" for q in (2000, 8000) for r in (0, 1)
+    ]
+    assert {t.transport for t in plan} == {"population"} and {t.analysis for t in plan} == {"population"}
+    recorded = spec.to_dict()["groups"][0]["settings"]["population"]
+    assert recorded["source"] == "populations/operator.toml" and len(recorded["classes"]) == 7
+    one = next(t for t in plan if t.target == "dnsdist" and t.params["rate"] == 8000)
+    assert engine_knobs(one) == {"duration_ms": 2000, "warmup_ms": 2000, "timeout_ms": 2000}
+    dnsdist = population_replay(spec, one, ("udp", "tcp", "dot", "doh"))
+    assert dnsdist.left_out == ["doq-several-none", "doh3-few-none"] and dnsdist.rate_qps == pytest.approx(
+        8000, rel=1e-3
+    )
+    coredns = population_replay(spec, one, ("udp", "tcp", "dot", "doh", "doq", "doh3"))
+    assert coredns.left_out == [] and len(coredns.classes) == 7
+    # Without a rate: the capture's own.
+    own = parse_spec(POPULATION.replace("rate = [2000, 8000]\n", ""), str(EXPERIMENTS / "p.toml"))
+    (t,) = [t for t in expand(own) if t.group == "population" and t.target == "dnsdist" and t.rep == 0]
+    assert population_replay(own, t, ("udp",)).rate_qps == pytest.approx(300 * 0.814243, rel=1e-3)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (('population = "populations/operator.toml"', 'population = "nowhere.toml"'), "population: No such file"),
+        (("rate = [2000, 8000]", 'rate = "max"'), "rate: the whole population's queries per second"),
+        (("rate = [2000, 8000]", "rate = 2000\nconnections = 5"), "connections: a population's classes set it"),
+        (("rate = [2000, 8000]", 'rate = 2000\ntransports = ["udp"]'), "transports: a population's classes set it"),
+        (('name = "population"', 'name = "population"\nkind = "idle"'), "population is replayed by a load group"),
+    ],
+)
+def test_bad_population_groups_name_the_field(change: tuple[str, str], message: str) -> None:
+    with pytest.raises(UsageError, match=re.escape(message)):
+        parse_spec(POPULATION.replace(*change), str(EXPERIMENTS / "p.toml"))

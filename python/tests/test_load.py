@@ -13,13 +13,15 @@ from pathlib import Path
 
 import pytest
 from conftest import need
+from dnscost.contract import ClientClass
 from dnscost.errors import MachineError
+from dnscost.population import Replay
 from dnscost.proc import _live
 from dnscost.targets import TARGETS
 from dnscost.targets import coredns as coredns_module
+from dnscost.transports import POPULATION
 from dnscost.trial import LoadSettings, run_trial
 
-CASES = [(name, t) for name, cls in TARGETS.items() for t in cls.transports]
 DNSCOST = [sys.executable, "-m", "dnscost.cli"]
 
 
@@ -45,17 +47,27 @@ def pids_of_children() -> list[int]:
 
 
 @pytest.mark.resolver
-@pytest.mark.parametrize(("target", "transport"), CASES, ids=[f"{a}-{b}" for a, b in CASES])
-def test_trial(root: None, tmp_path: Path, target: str, transport: str) -> None:
+@pytest.mark.parametrize("target", list(TARGETS))
+def test_every_transport_of_a_target_in_one_trial(root: None, tmp_path: Path, target: str) -> None:
+    """One trial per target loads every transport it serves at once (a population of one class
+    per transport, each at 250 qps over 4 connections): one bed, started and filled once. The
+    trial is complete (CPU, memory, energy, cache, answers against the target's own count), and
+    each transport answered its whole rate without loss, as the target itself counted it where it
+    counts per transport."""
     need(installed(target), f"{target} is not installed")
+    transports = TARGETS[target].transports
+    classes: list[ClientClass] = [
+        {"name": t, "config": {"transport": t, "connections": 4, "rate": 250.0}} for t in transports
+    ]
     settings = LoadSettings(
         target,
-        transport,
-        {"rate": 1000, "duration_ms": 2000, "warmup_ms": 500, "connections": 4},
+        POPULATION,
+        {"duration_ms": 2000, "warmup_ms": 500},
         target_cpus=[0],
         generator_cpus=[1],
         names=2000,
         baseline_s=0.5,
+        population=Replay("one class per transport", 1.0, classes, 250.0 * len(classes)),
     )
     record = run_trial(settings, tmp_path)
     s, v = record["summary"], record["summary"]["validity"]
@@ -68,6 +80,16 @@ def test_trial(root: None, tmp_path: Path, target: str, transport: str) -> None:
         assert record["cache_hit_ratio"] is None or record["cache_hit_ratio"] >= 0.99, record["cache_hit_ratio"]
     if v["target_answered"] is not None:
         assert v["answer_count_agreement"] >= 0.99, v
+    # Every transport, counted apart: its whole rate answered, and where the target counts per
+    # transport, as many queries as the engine answered.
+    assert [c["transport"] for c in s["classes"]] == list(transports)
+    for c in s["classes"]:
+        assert abs(c["answered_qps"] - 250.0) <= 0.02 * 250.0, c
+        assert c["queries_answered"] >= 0.99 * c["queries_offered"], c
+    agreement = s["transports"]
+    counted = [t for t, a in agreement.items() if a["target_queries"] is not None]
+    assert counted == (list(transports) if TARGETS[target].transport_counters else []), agreement
+    assert all(agreement[t]["agreement"] >= 0.99 for t in counted), agreement
     on_disk = json.loads((tmp_path / "trial.json").read_text())
     assert on_disk["status"] == "done" and on_disk["summary"]["answered_qps"] == s["answered_qps"]
     assert not _live and not pids_of_children()

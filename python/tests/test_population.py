@@ -212,7 +212,8 @@ def _block(doc: str, after: str) -> str:
 
 def test_the_docs_example_and_figures_are_what_the_commands_print(tmp_path: Path) -> None:
     """docs/population.md's worked example is what its two commands print (the population's
-    path line left out), and its benchmark block is the stored output of bench/capture-read."""
+    path line left out), its population is the one the specs replay, and its benchmark block is
+    the stored output of bench/capture-read."""
     doc = (REPO / "docs" / "population.md").read_text()
     gen = subprocess.run(
         [str(Path(str(engine_path())).with_name("python")), "-m", "dnscost.capturegen", "operator.pcap"],
@@ -226,6 +227,10 @@ def test_the_docs_example_and_figures_are_what_the_commands_print(tmp_path: Path
     example = gen.stdout + "\n" + "".join(pop.stdout.splitlines(keepends=True)[:-1])
     assert _block(doc, "The composition it wrote") == example
     assert _block(doc, "## How fast") == (REPO / "docs" / "population" / "capture-read.txt").read_text()
+    # The population the specs replay (experiments/populations/operator.toml) is this one.
+    shipped = REPO / "python" / "dnscost" / "experiments" / "populations" / "operator.toml"
+    body = (tmp_path / "population.toml").read_text().split("\n", 2)[2]  # after the source lines
+    assert shipped.read_text().split("\n", 2)[2] == body
 
 
 def test_pcap_in_micro_and_nanoseconds_and_pcapng_read_alike(tmp_path: Path) -> None:

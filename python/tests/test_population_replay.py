@@ -53,9 +53,9 @@ def test_a_replay_scales_clients_and_rate_and_keeps_the_shares() -> None:
     small = replay_of(POPULATION, "p.toml", scale=0.1)
     assert [k["config"]["clients"] for k in small.classes] == [1, 1, 1]  # at least one client each
     assert [k["config"]["rate"] for k in small.classes] == [2.0, 0.15, 0.1]  # the shares of queries kept
-    served = r.served(["udp", "tcp", "dot", "doh"])
+    served = replay_of(POPULATION, "p.toml", rate=43.0, served=["udp", "tcp", "dot", "doh"])
     assert ([k["name"] for k in served.classes], served.left_out) == (["stub", "browser"], ["quic"])
-    assert served.rate_qps == 21.5
+    assert served.rate_qps == 43.0  # the rate asked for, over the classes replayed
 
 
 @pytest.mark.parametrize(
@@ -154,3 +154,19 @@ def test_a_capture_replays_as_one_mixed_trial_that_the_resolver_counts_alike(tmp
     assert by_name["dot-persistent"]["connections_opened"] == 0  # opened in the warm-up, kept
     assert by_name["doh-several-client"]["handshakes_resumed"] > 0  # its profile resumes
     assert by_name["tcp-one-client"]["connections_opened"] > 0
+
+
+def test_the_docs_verdict_on_the_cost_model_is_the_kept_runs() -> None:
+    """docs/population.md's figures for the cost model on trial are what the analysis of the
+    kept run (docs/population-run, population-check.toml) prints, recomputed here from its
+    raw records."""
+    from dnscost.analysis import analyze
+    from dnscost.report.headline import format_population
+
+    repo = Path(__file__).parents[2]
+    doc = (repo / "docs" / "population.md").read_text()
+    rest = doc[doc.index("## The cost model on trial") :]
+    start = rest.index("```text\n") + len("```text\n")
+    block = rest[start : rest.index("```", start)]
+    a = analyze(repo / "docs" / "population-run")
+    assert block == "\n".join(format_population(a.tables["population"].rows)) + "\n"

@@ -64,6 +64,8 @@ def test_reproduce_quick_dnsdist(tmp_path: Path) -> None:
         # Real clients: the shipped profiles replayed. (QUIC's groups run on their targets
         # among --targets, builtin and coredns: none here.)
         "clients",
+        # The operator's traffic: a population replayed, its CPU set beside the model's.
+        "population",
     }
 
     # Every derived table, as Parquet and CSV; the headline figures are there for both targets.
@@ -117,6 +119,20 @@ def test_reproduce_quick_dnsdist(tmp_path: Path) -> None:
             ("not identified", False, True),
         }, row
         assert row["us"] == "" or float(row["us"]) > 0, row
+    # The population replayed at two rates: its classes over the transports dnsdist 1.7 serves
+    # (DoQ's and DoH/3's left out by name), the target's CPU time measured beside the cost
+    # model's prediction, a number or a reason, never both missing.
+    with (out / "tables" / "population.csv").open() as f:
+        replays = list(csv.DictReader(f))
+    assert sorted(float(row["rate_qps"]) for row in replays) == pytest.approx([2000, 8000], rel=0.02), replays
+    for row in replays:
+        assert (row["classes"], row["left_out"]) == ("5", "doq-several-none;doh3-few-none"), row
+        assert float(row["measured_cpu_us"]) > 0, row
+        assert row["status"] in ("identified", "bounded", "not identified"), row
+        assert bool(row["predicted_high_us"]) == (row["status"] != "not identified"), row
+        assert row["status"] == "identified" or row["reason"], row
+    assert "Your traffic: a population replayed" in (out / "report.html").read_text()
+    assert "the cost model on trial: a population replayed" in r.stdout
     for name in ("fig3_memory", "fig4_connections", "fig5_establishment", "energy"):
         assert (out / "figures" / f"{name}.svg").exists() and (out / "figures" / f"{name}.png").exists()
 

@@ -17,9 +17,10 @@ from pathlib import Path
 
 from dnscost.analysis.clients import clients_rows
 from dnscost.analysis.consistency import apply_flags, consistency_rows, flag_not_persistent, handshake_rows
-from dnscost.analysis.costmodel import cost_model_rows
+from dnscost.analysis.costmodel import cost_model_rows, fit_transports
 from dnscost.analysis.headline import headline, headline_rows
 from dnscost.analysis.load import load_run
+from dnscost.analysis.population import population_rows
 from dnscost.analysis.records import Analysis, Table
 from dnscost.analysis.rounds import round_rows
 from dnscost.analysis.table1 import table1_rows
@@ -75,7 +76,8 @@ def derive(
     rounds = round_rows(rows)
     contradictions = consistency_rows(rounds, points, rows)
     apply_flags(rows, contradictions)
-    cost_terms, cost_fits = cost_model_rows(rows)
+    fitted = fit_transports(rows)
+    cost_terms, cost_fits = cost_model_rows(rows, fitted)
     energy = energy_rows(rows)
     built = {
         "trials": rows,
@@ -91,6 +93,7 @@ def derive(
         "cost_model_fit": cost_fits,
         "wire": wire,
         "clients": clients_rows(rows, rounds),
+        "population": population_rows(trials, fitted),
         "rounds": rounds,
         "consistency": contradictions,
         "headline": [],

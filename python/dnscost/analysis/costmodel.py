@@ -154,7 +154,12 @@ def fit_transports(rows: list[Row]) -> list[TransportFit]:
     # One certificate key type: a full handshake's cost depends on it.
     # Real clients replayed (the clients analysis) run far below saturation, where a query costs
     # more than the model's linear terms say (the target batches less): not fitted.
-    candidates = [r for r in reference_key(rows) if r["kind"] in ("load", "idle") and r.get("analysis") != "clients"]
+    # A population's trials mix transports: the model is put to the test on them, not fitted.
+    candidates = [
+        r
+        for r in reference_key(rows)
+        if r["kind"] in ("load", "idle") and r.get("analysis") not in ("clients", "population")
+    ]
     targets = list(dict.fromkeys(r["target"] for r in candidates))
     transports = list(dict.fromkeys(r["transport"] for r in candidates))
     groups = group_by(candidates, lambda r: (r["target"], r["transport"]))
@@ -183,14 +188,15 @@ def fit_transports(rows: list[Row]) -> list[TransportFit]:
     return out
 
 
-def cost_model_rows(rows: list[Row]) -> tuple[list[Row], list[Row]]:
+def cost_model_rows(rows: list[Row], fitted: Sequence[TransportFit] | None = None) -> tuple[list[Row], list[Row]]:
     """The ``cost_model`` rows (one per term that applies to the transport) and
-    ``cost_model_fit`` rows (one per target x transport). A term the trials do not identify has
-    no estimate (``us`` None), status "not identified" and the reason; its bootstrap interval,
-    when there is one, is kept (its upper end bounds the term)."""
+    ``cost_model_fit`` rows (one per target x transport), of ``fitted`` (the fits of ``rows``,
+    made here when not given). A term the trials do not identify has no estimate (``us``
+    None), status "not identified" and the reason; its bootstrap interval, when there is one,
+    is kept (its upper end bounds the term)."""
     terms_out: list[Row] = []
     fits: list[Row] = []
-    for f in fit_transports(rows):
+    for f in fit_transports(rows) if fitted is None else fitted:
         boot = f.boot
         for k, term in enumerate(f.terms):
             estimate = f.estimates[k]

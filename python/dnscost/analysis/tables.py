@@ -97,6 +97,12 @@ COLUMNS: dict[str, list[str]] = {
             handshakes_per_1k_queries cpu_us_per_query cpu_us_per_query_min cpu_us_per_query_max cpu_ratio_to_udp
             cpu_ratio_to_udp_min cpu_ratio_to_udp_max energy_j_per_query kwh_per_day_at_10k_qps energy_source
         """,
+        "population": """
+            target target_version id rate_qps offered_qps answered_qps queries_answered classes left_out valid
+            measured_cpu_us
+            predicted_cpu_us
+            predicted_low_us predicted_high_us error_pct error_low_pct error_high_pct verdict status reason transports
+        """,
         "rounds": " ".join(ROUND_COLUMNS),
         "headline": "target figure transport profile value low high n interval unit",
         "consistency": " ".join(CONSISTENCY_COLUMNS),

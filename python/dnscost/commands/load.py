@@ -25,7 +25,7 @@ from dnscost.contract import EngineConfig, RunSpecRecord, TrialRecord
 from dnscost.errors import UsageError
 from dnscost.network import DEFAULT_NETWORK, NETWORKS
 from dnscost.targets.place import label_of
-from dnscost.transports import POPULATION, TLS_TRANSPORTS, TRANSPORTS
+from dnscost.transports import POPULATION, TRANSPORTS
 
 if TYPE_CHECKING:
     from dnscost.population import Replay
@@ -184,14 +184,7 @@ def main(a: argparse.Namespace) -> int:
     if replay is None:
         checked["transport"] = a.transport
     else:
-        tls = {"insecure": True}
-        checked["classes"] = [
-            {
-                "name": k["name"],
-                "config": {**k["config"], **(tls if k["config"]["transport"] in TLS_TRANSPORTS else {})},
-            }
-            for k in replay.classes
-        ]
+        checked["classes"] = replay.checkable()
     check_config(checked, "dnscost load", engine_field_names(a, settings.engine))
     pin_self(generator_cpus)
     out = a.output or Path("results", "load", new_run_id()).resolve()
@@ -255,14 +248,15 @@ def population_replay(a: argparse.Namespace) -> Replay | None:
     rate = a.engine_rate
     if rate is not None and not isinstance(rate, int | float):
         raise UsageError(f"--rate {rate}: with --population, the whole population's queries per second")
-    replay = replay_of(doc, str(a.population), scale=a.scale, rate=rate)
+    transports = None
     if a.served_only:
         from dnscost.targets import served
 
         offered = external_settings(a, a.target)
-        replay = replay.served(offered.parsed() if offered is not None else served(a.target))
-        if replay.left_out:
-            print(f"dnscost load: left out (transport not served): {', '.join(replay.left_out)}", file=sys.stderr)
+        transports = offered.parsed() if offered is not None else served(a.target)
+    replay = replay_of(doc, str(a.population), scale=a.scale, rate=rate, served=transports)
+    if replay.left_out:
+        print(f"dnscost load: left out (transport not served): {', '.join(replay.left_out)}", file=sys.stderr)
     return replay
 
 

@@ -9,7 +9,9 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import cast
 
+from dnscost.contract import CaptureRecord, FlowRecord
 from dnscost.errors import UsageError
 
 __all__ = ["add_parser", "main"]
@@ -40,8 +42,42 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("--names", type=Path, help="also write the Do53 queries' names here (the engine's --queries format)")
 
 
+def _read_flows(cmd: list[str], keep: Path | None) -> tuple[list[FlowRecord], CaptureRecord]:
+    """The engine's flows and its closing ``capture`` line, read as they come (a large
+    capture's output is not held whole as text too); each line also written to ``keep`` when
+    given (through ``keep.part``, moved over it at the end: a failed read leaves none). A
+    failing engine is its last line on stderr, as a :class:`UsageError`."""
+    import contextlib
+    import tempfile
+
+    flows: list[FlowRecord] = []
+    last: str | None = None
+    part = keep.with_name(keep.name + ".part") if keep is not None else None
+    with tempfile.TemporaryFile("w+") as err:
+        with (
+            subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True) as proc,
+            part.open("w") if part is not None else contextlib.nullcontext() as saved,
+        ):
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                if last is not None:
+                    flows.append(json.loads(last))
+                last = line
+                if saved is not None:
+                    saved.write(line)
+        err.seek(0)
+        why = err.read().strip()
+    if proc.returncode != 0 or last is None:
+        if part is not None:
+            part.unlink(missing_ok=True)
+        reason = why.splitlines()[-1] if why else f"exit {proc.returncode}"
+        raise UsageError(reason.removeprefix("dnscost-engine: "))
+    if part is not None and keep is not None:
+        part.replace(keep)
+    return flows, cast(CaptureRecord, json.loads(last))
+
+
 def main(a: argparse.Namespace) -> int:
-    from dnscost.contract import CaptureRecord, FlowRecord
     from dnscost.engine import engine_path
     from dnscost.population import name_stats, population, population_toml
     from dnscost.results import write_atomic
@@ -50,15 +86,7 @@ def main(a: argparse.Namespace) -> int:
         raise UsageError(f"{a.capture}: no such file")
     cmd = [str(engine_path()), "capture", str(a.capture), *(x for s in a.server for x in ("--server", s))]
     cmd += ["--names", str(a.names)] if a.names is not None else []
-    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        why = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else f"exit {done.returncode}"
-        raise UsageError(why.removeprefix("dnscost-engine: "))
-    lines = done.stdout.splitlines()
-    flows: list[FlowRecord] = [json.loads(x) for x in lines[:-1]]
-    capture: CaptureRecord = json.loads(lines[-1])
-    if a.flows is not None:
-        write_atomic(a.flows, done.stdout)
+    flows, capture = _read_flows(cmd, a.flows)
     names = None
     if a.names is not None:
         with a.names.open() as f:

@@ -23,7 +23,7 @@ def make_report(run_dir: Path) -> Path:
     from dnscost.analysis import analyze, headline, write_tables
     from dnscost.analysis.load import damage_notes, status_note
     from dnscost.report import render_report
-    from dnscost.report.headline import format_headline
+    from dnscost.report.headline import format_headline, format_population
 
     a = analyze(run_dir)
     for line in damage_notes(run_dir, a.trials):
@@ -37,6 +37,8 @@ def make_report(run_dir: Path) -> Path:
     rows = headline(a)
     path = render_report(a, run_dir, headline=rows)
     for line in format_headline(rows, a.tables["consistency"].rows, a.tables["clients"].rows):
+        print(line)
+    for line in format_population(a.tables["population"].rows):
         print(line)
     return path
 

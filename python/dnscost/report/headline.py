@@ -8,11 +8,12 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TypeVar
 
 from dnscost.analysis.headline import HandshakeFigures, Head
-from dnscost.analysis.rounds import Spread
+from dnscost.analysis.rounds import Spread, spread
+from dnscost.analysis.stats import median
 from dnscost.analysis.tables import REFERENCE_QPS
 from dnscost.contract import Row
 
-__all__ = ["format_headline"]
+__all__ = ["format_headline", "format_population"]
 
 
 def _fmt(v: float | None, unit: str = "", digits: int = 1) -> str:
@@ -163,5 +164,56 @@ def format_headline(rows: Sequence[Head], contradictions: Sequence[Row] = (), cl
         lines.append(
             f"inconsistent: {c['cell']} against {c['against']}: {c['what']}, "
             f"{c['value']:.2f} [{c['low']:.2f}-{c['high']:.2f}] ({c['flag']})"
+        )
+    return lines
+
+
+def format_population(rows: Sequence[Row]) -> list[str]:
+    """The ``population`` table in words, per target and rate over its rounds: the target's CPU
+    per answered query measured (median [min-max]), the cost model's prediction (its interval's
+    ends, median over rounds), and in how many rounds the measured time lay within, above or
+    below the prediction's interval."""
+    groups: dict[tuple[object, object], list[Row]] = {}
+    for r in rows:
+        groups.setdefault((r["target"], round(float(r["rate_qps"] or 0), -2)), []).append(r)
+    if not groups:
+        return []
+    lines = ["the cost model on trial: a population replayed, every class at once (population table)"]
+    for (target, rate), mine in sorted(groups.items(), key=lambda g: (str(g[0][0]), float(str(g[0][1])))):
+        per = [
+            (float(r["measured_cpu_us"]) / float(r["queries_answered"]), r)
+            for r in mine
+            if r["valid"] and r["measured_cpu_us"] is not None and r["queries_answered"]
+        ]
+        if not per:
+            lines.append(f"  {target} at {rate:,.0f} qps: no valid trial")
+            continue
+        measured = spread(m for m, _ in per)
+        q = {id(r): float(r["queries_answered"]) for _, r in per}
+        lows = [float(r["predicted_low_us"]) / q[id(r)] for _, r in per if r["predicted_low_us"] is not None]
+        highs = [float(r["predicted_high_us"]) / q[id(r)] for _, r in per if r["predicted_high_us"] is not None]
+        verdicts = [r["verdict"] for _, r in per if r["verdict"]]
+        version = mine[0].get("target_version") or ""
+        low, high = median(lows), median(highs)
+        ratio = (
+            f", measured ÷ predicted {measured.median / high:.2f}-{measured.median / low:.2f}"
+            if low and high and measured.median is not None
+            else ""
+        )
+        predicted = (
+            f"{low or 0:,.1f}-{high or 0:,.1f}{ratio}"
+            + (
+                " (bounded: a term not identified enters from 0)"
+                if any(r["status"] == "bounded" for _, r in per)
+                else ""
+            )
+            if lows and highs
+            else f"not identified ({mine[0]['reason']})"
+        )
+        words = {"within": "within the prediction", "above": "above it (under-predicted)", "below": "below it"}
+        counts = ", ".join(f"{words[v]} in {verdicts.count(v)}" for v in words if v in verdicts)
+        lines.append(
+            f"  {target} {version} at {rate:,.0f} qps: measured {_iv(measured, 1)} CPU-µs/query, "
+            f"predicted {predicted}; measured {counts or 'not compared'} of {len(per)} rounds"
         )
     return lines

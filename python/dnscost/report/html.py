@@ -593,6 +593,56 @@ def _clients_table(a: Analysis) -> Table | None:
     )
 
 
+def _population_table(a: Analysis) -> Table | None:
+    """A population replayed (the ``population`` table): the target's CPU time measured beside
+    what the run's cost model predicts from the counts of each class."""
+    rows = _rows(a, "population")
+    if not rows:
+        return None
+
+    def between(r: Row, low: str, high: str) -> str:
+        lo, hi = _num(r.get(low)), _num(r.get(high))
+        return DASH if lo is None or hi is None else f"{fmt(lo)} to {fmt(hi)}"
+
+    body = [
+        [
+            r.get("target"),
+            r.get("target_version"),
+            _num(r.get("answered_qps")),
+            f"{r.get('classes')} ({str(r.get('transports') or '').replace(';', ', ')})",
+            str(r.get("left_out") or "").replace(";", ", ") or DASH,
+            "yes" if r.get("valid") else "no",
+            _num(r.get("measured_cpu_us")),
+            _num(r.get("predicted_cpu_us")),
+            between(r, "predicted_low_us", "predicted_high_us"),
+            between(r, "error_low_pct", "error_high_pct"),
+            r.get("verdict") or DASH,
+            r.get("reason") or DASH,
+        ]
+        for r in rows
+    ]
+    return _table(
+        [
+            "target",
+            "version",
+            "answered qps",
+            "classes replayed",
+            "left out",
+            "valid",
+            "target CPU-µs measured",
+            "predicted",
+            "predicted, 95 % interval",
+            "error %, interval",
+            "measured is",
+            "note",
+        ],
+        body,
+        text_columns={0, 1, 3, 4, 5, 8, 9, 10, 11},
+        caption="A population replayed (dnscost population, dnscost load --population): the target's CPU time over the "
+        "window beside the same run's cost model applied to what the engine counted of each class",
+    )
+
+
 def _connections_table(a: Analysis) -> Table | None:
     """Figure 4's points: answered qps at saturation over persistent connections."""
     rows = _rows(a, "connections")
@@ -1012,6 +1062,7 @@ _NAV = (
     ("fig5", "Lifetimes", "establishment"),
     ("table1", "Energy", "energy"),
     ("clients", "Real clients", "clients"),
+    ("population", "Your traffic", "population"),
     ("latency", "Latency", "latency"),
     ("cost-model", "Cost model", "cost_model"),
     ("what-if", "What if", "cost_model"),
@@ -1087,6 +1138,7 @@ def render_report(a: Analysis, run_dir: Path, *, headline: Sequence[Head] | None
         "table1": _study_table1_context(a),
         "energy": _energy_context(a),
         "clients": _clients_table(a),
+        "population": _population_table(a),
         "latency": _latency_table(a),
         "cost": _cost_context(a),
         "what_if": _what_if(a) if "cost_model" in shown else None,

@@ -1,0 +1,136 @@
+"""The cost model on trial: for every trial that replayed a population (``dnscost load
+--population``, a spec's population group), the target CPU time the same run's cost model
+(:mod:`dnscost.analysis.costmodel`) predicts from the counts the engine kept of each class,
+beside the CPU time measured, and the error. Pure: the trials' documents and the run's fits in,
+the ``population`` table's rows out.
+
+Per transport of the trial, its classes' counts over the measured window (answered queries;
+full handshakes, or for tcp connections established; resumed handshakes; connection-seconds)
+times that transport's fitted cost per unit, summed over the transports::
+
+    predicted = sum_t  q_t a_query + F_t a_full + R_t a_resumed + N_t a_connection_second
+
+The interval is the central 95 % of the same sum on each of the fits' bootstrap resamples
+(resample ``b`` of every transport together; a fit too small for a bootstrap enters at its
+estimate, and the row says so). A term a trial counts that the run does not identify leaves the
+prediction without a value: "bounded" when the term's bootstrap interval bounds it (the
+interval then spans 0 to that upper end for it), else "not identified", with the term and why. The error is
+(predicted - measured) / measured, its interval from the prediction's; the verdict says whether
+the measured CPU time lies within the prediction's interval, above it (the model under-predicts)
+or below it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from dnscost.analysis.costmodel import RESAMPLES, TransportFit
+from dnscost.analysis.load import is_valid
+from dnscost.contract import ClassResult, ReplayRecord, Row, TrialRecord
+
+__all__ = ["population_rows"]
+
+LEVEL = 0.95
+
+
+def _counts(classes: Sequence[ClassResult], transport: str) -> dict[str, float]:
+    """The cost model's terms counted over a trial's classes on ``transport``."""
+    mine = [c for c in classes if c["transport"] == transport]
+    return {
+        "query": float(sum(c["queries_answered"] for c in mine)),
+        "full_handshake": float(
+            sum(c["connections_established"] if transport == "tcp" else c["handshakes_full"] for c in mine)
+        ),
+        "resumed_handshake": float(sum(c["handshakes_resumed"] for c in mine)) if transport != "tcp" else 0.0,
+        "connection_second": float(sum(c.get("connection_seconds", 0.0) for c in mine)),
+    }
+
+
+def population_rows(trials: Sequence[TrialRecord], fits: Sequence[TransportFit]) -> list[Row]:
+    """One row per population trial (see the module)."""
+    out: list[Row] = []
+    for t in trials:
+        summary = t.get("summary")
+        classes = summary.get("classes") if summary is not None else None
+        if summary is None or not classes:
+            continue
+        target = t.get("target")
+        measured = summary.get("target_cpu_us")
+        value, draws = 0.0, np.zeros(RESAMPLES)
+        reasons: list[str] = []
+        fixed: list[str] = []
+        bounds: list[str] = []
+        headroom = 0.0
+        transports = list(dict.fromkeys(c["transport"] for c in classes))
+        for transport in transports:
+            fit = next((f for f in fits if f.target == target and f.transport == transport), None)
+            if fit is None:
+                reasons.append(f"{transport}: no valid trial of it in this run")
+                continue
+            for term, n in _counts(classes, transport).items():
+                if n == 0 or term not in fit.terms:
+                    continue
+                k = fit.terms.index(term)
+                estimate = fit.estimates[k]
+                if estimate is None:
+                    top = fit.boot.high[k] if fit.boot is not None else None
+                    if top is None:
+                        reasons.append(f"{transport} {term}: {fit.reasons[k]}")
+                    else:  # bounded: between 0 and its interval's upper end
+                        bounds.append(f"{transport} {term} ({fit.reasons[k]})")
+                        headroom += n * top
+                    continue
+                value += n * estimate
+                if fit.boot is not None and fit.boot.values.shape[0] == RESAMPLES:
+                    draws = draws + n * fit.boot.values[:, k]
+                else:
+                    draws = draws + n * estimate
+                    fixed.append(f"{transport} {term}")
+        identified = not reasons and not bounds
+        kept = draws[~np.isnan(draws)]
+        low = float(np.percentile(kept, 100 * (1 - LEVEL) / 2)) if not reasons and kept.size else None
+        high = float(np.percentile(kept, 100 * (1 + LEVEL) / 2)) + headroom if not reasons and kept.size else None
+
+        def err(p: float | None, measured: float | None = measured) -> float | None:
+            return 100 * (p - measured) / measured if p is not None and measured else None
+
+        replay: ReplayRecord | dict[str, list[str]] = t.get("population") or {"left_out": []}
+        status = "identified" if identified else "bounded" if not reasons else "not identified"
+        why = reasons or [f"between 0 and its interval's upper end: {'; '.join(bounds)}"] if not identified else []
+        if fixed:
+            why.append(f"at their estimates (fits too small for an interval): {', '.join(fixed)}")
+        out.append(
+            {
+                "target": target,
+                "target_version": t.get("target_version"),
+                "id": t.get("id"),
+                "rate_qps": replay["rate_qps"] if "rate_qps" in replay else summary.get("offered_qps"),
+                "offered_qps": summary.get("offered_qps"),
+                "answered_qps": summary.get("answered_qps"),
+                "queries_answered": summary.get("queries_answered"),
+                "classes": len(classes),
+                "left_out": ";".join(replay.get("left_out", [])),
+                "valid": is_valid(t),
+                "measured_cpu_us": measured,
+                "predicted_cpu_us": value if identified else None,
+                "predicted_low_us": low,
+                "predicted_high_us": high,
+                "error_pct": err(value if identified else None),
+                "error_low_pct": err(low),
+                "error_high_pct": err(high),
+                "verdict": (
+                    None
+                    if low is None or high is None or not measured
+                    else "within"
+                    if low <= measured <= high
+                    else "above"
+                    if measured > high
+                    else "below"
+                ),
+                "status": status,
+                "reason": "; ".join(why) or None,
+                "transports": ";".join(transports),
+            }
+        )
+    return out
