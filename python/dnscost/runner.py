@@ -469,8 +469,10 @@ def check_split(
             continue
         if t.reference is not None:
             t = replace(t, params={**t.params, "rate": SHARE_PLACEHOLDER_QPS})
+        s = settings_for(spec, t, target_cpus, generator_cpus)
+        engine = s.engine if s.population is None else {**s.engine, "classes": s.population.checkable()}
         try:
-            split_config(settings_for(spec, t, target_cpus, generator_cpus).engine, workers)
+            split_config(engine, workers)
         except UsageError as e:
             raise UsageError(f"{t.id}: {e}") from None
 

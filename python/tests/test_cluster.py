@@ -48,6 +48,36 @@ def test_split_refuses_with_one_line(config: dict[str, Any], workers: int, says:
         split_config(config, workers)
 
 
+def test_a_population_splits_class_by_class() -> None:
+    """A population's classes each split as one configuration is: a replay by its clients, the
+    others by connections, rates with them; a class smaller than the cluster on its first
+    workers; files and phases the run's; the shares' classes add up to the population's."""
+    profile = {"name": "p", "transport": "dot", "query_interval_ms": 100}
+    config = {
+        "target": "127.0.0.1:53",
+        "duration_ms": 2000,
+        "seed": 7,
+        "threads": 2,
+        "classes": [
+            {"name": "stub", "config": {"transport": "udp", "connections": 4, "rate": 400.0}},
+            {"name": "dot", "config": {"profile": profile, "clients": 5, "rate": 50.0, "ca_file": "ca.pem"}},
+            {"name": "one", "config": {"transport": "doq", "connections": 1, "rate": 20.0}},
+        ],
+    }
+    shares = split_config(config, 2)
+    assert [[c["name"] for c in s["classes"]] for s in shares] == [["stub", "dot", "one"], ["stub", "dot"]]
+    assert [[c["config"].get("clients", c["config"].get("connections")) for c in s["classes"]] for s in shares] == [
+        [2, 3, 1],
+        [2, 2],
+    ]
+    assert [[c["config"]["rate"] for c in s["classes"]] for s in shares] == [[200.0, 30.0, 20.0], [200.0, 20.0]]
+    assert all(s["duration_ms"] == 2000 and "threads" not in s for s in shares)
+    assert [s.get("seed") for s in shares] == [7, 8]
+    assert shares[1]["classes"][1]["config"]["ca_file"] == "ca.pem"
+    with pytest.raises(UsageError, match="largest class has 5 clients or connections cannot be split over 6"):
+        split_config(config, 6)
+
+
 def test_hdr_encoding_round_trips() -> None:
     for k in (0, 1):
         encoded = _records(k)[-1]["measured"]["latency"]["hdr"]
@@ -220,8 +250,46 @@ def test_two_namespace_hosts_answers_equal_the_targets(
                 assert v["target_answered"] == v["engine_answered"]
             assert v["generator_kept_up"], v
             assert math.isclose(record["summary"]["answered_qps"], 2000, rel_tol=0.05)
+        if target == "builtin":
+            _population_over_the_cluster(tmp_path / "population", cluster, sources)
     finally:
         cluster.close()
+
+
+def _population_over_the_cluster(trial_dir: Path, cluster: Any, sources: set[str]) -> None:
+    """A population of three classes (UDP, DoT clients of a profile, one DoQ connection) split
+    over the same two workers: the DoQ class on the first only, the others halved; the merged
+    classes each at their rate, and the connected classes' answers the responder's own count."""
+    from dnscost.population import Replay
+    from dnscost.transports import POPULATION
+    from dnscost.trial import LoadSettings, run_trial
+
+    profile = {"name": "p", "transport": "dot", "query_interval_ms": 100}
+    classes: list[Any] = [
+        {"name": "stub", "config": {"transport": "udp", "connections": 4, "rate": 400.0}},
+        {"name": "dot", "config": {"transport": "dot", "profile": profile, "clients": 4, "rate": 40.0}},
+        {"name": "quic", "config": {"transport": "doq", "connections": 1, "rate": 20.0}},
+    ]
+    engine = {"warmup_ms": 500, "duration_ms": 2000}
+    settings = LoadSettings(
+        "builtin", POPULATION, engine, [0], [1], names=1000, population=Replay("test", 1.0, classes, 460.0)
+    )
+    record = run_trial(settings, trial_dir, cluster)
+    assert record["status"] == "done"
+    workers = record["cluster"]["workers"]
+    assert [w["connections"] for w in workers] == [2 + 2 + 1, 2 + 2]
+    assert [w["rate"] for w in workers] == [200.0 + 20.0 + 20.0, 200.0 + 20.0]
+    s = record["summary"]
+    rates = {"stub": 400.0, "dot": 40.0, "quic": 20.0}
+    assert [c["name"] for c in s["classes"]] == list(rates)
+    for c in s["classes"]:
+        assert math.isclose(c["answered_qps"], rates[c["name"]], rel_tol=0.05), c
+        assert c["clients"] == (4 if c["name"] == "dot" else None) and c["rate_qps"] == rates[c["name"]], c
+    assert sum(c["queries_answered_total"] for c in s["classes"]) == s["validity"]["engine_answered"]
+    # The responder logs every connection it served (not UDP's datagrams): the DoT and DoQ
+    # classes' answers, counted on its side.
+    connected = sum(c["queries_answered_total"] for c in s["classes"] if c["transport"] != "udp")
+    assert _builtin_answers(trial_dir / "target" / "connections.jsonl", sources) == connected
 
 
 SPEC = """

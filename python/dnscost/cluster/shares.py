@@ -12,17 +12,22 @@ are unchanged. Worker *i* > 0 draws with ``seed + i``: the workers do not ask th
 the same order. The generator's CPUs, threads and source addresses are each worker's own, set
 where it runs (:func:`dnscost.cluster.dask.run_share`).
 
+A population (``classes``) splits class by class the same way: each class's clients (a
+replay of a profile) or connections over the workers, its rate with them; a class smaller than
+the cluster is on its first workers only.
+
 Merging: counters sum, HDR histograms merge bucket by bucket (:func:`dnscost.analysis.hdr.merge`;
 their percentiles are then computed as the engine computes them), and the merged trial kept up
 only if every worker did. Each worker's times are its own clock's: the merged start is the mean
 of the workers' starts, and the measured window runs from the mean of their window starts to the
 mean of their window ends, so that the sum of the workers' counts over it is their summed rate.
+A population's per-class records merge class by class, by name.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, cast
 
 from dnscost.analysis import hdr
@@ -44,6 +49,8 @@ def split_config(config: Mapping[str, Any], workers: int) -> list[dict[str, obje
         raise UsageError("a replay of client profiles cannot be split over cluster workers (not implemented)")
     if config.get("sources"):
         raise UsageError("engine sources are each cluster worker's own addresses: leave sources out of the trial")
+    if config.get("classes"):
+        return _split_classes(config, workers)
     connections = int(config.get("connections", 1))
     if connections < workers:
         raise UsageError(f"{connections} connections cannot be split over {workers} cluster workers")
@@ -60,6 +67,72 @@ def split_config(config: Mapping[str, Any], workers: int) -> list[dict[str, obje
             share["seed"] = int(config.get("seed", 1)) + i
         shares.append(share)
     return shares
+
+
+def _split_classes(config: Mapping[str, Any], workers: int) -> list[dict[str, object]]:
+    """A population's shares: every class split as one configuration is, by its clients (a
+    replay of a profile) or its connections, its rate with them; a worker's share of a class
+    with fewer clients than workers may be none (the class is then left out of that worker's
+    configuration)."""
+    base = {k: v for k, v in config.items() if k not in (*HOST_KNOBS, "classes")}
+    shares: list[dict[str, object]] = [
+        {**base, "classes": [], **({"seed": int(config.get("seed", 1)) + i} if i else {})} for i in range(workers)
+    ]
+    for c in config["classes"]:
+        own_config: Mapping[str, Any] = c.get("config", {})
+        unit = "clients" if own_config.get("profile") is not None else "connections"
+        total = int(own_config.get(unit, 1))
+        for i in range(workers):
+            own = total // workers + (1 if i < total % workers else 0)
+            if own == 0:
+                continue
+            part: dict[str, object] = {**own_config, unit: own}
+            for key in ("rate", "open_rate"):
+                value = own_config.get(key)
+                if isinstance(value, int | float) and not isinstance(value, bool):
+                    part[key] = value * own / total
+            cast(list[object], shares[i]["classes"]).append({"name": c["name"], "config": part})
+    if any(not share["classes"] for share in shares):
+        largest = max(int(c.get("config", {}).get("clients") or c.get("config", {}).get("connections") or 1)
+                      for c in config["classes"])  # fmt: skip
+        raise UsageError(
+            f"a population whose largest class has {largest} clients or connections "
+            f"cannot be split over {workers} cluster workers"
+        )
+    return shares
+
+
+def _merge_classes(parts: Sequence[Sequence[Mapping[str, Any]]], keep: Sequence[str]) -> list[dict[str, object]]:
+    """A population's per-class records of several workers merged class by class (a class a
+    worker did not run is the others'), in the order of their first appearance: ``keep``'s
+    fields taken from the first, the rest summed as totals."""
+    return [
+        {
+            **{k: same[0][k] for k in keep},
+            **merge_totals([{k: v for k, v in c.items() if k not in keep} for c in same]),
+        }
+        for same in _by_name(parts)
+    ]
+
+
+def _by_name(parts: Sequence[Sequence[Mapping[str, Any]]]) -> list[list[Mapping[str, Any]]]:
+    """Items with a ``name`` from several workers, grouped by name in order of first appearance."""
+    by_name: dict[str, list[Mapping[str, Any]]] = {}
+    for items in parts:
+        for c in items:
+            by_name.setdefault(str(c["name"]), []).append(c)
+    return list(by_name.values())
+
+
+def _summed(configs: Iterable[Mapping[str, Any]]) -> dict[str, object]:
+    """The split knobs of several workers' shares of one class, summed back."""
+    parts = list(configs)
+    out: dict[str, object] = {}
+    for key in ("clients", "connections", "rate", "open_rate"):
+        values = [p.get(key) for p in parts]
+        if all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
+            out[key] = sum(cast(list[float], values))
+    return out
 
 
 def _merge_histograms(parts: Sequence[Mapping[str, Any]]) -> dict[str, object]:
@@ -152,6 +225,12 @@ def merge_records(
         return max(0, round(sum(values) / len(values) - t0))
 
     start: dict[str, object] = {**starts[0], "config": dict(config), "started_unix_ms": t0}
+    if any("classes" in st for st in starts):
+        # Each class as the whole trial ran it: its workers' clients, connections and rate summed.
+        start["classes"] = [
+            {**same[0], "config": {**same[0]["config"], **_summed(s["config"] for s in same)}}
+            for same in _by_name([st.get("classes", []) for st in starts])
+        ]
     intervals = [[r for r in records if r.get("type") == "interval"] for records in workers]
     merged: list[dict[str, object]] = [start]
     for same in zip(*intervals, strict=False):
@@ -162,7 +241,12 @@ def merge_records(
                 **{k: same[0][k] for k in own[:3]},
                 "start_ms": mean_time([s + r["start_ms"] for s, r in zip(started, same, strict=True)]),
                 "end_ms": mean_time([s + r["end_ms"] for s, r in zip(started, same, strict=True)]),
-                **merge_totals([{k: v for k, v in r.items() if k not in own} for r in same]),
+                **merge_totals([{k: v for k, v in r.items() if k not in (*own, "classes")} for r in same]),
+                **(
+                    {"classes": _merge_classes([r.get("classes", []) for r in same], ("name", "transport"))}
+                    if any("classes" in r for r in same)
+                    else {}
+                ),
             }
         )
     merged.append(
@@ -187,6 +271,11 @@ def merge_records(
             "measured": merge_totals([r["measured"] for r in summaries]),
             "total": merge_totals([r["total"] for r in summaries]),
             "accounting": merge_totals([r["accounting"] for r in summaries]),
+            **(
+                {"classes": _merge_classes([r.get("classes", []) for r in summaries], ("name", "transport"))}
+                if any("classes" in r for r in summaries)
+                else {}
+            ),
         }
     )
     # Built field by field from the workers' records, summed: the engine's own shape

@@ -164,10 +164,19 @@ def run_share(
         cpus = sorted(os.sched_getaffinity(0))
         sources = _sources()
         raw = {**share, **({"sources": sources} if sources else {})}
-        for knob, content in (files or {}).items():
-            path = workdir / f"{knob}.shipped"
+        listed = cast(list[dict[str, Any]], raw.get("classes", []))
+        classes = {str(c["name"]): {**c, "config": dict(c.get("config", {}))} for c in listed}
+        for k, (knob, content) in enumerate((files or {}).items()):
+            path = workdir / f"{k}-{knob.rpartition('/')[2]}.shipped"
             path.write_bytes(content)
-            raw[knob] = str(path)
+            if knob.startswith("classes/"):  # classes/<name>/<knob>: that class's file
+                _, name, own = knob.split("/", 2)
+                if name in classes:
+                    classes[name]["config"][own] = str(path)
+            else:
+                raw[knob] = str(path)
+        if classes:
+            raw["classes"] = list(classes.values())
         config = cast(EngineConfig, raw)  # the share, as Cluster.generate split it
         config["threads"] = max(1, min(len(cpus), int(config.get("connections", 1))))
         config["connections_log"] = str(workdir / "engine-connections.jsonl")
@@ -188,6 +197,24 @@ def run_share(
         }
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _connections(records: Sequence[EngineRecord], config: Mapping[str, Any]) -> int:
+    """The connection slots a share ran: its configuration's, or a population's classes' as the
+    engine resolved them (its start record)."""
+    classes = start_of(records).get("classes")
+    if classes:
+        return sum(int(c["config"]["connections"]) for c in classes)
+    return int(config["connections"])
+
+
+def _rate(records: Sequence[EngineRecord], config: Mapping[str, Any]) -> float | str:
+    """The rate a share ran at: its configuration's, or a population's classes' together."""
+    classes = start_of(records).get("classes")
+    if classes:
+        rates = [r for c in classes if isinstance(r := c["config"].get("rate"), int | float)]
+        return float(sum(rates)) if len(rates) == len(classes) else "max"
+    return cast(float | str, config.get("rate", "max"))
 
 
 def _own_summary(records: Sequence[EngineRecord]) -> WorkerSummary:
@@ -276,6 +303,8 @@ class Cluster:
         the split."""
         shares = split_config(config, len(self.workers))
         named = {k: config.get(k) for k in SHIPPED_FILES}
+        for c in config.get("classes", []):  # a population's: each class may name its own
+            named.update({f"classes/{c['name']}/{k}": c.get("config", {}).get(k) for k in SHIPPED_FILES})
         files = {k: Path(str(path)).read_bytes() for k, path in named.items() if path}
         start_at = round(time.time() * 1000 + (LEAD_S + LEAD_PER_WORKER_S * len(self.workers)) * 1000)
         futures = [
@@ -334,8 +363,8 @@ class Cluster:
                     "name": w["name"],
                     "host": w["host"],
                     "dir": f"workers/{k}",
-                    "connections": int(r["config"]["connections"]),
-                    "rate": r["config"].get("rate", "max"),
+                    "connections": _connections(r["records"], r["config"]),
+                    "rate": _rate(r["records"], r["config"]),
                     "cpus": list(r["config"].get("cpus", [])),
                     "sources": list(r["config"].get("sources", [])),
                     "late_ms": r["late_ms"],

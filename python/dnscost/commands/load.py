@@ -177,8 +177,6 @@ def main(a: argparse.Namespace) -> int:
     )
     settings.validate()
     cluster_given = cluster_settings(a)
-    if replay is not None and cluster_given is not None:
-        raise UsageError("--population runs on this machine only: its classes are not split over a --cluster yet")
     check_cluster(cluster_given, settings.network, a.target)
     checked: EngineConfig = {**settings.engine, "synthetic": a.names, "tld": a.tld}
     if replay is None:
