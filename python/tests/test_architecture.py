@@ -74,7 +74,7 @@ def test_every_module_imports_on_its_own() -> None:
 
 def _rust_module_edges() -> dict[Path, set[Path]]:
     """Each Rust source file's imports of its sibling modules (``use super::x``, ``super::x::``,
-    ``crate::dir::x``), file to file."""
+    ``crate::x`` at the crate's root, ``crate::dir::x`` below it), file to file."""
     edges: dict[Path, set[Path]] = {}
     for f in sorted(ROOT.glob("crates/*/src/**/*.rs")):
         text = re.sub(r"//[^\n]*", "", f.read_text(encoding="utf-8"))
@@ -82,7 +82,9 @@ def _rust_module_edges() -> dict[Path, set[Path]]:
         here = f.parent
         named = set(re.findall(r"\bsuper::(\w+)", text))
         named |= {m for m in re.findall(r"\bsuper::\{([^}]*)\}", text) for m in re.findall(r"\b(\w+)\b", m)}
-        named |= set(re.findall(r"\bcrate::" + re.escape(here.name) + r"::(\w+)", text))
+        # ``crate::x`` is a module at the crate's root (src/x.rs); ``crate::dir::x`` one in src/dir/.
+        inside = "" if here.name == "src" else re.escape(here.name) + "::"
+        named |= set(re.findall(r"\bcrate::" + inside + r"(\w+)", text))
         siblings = {n: here / f"{n}.rs" for n in named if (here / f"{n}.rs").exists() and here / f"{n}.rs" != f}
         siblings |= {n: here / n / "mod.rs" for n in named if (here / n / "mod.rs").exists()}
         edges[f] = set(siblings.values())

@@ -105,7 +105,7 @@ pub struct EngineConfig {
     /// counted apart ([`EngineConfig::resolve_classes`]). Absent or empty: one class, this
     /// configuration.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub classes: Vec<crate::population::ClientClass>,
+    pub classes: Vec<ClientClass>,
 }
 
 impl Default for EngineConfig {
@@ -157,6 +157,19 @@ impl Default for EngineConfig {
             classes: Vec::new(),
         }
     }
+}
+
+/// One class of a population: its name and the fields of [`EngineConfig`] it sets over the
+/// run's own (typically `transport`, `target`, its TLS fields, `profile` and `clients`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ClientClass {
+    /// The class's name in the records (unique in the run).
+    pub name: String,
+    /// Fields of the engine configuration, over the run's; not the run's phases and files
+    /// ([`crate::SHARED`]), which every class shares.
+    #[serde(default)]
+    pub config: serde_json::Map<String, serde_json::Value>,
 }
 
 /// A configuration that cannot be run, naming the field at fault.

@@ -16,11 +16,11 @@ mod queries;
 mod rng;
 mod vocabulary;
 
-pub use config::{ConfigError, EngineConfig, CPU_SETSIZE};
+pub use config::{ClientClass, ConfigError, EngineConfig, CPU_SETSIZE};
 pub use pacing::{Pacer, TokenBucket};
 pub use parse::{parse_cpus, parse_duration_ms, parse_lifetime, parse_udp_retry};
 pub use policy::{ConnPolicy, PolicyClose};
-pub use population::{ClientClass, MAX_CLASSES, SHARED};
+pub use population::{MAX_CLASSES, SHARED};
 pub use profile::ClientProfile;
 pub use queries::{QuerySet, QuerySpecError};
 pub use rng::Rng;

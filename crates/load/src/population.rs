@@ -2,21 +2,6 @@
 //! connection shape (a capture's classes, `dnscost population`), sharing the run's phases.
 
 use crate::config::{ConfigError, EngineConfig};
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
-
-/// One class of a population: its name and the fields of [`EngineConfig`] it sets over the
-/// run's own (typically `transport`, `target`, its TLS fields, `profile` and `clients`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ClientClass {
-    /// The class's name in the records (unique in the run).
-    pub name: String,
-    /// Fields of the engine configuration, over the run's; not the run's phases and files
-    /// ([`SHARED`]), which every class shares.
-    #[serde(default)]
-    pub config: serde_json::Map<String, serde_json::Value>,
-}
 
 /// Fields every class shares with the run: its phases, its CPUs and its files.
 pub const SHARED: [&str; 6] = ["classes", "warmup_ms", "duration_ms", "cpus", "output", "connections_log"];
