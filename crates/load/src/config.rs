@@ -167,7 +167,7 @@ pub struct ClientClass {
     /// The class's name in the records (unique in the run).
     pub name: String,
     /// Fields of the engine configuration, over the run's; not the run's phases and files
-    /// ([`crate::SHARED`]), which every class shares.
+    /// (`SHARED`), which every class shares.
     #[serde(default)]
     pub config: serde_json::Map<String, serde_json::Value>,
 }
