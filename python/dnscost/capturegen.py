@@ -54,8 +54,16 @@ class Truth:
     octets: int
 
 
+NAMES = 10_000
+"""Distinct names the clients ask, by popularity: the name of rank r (1 to NAMES) is asked with
+a probability falling as 1/r (log-uniform ranks), as names are at a resolver; outside the
+synthetic TLD (``.example``), so a replay of them needs every name forwarded and answered."""
+
+
 def _question(rng: random.Random) -> bytes:
-    name = b"".join(bytes([len(p)]) + p for p in (f"q{rng.randrange(10**6)}".encode(), b"example", b"test"))
+    rank = int(NAMES ** (rng.randrange(10**6) / 10**6))
+    labels = (f"w{rank}".encode(), f"site{rank % 97}".encode(), b"example")
+    name = b"".join(bytes([len(p)]) + p for p in labels)
     return name + b"\x00" + struct.pack("!HH", 1, 1)
 
 

@@ -1103,6 +1103,16 @@ class NetworkRecord(TypedDict, total=False):
     rps_cpus: dict[str, str]
 
 
+class NamesReplayed(TypedDict):
+    """The names a replay asked (``dnscost.population.replayed_names``): the queries the engine
+    sent over the whole run, the distinct names and types among them, and the share asked
+    before in the run (what a cache keeping every answer would have answered)."""
+
+    queries: int
+    distinct: int
+    repeat_share: float
+
+
 class ReplayRecord(TypedDict):
     """A population trial's replay (trial.json ``population``): the population's source, the
     scale it ran at, the queries per second of its classes together, the classes left out."""
@@ -1111,6 +1121,12 @@ class ReplayRecord(TypedDict):
     scale: float
     rate_qps: float
     left_out: list[str]
+    names: NotRequired[str | None]
+    """The capture's own names the classes asked (a names file), or None for synthetic ones."""
+    repeat_share: NotRequired[float | None]
+    """Of the capture's Do53 queries, the share asked before in it (``NameStats``)."""
+    names_queries: NotRequired[int | None]
+    """The names file's queries (lines)."""
 
 
 class PopulationRecord(TypedDict):
@@ -1119,6 +1135,9 @@ class PopulationRecord(TypedDict):
 
     source: str
     classes: list[dict[str, object]]
+    names: NotRequired[dict[str, object]]
+    """With ``capture_names``: the capture's names file (its path on the machine that read the
+    spec), its ``repeat_share`` and ``queries``, as population.toml's ``names``."""
 
 
 class GroupSettings(TypedDict, total=False):
@@ -1191,6 +1210,12 @@ class TrialRecord(TypedDict, total=False):
     engine_config: EngineConfig
     population: ReplayRecord
     """A population trial: its replay (the classes themselves are in ``engine_config``)."""
+    upstream_queries: int
+    """A trial of a capture's own names: the queries for them the upstream logged between the
+    target's two counter readings, its cache misses as an observer other than the target counts
+    them (``serve --queries-log``)."""
+    names_replayed: NamesReplayed
+    """A trial of a capture's own names: what the engine asked of the names file."""
     summary: TrialSummary | None
     summary_context: SummaryContextRecord
     counters: TargetCounters

@@ -104,8 +104,11 @@ class Responder:
         name: str = "responder",
         cgroup_procs: Sequence[Path] = (),
         exec_prefix: Sequence[str] = (),
+        queries_log: bool = False,
     ) -> None:
         workdir.mkdir(parents=True, exist_ok=True)
+        self.queries_log = workdir / f"{name}-queries.jsonl" if queries_log else None
+        """Where it logs every query it answers (one JSON line each), when asked to."""
         self.ca = workdir / f"{name}-ca.pem"
         self._listen_file = workdir / f"{name}.listening"
         argv = [*exec_prefix, str(engine_path()), "serve", "--synthetic", str(synthetic), "--tld", tld]
@@ -116,6 +119,7 @@ class Responder:
         if cpus:
             argv += ["--cpus", ",".join(map(str, cpus)), "--threads", str(len(cpus))]
         argv += list(extra)
+        argv += ["--queries-log", str(self.queries_log)] if self.queries_log is not None else []
         self._out = self._listen_file.open("wb")
         self.child = Child(
             name, argv, log=workdir / f"{name}.log", cpus=cpus, cgroup_procs=cgroup_procs, stdout=self._out
@@ -137,6 +141,23 @@ class Responder:
                 host, _, port = r["address"].rpartition(":")
                 out.append(Endpoint(r["transport"], host.strip("[]"), int(port), r.get("path")))
         return out
+
+    def asked(self, since_unix_s: float, until_unix_s: float, outside: str) -> int:
+        """The queries of its log read between the two wall-clock times for names outside the
+        zone ``outside`` (``test.``: health checks and probes left out) but the root (a
+        resolver's own priming). The log is written in batches at least once a second: wait
+        that long after ``until`` before asking."""
+        if self.queries_log is None or self.start_unix_us is None:
+            raise EngineError(f"{self.child.name}: keeps no queries log")
+        zone = outside.strip(".").lower()
+        since_us, until_us = since_unix_s * 1e6 - self.start_unix_us, until_unix_s * 1e6 - self.start_unix_us
+        n = 0
+        for r in read_records(self.queries_log):
+            name = str(r.get("qname") or "").rstrip(".").lower()
+            ours = name and name != zone and not name.endswith("." + zone)
+            if ours and since_us <= r.get("t_us", -1) <= until_us:
+                n += 1
+        return n
 
     def stop(self) -> None:
         self.child.stop()

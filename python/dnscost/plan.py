@@ -221,7 +221,11 @@ def population_replay(spec: Spec, t: TrialPlan, served: tuple[str, ...]) -> Repl
     population = g.settings["population"]
     rate = t.params.get("rate")
     qps = float(rate) if isinstance(rate, int | float) else None
-    return replay_of({"class": population["classes"]}, population["source"], rate=qps, served=served)
+    doc: dict[str, object] = {"class": population["classes"]}
+    if "names" in population:
+        doc["names"] = population["names"]
+    # The names file's path is absolute: the source's directory does not move it.
+    return replay_of(doc, population["source"], rate=qps, served=served, names="names" in population)
 
 
 def _group_trials(spec: Spec, g: Group, target: str, served: tuple[str, ...]) -> list[TrialPlan]:

@@ -28,9 +28,11 @@ import statistics
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from dnscost.contract import CaptureRecord, ClientClass, ClientProfile, FlowRecord, ReplayRecord
 from dnscost.errors import UsageError
+from dnscost.transports import TLS_TRANSPORTS, TRANSPORTS
 
 __all__ = [
     "Client",
@@ -43,9 +45,10 @@ __all__ = [
     "name_stats",
     "population_toml",
     "replay_of",
+    "replayed_names",
 ]
 
-CONNECTED = ("tcp", "dot", "doh", "doq", "doh3")
+CONNECTED = tuple(t for t in TRANSPORTS if t != "udp")
 """The transports with connections (Do53 over UDP has none)."""
 
 IDLE_CLOSE_MIN_S = 0.1
@@ -225,6 +228,18 @@ class NameStats:
     """The share of queries whose name and type were asked before in the capture: what a cache
     that kept every answer for the whole capture would answer (an upper bound of the hit ratio
     of the resolver the capture was taken at, whose TTLs and cache size cut it)."""
+    file: str | None = None
+    """The names file, relative to the population TOML's directory (what a replay asks)."""
+
+
+def replayed_names(lines: Sequence[str], asked: int) -> NameStats:
+    """:class:`NameStats` of the queries a replay asked: the names file's first ``asked`` lines,
+    from the top again past its end (the engine asks a queries file in its order). Its
+    ``repeat_share`` is the share a cache keeping every answer would have answered."""
+    if not lines or asked <= 0:
+        return NameStats(0, 0, 0.0)
+    seen = {line.strip().lower() for line in lines[: min(asked, len(lines))]}
+    return NameStats(asked, len(seen), (asked - len(seen)) / asked)
 
 
 def name_stats(lines: Iterable[str]) -> NameStats:
@@ -382,9 +397,8 @@ def population_toml(p: Population, source: str) -> str:
     ]
     if p.names is not None:
         n = p.names
-        lines.append(
-            f"names = {_toml_value({'queries': n.queries, 'distinct': n.distinct, 'repeat_share': n.repeat_share})}"
-        )
+        table: dict[str, object] = {"queries": n.queries, "distinct": n.distinct, "repeat_share": n.repeat_share}
+        lines.append(f"names = {_toml_value({**({'file': n.file} if n.file else {}), **table})}")
     lines.append("")
     for k in p.classes:
         lines.append("[[class]]")
@@ -428,6 +442,13 @@ class Replay:
     """The queries per second of every class together."""
     left_out: list[str] = field(default_factory=list)
     """Classes of the population not replayed (their transport not served: :meth:`served`)."""
+    names: str | None = None
+    """The capture's own names: the path of its Do53 queries' names file, asked by every class
+    in turn; None for the synthetic set."""
+    repeat_share: float | None = None
+    """The capture's :attr:`NameStats.repeat_share`, to set the target's cache-hit ratio beside."""
+    names_queries: int | None = None
+    """The names file's queries (lines): a replay that asks more goes through it again."""
 
     def transports(self) -> list[str]:
         """The transports the classes use, in their order."""
@@ -435,16 +456,26 @@ class Replay:
 
     def record(self) -> ReplayRecord:
         """As trial.json's ``population`` records it."""
-        return {"source": self.source, "scale": self.scale, "rate_qps": self.rate_qps, "left_out": list(self.left_out)}
+        return {
+            "source": self.source,
+            "scale": self.scale,
+            "rate_qps": self.rate_qps,
+            "left_out": list(self.left_out),
+            "names": self.names,
+            "repeat_share": self.repeat_share,
+            "names_queries": self.names_queries,
+        }
 
     def checkable(self) -> list[ClientClass]:
         """The classes as ``generate --check`` can validate them before any target is up:
         certificates not made yet, so TLS classes trust any (the trial gives the CA)."""
-        tls = {"dot", "doh", "doq", "doh3"}
         return [
             {
                 "name": k["name"],
-                "config": {**k["config"], **({"insecure": True} if k["config"]["transport"] in tls else {})},
+                "config": {
+                    **k["config"],
+                    **({"insecure": True} if k["config"]["transport"] in TLS_TRANSPORTS else {}),
+                },
             }
             for k in self.classes
         ]
@@ -457,12 +488,15 @@ def replay_of(
     scale: float | None = None,
     rate: float | None = None,
     served: Iterable[str] | None = None,
+    names: bool = False,
 ) -> Replay:
     """The replay of a parsed ``population.toml`` (``doc``, from ``source``): each class's
     clients times ``scale`` (at least one) and its queries per second (its clients times a
     member's rate) times ``scale``, the profile's connection shape kept; or the scale that makes
     the classes replayed send ``rate`` queries per second. Neither: the capture's own size.
-    ``served``: the transports a target serves; classes over others are left out, by name."""
+    ``served``: the transports a target serves; classes over others are left out, by name.
+    ``names``: ask the capture's own names, its ``names.file`` (relative to ``source``'s
+    directory), instead of the synthetic set."""
     if scale is not None and rate is not None:
         raise UsageError("give either a scale or a rate, not both")
     raw = doc.get("class")
@@ -511,4 +545,18 @@ def replay_of(
             config["open_first"] = True
         classes.append({"name": name, "config": config})
     total = sum(float(c["config"]["rate"]) for c in classes)
-    return Replay(source, k_scale, classes, total, left_out)
+    if not names:
+        return Replay(source, k_scale, classes, total, left_out)
+    table = doc.get("names")
+    if not isinstance(table, Mapping):
+        table = {}
+    file = table.get("file")
+    if not isinstance(file, str) or not file:
+        raise UsageError(f"{source}: no names file (dnscost population --names FILE writes one and names it here)")
+    path = (Path(source).parent / file).resolve()
+    if not path.is_file():
+        raise UsageError(f"{path}: no such names file (named by {source})")
+    share, lines = table.get("repeat_share"), table.get("queries")
+    repeat = float(share) if isinstance(share, int | float) else None
+    count = lines if isinstance(lines, int) else None
+    return Replay(source, k_scale, classes, total, left_out, str(path), repeat, count)

@@ -377,7 +377,9 @@ def run_plan(
             own_bed: Testbed | None = None
             starting = True
             try:
-                if t.kind == "idle":
+                if t.kind == "idle" or s.any_name():
+                    # A trial of a capture's own names starts cold, as the capture did: a bed
+                    # of its own (every name forwarded), never shared.
                     own_bed, info = start_bed(s, trial_dir / "bed", fill=False, **bed_network(cluster))
                     current = own_bed
                 else:

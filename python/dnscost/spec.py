@@ -122,10 +122,20 @@ _GROUP_FIELDS = {
     "analysis",
     "max_connections",
     "population",
+    "capture_names",
     *SWEEPABLE,
     *_DURATION_FIELDS,
 }
-_DEFAULTS_FIELDS = _GROUP_FIELDS - {"name", "kind", "transports", "capacity_of", "targets", "analysis", "population"}
+_DEFAULTS_FIELDS = _GROUP_FIELDS - {
+    "name",
+    "kind",
+    "transports",
+    "capacity_of",
+    "targets",
+    "analysis",
+    "population",
+    "capture_names",
+}
 _TOP_FIELDS = {
     "name",
     "description",
@@ -533,6 +543,8 @@ def parse_spec(text: str, origin: str = "<spec>") -> Spec:
             groups.append(_share_group(gc, raw, gname, kind, groups))
             continue
         merged = {**defaults, **_settings(gc, raw, _GROUP_FIELDS)}
+        if "capture_names" in raw and "population" not in raw:
+            gc.fail("capture_names", "the capture's own names are a population's: give population too")
         if "population" in raw:
             merged["population"] = _population(gc, raw, kind, Path(origin).parent)
             for key in ("clients", "max_connections", *(k for k in SWEEPABLE if k != "rate")):
@@ -740,17 +752,25 @@ def _population(gc: _Checker, raw: dict[str, object], kind: str, spec_dir: Path)
     if not isinstance(name, str):
         gc.fail("population", f"the path of a population TOML, got {name!r}")
         raise AssertionError
+    names = raw.get("capture_names", False)
+    if not isinstance(names, bool):
+        gc.fail("capture_names", f"true or false, got {names!r}")
     path = spec_dir / name
     try:
         doc = tomllib.loads(path.read_text(encoding="utf-8"))
-        classes = replay_of(doc, name).classes
+        replay = replay_of(doc, str(path) if names else name, names=bool(names))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, UsageError) as e:
-        gc.fail("population", str(getattr(e, "strerror", None) or e))
+        field = "capture_names" if names and "names" in str(e) else "population"
+        gc.fail(field, str(getattr(e, "strerror", None) or e))
         raise AssertionError from None
     keep = ("name", "transport", "clients", "rate_qps", "share", "profile")
     raw_classes = cast(list[dict[str, object]], doc["class"])
-    assert len(classes) == len(raw_classes)
-    return {"source": name, "classes": [{k: c[k] for k in keep if k in c} for c in raw_classes]}
+    assert len(replay.classes) == len(raw_classes)
+    record: PopulationRecord = {"source": name, "classes": [{k: c[k] for k in keep if k in c} for c in raw_classes]}
+    if replay.names is not None:
+        # Where the names file is on this machine: read by every trial, not copied into the spec.
+        record["names"] = {"file": replay.names, "repeat_share": replay.repeat_share, "queries": replay.names_queries}
+    return record
 
 
 def load_spec(path: Path) -> Spec:

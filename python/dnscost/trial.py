@@ -32,7 +32,7 @@ from dnscost.network import (
     read_softnet,
     softnet_delta,
 )
-from dnscost.population import Replay
+from dnscost.population import Replay, replayed_names
 from dnscost.results import write_json
 from dnscost.targets import adapter, make_target, served
 from dnscost.targets.base import Target, free_port
@@ -90,6 +90,11 @@ class LoadSettings:
         """The transports the load uses: the population's, or the one."""
         return self.population.transports() if self.population is not None else [self.transport]
 
+    def any_name(self) -> bool:
+        """Whether the load asks a capture's own names (a population's names file), which the
+        target must forward and the upstream answer, instead of the synthetic set."""
+        return self.population is not None and self.population.names is not None
+
     def validate(self) -> None:
         """Fails early, before anything starts, on settings that cannot be run."""
         self.validate_bed()
@@ -108,6 +113,11 @@ class LoadSettings:
             for t in self.transports():
                 if t not in served:
                     raise UsageError(f"external target: no --external-endpoint for {t} (given: {', '.join(served)})")
+            if self.any_name():
+                raise UsageError(
+                    "external target: a capture's own names need a target that forwards them to "
+                    "dnscost's upstream (leave the population's names out to replay synthetic ones)"
+                )
             if self.network != DEFAULT_NETWORK:
                 raise UsageError(
                     f"external target: --network {self.network} is not possible (dnscost places only its own targets)"
@@ -166,7 +176,10 @@ class Testbed:
         cert_key: str = DEFAULT_KEY_TYPE,
         network: Network | None = None,
         external: ExternalSettings | None = None,
+        any_name: bool = False,
     ) -> Testbed:
+        """``any_name``: every name is answered (the upstream with an address of its own, and
+        the resolver forwards every name to it), for a capture's own names."""
         net = network or Network.loopback()
         if external is not None:
             ca = Path(external.ca) if external.ca else workdir / "no-ca"
@@ -187,6 +200,8 @@ class Testbed:
                 synthetic=names,
                 tld=tld,
                 name="upstream",
+                extra=["--outside", "answer"] if any_name else [],
+                queries_log=any_name,
             )
         try:
             target = make_target(
@@ -198,6 +213,7 @@ class Testbed:
                 transports=transports,
                 tld=tld,
                 synthetic=names,
+                any_name=any_name,
                 host=net.info.target_address,
                 exec_prefix=net.exec_prefix,
             )
@@ -330,6 +346,7 @@ def start_bed(
             network=network,
             external=s.external if s.target == EXTERNAL else None,
             transports=transports,
+            any_name=s.any_name(),
         )
     except BaseException:
         network.remove()
@@ -356,7 +373,9 @@ def start_bed(
                 fill_cache(target, workdir / f"fill-{k}", s.generator_cpus, s.names, list(target.endpoints))
             info["cache_hit_ratio"] = None
             info["cache_fill"] = "twice, hits not checked (the target keeps no counters dnscost reads)"
-        elif (s.fill if fill is None else fill) and s.target != "builtin":
+        elif (s.fill if fill is None else fill) and s.target != "builtin" and not s.any_name():
+            # A capture's own names start cold, as they did at the capture's start: the synthetic
+            # fill would only take cache room (the hit ratio is the window's, from the counters).
             info["cache_hit_ratio"] = warm_cache(target, workdir / "fill", s.generator_cpus, s.names)
     except BaseException:
         bed.stop()
@@ -435,8 +454,11 @@ def _population_config(
         **{k: v for k, v in s.engine.items() if k in RUN_FIELDS},  # type: ignore[typeddict-item]
         "transport": "udp",
         "target": first.address,
-        "synthetic": s.names,
-        "tld": s.tld,
+        **(
+            EngineConfig(queries_file=replay.names)
+            if replay.names is not None
+            else EngineConfig(synthetic=s.names, tld=s.tld)
+        ),
         "classes": [],
     }
     for k in replay.classes:
@@ -580,6 +602,7 @@ def _measure_once(
     try:
         time.sleep(s.baseline_s)  # idle baseline of the target, before any load
         counters_before = target.counters()
+        since = time.time()
         config = engine_config(s, target, trial_dir, backlog, bed.network.info.sources)
         softnet_before = read_softnet()
         if cluster is not None:
@@ -596,6 +619,7 @@ def _measure_once(
         softnet = softnet_delta(softnet_before, read_softnet())
         target.check_alive()
         counters_after = target.counters()
+        until = time.time()
     finally:
         sampler.stop()
     samples = read_records(trial_dir / "meter.jsonl")
@@ -607,7 +631,7 @@ def _measure_once(
         generator_cpus=tuple(s.generator_cpus),
         target_keeps_counters=target.keeps_counters,
         meter_interval_s=sampler.interval_s,
-        cache_filled=s.fill,
+        cache_filled=s.fill and not s.any_name(),
         unchecked=_unchecked(target, s),
         generator_cores=cluster.generator_cores if cluster is not None else None,
         transport_counters=target.transport_counters,
@@ -626,6 +650,18 @@ def _measure_once(
         result = {"cluster": cluster_record, **result}
     if s.population is not None:
         result["population"] = s.population.record()
+    if s.population is not None and s.population.names is not None:
+        if bed.responder is not None:
+            time.sleep(1.2)  # the upstream's log is written at least once a second
+            result["upstream_queries"] = bed.responder.asked(since, until, s.tld)
+        sent = summary_of(records)["total"]["queries"]["sent"]
+        lines = Path(s.population.names).read_text(encoding="utf-8").splitlines()
+        asked = replayed_names(lines, sent)
+        result["names_replayed"] = {
+            "queries": asked.queries,
+            "distinct": asked.distinct,
+            "repeat_share": asked.repeat_share,
+        }
     return result, summary_of(records)
 
 

@@ -95,6 +95,43 @@ def test_every_transport_of_a_target_in_one_trial(root: None, tmp_path: Path, ta
     assert not _live and not pids_of_children()
 
 
+@pytest.mark.resolver
+@pytest.mark.parametrize("target", ["unbound", "pdns-recursor", "coredns", "bind9", "builtin"])
+def test_a_captures_own_names_are_forwarded_and_answered(root: None, tmp_path: Path, target: str) -> None:
+    """A trial asking a capture's own names (outside the synthetic TLD) through each resolver
+    whose forwarding is configured by dnscost (knot-resolver and dnsdist are in
+    test_population_replay): every name answered NOERROR, the upstream asked for the names (its
+    own log), and the cache answering the names asked again."""
+    need(installed(target), f"{target} is not installed")
+    names = Path(__file__).parents[1] / "dnscost" / "experiments" / "populations" / "operator-names.txt"
+    classes: list[ClientClass] = [{"name": "stub", "config": {"transport": "udp", "connections": 4, "rate": 1000.0}}]
+    settings = LoadSettings(
+        target,
+        POPULATION,
+        {"duration_ms": 1500, "warmup_ms": 500},
+        target_cpus=[0],
+        generator_cpus=[1],
+        baseline_s=0.2,
+        population=Replay("capture", 1.0, classes, 1000.0, names=str(names), repeat_share=0.66, names_queries=6600),
+    )
+    record = run_trial(settings, tmp_path)
+    assert record["status"] == "done", record.get("error")
+    summary = json.loads((tmp_path / "engine.jsonl").read_text().splitlines()[-1])
+    queries = summary["total"]["queries"]
+    assert set(queries["rcodes"]) == {"noerror"} and queries["answered"] > 1500, queries
+    replayed = record["names_replayed"]
+    if target == "builtin":  # answers itself: no upstream, no cache
+        assert "upstream_queries" not in record
+        return
+    # The upstream (its own log) asked once per name the cache did not hold, and no more: no
+    # priming or minimisation queries of the resolver's own (pdns-recursor forwarding every name
+    # as to an authoritative server asked for the root's NS on every query).
+    upstream, v = record["upstream_queries"], record["summary"]["validity"]
+    assert 0.99 * replayed["distinct"] - 10 <= upstream <= 1.01 * replayed["distinct"] + 10, (upstream, replayed)
+    if v["cache_hit_ratio"] is not None:  # and the resolver's own count of its hits agrees
+        assert abs((1 - v["cache_hit_ratio"]) - upstream / v["target_answered"]) <= 0.02, (upstream, v)
+
+
 def _listen_overflows() -> int:
     """The kernel's ListenOverflows of this namespace, as nstat reads it."""
     out = subprocess.run(["nstat", "-asz", "TcpExtListenOverflows"], capture_output=True, text=True, check=True)

@@ -90,7 +90,8 @@ def _dnscost(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     [
         (["--population", "missing.toml"], "missing.toml: [Errno 2] No such file or directory"),
         (["--population", "bad.toml"], "bad.toml: Expected '=' after a key"),
-        (["--transport", "udp", "--scale", "2"], "--scale and --served-only need --population"),
+        (["--transport", "udp", "--scale", "2"], "--scale, --served-only and --capture-names need --population"),
+        (["--population", "p.toml", "--served-only", "--capture-names"], "p.toml: no names file (dnscost population"),
         (["--population", "p.toml", "--connections", "5"], "--connections: each class of a population has its own"),
         (["--population", "p.toml", "--rate", "max"], "--rate max: with --population"),
         (["--population", "p.toml"], "knot-resolver does not serve doq (it serves udp, tcp, dot, doh): --served-only"),
@@ -119,16 +120,22 @@ def test_a_capture_replays_as_one_mixed_trial_that_the_resolver_counts_alike(tmp
     """A synthetic operator capture's population (every transport, seven classes) replayed
     against a real resolver: the classes over its transports run at once, the others named as
     left out; each class is counted apart at its own rate, and each transport's answers are
-    what the resolver itself counted on it."""
+    what the resolver itself counted on it. Every class asks the capture's own names (outside
+    the synthetic TLD): the resolver forwards them, the upstream answers each, and the
+    resolver's own count of its cache's answers is set beside the capture's repeats."""
     from dnscost.capturegen import OPERATOR_MIX, write_capture
 
-    pcap, pop = tmp_path / "operator.pcap", tmp_path / "population.toml"
+    pcap, pop, names = tmp_path / "operator.pcap", tmp_path / "pop" / "population.toml", tmp_path / "names.txt"
     write_capture(pcap, list(OPERATOR_MIX))
-    assert _dnscost("population", str(pcap), "-o", str(pop), cwd=tmp_path).returncode == 0
-    classes = tomllib.loads(pop.read_text())["class"]
+    pop.parent.mkdir()
+    made = _dnscost("population", str(pcap), "-o", str(pop), "--names", str(names), cwd=tmp_path)
+    assert made.returncode == 0, made.stderr
+    doc = tomllib.loads(pop.read_text())
+    classes = doc["class"]
+    assert doc["names"]["file"] == "../names.txt"  # found from the population's directory
     out = tmp_path / "run"
     r = _dnscost(
-        "load", "--target", target, "--population", str(pop), "--served-only", "--scale", "2",
+        "load", "--target", target, "--population", str(pop), "--served-only", "--scale", "2", "--capture-names",
         "--duration", "3", "--warmup", "1", "--names", "2000", "--output", str(out), cwd=tmp_path,
     )  # fmt: skip
     assert r.returncode == 0, r.stderr + r.stdout
@@ -154,6 +161,33 @@ def test_a_capture_replays_as_one_mixed_trial_that_the_resolver_counts_alike(tmp
     assert by_name["dot-persistent"]["connections_opened"] == 0  # opened in the warm-up, kept
     assert by_name["doh-several-client"]["handshakes_resumed"] > 0  # its profile resumes
     assert by_name["tcp-one-client"]["connections_opened"] > 0
+    # The capture's names, every one answered with an address (REFUSED had the resolver not
+    # forwarded them, or the upstream not answered them).
+    assert trial["engine_config"]["queries_file"] == str(names)
+    records = [json.loads(x) for x in next(out.glob("trials/*/engine.jsonl")).read_text().splitlines()]
+    assert set(records[-1]["total"]["queries"]["rcodes"]) == {"noerror"}, records[-1]["total"]["queries"]
+    assert trial["population"]["names"] == str(names)
+    assert trial["population"]["repeat_share"] == doc["names"]["repeat_share"]
+    # The resolver's own counters: its cache answered the names asked again, not the first asks.
+    hits = s["validity"]["cache_hit_ratio"]
+    assert hits is not None and 0.2 < hits < 0.99, hits
+    assert f"the target's cache answered {100 * hits:.1f} %" in r.stdout, r.stdout
+    # The upstream's own log, an observer other than the target: what it was asked is what the
+    # cache missed.
+    upstream, asked = trial["upstream_queries"], s["validity"]["target_answered"]
+    assert abs(upstream / asked - (1 - hits)) <= 0.01, (upstream, asked, hits)
+    # The engine asked the names file's first lines in its order: counted here from the file.
+    replayed = trial["names_replayed"]
+    lines = names.read_text().splitlines()
+    assert replayed["distinct"] == len(set(lines[: replayed["queries"]])), replayed
+    if target == "knot-resolver":
+        # One cache for every transport, keeping every answer: each distinct name missed once,
+        # so the capture's repeats, in its order, were the cache's hits.
+        assert abs(upstream - replayed["distinct"]) <= 10, (upstream, replayed)
+    else:
+        # dnsdist's packet cache keeps answers to queries over UDP and over TCP apart: a name
+        # asked over both is missed once on each (the upstream is asked over each).
+        assert replayed["distinct"] < upstream < 2 * replayed["distinct"], (upstream, replayed)
 
 
 def test_the_docs_verdict_on_the_cost_model_is_the_kept_runs() -> None:
@@ -177,3 +211,33 @@ def test_the_docs_verdict_on_the_cost_model_is_the_kept_runs() -> None:
     assert len(low) == 6 and {r["target"] for r in low} == {"dnsdist", "knot-resolver"}
     assert all(r["valid"] and r["verdict"] == "above" for r in low), low
     assert {r["status"] for r in rows} == {"bounded"} and all("tcp full_handshake" in r["reason"] for r in rows)
+
+
+def test_the_docs_account_of_the_capture_names_is_the_kept_runs() -> None:
+    """docs/population.md's figures for a capture's names replayed through a target are what
+    the analysis of the kept run (docs/population-names-run, population-names.toml) prints,
+    recomputed here from its raw records, and its prose is held to the same rows."""
+    from dnscost.analysis import analyze
+    from dnscost.report.headline import format_population
+
+    repo = Path(__file__).parents[2]
+    doc = (repo / "docs" / "population.md").read_text()
+    rest = doc[doc.index("## The operator's names") :]
+    start = rest.index("```text\n") + len("```text\n")
+    block = rest[start : rest.index("```", start)]
+    rows = analyze(repo / "docs" / "population-names-run").tables["population"].rows
+    printed = format_population(rows)
+    assert block == "\n".join(printed[printed.index(block.splitlines()[0]) :]) + "\n"
+    assert len(rows) == 6 and all(r["valid"] and r["names"] == "capture" for r in rows), rows
+    names = (repo / "experiments" / "populations" / "operator-names.txt").read_text().splitlines()
+    for r in rows:
+        cache, ideal = 100 * r["cache_hit_ratio"], 100 * r["replayed_repeat_share"]
+        upstream = 100 * r["upstream_queries"] / r["target_answered"]
+        asked = r["target_answered"] / len(names)
+        # "the replay asked 90 % of the file" ... "the first 5 900 or so lines"; both below the
+        # whole capture's repeats.
+        assert 0.88 <= asked <= 0.91 and ideal < 100 * r["capture_repeat_share"] == pytest.approx(66.4, abs=0.05)
+        if r["target"] == "knot-resolver":  # "within half a point"
+            assert abs(cache - ideal) <= 0.5 and abs(upstream - (100 - ideal)) <= 0.5, r
+        else:  # "about 6 points less", "about 6 points more"
+            assert 5 <= ideal - cache <= 7 and 5 <= upstream - (100 - ideal) <= 7, r

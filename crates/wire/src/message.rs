@@ -272,6 +272,7 @@ pub struct ResponseBuilder<'a> {
     start: usize,
     question_len: usize,
     answers: u16,
+    authorities: u16,
     edns: Option<Edns>,
 }
 
@@ -286,18 +287,30 @@ impl<'a> ResponseBuilder<'a> {
         out.push((rd << 7) | (rcode & 0x0F));
         out.extend_from_slice(&[0, 1, 0, 0, 0, 0, 0, 0]);
         out.extend_from_slice(&msg[query.question.clone()]);
-        Self { out, start, question_len: query.question.len(), answers: 0, edns: query.edns }
+        Self { out, start, question_len: query.question.len(), answers: 0, authorities: 0, edns: query.edns }
     }
 
     /// Adds an answer record for the question name.
     pub fn answer(&mut self, rtype: u16, ttl: u32, rdata: &[u8]) {
+        debug_assert_eq!(self.authorities, 0, "answers come before the authority section");
+        self.record(rtype, ttl, rdata);
+        self.answers += 1;
+    }
+
+    /// Adds a record for the question name to the authority section (after every answer): the
+    /// SOA of a negative answer, which lets resolvers cache it (RFC 2308).
+    pub fn authority(&mut self, rtype: u16, ttl: u32, rdata: &[u8]) {
+        self.record(rtype, ttl, rdata);
+        self.authorities += 1;
+    }
+
+    fn record(&mut self, rtype: u16, ttl: u32, rdata: &[u8]) {
         self.out.extend_from_slice(&[0xC0, HEADER_LEN as u8]);
         self.out.extend_from_slice(&rtype.to_be_bytes());
         self.out.extend_from_slice(&CLASS_IN.to_be_bytes());
         self.out.extend_from_slice(&ttl.to_be_bytes());
         self.out.extend_from_slice(&(rdata.len() as u16).to_be_bytes());
         self.out.extend_from_slice(rdata);
-        self.answers += 1;
     }
 
     /// Adds the OPT record if the query had one (padding the response if the query was
@@ -309,7 +322,7 @@ impl<'a> ResponseBuilder<'a> {
         // The question was copied verbatim right after the header.
         let question_end = header + HEADER_LEN + self.question_len;
         let opt_len = |pad: usize| 11 + if pad > 0 || self.edns.is_some_and(|e| e.padding) { 4 + pad } else { 0 };
-        let mut answers = self.answers;
+        let (mut answers, mut authorities) = (self.answers, self.authorities);
         let limit = match (framing, self.edns) {
             (Framing::Stream, _) => crate::MAX_FRAME,
             (Framing::Datagram, Some(e)) => (e.udp_size as usize).max(512),
@@ -318,9 +331,10 @@ impl<'a> ResponseBuilder<'a> {
         if out.len() - header + self.edns.map_or(0, |_| opt_len(0)) > limit {
             out.truncate(question_end);
             out[header + 2] |= 0x02;
-            answers = 0;
+            (answers, authorities) = (0, 0);
         }
         out[header + 6..header + 8].copy_from_slice(&answers.to_be_bytes());
+        out[header + 8..header + 10].copy_from_slice(&authorities.to_be_bytes());
         if let Some(e) = self.edns {
             let mut pad = 0;
             if e.padding {

@@ -100,6 +100,14 @@ def population_rows(trials: Sequence[TrialRecord], fits: Sequence[TransportFit])
         why = reasons or [f"between 0 and its interval's upper end: {'; '.join(bounds)}"] if not identified else []
         if fixed:
             why.append(f"at their estimates (fits too small for an interval): {', '.join(fixed)}")
+        names = replay.get("names")
+        hits = summary["validity"].get("cache_hit_ratio")
+        if names:
+            missed = "an unknown share" if hits is None else f"{100 * (1 - hits):.0f} %"
+            why.append(
+                f"the capture's own names: {missed} missed the cache and went upstream, which the model "
+                "(fitted on trials its cache answered) does not price"
+            )
         out.append(
             {
                 "target": target,
@@ -131,6 +139,12 @@ def population_rows(trials: Sequence[TrialRecord], fits: Sequence[TransportFit])
                 "status": status,
                 "reason": "; ".join(why) or None,
                 "transports": ";".join(transports),
+                "names": "capture" if names else "synthetic",
+                "cache_hit_ratio": hits,
+                "replayed_repeat_share": replayed["repeat_share"] if (replayed := t.get("names_replayed")) else None,
+                "upstream_queries": t.get("upstream_queries"),
+                "target_answered": summary["validity"].get("target_answered"),
+                "capture_repeat_share": replay.get("repeat_share"),
             }
         )
     return out

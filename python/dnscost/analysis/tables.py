@@ -102,6 +102,7 @@ COLUMNS: dict[str, list[str]] = {
             measured_cpu_us
             predicted_cpu_us
             predicted_low_us predicted_high_us error_pct error_low_pct error_high_pct verdict status reason transports
+            names cache_hit_ratio replayed_repeat_share upstream_queries target_answered capture_repeat_share
         """,
         "rounds": " ".join(ROUND_COLUMNS),
         "headline": "target figure transport profile value low high n interval unit",

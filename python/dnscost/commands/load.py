@@ -88,6 +88,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         action="store_true",
         help="with --population: leave out the classes over transports the target does not serve (named)",
     )
+    ld.add_argument(
+        "--capture-names",
+        action="store_true",
+        help="with --population: ask the capture's own names (its names file) instead of synthetic ones; "
+        "the target forwards every name and the upstream answers each",
+    )
     for flag, field, kind, text in ENGINE_KNOBS:
         if kind is bool:
             ld.add_argument(flag, dest=f"engine_{field}", action="store_true", default=None, help=text)
@@ -233,8 +239,8 @@ def population_replay(a: argparse.Namespace) -> Replay | None:
     from dnscost.trial import RUN_FIELDS
 
     if a.population is None:
-        if a.scale is not None or a.served_only:
-            raise UsageError("--scale and --served-only need --population")
+        if a.scale is not None or a.served_only or a.capture_names:
+            raise UsageError("--scale, --served-only and --capture-names need --population")
         return None
     try:
         doc = tomllib.loads(a.population.read_text())
@@ -252,7 +258,7 @@ def population_replay(a: argparse.Namespace) -> Replay | None:
 
         offered = external_settings(a, a.target)
         transports = offered.parsed() if offered is not None else served(a.target)
-    replay = replay_of(doc, str(a.population), scale=a.scale, rate=rate, served=transports)
+    replay = replay_of(doc, str(a.population), scale=a.scale, rate=rate, served=transports, names=a.capture_names)
     if replay.left_out:
         print(f"dnscost load: left out (transport not served): {', '.join(replay.left_out)}", file=sys.stderr)
     return replay
@@ -349,6 +355,24 @@ def print_summary(record: TrialRecord, out: Path) -> None:
             print(
                 f"    {t:<5} answers engine/target {a['engine_answered']}/{target} "
                 f"({_fmt(a['agreement'] and 100 * a['agreement'], ' %', 2)})"
+            )
+    replay = record.get("population")
+    if replay and replay.get("names"):
+        repeat, upstream, asked = replay.get("repeat_share"), record.get("upstream_queries"), v["target_answered"]
+        missed = upstream / asked if upstream is not None and asked else None
+        print(
+            f"  names           the capture's own ({replay['names']}): the target's cache answered "
+            f"{_fmt(v['cache_hit_ratio'] and 100 * v['cache_hit_ratio'], ' %')} of the run's queries "
+            f"(its counters), the upstream was asked {_fmt(upstream, '', 0)} "
+            f"({_fmt(missed and 100 * missed, ' %')}: the misses, by its own log); "
+            f"the capture asked {_fmt(repeat and 100 * repeat, ' %')} of its Do53 queries before"
+        )
+        sent, lines = record.get("names_replayed"), replay.get("names_queries")
+        if sent and lines:
+            print(
+                f"                  the engine asked {sent['queries']:,} queries, the names file's first lines "
+                f"in its order ({sent['queries'] / lines:.2f} times its {lines:,}): a cache keeping every answer "
+                f"would have answered {100 * sent['repeat_share']:.1f} % of them"
             )
     if v.get("unchecked"):
         print(f"  not checked     {', '.join(v['unchecked'])} (docs/results.md, Validity)")

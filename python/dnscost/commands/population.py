@@ -5,7 +5,9 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -91,6 +93,8 @@ def main(a: argparse.Namespace) -> int:
     if a.names is not None:
         with a.names.open() as f:
             names = name_stats(f)
+        # Where a replay finds it: relative to the population's directory.
+        names = dataclasses.replace(names, file=os.path.relpath(a.names.resolve(), a.output.resolve().parent))
     p = population(flows, capture, a.prefix, names)
     write_atomic(a.output, population_toml(p, str(a.capture)))
     print(

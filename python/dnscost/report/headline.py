@@ -4,7 +4,7 @@ found. The figures themselves are :func:`dnscost.analysis.headline`'s."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TypeVar
 
 from dnscost.analysis.headline import HandshakeFigures, Head
@@ -172,14 +172,18 @@ def format_population(rows: Sequence[Row]) -> list[str]:
     """The ``population`` table in words, per target and rate over its rounds: the target's CPU
     per answered query measured (median [min-max]), the cost model's prediction (its interval's
     ends, median over rounds), and in how many rounds the measured time lay within, above or
-    below the prediction's interval."""
-    groups: dict[tuple[object, object], list[Row]] = {}
+    below the prediction's interval. Trials that asked the capture's own names are told apart,
+    with the target's cache hits beside the capture's repeats."""
+    groups: dict[tuple[object, object, object], list[Row]] = {}
     for r in rows:
-        groups.setdefault((r["target"], round(float(r["rate_qps"] or 0), -2)), []).append(r)
+        key = (r["target"], round(float(r["rate_qps"] or 0), -2), r.get("names") or "synthetic")
+        groups.setdefault(key, []).append(r)
     if not groups:
         return []
     lines = ["the cost model on trial: a population replayed, every class at once (population table)"]
-    for (target, rate), mine in sorted(groups.items(), key=lambda g: (str(g[0][0]), float(str(g[0][1])))):
+    for (target, rate, names), mine in sorted(
+        groups.items(), key=lambda g: (str(g[0][0]), float(str(g[0][1])), str(g[0][2]))
+    ):
         per = [
             (float(r["measured_cpu_us"]) / float(r["queries_answered"]), r)
             for r in mine
@@ -212,8 +216,45 @@ def format_population(rows: Sequence[Row]) -> list[str]:
         )
         words = {"within": "within the prediction", "above": "above it (under-predicted)", "below": "below it"}
         counts = ", ".join(f"{words[v]} in {verdicts.count(v)}" for v in words if v in verdicts)
+        label = f"{target} {version} at {rate:,.0f} qps" + (", the capture's names" if names == "capture" else "")
         lines.append(
-            f"  {target} {version} at {rate:,.0f} qps: measured {_iv(measured, 1)} CPU-µs/query, "
+            f"  {label}: measured {_iv(measured, 1)} CPU-µs/query, "
             f"predicted {predicted}; measured {counts or 'not compared'} of {len(per)} rounds"
+        )
+    return lines + _format_names(rows)
+
+
+def _format_names(rows: Sequence[Row]) -> list[str]:
+    """The trials that asked a capture's own names, per target and rate over their rounds: the
+    share of the queries its cache answered (its counters), the share the upstream was asked
+    for (its own log: the misses), and the share a cache keeping every answer would have
+    answered of the names the engine asked (the names file's first lines) and of the whole
+    capture's."""
+    groups: dict[tuple[object, object], list[Row]] = {}
+    for r in rows:
+        if r.get("names") == "capture" and r["valid"]:
+            groups.setdefault((r["target"], round(float(r["rate_qps"] or 0), -2)), []).append(r)
+    if not groups:
+        return []
+    lines = ["the capture's own names through the target, its cache beside the capture's repeats (population table)"]
+    for (target, rate), mine in sorted(groups.items(), key=lambda g: (str(g[0][0]), float(str(g[0][1])))):
+
+        def pct(values: Iterable[float | None]) -> str:
+            return _iv(spread(None if v is None else 100 * v for v in values), 1)
+
+        upstream = [
+            float(r["upstream_queries"]) / float(r["target_answered"])
+            if r.get("upstream_queries") is not None and r.get("target_answered")
+            else None
+            for r in mine
+        ]
+        capture = mine[0].get("capture_repeat_share")
+        lines.append(
+            f"  {target} {mine[0].get('target_version') or ''} at {rate:,.0f} qps: its cache answered "
+            f"{pct(r['cache_hit_ratio'] for r in mine)} % (its counters), the upstream was asked for "
+            f"{pct(upstream)} % (its log); a cache keeping every answer: "
+            f"{pct(r['replayed_repeat_share'] for r in mine)} % of the names asked, "
+            f"{'n/a' if capture is None else f'{100 * float(capture):.1f}'} % of the whole capture's; "
+            f"{len(mine)} rounds"
         )
     return lines

@@ -99,6 +99,7 @@ def make_target(
     transports: Sequence[str] | None = None,
     tld: str = "test",
     synthetic: int = 10_000,
+    any_name: bool = False,
     host: str = "127.0.0.1",
     exec_prefix: Sequence[str] = (),
 ) -> Target:
@@ -113,6 +114,7 @@ def make_target(
         transports=transports,
         tld=tld,
         synthetic=synthetic,
+        any_name=any_name,
         host=host,
         exec_prefix=exec_prefix,
         place=place_of(name),

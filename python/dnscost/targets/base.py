@@ -151,6 +151,7 @@ class Target(ABC):
         transports: Sequence[str] | None = None,
         tld: str = "test",
         synthetic: int = 10_000,
+        any_name: bool = False,
         host: str = "127.0.0.1",
         exec_prefix: Sequence[str] = (),
         place: Place | None = None,
@@ -173,6 +174,9 @@ class Target(ABC):
         self.wanted = tuple(transports or served)
         self.tld = tld
         self.synthetic = synthetic
+        self.forwarded = "." if any_name else tld.rstrip(".") + "."
+        """The zone a resolver forwards to its upstream: the synthetic TLD, or with ``any_name``
+        every name (a capture's own names, answered by ``serve --outside answer``)."""
         self.host = host
         """The address it listens on (127.0.0.1, or its side of a veth pair)."""
         self.exec_prefix = list(exec_prefix)

@@ -31,6 +31,7 @@ class Builtin(Target):
     def configure(self) -> list[str]:
         exe = self.locate()
         argv = [exe, "serve", "--synthetic", str(self.synthetic), "--tld", self.tld.rstrip(".")]
+        argv += ["--outside", "answer"] if self.forwarded == "." else []
         dns_port = free_port()
         for t in self.wanted:
             port = dns_port if t in ("udp", "tcp") else free_port()

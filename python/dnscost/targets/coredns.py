@@ -142,7 +142,7 @@ class Coredns(Target):
             port = free_port(socket.SOCK_DGRAM if t in QUIC_TRANSPORTS else socket.SOCK_STREAM)
             self.endpoints[t] = Endpoint(t, self.host, port, "/dns-query" if t in ("doh", "doh3") else None)
             listeners[SCHEMES[t]] = port
-        tld = self.tld.rstrip(".") + "."
+        tld = self.forwarded
         idle = f"{IDLE_TIMEOUT_S}s"
 
         def block(name: str, *settings: str) -> list[str]:

@@ -173,7 +173,7 @@ cache.open(100 * MB, {lua_str("lmdb://" + str(self.workdir / "cache"))})
             raise TargetError(f"knot-resolver: control socket {path}: {e}") from e
 
     def _forward(self, upstream: str) -> str:
-        tld = lua_str(self.tld + ".")
+        tld = lua_str(self.forwarded)
         if self.major_version() >= 6:
             return f"""-- FORWARD the TLD to the upstream, as for kresd 5 (below). kresd 6 answers special-use
 -- names ("test.", RFC 6761) from its rule database before any Lua policy, with NXDOMAIN: a

@@ -63,7 +63,7 @@ logging:
 recursor:
   forward_zones:
   - zone: '{zone}'
-    recurse: false
+    recurse: {"true" if zone == "." else "false"}
     forwarders: ['{upstream}']
   hint_file: 'no'
   security_poll_suffix: ''
@@ -115,7 +115,11 @@ class PdnsRecursor(Target):
             f"local-address={self.host}",
             f"local-port={dns_port}",
             "allow-from=127.0.0.0/8, 198.18.0.0/15",
-            f"forward-zones={self.tld.rstrip('.')}.={up.address}",
+            # Every name (a capture's own) as to a resolver (RD set, no NS of the root looked up:
+            # forwarded as to an authoritative server, it asked for them on every query).
+            f"forward-zones-recurse=.={up.address}"
+            if self.forwarded == "."
+            else f"forward-zones={self.forwarded}={up.address}",
             "dnssec=off",
             "security-poll-suffix=",
             "hint-file=no",
@@ -134,7 +138,7 @@ class PdnsRecursor(Target):
             # Recursor 5 reads YAML (old-style settings only with --enable-old-settings, to be
             # removed): the same settings as rec_control show-yaml converts them.
             (self.workdir / "recursor.yml").write_text(
-                _yaml(self.host, dns_port, f"{self.tld.rstrip('.')}.", up.address, threads, tcp_clients)
+                _yaml(self.host, dns_port, self.forwarded, up.address, threads, tcp_clients)
             )
         else:
             (self.workdir / "recursor.conf").write_text("\n".join(lines) + "\n")

@@ -119,7 +119,7 @@ class Unbound(Target):
             self.endpoints["doh"] = Endpoint("doh", self.host, port, "/dns-query")
         incoming = incoming_num_tcp(fd_limit(), threads, len(interfaces))
         idle_ms = IDLE_TIMEOUT_S * 1000
-        tld = self.tld.rstrip(".") + "."
+        tld, forwarded = self.tld.rstrip(".") + ".", self.forwarded
         up = self.upstream
         lines = [
             "# unbound configuration written by dnscost for one trial.",
@@ -142,8 +142,9 @@ class Unbound(Target):
             "    access-control: 198.18.0.0/15 allow  # the generator's side of a veth pair (--network veth)",
             '    module-config: "iterator"           # no validator: nothing to validate, no trust anchor',
             "    do-not-query-localhost: no          # the upstream is on loopback",
-            f'    domain-insecure: "{tld}"',
-            '    local-zone: "." refuse              # never resolve anything else: no root priming',
+            f'    domain-insecure: "{forwarded}"',
+            # Nothing else is resolved (no root priming), unless every name is forwarded.
+            *(['    local-zone: "." refuse'] if forwarded != "." else []),
             f'    local-zone: "{tld}" transparent     # overrides the built-in RFC 6761 zone for "test."',
             "    trust-anchor-signaling: no",
             "    root-key-sentinel: no",
@@ -159,7 +160,7 @@ class Unbound(Target):
             "    statistics-interval: 0",
             "    extended-statistics: yes            # answers by RCODE",
             "forward-zone:",
-            f'    name: "{tld}"',
+            f'    name: "{forwarded}"',
             f"    forward-addr: {up.host}@{up.port}",
             "remote-control:",
             "    control-enable: yes",

@@ -44,6 +44,11 @@ pub struct Setup {
     pub gate: Option<Gate>,
     /// The first error message seen of each kind, to say why a run failed.
     pub errors: std::sync::Mutex<std::collections::BTreeMap<&'static str, String>>,
+    /// With a queries file: the position in it every thread asking from it (of every class
+    /// that asks from the same file) takes its next query at, so that the run asks the file in
+    /// its order, as dnsperf reads its data file. None for synthetic names: each thread walks a
+    /// share of its own.
+    pub order: Option<Arc<std::sync::atomic::AtomicU64>>,
 }
 
 impl Setup {
@@ -143,6 +148,8 @@ pub struct Ctx {
     pub lingered: tokio::sync::Notify,
     next_conn: Cell<u64>,
     cursor: Cell<u64>,
+    /// The query [`Ctx::peek_query`] took and [`Ctx::next_query`] has not yet.
+    held: Cell<Option<u64>>,
     /// Run time at which a task of this thread first saw the run stop (`u64::MAX` until then).
     stopped_ns: Cell<u64>,
 }
@@ -176,6 +183,7 @@ impl Ctx {
             lingered: tokio::sync::Notify::new(),
             next_conn: Cell::new(0),
             cursor: Cell::new(thread * spread),
+            held: Cell::new(None),
             stopped_ns: Cell::new(u64::MAX),
         }
     }
@@ -213,18 +221,34 @@ impl Ctx {
         self.stopped_ns.get().min(self.now())
     }
 
-    /// Index of the query [`Ctx::next_query`] returns next.
+    /// Index of the query [`Ctx::next_query`] returns next (taken from the run's order now,
+    /// and held for this thread).
     #[inline]
     pub fn peek_query(&self) -> u64 {
-        self.cursor.get()
+        if let Some(i) = self.held.get() {
+            return i;
+        }
+        let i = self.take_query();
+        self.held.set(Some(i));
+        i
     }
 
     /// Index of the next query to send from this thread.
     #[inline]
     pub fn next_query(&self) -> u64 {
-        let i = self.cursor.get();
-        self.cursor.set(i.wrapping_add(1));
-        i
+        self.held.take().unwrap_or_else(|| self.take_query())
+    }
+
+    #[inline]
+    fn take_query(&self) -> u64 {
+        match &self.setup.order {
+            Some(order) => order.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            None => {
+                let i = self.cursor.get();
+                self.cursor.set(i.wrapping_add(1));
+                i
+            }
+        }
     }
 
     /// A connection number unique in the run.

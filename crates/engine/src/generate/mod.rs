@@ -368,6 +368,7 @@ fn setup(mut config: EngineConfig) -> Result<Setup, EngineError> {
     let timeout_ns = config.timeout_ms * 1_000_000;
     let gate =
         (config.open_first && config.transport.has_connections()).then(|| ctx::Gate::new(config.connections as u64));
+    let order = config_order(&config);
     Ok(Setup {
         config,
         target,
@@ -382,7 +383,13 @@ fn setup(mut config: EngineConfig) -> Result<Setup, EngineError> {
         timeout_ns,
         gate,
         errors: Default::default(),
+        order,
     })
+}
+
+/// A queries file's one order (see [`Setup::order`]).
+fn config_order(config: &EngineConfig) -> Option<Arc<std::sync::atomic::AtomicU64>> {
+    config.queries_file.as_ref().map(|_| Arc::new(std::sync::atomic::AtomicU64::new(0)))
 }
 
 /// Interval boundaries: every second, plus the ends of warm-up and of the measured period.
@@ -434,9 +441,15 @@ impl Run {
             set.push((Some(name), setup(c)?));
         }
         let start = std::time::Instant::now();
+        // Classes asking from one file take their queries from one order.
+        let mut orders = std::collections::HashMap::new();
         let classes = set
             .into_iter()
             .map(|(name, mut s)| {
+                if let Some(path) = s.config.queries_file.clone() {
+                    s.order =
+                        Some(orders.entry(path).or_insert_with(|| config_order(&s.config).expect("a file")).clone());
+                }
                 s.start = start;
                 (name, Arc::new(s))
             })

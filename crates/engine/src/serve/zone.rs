@@ -492,8 +492,8 @@ pub enum OutsideAnswer {
     /// This RCODE: REFUSED (an authoritative server's) or NXDOMAIN.
     Rcode(u8),
     /// Any name exists: an address of its own for A and AAAA (from a hash of the name), no
-    /// data for other types, with this TTL; a capture's names replayed through a resolver
-    /// resolve as the operator's did.
+    /// data for other types (with an SOA, so that it is cached), with this TTL; a capture's
+    /// names replayed through a resolver resolve as the operator's did.
     Any(u32),
 }
 
@@ -521,12 +521,17 @@ impl Responder {
         lower.make_ascii_lowercase();
         let lower = &*lower;
         let start = out.len();
+        // Any name's negative answer carries an SOA (see `OutsideAnswer::Any`).
+        let negative_soa = std::cell::Cell::new(false);
         let mut finish = |rcode: u8, ttl: u32, answers: &mut dyn Iterator<Item = (u16, u32, &[u8])>| {
             let mut b = ResponseBuilder::new(msg, &q, rcode, out);
             let mut min_ttl = None;
             for (rtype, ttl, rdata) in answers {
                 b.answer(rtype, ttl, rdata);
                 min_ttl = Some(min_ttl.map_or(ttl, |m: u32| m.min(ttl)));
+            }
+            if negative_soa.get() && min_ttl.is_none() {
+                b.authority(TYPE_SOA, ttl, &any_soa(ttl));
             }
             b.finish(framing);
             Some(Reply { len: out.len() - start, rcode, ttl: min_ttl.unwrap_or(ttl) })
@@ -589,10 +594,26 @@ impl Responder {
                 v6[8..].copy_from_slice(&hash.to_be_bytes());
                 let a = (qtype == TYPE_A || qtype == TYPE_ANY).then_some((TYPE_A, ttl, &v4[..]));
                 let aaaa = (qtype == TYPE_AAAA || qtype == TYPE_ANY).then_some((TYPE_AAAA, ttl, &v6[..]));
+                negative_soa.set(true);
                 finish(NOERROR, ttl, &mut a.into_iter().chain(aaaa))
             }
         }
     }
+}
+
+/// The SOA of any name's negative answer under `--outside answer`: every name the apex of a
+/// zone of its own, whose negative answers live the TTL (RFC 2308), so that resolvers cache
+/// "no such type here" (a capture's HTTPS or MX queries) as a real server's answers let them:
+/// a NODATA without an SOA is not cached.
+fn any_soa(ttl: u32) -> Vec<u8> {
+    let mut soa = Vec::with_capacity(64);
+    for name in ["ns.dnscost.invalid.", "hostmaster.dnscost.invalid."] {
+        encode_name(name, &mut soa).expect("a valid name");
+    }
+    for v in [1u32, 3600, 600, 86400, ttl] {
+        soa.extend_from_slice(&v.to_be_bytes());
+    }
+    soa
 }
 
 /// A response without question or records (FORMERR, NOTIMP).
@@ -701,7 +722,16 @@ mod tests {
         };
         assert_eq!(address(&ask(&any, "ACCOUNTS.google.com", TYPE_A, &opts).1), address(&first));
         assert_ne!(address(&ask(&any, "mail.google.com", TYPE_A, &opts).1), address(&first));
-        assert_eq!(ask(&any, "accounts.google.com", TYPE_MX, &opts).0.rcode, NOERROR); // no data
+        // No data, with an SOA in the authority section (its minimum the TTL), so that it is
+        // cached; the answers have none.
+        let (reply, out) = ask(&any, "accounts.google.com", TYPE_MX, &opts);
+        assert_eq!(reply.rcode, NOERROR);
+        assert_eq!((&out[6..8], &out[8..10]), (&[0, 0][..], &[0, 1][..]), "no answer, one authority record");
+        let soa = [0u8, 6, 0, 1, 0, 0, 1, 0x2c];
+        let at = out.windows(soa.len()).position(|w| w == soa).expect("an SOA of TTL 300") + soa.len();
+        let end = at + 2 + usize::from(u16::from_be_bytes([out[at], out[at + 1]]));
+        assert_eq!(&out[end - 4..end], &300u32.to_be_bytes(), "its minimum, the negative TTL");
+        assert_eq!(&ask(&any, "accounts.google.com", TYPE_A, &opts).1[8..10], &[0, 0]);
         assert_eq!(ask(&lab, "q0001.test", TYPE_A, &opts).0.rcode, NOERROR);
     }
 

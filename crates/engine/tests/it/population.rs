@@ -113,3 +113,40 @@ fn a_population_is_counted_per_class_as_the_responder_saw_it() {
 fn read_lines_raw(path: &std::path::Path) -> Vec<Value> {
     std::fs::read_to_string(path).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
 }
+
+/// A queries file is asked in its order by every thread of every class asking from it (as
+/// dnsperf reads its data file), not from a share of its own per thread: a run that asks
+/// fewer queries than the file holds asks none twice, whatever the classes' rates, and asks
+/// the file's first lines. Here a busy class (1 500 qps over two threads) would have run into
+/// the share of a slow one (DoH, which takes a query's index before it can send it).
+#[test]
+fn a_queries_file_is_asked_once_in_order_by_every_class() {
+    let dir = temp_dir("population-order");
+    let queries_log = dir.join("server-queries.jsonl");
+    let server = Server::start(&dir, &["--queries-log", queries_log.to_str().unwrap()]);
+    let names: Vec<String> = (0..4000).map(|i| format!("n{i}.test.")).collect();
+    let file = dir.join("names.txt");
+    std::fs::write(&file, names.iter().map(|n| format!("{n} A\n")).collect::<String>()).unwrap();
+    let ca = server.ca.display().to_string();
+    let config = json!({
+        "target": server.addr("udp"), "duration_ms": 2000, "warmup_ms": 0, "queries_file": file,
+        "classes": [
+            {"name": "busy", "config": {"transport": "udp", "rate": 1500, "connections": 4, "threads": 2}},
+            {"name": "slow", "config": {"transport": "doh", "target": server.addr("doh"), "rate": 100,
+                "connections": 2, "ca_file": ca, "sni": "localhost"}},
+        ],
+    });
+    let path = dir.join("order.json");
+    std::fs::write(&path, config.to_string()).unwrap();
+    let run = generate(&dir, &["--config", path.to_str().unwrap()]);
+    assert!(run.status.success(), "{}", run.stderr);
+    server.stop();
+    let asked: Vec<String> =
+        read_lines_raw(&queries_log).iter().map(|q| q["qname"].as_str().unwrap().to_string()).collect();
+    assert!(asked.len() > 3000, "{} queries", asked.len());
+    let distinct: std::collections::HashSet<&String> = asked.iter().collect();
+    assert_eq!(distinct.len(), asked.len(), "a name asked twice");
+    // The first lines, but for the few taken and not sent as the run stopped.
+    let first: std::collections::HashSet<&String> = names[..asked.len() + 20].iter().collect();
+    assert!(distinct.is_subset(&first), "asked past the file's first {} lines", asked.len() + 20);
+}
