@@ -6,11 +6,13 @@
 //! and the queries the client sent with their times: counted exactly for Do53 (each DNS
 //! message, with its type), estimated for the encrypted transports from what is in clear
 //! (`queries_exact` false) from the client's TLS application-data records for DoT and DoH:
-//! the client's TLS 1.3 Finished and alerts left out, for DoH also records too small to carry
-//! a request; a record carries as many queries as its size is multiples of the flow's typical
-//! (median) record, rounded (DoH: rounded down; several go together when queries wait for a
-//! handshake), but for DoH's first, which
-//! also carries the HTTP/2 preface and counts as one (none when it is only the preface). QUIC
+//! the client's TLS 1.3 Finished and alerts left out; for DoH, records too small to carry a
+//! request joined with the records next to them that the client sent before the server's next
+//! (Go's HTTP/2 client writes a request's HEADERS and DATA in records of their own), and what is
+//! still too small left out. Each such unit carries as many queries as its size is multiples of
+//! the flow's typical (median) unit, rounded (DoH: rounded down; several go together when
+//! queries wait for a handshake), but for DoH's first, which also carries the HTTP/2 preface
+//! and counts as one (none when it is only the preface). QUIC
 //! short-header packets large enough to carry a query count one each for DoQ and DoH/3. The TLS
 //! hellos give the name asked, the protocols offered, whether a session was offered for
 //! resumption and whether the server resumed it; a QUIC client's 0-RTT packets show it resumed.
@@ -37,7 +39,7 @@ pub fn transport_of(tcp: bool, port: u16) -> Option<&'static str> {
     }
 }
 
-/// A DoH record carries a request when its plaintext is at least this long (a SETTINGS
+/// A DoH turn carries a request when its plaintext is at least this long (a SETTINGS
 /// acknowledgement, a WINDOW_UPDATE or a PING is shorter).
 const DOH_REQUEST_MIN: usize = 40;
 /// TLS 1.3 record overhead beyond the plaintext: its content type and an AEAD tag.
@@ -111,8 +113,11 @@ struct Live {
     client_frames: Framer,
     server_frames: Framer,
     client_records: u64,
-    /// The client's application-data records that may carry queries: (time, plaintext octets).
-    carriers: Vec<(u64, usize)>,
+    /// The client's application-data records that may carry queries: (time, plaintext octets,
+    /// turn: how many of the server's application-data records came before it).
+    carriers: Vec<(u64, usize, u64)>,
+    /// The server's application-data records so far.
+    server_records: u64,
     fin: [bool; 2],
     rst: bool,
     /// When the connection ended (closed both ways or reset).
@@ -273,13 +278,14 @@ fn finished(mut l: Live) -> Flow {
     l.flow
 }
 
-/// The query times a DoT or DoH client's records carry (see the module): each record counts
-/// as many queries as its plaintext is multiples of the flow's typical (median) record; for
-/// DoH, the first is the preface and one request, or the preface alone.
-fn estimate_queries(doh: bool, carriers: &[(u64, usize)]) -> Vec<u64> {
+/// The query times a DoT or DoH client's records carry (see the module): each unit counts as
+/// many queries as its plaintext is multiples of the flow's typical (median) unit; for DoH, the
+/// first is the preface and one request, or the preface alone.
+fn estimate_queries(doh: bool, records: &[(u64, usize, u64)]) -> Vec<u64> {
+    let carriers = if doh { doh_units(records) } else { records.iter().map(|&(t, len, _)| (t, len)).collect() };
     let (first, rest) = match carriers.split_first() {
         Some((first, rest)) if doh => (Some(*first), rest),
-        _ => (None, carriers),
+        _ => (None, &carriers[..]),
     };
     let mut sizes: Vec<usize> = rest.iter().map(|c| c.1).collect();
     sizes.sort_unstable();
@@ -298,6 +304,33 @@ fn estimate_queries(doh: bool, carriers: &[(u64, usize)]) -> Vec<u64> {
         out.extend(std::iter::repeat_n(ts, k));
     }
     out
+}
+
+/// A DoH client's records as units that may carry a request (see the module): small records
+/// gathered until they are large enough, within one turn (records between two of the
+/// server's); what is left too small joins the turn's last unit, or is dropped.
+fn doh_units(records: &[(u64, usize, u64)]) -> Vec<(u64, usize)> {
+    let mut units: Vec<(u64, usize)> = Vec::new();
+    let mut pending: Option<(u64, usize)> = None;
+    let mut unit_turn = None;
+    for (k, &(ts, len, turn)) in records.iter().enumerate() {
+        let (start, size) = pending.take().map_or((ts, len), |(t, n)| (t, n + len));
+        if size >= DOH_REQUEST_MIN {
+            units.push((start, size));
+            unit_turn = Some(turn);
+        } else {
+            pending = Some((start, size));
+        }
+        let turn_ends = records.get(k + 1).is_none_or(|next| next.2 != turn);
+        if turn_ends {
+            if let (Some((_, n)), Some(last)) = (pending.take(), units.last_mut()) {
+                if unit_turn == Some(turn) {
+                    last.1 += n;
+                }
+            }
+        }
+    }
+    units
 }
 
 impl Live {
@@ -358,6 +391,7 @@ impl Live {
             server_frames: Framer::new(framing),
             client_records: 0,
             carriers: Vec::new(),
+            server_records: 0,
             fin: [false; 2],
             rst: false,
             ended_us: None,
@@ -490,11 +524,9 @@ impl Live {
                     return;
                 }
                 let plaintext = fr.len.saturating_sub(if tls13 { TLS13_OVERHEAD } else { 0 });
-                if f.transport == "doh" && plaintext < DOH_REQUEST_MIN {
-                    return;
-                }
-                self.carriers.push((fr.ts, plaintext));
+                self.carriers.push((fr.ts, plaintext, self.server_records));
             }
+            (_, 23) => self.server_records += 1,
             _ => {}
         }
     }
@@ -553,4 +585,22 @@ fn qtype(msg: &[u8]) -> Option<u16> {
         at += 1 + len;
     }
     Some(u16::from_be_bytes([*msg.get(at)?, *msg.get(at + 1)?]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn small_doh_records_of_one_turn_join_into_a_request() {
+        // Go: a request's HEADERS (38) and DATA (17) in records of their own, one turn each.
+        assert_eq!(doh_units(&[(1, 38, 0), (2, 17, 0), (5, 38, 1), (6, 17, 1)]), [(1, 55), (5, 55)]);
+        // A WINDOW_UPDATE after a request joins it; one alone in its turn is no request.
+        assert_eq!(doh_units(&[(1, 80, 0), (2, 13, 0), (3, 13, 1)]), [(1, 93)]);
+        // Concurrent requests, each a record of its own (browsers): each a unit.
+        assert_eq!(doh_units(&[(1, 80, 0), (1, 81, 0), (4, 80, 1)]), [(1, 80), (1, 81), (4, 80)]);
+        // Two of Go's requests in one turn: two units.
+        assert_eq!(doh_units(&[(1, 38, 0), (1, 17, 0), (2, 38, 0), (2, 17, 0)]), [(1, 55), (2, 55)]);
+        assert_eq!(estimate_queries(true, &[(0, 200, 0), (1, 38, 1), (1, 17, 1), (2, 38, 2), (2, 17, 2)]), [0, 1, 2]);
+    }
 }

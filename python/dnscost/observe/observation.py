@@ -98,8 +98,8 @@ class ObservationPlan:
     out: Path
     command: str | None = None
     capture: bool = False
-    """Also capture the lab's packets (headers) at the resolver's side: ``capture.pcap``,
-    analysed in ``capture.json``."""
+    """Also capture the lab's packets (whole) at the resolver's side: ``capture.pcap``,
+    analysed in ``capture.json`` (and readable by ``dnscost population``)."""
 
 
 def _resolution_loop(lab: Lab, out: Path, schedule: Schedule) -> Child:
@@ -110,10 +110,10 @@ def _resolution_loop(lab: Lab, out: Path, schedule: Schedule) -> Child:
 
 
 def _capture(lab: Lab, out: Path) -> Child:
-    """tcpdump on the resolver's end of the veth pair, headers only, each packet written at
-    once."""
+    """tcpdump on the resolver's end of the veth pair, whole packets (``dnscost population``
+    reads the TLS records and DNS messages in them), each written at once."""
     log = out / "tcpdump.log"
-    argv = ["tcpdump", "-n", "--immediate-mode", "-U", "-s", "128", "-Z", "root", "-i", lab.info.server_device,
+    argv = ["tcpdump", "-n", "--immediate-mode", "-U", "-s", "0", "-Z", "root", "-i", lab.info.server_device,
             "-w", str(out / "capture.pcap"), "host", SERVER_ADDRESS]  # fmt: skip
     child = Child("tcpdump", [*lab.exec_prefix("server"), *argv], log=log)
     child.wait_for(lambda: "listening on" in log.read_text(errors="replace"), 10, "while starting to capture")
