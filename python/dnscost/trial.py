@@ -374,8 +374,8 @@ def start_bed(
             info["cache_hit_ratio"] = None
             info["cache_fill"] = "twice, hits not checked (the target keeps no counters dnscost reads)"
         elif (s.fill if fill is None else fill) and s.target != "builtin" and not s.any_name():
-            # A capture's own names start cold, as they did at the capture's start: the synthetic
-            # fill would only take cache room (the hit ratio is the window's, from the counters).
+            # (Not for a capture's own names: they start cold, as at the capture's start; the
+            # synthetic fill would only take cache room. Their hits are read from the counters.)
             info["cache_hit_ratio"] = warm_cache(target, workdir / "fill", s.generator_cpus, s.names)
     except BaseException:
         bed.stop()
