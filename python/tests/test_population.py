@@ -370,3 +370,23 @@ def test_a_capture_of_real_clients_is_recovered(tmp_path: Path) -> None:
     doc = (REPO / "docs" / "population.md").read_text()
     assert _block(doc, "## A capture of real clients") == _recovered_table(composition, flows)
     assert _block(doc, "The classes it reads:") == "".join(r.stdout.splitlines(keepends=True)[:-1])
+    # With the observations' key log, every encrypted query is counted, each client's as its
+    # server logged it.
+    r = _dnscost(
+        "population", "real-clients.pcap", "-o", str(out), "--flows", str(flows_path),
+        "--keylog", "real-clients.keylog", cwd=shipped,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    flows = [json.loads(x) for x in flows_path.read_text().splitlines()[:-1]]
+    assert all(f["queries_exact"] for f in flows), [f for f in flows if not f["queries_exact"]]
+    for m in composition:
+        (t, n), *_ = m["queries"].items()
+        assert sum(f["queries"] for f in flows if f["client"] == m["address"]) == n, m["client"]
+    assert all(k["queries_exact"] for k in tomllib.loads(out.read_text())["class"])
+    # A file that is no key log: one line, exit 2.
+    (tmp_path / "not.keylog").write_text("hello\n")
+    bad = _dnscost(
+        "population", "real-clients.pcap", "-o", str(out), "--keylog", str(tmp_path / "not.keylog"), cwd=shipped
+    )
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1, bad.stderr
+    assert "not an NSS key log" in bad.stderr

@@ -19,11 +19,14 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::IpAddr;
+use std::sync::Arc;
+
+use crate::decrypt::{KeyLog, Opener, QueryCounter};
 
 use serde::Serialize;
 
 use crate::packet::{Packet, Segment, ACK, FIN, RST, SYN};
-use crate::stream::{Frame, Framer, Framing, Reassembly};
+use crate::stream::{qtype, Frame, Framer, Framing, Reassembly};
 use crate::tls;
 
 /// The ports a DNS server answers on, and what a flow to each is.
@@ -118,6 +121,8 @@ struct Live {
     carriers: Vec<(u64, usize, u64)>,
     /// The server's application-data records so far.
     server_records: u64,
+    /// With a key log: the client's records opened and their queries counted exactly.
+    opened: Option<Opened>,
     fin: [bool; 2],
     rst: bool,
     /// When the connection ended (closed both ways or reset).
@@ -125,6 +130,46 @@ struct Live {
 }
 
 type Key = (bool, IpAddr, u16, IpAddr, u16);
+
+/// A TLS flow's client records as a key log opens them (see `decrypt`).
+#[derive(Debug)]
+struct Opened {
+    keylog: Arc<KeyLog>,
+    random: Option<[u8; 32]>,
+    opener: Option<Opener>,
+    counter: QueryCounter,
+    /// When each query counted was sent (its record's time).
+    query_us: Vec<u64>,
+    /// A record did not open, was not kept whole, or came under a key the log does not give
+    /// (a key update, 0-RTT data): the estimate stands.
+    failed: bool,
+}
+
+impl Opened {
+    /// Whether every application-data record of the client was opened.
+    fn complete(&self) -> bool {
+        self.opener.is_some() && !self.failed
+    }
+
+    fn record(&mut self, fr: &Frame) {
+        let Some(opener) = self.opener.as_mut().filter(|_| !self.failed) else { return };
+        let len = fr.len as u16;
+        if fr.head.len() != fr.len {
+            self.failed = true;
+            return;
+        }
+        match opener.open([23, 3, 3, (len >> 8) as u8, len as u8], &fr.head) {
+            Some((23, plain)) => {
+                let n = self.counter.push(&plain);
+                self.query_us.extend(std::iter::repeat_n(fr.ts, n as usize));
+            }
+            Some((21, _)) => {}
+            // A post-handshake message: a KeyUpdate (24) changes the key; tickets do not.
+            Some((22, plain)) if plain.first() != Some(&24) => {}
+            _ => self.failed = true,
+        }
+    }
+}
 
 /// The flows of a capture, fed packet by packet in capture order.
 #[derive(Debug, Default)]
@@ -135,6 +180,8 @@ pub struct Flows {
     swept_us: u64,
     /// Do53 queries' names and types, in capture order, when asked for ([`Flows::keep_names`]).
     names: Option<Vec<(String, u16)>>,
+    /// A key log, to open DoT and DoH clients' TLS 1.3 records ([`Flows::with_keylog`]).
+    keylog: Option<Arc<KeyLog>>,
     /// Packets that were TCP or UDP on a DNS port.
     pub dns_packets: u64,
 }
@@ -143,6 +190,13 @@ impl Flows {
     /// Flows with the servers at `servers` (empty: any address on a DNS port).
     pub fn new(servers: impl IntoIterator<Item = IpAddr>) -> Self {
         Flows { servers: servers.into_iter().collect(), ..Default::default() }
+    }
+
+    /// Opens the DoT and DoH connections' client records whose secrets `keylog` holds, so
+    /// that their queries are counted exactly (`queries_exact`).
+    pub fn with_keylog(mut self, keylog: KeyLog) -> Self {
+        self.keylog = Some(Arc::new(keylog));
+        self
     }
 
     /// Keeps every Do53 query's name and type, for [`Flows::take_names`].
@@ -203,7 +257,22 @@ impl Flows {
                 return; // the last ACK or RST of a connection already written, or never seen
             }
         }
-        let live = self.live.entry(key).or_insert_with(|| Live::new(transport, client, cport, server, sport, ts, p));
+        let keylog = &self.keylog;
+        let live = self.live.entry(key).or_insert_with(|| {
+            let mut l = Live::new(transport, client, cport, server, sport, ts, p);
+            if let (Some(log), "dot" | "doh") = (keylog, transport) {
+                l.client_frames = Framer::new(Framing::Tls).keeping_records();
+                l.opened = Some(Opened {
+                    keylog: Arc::clone(log),
+                    random: None,
+                    opener: None,
+                    counter: QueryCounter::new(transport == "doh"),
+                    query_us: Vec::new(),
+                    failed: false,
+                });
+            }
+            l
+        });
         live.flow.closed_us = ts;
         if from_client {
             live.flow.octets_from_client += p.payload_len as u64;
@@ -268,8 +337,18 @@ fn finished(mut l: Live) -> Flow {
     }
     let f = &mut l.flow;
     f.gap = l.client_stream.gaps + l.server_stream.gaps > 0;
-    if matches!(f.transport, "dot" | "doh") {
-        f.query_us = estimate_queries(f.transport == "doh", &l.carriers);
+    match l.opened.take() {
+        Some(o) if o.complete() => {
+            f.query_us = o.query_us;
+            for t in o.counter.qtypes {
+                *f.qtypes.entry(t).or_default() += 1;
+            }
+            f.queries_exact = true;
+        }
+        _ if matches!(f.transport, "dot" | "doh") => {
+            f.query_us = estimate_queries(f.transport == "doh", &l.carriers);
+        }
+        _ => {}
     }
     f.queries = f.query_us.len() as u64;
     if matches!(f.transport, "tcp" | "dot" | "doh") && (!l.client_stream.from_start || f.gap) {
@@ -392,6 +471,7 @@ impl Live {
             client_records: 0,
             carriers: Vec::new(),
             server_records: 0,
+            opened: None,
             fin: [false; 2],
             rst: false,
             ended_us: None,
@@ -507,12 +587,23 @@ impl Live {
                     f.alpn = h.alpn;
                     f.resumption_offered = Some(h.resumption_offered);
                     f.early_data = h.early_data;
+                    if let Some(o) = self.opened.as_mut() {
+                        o.random = Some(h.random);
+                    }
                 }
             }
             (_, 22) if !from_client && f.tls_version.is_none() => {
                 if let Some(h) = tls::server_hello(&fr.head) {
                     f.tls_version = Some(version_name(h.version));
                     f.resumed = Some(h.resumed);
+                    if let Some(o) = self.opened.as_mut() {
+                        // TLS 1.3 only, and not 0-RTT data, which a key log's first
+                        // application secret does not open.
+                        o.opener = o
+                            .random
+                            .filter(|_| h.version == 0x0304 && !f.early_data)
+                            .and_then(|r| o.keylog.client_opener(&r, h.cipher_suite));
+                    }
                 }
             }
             (_, 23) if from_client => {
@@ -525,6 +616,9 @@ impl Live {
                 }
                 let plaintext = fr.len.saturating_sub(if tls13 { TLS13_OVERHEAD } else { 0 });
                 self.carriers.push((fr.ts, plaintext, self.server_records));
+                if let Some(o) = self.opened.as_mut() {
+                    o.record(&fr);
+                }
             }
             (_, 23) => self.server_records += 1,
             _ => {}
@@ -564,27 +658,6 @@ fn question(msg: &[u8]) -> Option<(String, u16)> {
         name.push('.');
     }
     Some((name, u16::from_be_bytes([*msg.get(at)?, *msg.get(at + 1)?])))
-}
-
-/// A query's type, from its question (None when the message does not parse).
-fn qtype(msg: &[u8]) -> Option<u16> {
-    if u16::from_be_bytes([*msg.get(4)?, *msg.get(5)?]) == 0 {
-        return None;
-    }
-    let mut at = 12;
-    loop {
-        let len = *msg.get(at)? as usize;
-        if len == 0 {
-            at += 1;
-            break;
-        }
-        if len & 0xc0 != 0 {
-            at += 2;
-            break;
-        }
-        at += 1 + len;
-    }
-    Some(u16::from_be_bytes([*msg.get(at)?, *msg.get(at + 1)?]))
 }
 
 #[cfg(test)]

@@ -129,15 +129,33 @@ pub struct Framer {
     frame: Option<Frame>,
     left: usize,
     keep: usize,
+    /// Octets kept of an application-data record (0, or all of it when records are opened).
+    keep_application: usize,
 }
 
 /// Octets kept of a DNS message (its question) and of a TLS handshake record (a hello).
 const KEEP_DNS: usize = 512;
 const KEEP_HANDSHAKE: usize = 16 * 1024;
+/// The largest TLS record (2^14 octets of plaintext and 256 of expansion).
+const KEEP_RECORD: usize = (1 << 14) + 256;
 
 impl Framer {
     pub fn new(framing: Framing) -> Self {
-        Framer { framing, header: Vec::with_capacity(5), header_ts: 0, frame: None, left: 0, keep: 0 }
+        Framer {
+            framing,
+            header: Vec::with_capacity(5),
+            header_ts: 0,
+            frame: None,
+            left: 0,
+            keep: 0,
+            keep_application: 0,
+        }
+    }
+
+    /// Keeps application-data records whole (to open them with a key log).
+    pub fn keeping_records(mut self) -> Self {
+        self.keep_application = KEEP_RECORD;
+        self
     }
 
     /// Forgets a message begun: octets before what comes next were lost.
@@ -179,6 +197,7 @@ impl Framer {
             self.keep = match (self.framing, kind) {
                 (Framing::Dns, _) => KEEP_DNS,
                 (Framing::Tls, 22) => KEEP_HANDSHAKE,
+                (Framing::Tls, 23) => self.keep_application,
                 _ => 0,
             };
             let frame = Frame { ts: self.header_ts, kind, len, head: Vec::new() };
@@ -190,6 +209,27 @@ impl Framer {
             }
         }
     }
+}
+
+/// A query's type, from its question (None when the message does not parse).
+pub fn qtype(msg: &[u8]) -> Option<u16> {
+    if u16::from_be_bytes([*msg.get(4)?, *msg.get(5)?]) == 0 {
+        return None;
+    }
+    let mut at = 12;
+    loop {
+        let len = *msg.get(at)? as usize;
+        if len == 0 {
+            at += 1;
+            break;
+        }
+        if len & 0xc0 != 0 {
+            at += 2;
+            break;
+        }
+        at += 1 + len;
+    }
+    Some(u16::from_be_bytes([*msg.get(at)?, *msg.get(at + 1)?]))
 }
 
 #[cfg(test)]

@@ -10,6 +10,8 @@ pub struct ClientHello {
     /// A TLS 1.3 `pre_shared_key` or a non-empty TLS 1.2 `session_ticket`.
     pub resumption_offered: bool,
     pub early_data: bool,
+    /// Its random: what a key log finds the connection's secrets by.
+    pub random: [u8; 32],
 }
 
 /// A ServerHello's clear fields.
@@ -19,6 +21,7 @@ pub struct ServerHello {
     pub version: u16,
     /// TLS 1.3: the server chose the offered pre-shared key (the handshake resumed).
     pub resumed: bool,
+    pub cipher_suite: u16,
 }
 
 struct Reader<'a> {
@@ -71,11 +74,12 @@ pub fn client_hello(msg: &[u8]) -> Option<ClientHello> {
     }
     let len = (r.u8()? << 16) | r.u16()?;
     let mut r = Reader { b: r.take(len)? };
-    r.take(2 + 32)?; // legacy version, random
+    r.take(2)?; // legacy version
+    let random = <[u8; 32]>::try_from(r.take(32)?).ok()?;
     r.vec8()?; // session id
     r.vec16()?; // cipher suites
     r.vec8()?; // compression methods
-    let mut hello = ClientHello::default();
+    let mut hello = ClientHello { random, ..ClientHello::default() };
     for (kind, data) in extensions(r) {
         let mut d = Reader { b: data };
         match kind {
@@ -117,9 +121,9 @@ pub fn server_hello(msg: &[u8]) -> Option<ServerHello> {
     let legacy = r.u16()?;
     r.take(32)?;
     r.vec8()?; // session id
-    r.u16()?; // cipher suite
+    let cipher_suite = r.u16()? as u16;
     r.u8()?; // compression
-    let mut hello = ServerHello { version: legacy as u16, resumed: false };
+    let mut hello = ServerHello { version: legacy as u16, resumed: false, cipher_suite };
     for (kind, data) in extensions(r) {
         match kind {
             43 if data.len() == 2 => hello.version = u16::from_be_bytes([data[0], data[1]]),
@@ -181,6 +185,9 @@ mod tests {
         body.extend([0, 0x13, 0x01, 0]);
         body.extend((exts.len() as u16).to_be_bytes());
         body.extend(exts);
-        assert_eq!(server_hello(&hello(2, &body)), Some(ServerHello { version: 0x0304, resumed: true }));
+        assert_eq!(
+            server_hello(&hello(2, &body)),
+            Some(ServerHello { version: 0x0304, resumed: true, cipher_suite: 0x1301 })
+        );
     }
 }

@@ -23,6 +23,10 @@ pub struct CaptureArgs {
     /// the query file's format (`--queries`): the operator's names to replay.
     #[arg(long, value_name = "FILE")]
     names: Option<PathBuf>,
+    /// An NSS key log (SSLKEYLOGFILE) of the capture's TLS connections: DoT and DoH clients'
+    /// TLS 1.3 records it holds the secrets of are opened, and their queries counted exactly.
+    #[arg(long, value_name = "FILE")]
+    keylog: Option<PathBuf>,
 }
 
 #[derive(serde::Serialize)]
@@ -41,6 +45,14 @@ pub fn main(args: CaptureArgs) -> Result<ExitCode, crate::EngineError> {
     let started = Instant::now();
     let file = std::fs::File::open(&args.file).map_err(|e| crate::EngineError::file(&args.file, e))?;
     let mut flows = Flows::new(args.servers.iter().copied());
+    if let Some(path) = &args.keylog {
+        let text = std::fs::read_to_string(path).map_err(|e| crate::EngineError::file(path, e))?;
+        let log = dnscost_capture::decrypt::KeyLog::parse(&text);
+        if log.is_empty() {
+            return Err(crate::EngineError::file(path, "no CLIENT_TRAFFIC_SECRET_0 line: not an NSS key log"));
+        }
+        flows = flows.with_keylog(log);
+    }
     let mut names_out = match &args.names {
         Some(path) => {
             flows = flows.keep_names();

@@ -42,6 +42,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     p.add_argument("--flows", type=Path, help="also keep the capture's flows (JSON lines) here")
     p.add_argument("--names", type=Path, help="also write the Do53 queries' names here (the engine's --queries format)")
+    p.add_argument(
+        "--keylog",
+        type=Path,
+        help="an NSS key log (SSLKEYLOGFILE) of the capture's TLS connections: DoT and DoH queries counted exactly",
+    )
 
 
 def _read_flows(cmd: list[str], keep: Path | None) -> tuple[list[FlowRecord], CaptureRecord]:
@@ -88,6 +93,7 @@ def main(a: argparse.Namespace) -> int:
         raise UsageError(f"{a.capture}: no such file")
     cmd = [str(engine_path()), "capture", str(a.capture), *(x for s in a.server for x in ("--server", s))]
     cmd += ["--names", str(a.names)] if a.names is not None else []
+    cmd += ["--keylog", str(a.keylog)] if a.keylog is not None else []
     flows, capture = _read_flows(cmd, a.flows)
     names = None
     if a.names is not None:
