@@ -183,17 +183,13 @@ def test_a_share_trial_offers_half_what_its_reference_answered(root: None, tmp_p
         loaded_s = t["params"]["warmup_s"] + t["params"]["duration_s"]
         target_qps = validity["target_answered"] / loaded_s
         assert target_qps == pytest.approx(min(offered, derived["rate_qps"]), rel=0.1)
-        # Half of what saturated the target does not saturate it, unless its core was also busy
-        # with work not charged to it: open-loop TCP on loopback sends one segment per query, and
-        # part of the kernel's receive work then runs on the target's core outside the target
-        # (the trial is flagged target-core-shared: the tool says the figures are not the
-        # target's own). (The generator may also fall a little behind on a shared CI core: that
-        # is flagged generator-bound, correctly, and is the machine's state, not the share's.)
-        assert not validity["target_saturated"] or "target-core-shared" in validity["flags"], (
-            t["id"],
-            validity["target_busy_share"],
-            validity["flags"],
-        )
+        # Half of what saturated the target is answered without loss. It need not leave the
+        # target's core half idle: below saturation a target wakes for fewer queries at a time
+        # and pays more per query (CI once saw dnsdist's UDP at half its closed-loop capacity
+        # take 6.05 CPU-µs per query against 3.42 at saturation, its core 90.005 % busy, just
+        # over the saturated mark); and open-loop TCP on loopback puts part of the kernel's
+        # receive work on the target's core outside the target (flagged target-core-shared).
+        assert validity["loss"] is not None and validity["loss"] < 0.01, (t["id"], validity["loss"], validity["flags"])
     if not ran:  # a shared machine: the clean failures are checked above, the rate could not be
         flags = sorted({f for t in shares for f in trials[t["reference"]]["summary"]["validity"]["flags"]})
         pytest.skip(f"no reference was valid on this machine ({', '.join(flags)})")
