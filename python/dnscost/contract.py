@@ -421,6 +421,17 @@ class IntervalRecord(TypedDict):
     classes: NotRequired[list[ClassTotals]]
 
 
+class EngineMemory(TypedDict):
+    """The generator's own resident memory: before any connection, and at the last interval
+    with the most connections open (``bench/engine-memory`` takes the slope over runs)."""
+
+    rss_start_bytes: int
+    rss_bytes: int
+    connections: int
+    rss_per_connection_bytes: NotRequired[int | None]
+    rss_peak_bytes: int
+
+
 class SummaryRecord(TypedDict):
     """The engine's last line: the measured period's and the whole run's counts."""
 
@@ -436,6 +447,7 @@ class SummaryRecord(TypedDict):
     opened_ms: NotRequired[int | None]
     total: Totals
     classes: NotRequired[list[ClassSummary]]
+    memory: NotRequired[EngineMemory]
 
 
 EngineRecord = StartRecord | IntervalRecord | SummaryRecord

@@ -11,7 +11,7 @@ mod records;
 
 pub use counters::{Close, Counters, ErrorKind, Handshake, Histogram, Side};
 pub use records::{
-    Accounting, ClassStart, ClassSummary, ClassTotals, ConnectionCounts, ConnectionRecord, EngineUsage,
+    Accounting, ClassStart, ClassSummary, ClassTotals, ConnectionCounts, ConnectionRecord, EngineMemory, EngineUsage,
     HandshakeCounts, HistogramSummary, IntervalRecord, Phase, QueryCounts, QueryRecord, Record, StartRecord,
     SummaryRecord, Totals, TrafficCounts,
 };

@@ -352,6 +352,45 @@ pub struct SummaryRecord {
     /// A population's classes, each counted apart (their sum is the totals).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub classes: Vec<ClassSummary>,
+    /// The generator's own memory.
+    #[serde(default)]
+    pub memory: EngineMemory,
+}
+
+/// The generator's own memory: its resident set (`/proc/self/statm`), before any connection
+/// opened and at every interval. What the load side needs per connection is the slope of
+/// `rss_bytes` over `connections` across runs (`bench/engine-memory`); `rss_per_connection_bytes`
+/// is one run's estimate of it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EngineMemory {
+    /// Resident octets once the threads' configurations were made, before any connection.
+    pub rss_start_bytes: u64,
+    /// The last interval with the most connections open: its resident octets and connections.
+    pub rss_bytes: u64,
+    pub connections: u64,
+    /// `(rss_bytes - rss_start_bytes) / connections`, rounded (absent without connections).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rss_per_connection_bytes: Option<u64>,
+    /// The most resident octets at any interval.
+    pub rss_peak_bytes: u64,
+}
+
+impl EngineMemory {
+    /// Memory before any connection: `rss` resident octets.
+    pub fn starting(rss: u64) -> Self {
+        EngineMemory { rss_start_bytes: rss, rss_bytes: rss, rss_peak_bytes: rss, ..Self::default() }
+    }
+
+    /// An interval's sample: `rss` resident octets with `connections` open.
+    pub fn sample(&mut self, rss: u64, connections: u64) {
+        self.rss_peak_bytes = self.rss_peak_bytes.max(rss);
+        if connections >= self.connections {
+            (self.rss_bytes, self.connections) = (rss, connections);
+            self.rss_per_connection_bytes = (connections > 0)
+                .then(|| (rss.saturating_sub(self.rss_start_bytes) as f64 / connections as f64).round() as u64);
+        }
+    }
 }
 
 /// One connection's life, from the side that wrote the log.

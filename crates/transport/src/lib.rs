@@ -2,7 +2,8 @@
 //!
 //! Modules are named by carrier: [`socket`] (UDP and TCP sockets: source binding, linger,
 //! TCP_INFO), [`tls`] (rustls configurations with the version and key-exchange group pinned,
-//! resumption on or off, key logging, certificates), [`quic`] (quinn configurations on those, and
+//! resumption on or off, key logging, certificates), [`tls_client`] (the generator's TLS
+//! client stream, holding no buffer while idle), [`quic`] (quinn configurations on those, and
 //! the kind of each QUIC handshake). The generator's HTTP/2 client, which does no I/O, is
 //! `dnscost_wire::http2`.
 
@@ -13,6 +14,7 @@ pub mod quic;
 #[allow(unsafe_code)]
 pub mod socket;
 pub mod tls;
+pub mod tls_client;
 
 /// Why a transport could not be set up.
 #[non_exhaustive]

@@ -193,6 +193,17 @@ pub fn process_cpu_us() -> (u64, u64) {
     cpu_us(libc::RUSAGE_SELF)
 }
 
+/// The process's resident set in octets (`/proc/self/statm`'s second field; 0 if unreadable).
+pub fn resident_bytes() -> u64 {
+    let pages = std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| s.split_whitespace().nth(1)?.parse::<u64>().ok())
+        .unwrap_or(0);
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    pages * u64::try_from(page).unwrap_or(4096)
+}
+
 /// User and system CPU time of the calling thread, in µs (a population's class is counted
 /// by its own threads').
 pub fn thread_cpu_us() -> (u64, u64) {

@@ -7,10 +7,12 @@ pub const MAX_FRAME: usize = u16::MAX as usize;
 
 /// Splits a byte stream into DNS messages. Reads go straight into its buffer
 /// ([`FrameDecoder::spare`], then [`FrameDecoder::advance`]) and frames come out as slices of
-/// it, so no message is copied.
+/// it, so no message is copied. The buffer is the thread's ([`crate::spare`]), held from the
+/// first [`FrameDecoder::spare`] until [`FrameDecoder::release`] finds nothing buffered.
 #[derive(Debug)]
 pub struct FrameDecoder {
     buf: Vec<u8>,
+    read_size: usize,
     start: usize,
     end: usize,
 }
@@ -18,12 +20,23 @@ pub struct FrameDecoder {
 impl FrameDecoder {
     /// A decoder whose reads ask for up to `read_size` octets at a time.
     pub fn new(read_size: usize) -> Self {
-        Self { buf: vec![0; read_size.max(512)], start: 0, end: 0 }
+        Self { buf: Vec::new(), read_size: read_size.max(512), start: 0, end: 0 }
+    }
+
+    /// Gives the buffer back to the thread if it holds nothing (an incomplete frame stays).
+    pub fn release(&mut self) {
+        if self.start == self.end && !self.buf.is_empty() {
+            crate::spare::give(std::mem::take(&mut self.buf));
+            (self.start, self.end) = (0, 0);
+        }
     }
 
     /// Free space to read into, never empty: compacts or grows so that the rest of the pending
     /// frame fits (it may be less than the read size when most of a frame is buffered).
     pub fn spare(&mut self) -> &mut [u8] {
+        if self.buf.is_empty() {
+            self.buf = crate::spare::take(self.read_size);
+        }
         if self.start == self.end {
             self.start = 0;
             self.end = 0;
@@ -45,10 +58,11 @@ impl FrameDecoder {
         debug_assert!(self.end <= self.buf.len());
     }
 
-    /// Forgets what is buffered (for a new stream), keeping the buffer.
+    /// Forgets what is buffered (for a new stream), and gives the buffer back.
     pub fn clear(&mut self) {
         self.start = 0;
         self.end = 0;
+        self.release();
     }
 
     /// Octets received and not yet returned as frames.
@@ -128,6 +142,23 @@ mod tests {
             assert_eq!(feed(&mut d, &stream, chunk), msgs, "chunk {chunk}");
             assert_eq!(d.buffered(), 0);
         }
+    }
+
+    #[test]
+    fn the_buffer_is_held_only_while_a_frame_is_incomplete() {
+        let mut d = FrameDecoder::new(1024);
+        assert_eq!(d.buf.capacity(), 0, "none before the first read");
+        let spare = d.spare();
+        spare[..5].copy_from_slice(&[0, 4, 1, 2, 3]);
+        d.advance(5);
+        assert!(d.next_frame().is_none());
+        d.release();
+        assert!(!d.buf.is_empty(), "an incomplete frame keeps it");
+        d.spare()[0] = 4;
+        d.advance(1);
+        assert_eq!(d.next_frame().unwrap().unwrap(), [1, 2, 3, 4]);
+        d.release();
+        assert_eq!((d.buf.capacity(), d.buffered()), (0, 0), "given back");
     }
 
     #[test]

@@ -231,9 +231,8 @@ impl Client {
         settings.initial_window_size = settings.initial_window_size.min(MAX_WINDOW as u32);
         settings.connection_window_size = settings.connection_window_size.clamp(DEFAULT_WINDOW, MAX_WINDOW as u32);
         settings.max_frame_size = settings.max_frame_size.clamp(MIN_FRAME_SIZE, MAX_FRAME_SIZE);
-        let room = settings.max_frame_size as usize + FRAME_HEADER;
         let mut streams = Vec::new();
-        streams.resize_with(16, Stream::default);
+        streams.resize_with(4, Stream::default);
         Client {
             peer: PeerSettings {
                 max_concurrent_streams: settings.initial_max_streams,
@@ -246,7 +245,7 @@ impl Client {
             peer_preface: false,
             phase: Phase::Open,
             streams,
-            mask: 15,
+            mask: 3,
             open: 0,
             next_id: 1,
             send_window: i64::from(DEFAULT_WINDOW),
@@ -256,7 +255,7 @@ impl Client {
             continuation: None,
             header_block: Vec::new(),
             done_body: Vec::new(),
-            buf: vec![0; (2 * room).max(64 * 1024)],
+            buf: Vec::new(),
             start: 0,
             end: 0,
             settings,
@@ -463,9 +462,13 @@ impl Client {
         self.phase = Phase::GoingAway { last_stream, sent: true };
     }
 
-    /// Free space to read into: at least one whole frame fits.
+    /// Free space to read into: at least one whole frame fits. The buffer is the thread's
+    /// ([`crate::spare`]), held until [`Client::release`] finds nothing buffered.
     pub fn spare(&mut self) -> &mut [u8] {
         let room = self.settings.max_frame_size as usize + FRAME_HEADER;
+        if self.buf.is_empty() {
+            self.buf = crate::spare::take(2 * room);
+        }
         if self.start == self.end {
             self.start = 0;
             self.end = 0;
@@ -478,6 +481,14 @@ impl Client {
             }
         }
         &mut self.buf[self.end..]
+    }
+
+    /// Gives the read buffer back to the thread if it holds nothing (an incomplete frame stays).
+    pub fn release(&mut self) {
+        if self.start == self.end && !self.buf.is_empty() {
+            crate::spare::give(std::mem::take(&mut self.buf));
+            (self.start, self.end) = (0, 0);
+        }
     }
 
     /// Marks `n` octets of [`Client::spare`] as read.
@@ -611,7 +622,7 @@ impl Client {
     fn free(&mut self, i: usize) {
         let s = &mut self.streams[i];
         s.id = 0;
-        s.body.clear();
+        s.body = Vec::new();
         self.open -= 1;
     }
 

@@ -13,6 +13,7 @@ mod frame;
 pub mod http2;
 mod message;
 mod name;
+pub mod spare;
 
 pub use frame::{doq_message, FrameDecoder, MAX_FRAME};
 pub use message::{

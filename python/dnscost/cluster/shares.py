@@ -198,6 +198,17 @@ def merge_totals(parts: Sequence[Mapping[str, Any]]) -> dict[str, object]:
     return out
 
 
+def _merge_memory(parts: Sequence[Mapping[str, Any]]) -> dict[str, object]:
+    """The workers' memory summed (the peak is the sum of their peaks, a bound on the whole's),
+    with the octets per connection taken again from the sums."""
+    out = merge_totals([{k: v for k, v in p.items() if k != "rss_per_connection_bytes"} for p in parts])
+    connections = int(cast(int, out["connections"]))
+    if connections > 0:
+        grown = int(cast(int, out["rss_bytes"])) - int(cast(int, out["rss_start_bytes"]))
+        out["rss_per_connection_bytes"] = round(max(grown, 0) / connections)
+    return out
+
+
 def merge_records(
     workers: Sequence[Sequence[Mapping[str, Any]]], config: Mapping[str, Any], *, max_skew_ms: float | None = None
 ) -> list[EngineRecord]:
@@ -274,6 +285,11 @@ def merge_records(
             **(
                 {"classes": _merge_classes([r.get("classes", []) for r in summaries], ("name", "transport"))}
                 if any("classes" in r for r in summaries)
+                else {}
+            ),
+            **(
+                {"memory": _merge_memory([r["memory"] for r in summaries])}
+                if all("memory" in r for r in summaries)
                 else {}
             ),
         }

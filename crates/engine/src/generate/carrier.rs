@@ -16,18 +16,17 @@ use super::session::End;
 use dnscost_load::CloseMode;
 use dnscost_stats::{Counters, ErrorKind, Handshake};
 use dnscost_transport::socket::{self, TcpCounts};
+use dnscost_transport::tls_client::TlsClient;
 use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::task::{ready, Context, Poll};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::{TcpStream, UdpSocket};
-
-pub type TlsStream = tokio_rustls::client::TlsStream<TcpStream>;
 
 /// An established connection.
 pub enum Carrier {
     Tcp(TcpStream),
-    Tls(Box<TlsStream>),
+    Tls(Box<TlsClient>),
     Udp(Box<Datagrams>),
     Quic(Box<QuicStreams>),
 }
@@ -71,7 +70,8 @@ pub enum Resume {
 /// kept from one connection to the next).
 pub struct Dial {
     pub source: Option<IpAddr>,
-    pub endpoint: Option<quinn::Endpoint>,
+    /// Boxed: a QUIC slot's only, it would size every slot's task.
+    pub endpoint: Option<Box<quinn::Endpoint>>,
 }
 
 /// The counted kind of a failure to set up a socket or connection.
@@ -110,10 +110,10 @@ impl Carrier {
         let Some((fresh, resumed)) = connectors else {
             return Ok(Established { carrier: Carrier::Tcp(tcp), handshake: Some(Handshake::None), tls_version: None });
         };
-        let connector = if resume == Resume::No { fresh } else { resumed };
+        let config = if resume == Resume::No { fresh } else { resumed };
         let name = setup.server_name.clone().expect("TLS setups have a server name");
-        let tls = connector.connect(name, tcp).await.map_err(|e| (classify(&e), e.to_string()))?;
-        let (resumed, tls_version) = dnscost_transport::tls::handshake_facts(tls.get_ref().1);
+        let tls = TlsClient::connect(config.clone(), name, tcp).await.map_err(|e| (classify(&e), e.to_string()))?;
+        let (resumed, tls_version) = dnscost_transport::tls::handshake_facts(tls.common());
         let handshake = if resumed { Handshake::Resumed } else { Handshake::Full };
         Ok(Established { carrier: Carrier::Tls(Box::new(tls)), handshake: Some(handshake), tls_version })
     }
@@ -121,7 +121,7 @@ impl Carrier {
     fn tcp(&self) -> Option<&TcpStream> {
         match self {
             Carrier::Tcp(s) => Some(s),
-            Carrier::Tls(s) => Some(s.get_ref().0),
+            Carrier::Tls(s) => Some(s.tcp()),
             Carrier::Udp(_) | Carrier::Quic(_) => None,
         }
     }
@@ -142,15 +142,17 @@ impl Carrier {
         }
     }
 
-    /// Reads into `buf`: bytes, events to take, or the stream's end.
-    pub async fn receive(&mut self, buf: &mut [u8]) -> Result<Got, End> {
-        match self.read(buf).await {
-            Ok(0) => Err(End::Closed),
-            Ok(n) => Ok(Got::Bytes(n)),
+    /// Reads into `buf` if something came: bytes, events to take, or the stream's end.
+    /// `buf` is lent for this poll only (see `slot::receive`).
+    pub fn poll_receive(&mut self, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<Result<Got, End>> {
+        let mut rb = ReadBuf::new(buf);
+        Poll::Ready(match ready!(Pin::new(&mut *self).poll_read(cx, &mut rb)) {
+            Ok(()) if rb.filled().is_empty() => Err(End::Closed),
+            Ok(()) => Ok(Got::Bytes(rb.filled().len())),
             // A QUIC carrier's way of saying it has events and no bytes.
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => Ok(Got::Events),
             Err(e) => Err(end_of(e)),
-        }
+        })
     }
 
     /// Writes and flushes `out`.
@@ -258,7 +260,7 @@ impl Carrier {
             }
             // TLS ends at the server's close_notify, which may come before its FIN.
             if let Carrier::Tls(s) = self {
-                while let Ok(n) = s.get_mut().0.read(&mut scratch).await {
+                while let Ok(n) = s.tcp_mut().read(&mut scratch).await {
                     if n == 0 {
                         break;
                     }
@@ -530,11 +532,11 @@ async fn connect_quic(
 ) -> Result<Established, (ErrorKind, String)> {
     let setup = &ctx.setup;
     let endpoint = match &dial.endpoint {
-        Some(e) => e.clone(),
+        Some(e) => quinn::Endpoint::clone(e),
         None => {
             let e = dnscost_transport::quic::client_endpoint(setup.target, dial.source)
                 .map_err(|e| (classify(&e), format!("QUIC endpoint: {e}")))?;
-            dial.endpoint = Some(e.clone());
+            dial.endpoint = Some(Box::new(e.clone()));
             e
         }
     };

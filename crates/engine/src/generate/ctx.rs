@@ -9,7 +9,6 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Instant;
 use tokio::sync::watch;
-use tokio_rustls::TlsConnector;
 
 /// What the main thread asks of the generator threads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -124,7 +123,7 @@ impl Gate {
 /// The client configurations of one thread: with a session store and without; over QUIC also
 /// one that sends early data (sharing the store).
 pub enum Connectors {
-    Tls { resume: TlsConnector, fresh: TlsConnector },
+    Tls { resume: Arc<rustls::ClientConfig>, fresh: Arc<rustls::ClientConfig> },
     Quic { resume: quinn::ClientConfig, fresh: quinn::ClientConfig, early: quinn::ClientConfig },
 }
 

@@ -31,7 +31,7 @@ impl Doh {
         client.preface(out);
         Doh {
             client,
-            window: StreamWindow::new(in_flight),
+            window: StreamWindow::new(),
             in_flight,
             post: method == DohMethod::Post,
             goaway: None,
@@ -47,6 +47,10 @@ impl Doh {
 impl Session for Doh {
     fn spare(&mut self) -> &mut [u8] {
         self.client.spare()
+    }
+
+    fn release(&mut self) {
+        self.client.release();
     }
 
     fn outstanding(&self) -> usize {

@@ -522,6 +522,7 @@ pub fn main(args: GenerateArgs) -> Result<ExitCode, EngineError> {
         }
     }
     out.start(&run)?;
+    let memory = dnscost_stats::EngineMemory::starting(dnscost_transport::socket::resident_bytes());
     let mut handles = Vec::with_capacity(threads.len());
     for (g, (class, t, setup, tls_configs)) in threads.into_iter().enumerate() {
         let stop = stop_rx.clone();
@@ -536,7 +537,7 @@ pub fn main(args: GenerateArgs) -> Result<ExitCode, EngineError> {
     }
     drop(report_tx);
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    let result = runtime.block_on(output::collect(&run, &mut out, report_rx, stop_tx, quiet));
+    let result = runtime.block_on(output::collect(&run, &mut out, report_rx, stop_tx, quiet, memory));
     if result.as_ref().is_ok_and(|o| o.abandoned) {
         // Threads that ignored the abort are left to the process exit.
         eprintln!("dnscost-engine: generator threads did not stop after the abort; summary written without them");
@@ -603,7 +604,7 @@ fn connectors(
     fresh: Arc<rustls::ClientConfig>,
 ) -> Result<Connectors, dnscost_transport::TransportError> {
     if !setup.config.transport.uses_quic() {
-        return Ok(Connectors::Tls { resume: resume.into(), fresh: fresh.into() });
+        return Ok(Connectors::Tls { resume, fresh });
     }
     use dnscost_transport::quic::client_config;
     // The same verifier and store as `resume` (a clone shares them), so tickets serve both.
@@ -684,21 +685,23 @@ fn worker(
             };
             let sched = if ctx.setup.gate.is_some() { sched.hold() } else { sched };
             let ctx = ctx.clone();
+            // Each kind of slot is a task of its own size: a connection slot's task holds what an
+            // open connection needs, no more (the engine's memory per connection).
+            if ctx.setup.config.transport != Transport::Udp {
+                slots.push(tokio::task::spawn_local(slot::run_slot(ctx, sched, slot, rng)));
+                continue;
+            }
             slots.push(tokio::task::spawn_local(async move {
-                if ctx.setup.config.transport == Transport::Udp {
-                    let source = (!ctx.setup.sources.is_empty())
-                        .then(|| ctx.setup.sources[slot as usize % ctx.setup.sources.len()]);
-                    match dnscost_transport::socket::udp_connect(ctx.setup.target, source, 4 << 20) {
-                        Ok(sock) => udp::run_slot(ctx, sched, sock, rng.next_u64() as u16).await,
-                        Err(e) => {
-                            let kind = carrier::classify(&e);
-                            ctx.counters.borrow_mut().conn_fail(kind);
-                            ctx.setup.note_error(kind, &format!("UDP socket: {e}"));
-                            eprintln!("dnscost-engine: UDP socket: {e}");
-                        }
+                let source =
+                    (!ctx.setup.sources.is_empty()).then(|| ctx.setup.sources[slot as usize % ctx.setup.sources.len()]);
+                match dnscost_transport::socket::udp_connect(ctx.setup.target, source, 4 << 20) {
+                    Ok(sock) => udp::run_slot(ctx, sched, sock, rng.next_u64() as u16).await,
+                    Err(e) => {
+                        let kind = carrier::classify(&e);
+                        ctx.counters.borrow_mut().conn_fail(kind);
+                        ctx.setup.note_error(kind, &format!("UDP socket: {e}"));
+                        eprintln!("dnscost-engine: UDP socket: {e}");
                     }
-                } else {
-                    slot::run_slot(ctx, sched, slot, rng).await;
                 }
             }));
         }

@@ -7,10 +7,10 @@ use super::{Report, Run};
 use crate::EngineError;
 use dnscost_load::EngineConfig;
 use dnscost_stats::{
-    Accounting, ClassStart, ClassSummary, ClassTotals, ConnectionRecord, Counters, IntervalRecord, Phase, Record,
-    StartRecord, SummaryRecord, Totals,
+    Accounting, ClassStart, ClassSummary, ClassTotals, ConnectionRecord, Counters, EngineMemory, IntervalRecord, Phase,
+    Record, StartRecord, SummaryRecord, Totals,
 };
-use dnscost_transport::socket::process_cpu_us;
+use dnscost_transport::socket::{process_cpu_us, resident_bytes};
 use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
 use std::time::Duration;
@@ -200,6 +200,7 @@ pub async fn collect(
     mut reports: tokio::sync::mpsc::UnboundedReceiver<Report>,
     stop: tokio::sync::watch::Sender<Stop>,
     quiet: bool,
+    mut memory: EngineMemory,
 ) -> Result<Outcome, EngineError> {
     let cfg = &run.config;
     let threads = run.threads();
@@ -258,6 +259,7 @@ pub async fn collect(
                 all.merge(part);
             }
             let totals = Totals::new(&all.counters, all.in_flight, all.active, used.0, used.1, seconds);
+            memory.sample(resident_bytes(), all.active);
             let mut classes = Vec::with_capacity(sums.len());
             for (((name, s), part), sum) in run.classes.iter().zip(&p.classes).zip(&mut sums) {
                 classes.push(ClassTotals {
@@ -389,6 +391,15 @@ pub async fn collect(
     let out_of_files = out_of_files(run.connections(), &total);
     if !quiet {
         eprintln!("{}", human_summary(&measured, answered_qps, &accounting, kept_up, busy));
+        if let Some(each) = memory.rss_per_connection_bytes {
+            eprintln!(
+                "engine memory: {:.1} MiB resident with {} connections open, {:.1} KiB each above the {:.1} MiB it started with",
+                memory.rss_bytes as f64 / 1048576.0,
+                memory.connections,
+                each as f64 / 1024.0,
+                memory.rss_start_bytes as f64 / 1048576.0
+            );
+        }
         if let Some(note) = &interrupt_note {
             eprintln!("{note}");
         }
@@ -455,6 +466,7 @@ pub async fn collect(
         total: total_t,
         accounting,
         classes,
+        memory,
     }))?;
     Ok(Outcome { interrupted, aborted, abandoned, nothing_answered, interrupt_note, out_of_files })
 }

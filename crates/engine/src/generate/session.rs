@@ -105,6 +105,9 @@ pub struct Sent {
 pub trait Session {
     /// Where the next read goes.
     fn spare(&mut self) -> &mut [u8];
+    /// Nothing arrived to read: the read buffer goes back to the thread if it holds no
+    /// incomplete message, so that an idle connection holds none.
+    fn release(&mut self) {}
     /// Queries outstanding on the connection.
     fn outstanding(&self) -> usize;
     /// The intended time of the oldest outstanding query.

@@ -74,10 +74,11 @@ pub async fn run_slot(ctx: Rc<Ctx>, mut sched: Schedule, slot: u64, mut rng: Rng
     let early_data = cfg.early_data.unwrap_or(0.0);
     let timeout = std::time::Duration::from_nanos(setup.timeout_ns);
     let mut stop = ctx.stop.clone();
-    // Kept from one connection to the next: DNS IDs keep running, buffers stay allocated.
+    // Kept from one connection to the next: DNS IDs keep running. The read buffer is the
+    // thread's, held only while bytes wait in it (`receive`).
     let mut window = Window::new(cfg.in_flight as usize, rng.next_u64() as u16);
     let mut dec = FrameDecoder::new(16 * 1024);
-    let mut out = Vec::with_capacity(4096);
+    let mut out = Vec::new();
     let (mut backoff_ms, mut first) = (0u64, true);
     // The first connection lives a uniform share of the lifetime (Lifetime::first), so that
     // renewals run at the steady-state rate from the start instead of all at once.
@@ -95,7 +96,7 @@ pub async fn run_slot(ctx: Rc<Ctx>, mut sched: Schedule, slot: u64, mut rng: Rng
                 None => break,
             }
         }
-        if !wait_until(&ctx, &mut stop, not_before, &mut sched).await {
+        if !Box::pin(wait_until(&ctx, &mut stop, not_before, &mut sched)).await {
             break;
         }
         if let Some(bucket) = &ctx.bucket {
@@ -105,7 +106,7 @@ pub async fn run_slot(ctx: Rc<Ctx>, mut sched: Schedule, slot: u64, mut rng: Rng
                 match r {
                     Ok(()) => break,
                     Err(wait) => {
-                        if !wait_until(&ctx, &mut stop, now + wait, &mut sched).await {
+                        if !Box::pin(wait_until(&ctx, &mut stop, now + wait, &mut sched)).await {
                             break 'slot;
                         }
                     }
@@ -129,7 +130,9 @@ pub async fn run_slot(ctx: Rc<Ctx>, mut sched: Schedule, slot: u64, mut rng: Rng
             _ => timeout,
         };
         let attempt = tokio::select! {
-            r = tokio::time::timeout(setup, Carrier::connect(&ctx, &mut dial, resume)) => match r {
+            // Boxed, as every await that a connection does not spend its life in: the slot's task
+            // holds only what an open connection needs (a task is as large as its largest await).
+            r = Box::pin(tokio::time::timeout(setup, Carrier::connect(&ctx, &mut dial, resume))) => match r {
                 Ok(r) => r,
                 Err(_) => Err((ErrorKind::ConnectTimeout, "connection set-up timed out".into())),
             },
@@ -143,7 +146,7 @@ pub async fn run_slot(ctx: Rc<Ctx>, mut sched: Schedule, slot: u64, mut rng: Rng
                 // reconnection is not, so that the end of a run does not count one as unsent).
                 sched.blocked(opened, true);
                 if first {
-                    pass_gate(&ctx, &mut stop, &mut sched).await;
+                    Box::pin(pass_gate(&ctx, &mut stop, &mut sched)).await;
                 }
                 first = false;
                 ctx.counters.borrow_mut().conn_fail(kind);
@@ -166,7 +169,7 @@ pub async fn run_slot(ctx: Rc<Ctx>, mut sched: Schedule, slot: u64, mut rng: Rng
         }
         ctx.active.set(ctx.active.get() + 1);
         if first {
-            pass_gate(&ctx, &mut stop, &mut sched).await;
+            Box::pin(pass_gate(&ctx, &mut stop, &mut sched)).await;
         }
         let lifetime = if first { first_lifetime } else { cfg.lifetime };
         first = false;
@@ -180,14 +183,21 @@ pub async fn run_slot(ctx: Rc<Ctx>, mut sched: Schedule, slot: u64, mut rng: Rng
         let local = carrier.local_addr();
         out.clear();
         let (end, goodbye) = if cfg.transport == Transport::Doh {
-            let mut session = Doh::new(cfg.in_flight as usize, cfg.doh_method.unwrap_or_default(), &mut out);
-            let end = drive(&ctx, &mut sched, &mut carrier, &mut session, &mut conn, &mut out).await;
-            out.clear();
-            session.goodbye(&mut out);
+            // Boxed: its session is a DoH connection's only, and would size every slot's task.
+            let end = Box::pin(async {
+                let mut session = Doh::new(cfg.in_flight as usize, cfg.doh_method.unwrap_or_default(), &mut out);
+                let end = drive(&ctx, &mut sched, &mut carrier, &mut session, &mut conn, &mut out).await;
+                out.clear();
+                session.goodbye(&mut out);
+                end
+            })
+            .await;
             (end, &out[..])
         } else {
             let mut session = DnsStream::new(&mut window, &mut dec, cfg.transport.uses_tls());
-            (drive(&ctx, &mut sched, &mut carrier, &mut session, &mut conn, &mut out).await, &[][..])
+            let end = drive(&ctx, &mut sched, &mut carrier, &mut session, &mut conn, &mut out).await;
+            dec.clear();
+            (end, &[][..])
         };
         conn.meter.sample(&mut carrier, &mut ctx.counters.borrow_mut());
         {
@@ -210,7 +220,7 @@ pub async fn run_slot(ctx: Rc<Ctx>, mut sched: Schedule, slot: u64, mut rng: Rng
         let mode = cfg.close.unwrap_or_default();
         let client_closes = end.close.side() == Side::Client && end.close != Close::Error;
         if client_closes {
-            carrier.close(mode, goodbye).await;
+            Box::pin(carrier.close(mode, goodbye)).await;
         } else if end.close.side() == Side::Server {
             carrier.shutdown_write();
         }
@@ -327,6 +337,9 @@ pub async fn drive<S: Session>(
             conn.policy.on_resolved(now);
         }
         conn.carrier_room = carrier.has_room();
+        if out.capacity() == 0 {
+            out.reserve(512);
+        }
         let t = turn(ctx, sched, session, conn, out, now, state);
         fresh += t.fresh;
         resent += t.resent;
@@ -334,7 +347,7 @@ pub async fn drive<S: Session>(
             // What the write counts sent; a QUIC carrier counts first sends as their streams open.
             fresh = carrier.fresh_frames(fresh);
             let deadline = session.oldest().unwrap_or(now) + timeout;
-            match write_bounded(ctx, carrier, out, &mut stop, deadline).await {
+            match Box::pin(write_bounded(ctx, carrier, out, &mut stop, deadline)).await {
                 Written::Done => {
                     out.clear();
                     {
@@ -369,10 +382,14 @@ pub async fn drive<S: Session>(
         if let Some(p) = conn.policy.close_now(now, session.outstanding()) {
             return p.into();
         }
+        if out.is_empty() {
+            // Nothing left to write: an idle connection holds no write buffer.
+            *out = Vec::new();
+        }
         let wake = wake_at(session, sched, conn, now, state, t.room, timeout);
         tokio::select! {
             biased;
-            r = carrier.receive(session.spare()) => match r {
+            r = receive(carrier, session) => match r {
                 // Streams that ended without answers, or queries that waited for streams went
                 // (QUIC): a turn, with room again.
                 Ok(Got::Events) => {
@@ -384,7 +401,7 @@ pub async fn drive<S: Session>(
                     let _ = settle(ctx, carrier.take_events(), session, sched);
                     if let Some(end) = session.receive(&mut step!(ctx.now()), n) {
                         // What the session says to the server (HTTP/2: GOAWAY), if it goes soon.
-                        let _ = write_bounded(ctx, carrier, out, &mut stop, ctx.now() + 1_000_000_000).await;
+                        let _ = Box::pin(write_bounded(ctx, carrier, out, &mut stop, ctx.now() + 1_000_000_000)).await;
                         return end;
                     }
                 }
@@ -394,6 +411,22 @@ pub async fn drive<S: Session>(
             r = stop.changed() => { if r.is_err() { return SessionEnd::client(Close::End); } }
         }
     }
+}
+
+/// Reads the carrier into the session's buffer. The buffer is lent to each poll only: a poll
+/// that finds nothing gives it back ([`Session::release`]), so that an idle connection waits
+/// holding no read buffer.
+fn receive<'a, S: Session>(
+    carrier: &'a mut Carrier,
+    session: &'a mut S,
+) -> impl std::future::Future<Output = Result<Got, End>> + 'a {
+    std::future::poll_fn(move |cx| {
+        let r = carrier.poll_receive(cx, session.spare());
+        if r.is_pending() {
+            session.release();
+        }
+        r
+    })
 }
 
 /// What one turn of [`drive`] appended to `out`: first sends and retransmissions (counted

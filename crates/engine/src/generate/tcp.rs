@@ -33,6 +33,10 @@ impl Session for DnsStream<'_> {
         self.dec.spare()
     }
 
+    fn release(&mut self) {
+        self.dec.release();
+    }
+
     fn outstanding(&self) -> usize {
         self.window.len()
     }

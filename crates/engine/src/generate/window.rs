@@ -32,11 +32,15 @@ pub struct Outstanding {
     pub query: u64,
 }
 
-/// Outstanding queries, indexed by DNS ID.
+/// Outstanding queries, indexed by DNS ID. The table starts small and doubles while more than
+/// half of it would be in use, up to twice the capacity: a connection that keeps one query
+/// outstanding holds a table of four entries.
 #[derive(Debug)]
 pub struct Window {
     table: Vec<Entry>,
     mask: usize,
+    /// The table's largest size: twice the capacity, a power of two.
+    max_size: usize,
     next_id: u16,
     generation: u32,
     fifo: VecDeque<(u16, u32, u64)>,
@@ -53,13 +57,15 @@ impl Window {
     /// A window for at most `capacity` outstanding queries (at most 65 535).
     pub fn new(capacity: usize, first_id: u16) -> Self {
         let capacity = capacity.clamp(1, 65_535);
-        let size = (capacity * 2).next_power_of_two().min(65_536);
+        let max_size = (capacity * 2).next_power_of_two().min(65_536);
+        let size = max_size.min(4);
         Window {
             table: vec![Entry::default(); size],
             mask: size - 1,
+            max_size,
             next_id: first_id,
             generation: 0,
-            fifo: VecDeque::with_capacity(capacity),
+            fifo: VecDeque::new(),
             len: 0,
             capacity,
             retransmit: None,
@@ -71,9 +77,6 @@ impl Window {
     /// policy of one attempt, or none, sends nothing again.
     pub fn retransmitting(mut self, policy: Option<Retransmit>) -> Self {
         self.retransmit = policy.filter(|p| p.attempts > 1);
-        if self.retransmit.is_some() {
-            self.resend = VecDeque::with_capacity(self.capacity);
-        }
         self
     }
 
@@ -93,6 +96,9 @@ impl Window {
         if self.is_full() {
             return None;
         }
+        if (self.len + 1) * 2 > self.table.len() && self.table.len() < self.max_size {
+            self.grow();
+        }
         // Fewer than half the table is in use, so a free slot is found quickly.
         loop {
             let id = self.next_id;
@@ -108,6 +114,16 @@ impl Window {
                 self.len += 1;
                 return Some(id);
             }
+        }
+    }
+
+    /// Doubles the table; live entries keep their ID, so they land in distinct slots.
+    fn grow(&mut self) {
+        let size = self.table.len() * 2;
+        let old = std::mem::replace(&mut self.table, vec![Entry::default(); size]);
+        self.mask = size - 1;
+        for e in old.into_iter().filter(|e| e.live) {
+            self.table[e.id as usize & self.mask] = e;
         }
     }
 
@@ -250,15 +266,15 @@ struct StreamEntry {
 /// Outstanding queries of one HTTP/2 connection, keyed by stream ID. The client's stream IDs
 /// only grow, so send order is ID order: matching is a binary search, expiry takes from the
 /// front and a GOAWAY's unprocessed streams come off the back.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct StreamWindow {
     fifo: VecDeque<StreamEntry>,
     len: usize,
 }
 
 impl StreamWindow {
-    pub fn new(capacity: usize) -> Self {
-        StreamWindow { fifo: VecDeque::with_capacity(capacity.min(65_536)), len: 0 }
+    pub fn new() -> Self {
+        StreamWindow { fifo: VecDeque::new(), len: 0 }
     }
 
     #[inline]
@@ -348,7 +364,7 @@ mod tests {
 
     #[test]
     fn streams_match_once_expire_in_order_and_go_away_from_the_back() {
-        let mut w = StreamWindow::new(8);
+        let mut w = StreamWindow::new();
         for (i, s) in [1u32, 3, 7, 9, 11].into_iter().enumerate() {
             w.insert(s, i as u64 * 10, i as u64);
         }
@@ -370,6 +386,23 @@ mod tests {
         w.insert(15, 60, 6);
         assert_eq!(w.clear(), 1);
         assert_eq!(w.len(), 0);
+    }
+
+    #[test]
+    fn the_table_grows_with_what_is_outstanding_and_keeps_every_query() {
+        let mut w = Window::new(100, 65_530);
+        assert_eq!(w.table.len(), 4, "one query outstanding needs no more");
+        let ids: Vec<u16> = (0..100).map(|i| w.insert(i, i, i).unwrap()).collect();
+        assert_eq!(w.table.len(), 256, "twice the capacity at most");
+        assert!(w.is_full());
+        for (i, id) in ids.iter().enumerate() {
+            assert_eq!(w.intended(*id), Some(i as u64), "query {i} found after growing");
+        }
+        assert_eq!(w.expire(49), 50);
+        for (i, id) in ids.iter().enumerate().skip(50) {
+            assert_eq!(w.remove(*id), Some(Outstanding { intended: i as u64, query: i as u64 }));
+        }
+        assert_eq!((w.len(), w.oldest()), (0, None));
     }
 
     #[test]

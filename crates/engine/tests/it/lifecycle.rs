@@ -225,8 +225,12 @@ fn lifecycle(transport: &str) {
     );
     assert!(conns.len() >= 10, "{}", conns.len());
     assert!(conns.iter().all(|c| c["queries"].as_u64().unwrap() <= 8), "{conns:?}");
-    assert_eq!(run.total("queries.failed_total"), 0, "{}", run.summary());
-    assert_eq!(run.total("queries.answered"), run.total("queries.offered"), "{}", run.summary());
+    // Every query is answered, but one that fell due as sending stopped while the slot was
+    // between connections (it reconnects forty times a second here): that one is unsent.
+    let unsent = run.summary()["total"]["queries"]["failed"]["unsent"].as_u64().unwrap_or(0);
+    assert!(unsent <= 1, "{}", run.summary());
+    assert_eq!(run.total("queries.failed_total"), unsent, "{}", run.summary());
+    assert_eq!(run.total("queries.answered") + unsent, run.total("queries.offered"), "{}", run.summary());
 }
 
 fn resumption(transport: &str) {

@@ -123,14 +123,7 @@ pub struct Decoder {
 impl Decoder {
     /// A decoder whose table may grow to `limit` octets (and starts at that size).
     pub fn new(limit: usize) -> Self {
-        Decoder {
-            table: VecDeque::new(),
-            size: 0,
-            max_size: limit,
-            limit,
-            name: Vec::with_capacity(64),
-            value: Vec::with_capacity(64),
-        }
+        Decoder { table: VecDeque::new(), size: 0, max_size: limit, limit, name: Vec::new(), value: Vec::new() }
     }
 
     /// Sets the most the encoder may use (our acknowledged SETTINGS_HEADER_TABLE_SIZE). It
