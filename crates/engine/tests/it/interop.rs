@@ -473,20 +473,30 @@ fn make_certificates(openssl: &Path, dir: &Path) -> (PathBuf, PathBuf, PathBuf) 
 }
 
 /// `N` distinct loopback ports, each free for both UDP and TCP right now (resolvers and the
-/// engine's responder serve both on one port). Another process may still take one before
-/// its user binds it.
+/// engine's responder serve both on one port). They are drawn below the kernel's ephemeral
+/// range (`ip_local_port_range`): a port the kernel hands out for `bind(0)` is also one it
+/// hands the next outgoing connection of a test running beside this one, which then holds it
+/// when the resolver binds it (CI saw dnsdist fail so: "Address already in use").
 fn free_ports_udp_tcp<const N: usize>() -> [u16; N] {
+    let ephemeral = fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(32_768);
+    let (low, span) = (ephemeral / 2, ephemeral - ephemeral / 2);
+    let seed =
+        u64::from(std::process::id()) ^ SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
     let mut held = Vec::new();
     let mut ports = [0; N];
+    let mut draw = seed;
     for port in &mut ports {
         for attempt in 0.. {
-            assert!(attempt < 100, "no free loopback port for UDP and TCP");
-            let Ok(udp) = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)) else {
-                continue;
-            };
-            let Ok(addr) = udp.local_addr() else { continue };
-            if let Ok(tcp) = TcpListener::bind(addr) {
-                *port = addr.port();
+            assert!(attempt < 1000, "no free loopback port for UDP and TCP below {ephemeral}");
+            // A step of a 64-bit linear congruential generator (Knuth's MMIX constants).
+            draw = draw.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+            let candidate = low + ((draw >> 33) % u64::from(span)) as u16;
+            let Ok(udp) = UdpSocket::bind((Ipv4Addr::LOCALHOST, candidate)) else { continue };
+            if let Ok(tcp) = TcpListener::bind((Ipv4Addr::LOCALHOST, candidate)) {
+                *port = candidate;
                 held.push((udp, tcp)); // keep until all are chosen, so none repeats
                 break;
             }
