@@ -31,7 +31,7 @@ impl Doh {
         client.preface(out);
         Doh {
             client,
-            window: StreamWindow::new(),
+            window: StreamWindow::default(),
             in_flight,
             post: method == DohMethod::Post,
             goaway: None,

@@ -273,10 +273,6 @@ pub struct StreamWindow {
 }
 
 impl StreamWindow {
-    pub fn new() -> Self {
-        StreamWindow { fifo: VecDeque::new(), len: 0 }
-    }
-
     #[inline]
     pub fn len(&self) -> usize {
         self.len
@@ -364,7 +360,7 @@ mod tests {
 
     #[test]
     fn streams_match_once_expire_in_order_and_go_away_from_the_back() {
-        let mut w = StreamWindow::new();
+        let mut w = StreamWindow::default();
         for (i, s) in [1u32, 3, 7, 9, 11].into_iter().enumerate() {
             w.insert(s, i as u64 * 10, i as u64);
         }
