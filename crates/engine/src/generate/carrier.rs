@@ -50,12 +50,11 @@ fn end_of(e: std::io::Error) -> End {
     }
 }
 
-/// A connection as set up: its carrier, the TLS handshake it took (`None`: a 0-RTT connection,
-/// handed over before its handshake is done; ask the carrier at its end) and the TLS version.
+/// A connection as set up: its carrier and the TLS handshake it took (`None`: a 0-RTT
+/// connection, handed over before its handshake is done; ask the carrier at its end).
 pub struct Established {
     pub carrier: Carrier,
     pub handshake: Option<Handshake>,
-    pub tls_version: Option<&'static str>,
 }
 
 /// Whether a connection offers a stored TLS session, and sends its first queries as 0-RTT data.
@@ -66,12 +65,19 @@ pub enum Resume {
     Early,
 }
 
-/// What a slot connects from: its source address, and over QUIC its endpoint (one UDP socket,
-/// kept from one connection to the next).
+/// What a slot connects from: its source address (the set-up's, taken in turn by slot), and
+/// over QUIC its endpoint (one UDP socket, kept from one connection to the next).
 pub struct Dial {
-    pub source: Option<IpAddr>,
+    pub slot: u64,
     /// Boxed: a QUIC slot's only, it would size every slot's task.
     pub endpoint: Option<Box<quinn::Endpoint>>,
+}
+
+impl Dial {
+    fn source(&self, ctx: &Ctx) -> Option<IpAddr> {
+        let sources = &ctx.setup.sources;
+        (!sources.is_empty()).then(|| sources[self.slot as usize % sources.len()])
+    }
 }
 
 /// The counted kind of a failure to set up a socket or connection.
@@ -92,6 +98,7 @@ pub fn classify(e: &std::io::Error) -> ErrorKind {
 impl Carrier {
     /// Connects to the set-up's target from the slot's source; over TLS or QUIC when the set-up
     /// has connectors, offering a stored session (and sending early data) as `resume` says.
+    /// The TLS and QUIC set-ups are boxed: a plain TCP connection's set-up carries only its own.
     pub async fn connect(ctx: &Ctx, dial: &mut Dial, resume: Resume) -> Result<Established, (ErrorKind, String)> {
         let setup = &ctx.setup;
         let connectors = match &ctx.connectors {
@@ -101,21 +108,32 @@ impl Carrier {
                     Resume::Yes => resumed,
                     Resume::Early => early,
                 };
-                return connect_quic(ctx, dial, config, resume == Resume::Early).await;
+                return Box::pin(connect_quic(ctx, dial, config, resume == Resume::Early)).await;
             }
             Some(Connectors::Tls { fresh, resume }) => Some((fresh, resume)),
             None => None,
         };
-        let tcp = socket::tcp_connect(setup.target, dial.source).await.map_err(|e| (classify(&e), e.to_string()))?;
+        let tcp =
+            socket::tcp_connect(setup.target, dial.source(ctx)).await.map_err(|e| (classify(&e), e.to_string()))?;
         let Some((fresh, resumed)) = connectors else {
-            return Ok(Established { carrier: Carrier::Tcp(tcp), handshake: Some(Handshake::None), tls_version: None });
+            return Ok(Established { carrier: Carrier::Tcp(tcp), handshake: Some(Handshake::None) });
         };
         let config = if resume == Resume::No { fresh } else { resumed };
         let name = setup.server_name.clone().expect("TLS setups have a server name");
-        let tls = TlsClient::connect(config.clone(), name, tcp).await.map_err(|e| (classify(&e), e.to_string()))?;
-        let (resumed, tls_version) = dnscost_transport::tls::handshake_facts(tls.common());
+        let tls =
+            Box::pin(TlsClient::connect(config.clone(), name, tcp)).await.map_err(|e| (classify(&e), e.to_string()))?;
+        let (resumed, _) = dnscost_transport::tls::handshake_facts(tls.common());
         let handshake = if resumed { Handshake::Resumed } else { Handshake::Full };
-        Ok(Established { carrier: Carrier::Tls(Box::new(tls)), handshake: Some(handshake), tls_version })
+        Ok(Established { carrier: Carrier::Tls(Box::new(tls)), handshake: Some(handshake) })
+    }
+
+    /// The TLS version the connection speaks (QUIC's is 1.3), if it has one.
+    pub fn tls_version(&self) -> Option<&'static str> {
+        match self {
+            Carrier::Tls(s) => dnscost_transport::tls::handshake_facts(s.common()).1,
+            Carrier::Quic(_) => Some("1.3"),
+            Carrier::Tcp(_) | Carrier::Udp(_) => None,
+        }
     }
 
     fn tcp(&self) -> Option<&TcpStream> {
@@ -321,16 +339,16 @@ impl AsyncWrite for Carrier {
 /// Kernel byte and segment counts of one connection, added to the thread's counters at most
 /// once a second and at close.
 pub struct TcpMeter {
-    last: TcpCounts,
-    next_ns: u64,
+    /// The counts so far: TCP_INFO's last reading; a QUIC connection's octets added up.
     pub total: TcpCounts,
+    next_ns: u64,
 }
 
 impl TcpMeter {
     /// A meter whose first reading is a second after `now` (a shorter connection is read at
     /// its close only).
     pub fn new(now: u64) -> Self {
-        TcpMeter { last: TcpCounts::default(), next_ns: now + 1_000_000_000, total: TcpCounts::default() }
+        TcpMeter { total: TcpCounts::default(), next_ns: now + 1_000_000_000 }
     }
 
     #[inline]
@@ -363,8 +381,7 @@ impl TcpMeter {
             _ => {}
         }
         if let Some(now) = carrier.tcp().and_then(socket::tcp_counts) {
-            let d = now.since(&self.last);
-            self.last = now;
+            let d = now.since(&self.total);
             self.total = now;
             c.bytes_sent += d.bytes_sent;
             c.bytes_received += d.bytes_received;
@@ -534,7 +551,7 @@ async fn connect_quic(
     let endpoint = match &dial.endpoint {
         Some(e) => quinn::Endpoint::clone(e),
         None => {
-            let e = dnscost_transport::quic::client_endpoint(setup.target, dial.source)
+            let e = dnscost_transport::quic::client_endpoint(setup.target, dial.source(ctx))
                 .map_err(|e| (classify(&e), format!("QUIC endpoint: {e}")))?;
             dial.endpoint = Some(Box::new(e.clone()));
             e
@@ -586,7 +603,7 @@ async fn connect_quic(
         }
     };
     let carrier = Carrier::Quic(Box::new(QuicStreams::new(conn, protocol, local, handshake)));
-    Ok(Established { carrier, handshake, tls_version: Some("1.3") })
+    Ok(Established { carrier, handshake })
 }
 
 fn handshake_of(conn: &quinn::Connection) -> Handshake {

@@ -103,18 +103,17 @@ impl Gate {
     }
 
     /// Waits until every slot has arrived, the run time `deadline_ns` passes or the run stops.
-    pub async fn wait(&self, ctx: &Ctx, stop: &mut watch::Receiver<Stop>, deadline_ns: u64) {
+    pub async fn wait(&self, ctx: &Ctx, deadline_ns: u64) {
         loop {
             let opened = self.open.notified();
             tokio::pin!(opened);
             opened.as_mut().enable();
-            if self.is_open() || ctx.now() >= deadline_ns || ctx.state(stop) != Stop::Running {
+            if self.is_open() || ctx.now() >= deadline_ns || ctx.state() != Stop::Running {
                 return;
             }
             tokio::select! {
                 _ = opened => {}
                 _ = ctx.sleep_until(deadline_ns.min(ctx.now() + 100_000_000)) => {}
-                r = stop.changed() => { if r.is_err() { return; } }
             }
         }
     }
@@ -199,7 +198,8 @@ impl Ctx {
         tokio::time::Instant::from_std(self.setup.start + std::time::Duration::from_nanos(ns.min(u64::MAX / 4)))
     }
 
-    /// Waits until run time `ns` with microsecond precision (`u64::MAX`: never).
+    /// Waits until run time `ns` with microsecond precision (`u64::MAX`: never), or until the
+    /// run's state changes, whichever comes first: a waiter looks at the state when it wakes.
     #[inline]
     pub fn sleep_until(&self, ns: u64) -> super::timer::Sleep {
         self.timer.sleep_until(ns)
@@ -207,8 +207,8 @@ impl Ctx {
 
     /// What the main thread asks now; notes when the run stopped sending.
     #[inline]
-    pub fn state(&self, stop: &mut watch::Receiver<Stop>) -> Stop {
-        let s = *stop.borrow_and_update();
+    pub fn state(&self) -> Stop {
+        let s = *self.stop.borrow();
         if s != Stop::Running && self.stopped_ns.get() == u64::MAX {
             self.stopped_ns.set(self.now());
         }

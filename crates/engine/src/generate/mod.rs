@@ -668,7 +668,17 @@ fn worker(
     };
     let ctx = Rc::new(Ctx::new(setup.clone(), t as u64, threads, stop, bucket, connectors, log, timer.clone()));
     let local = tokio::task::LocalSet::new();
-    local.spawn_local(timer.drive());
+    local.spawn_local(timer.clone().drive());
+    // Whoever waits on the timer wakes when the run's state changes, and looks at it: so no
+    // task holds a watch of its own (it would size every connection's task).
+    local.spawn_local({
+        let mut stop = ctx.stop.clone();
+        async move {
+            while stop.changed().await.is_ok() {
+                timer.wake_all();
+            }
+        }
+    });
     local.block_on(&runtime, async move {
         let mut slots = Vec::new();
         let total = cfg.connections as u64;

@@ -21,26 +21,18 @@ use std::rc::Rc;
 
 /// Waits until run time `t`, or until the run stops (returns false). Queries that come due
 /// meanwhile and cannot be sent within the timeout are counted as unsent.
-pub async fn wait_until(
-    ctx: &Ctx,
-    stop: &mut tokio::sync::watch::Receiver<Stop>,
-    t: u64,
-    sched: &mut Schedule,
-) -> bool {
+pub async fn wait_until(ctx: &Ctx, t: u64, sched: &mut Schedule) -> bool {
     loop {
         let now = ctx.now();
         sched.expire_unsent(now, ctx.setup.timeout_ns, u64::MAX, &mut ctx.counters.borrow_mut());
-        if ctx.state(stop) != Stop::Running {
+        if ctx.state() != Stop::Running {
             return false;
         }
         if now >= t {
             return true;
         }
-        let wake = t.min(now + 100_000_000);
-        tokio::select! {
-            _ = ctx.sleep_until(wake) => {}
-            r = stop.changed() => { if r.is_err() { return false; } }
-        }
+        // The timer wakes every sleeper when the run's state changes.
+        ctx.sleep_until(t.min(now + 100_000_000)).await;
     }
 }
 
@@ -49,11 +41,11 @@ pub async fn wait_until(
 /// most), then starts the slot's schedule from when the gate opened, the same moment for every
 /// slot: a slot whose first connection settled after it owes the queries due since (a
 /// schedule started at each slot's own passage would offer less than the rate asks).
-async fn pass_gate(ctx: &Ctx, stop: &mut tokio::sync::watch::Receiver<Stop>, sched: &mut Schedule) {
+async fn pass_gate(ctx: &Ctx, sched: &mut Schedule) {
     if let Some(g) = &ctx.setup.gate {
         g.arrive(ctx.now());
         let until = gate_deadline_ns(&ctx.setup.config);
-        g.wait(ctx, stop, until).await;
+        g.wait(ctx, until).await;
         sched.start_at(g.opened_at(until).min(ctx.now()));
     }
 }
@@ -66,14 +58,10 @@ fn gate_deadline_ns(cfg: &EngineConfig) -> u64 {
 
 /// Runs one connection slot until the run stops.
 pub async fn run_slot(ctx: Rc<Ctx>, mut sched: Schedule, slot: u64, mut rng: Rng) {
-    let setup = ctx.setup.clone();
-    let cfg = &setup.config;
-    let source = (!setup.sources.is_empty()).then(|| setup.sources[slot as usize % setup.sources.len()]);
-    let mut dial = Dial { source, endpoint: None };
-    let resumption = cfg.resumption.unwrap_or(0.0);
-    let early_data = cfg.early_data.unwrap_or(0.0);
-    let timeout = std::time::Duration::from_nanos(setup.timeout_ns);
-    let mut stop = ctx.stop.clone();
+    // What the configuration gives is read from it when needed, not copied: every local here
+    // is in the task for the slot's whole life (the engine's memory per connection).
+    let cfg = &ctx.setup.config;
+    let mut dial = Dial { slot, endpoint: None };
     // Kept from one connection to the next: DNS IDs keep running. The read buffer is the
     // thread's, held only while bytes wait in it (`receive`).
     let mut window = Window::new(cfg.in_flight as usize, rng.next_u64() as u16);
@@ -82,7 +70,7 @@ pub async fn run_slot(ctx: Rc<Ctx>, mut sched: Schedule, slot: u64, mut rng: Rng
     let (mut backoff_ms, mut first) = (0u64, true);
     // The first connection lives a uniform share of the lifetime (Lifetime::first), so that
     // renewals run at the steady-state rate from the start instead of all at once.
-    let first_lifetime = cfg.lifetime.first(1.0 - rng.next_f64());
+    let first_draw = 1.0 - rng.next_f64();
     // The first connection opens at the start (so that idle connections can be held), unless
     // the client closes idle connections and need not open first: then, as every later one,
     // when the slot's next query is due, as such a client does.
@@ -96,7 +84,7 @@ pub async fn run_slot(ctx: Rc<Ctx>, mut sched: Schedule, slot: u64, mut rng: Rng
                 None => break,
             }
         }
-        if !Box::pin(wait_until(&ctx, &mut stop, not_before, &mut sched)).await {
+        if !wait_until(&ctx, not_before, &mut sched).await {
             break;
         }
         if let Some(bucket) = &ctx.bucket {
@@ -106,13 +94,14 @@ pub async fn run_slot(ctx: Rc<Ctx>, mut sched: Schedule, slot: u64, mut rng: Rng
                 match r {
                     Ok(()) => break,
                     Err(wait) => {
-                        if !Box::pin(wait_until(&ctx, &mut stop, now + wait, &mut sched)).await {
+                        if !wait_until(&ctx, now + wait, &mut sched).await {
                             break 'slot;
                         }
                     }
                 }
             }
         }
+        let (resumption, early_data) = (cfg.resumption.unwrap_or(0.0), cfg.early_data.unwrap_or(0.0));
         let resume = match resumption > 0.0 && (first || rng.chance(resumption)) {
             false => Resume::No,
             true if early_data > 0.0 && rng.chance(early_data) => Resume::Early,
@@ -125,28 +114,30 @@ pub async fn run_slot(ctx: Rc<Ctx>, mut sched: Schedule, slot: u64, mut rng: Rng
         // the timeout: a handshake queued at a slow server in the open phase is not given up
         // and opened again in the measured period (knot-resolver signs about 500 RSA-2048
         // handshakes a second: with a 2 s timeout, 1 000 connections reopened 283).
-        let setup = match (&setup.gate, first) {
+        let timeout = std::time::Duration::from_nanos(ctx.setup.timeout_ns);
+        let setup = match (&ctx.setup.gate, first) {
             (Some(_), true) => std::time::Duration::from_nanos(gate_deadline_ns(cfg).saturating_sub(opened)) + timeout,
             _ => timeout,
         };
         let attempt = tokio::select! {
-            // Boxed, as every await that a connection does not spend its life in: the slot's task
-            // holds only what an open connection needs (a task is as large as its largest await).
-            r = Box::pin(tokio::time::timeout(setup, Carrier::connect(&ctx, &mut dial, resume))) => match r {
+            // In the task, as the waits and the gate: a task is as large as its largest await,
+            // and these are smaller than an open connection's (the TLS and QUIC set-ups are
+            // boxed inside). Boxed, they left holes in the heap where they had been.
+            r = tokio::time::timeout(setup, Carrier::connect(&ctx, &mut dial, resume)) => match r {
                 Ok(r) => r,
                 Err(_) => Err((ErrorKind::ConnectTimeout, "connection set-up timed out".into())),
             },
             // Set-up may take up to the timeout (600 s at most): an abort does not wait for it.
-            _ = aborted(&ctx, &mut stop) => break 'slot,
+            _ = aborted(&ctx) => break 'slot,
         };
-        let Established { mut carrier, handshake, tls_version } = match attempt {
+        let Established { mut carrier, handshake } = match attempt {
             Ok(c) => c,
             Err((kind, error)) => {
                 // No connection: a closed loop is blocked from the attempt on (a routine
                 // reconnection is not, so that the end of a run does not count one as unsent).
                 sched.blocked(opened, true);
                 if first {
-                    Box::pin(pass_gate(&ctx, &mut stop, &mut sched)).await;
+                    pass_gate(&ctx, &mut sched).await;
                 }
                 first = false;
                 ctx.counters.borrow_mut().conn_fail(kind);
@@ -169,9 +160,9 @@ pub async fn run_slot(ctx: Rc<Ctx>, mut sched: Schedule, slot: u64, mut rng: Rng
         }
         ctx.active.set(ctx.active.get() + 1);
         if first {
-            Box::pin(pass_gate(&ctx, &mut stop, &mut sched)).await;
+            pass_gate(&ctx, &mut sched).await;
         }
-        let lifetime = if first { first_lifetime } else { cfg.lifetime };
+        let lifetime = if first { cfg.lifetime.first(first_draw) } else { cfg.lifetime };
         first = false;
         // A connection held at the gate starts its life when queries may flow.
         let mut conn = Connection {
@@ -226,7 +217,8 @@ pub async fn run_slot(ctx: Rc<Ctx>, mut sched: Schedule, slot: u64, mut rng: Rng
         }
         ctx.active.set(ctx.active.get() - 1);
         ctx.counters.borrow_mut().closed(end.close);
-        let log = record(&ctx, id, opened, Some(established), handshake, tls_version, &end, Some((&conn, local)));
+        let log =
+            record(&ctx, id, opened, Some(established), handshake, carrier.tls_version(), &end, Some((&conn, local)));
         if client_closes && mode != CloseMode::Rst {
             // The slot goes on at once; the close is counted when the server has ended too.
             ctx.lingering.set(ctx.lingering.get() + 1);
@@ -254,7 +246,7 @@ pub async fn run_slot(ctx: Rc<Ctx>, mut sched: Schedule, slot: u64, mut rng: Rng
         sched.next_connection();
     }
     let mut c = ctx.counters.borrow_mut();
-    if ctx.state(&mut stop) == Stop::Abort {
+    if ctx.state() == Stop::Abort {
         sched.abort(&mut c);
     }
     sched.close(ctx.stopped_at(), &mut c);
@@ -266,11 +258,10 @@ pub async fn run_slot(ctx: Rc<Ctx>, mut sched: Schedule, slot: u64, mut rng: Rng
 /// the connection's record. Runs beside the slot: a client does not wait for the server's FIN
 /// before its next connection.
 async fn count_close(ctx: Rc<Ctx>, mut carrier: Carrier, mut meter: TcpMeter, log: ConnectionRecord) {
-    let mut stop = ctx.stop.clone();
     let bound = std::time::Duration::from_nanos(ctx.setup.timeout_ns).min(std::time::Duration::from_secs(1));
     tokio::select! {
         _ = carrier.await_end(bound) => {}
-        _ = aborted(&ctx, &mut stop) => {}
+        _ = aborted(&ctx) => {}
     }
     meter.sample(&mut carrier, &mut ctx.counters.borrow_mut());
     ctx.write_log(with_bytes(log, &meter));
@@ -306,7 +297,6 @@ pub async fn drive<S: Session>(
     out: &mut Vec<u8>,
 ) -> SessionEnd {
     let timeout = ctx.setup.timeout_ns;
-    let mut stop = ctx.stop.clone();
     // First sends and retransmissions in `out`: counted `sent` and `retransmitted` once the
     // write completes.
     let (mut fresh, mut resent) = (0u64, 0u64);
@@ -325,7 +315,7 @@ pub async fn drive<S: Session>(
     }
     loop {
         let now = ctx.now();
-        let state = ctx.state(&mut stop);
+        let state = ctx.state();
         if state == Stop::Abort {
             let n = session.clear();
             ctx.counters.borrow_mut().aborted += n;
@@ -347,7 +337,7 @@ pub async fn drive<S: Session>(
             // What the write counts sent; a QUIC carrier counts first sends as their streams open.
             fresh = carrier.fresh_frames(fresh);
             let deadline = session.oldest().unwrap_or(now) + timeout;
-            match Box::pin(write_bounded(ctx, carrier, out, &mut stop, deadline)).await {
+            match Box::pin(write_bounded(ctx, carrier, out, deadline)).await {
                 Written::Done => {
                     out.clear();
                     {
@@ -401,14 +391,14 @@ pub async fn drive<S: Session>(
                     let _ = settle(ctx, carrier.take_events(), session, sched);
                     if let Some(end) = session.receive(&mut step!(ctx.now()), n) {
                         // What the session says to the server (HTTP/2: GOAWAY), if it goes soon.
-                        let _ = Box::pin(write_bounded(ctx, carrier, out, &mut stop, ctx.now() + 1_000_000_000)).await;
+                        let _ = Box::pin(write_bounded(ctx, carrier, out, ctx.now() + 1_000_000_000)).await;
                         return end;
                     }
                 }
                 Err(end) => return session.ended(&mut step!(ctx.now()), &end),
             },
+            // Also woken when the run's state changes (the timer wakes every sleeper).
             _ = ctx.sleep_until(wake) => {}
-            r = stop.changed() => { if r.is_err() { return SessionEnd::client(Close::End); } }
         }
     }
 }
@@ -572,11 +562,10 @@ fn expire_waiting<S: Session>(ctx: &Ctx, carrier: &mut Carrier, session: &mut S,
 }
 
 /// Returns once the run is aborted (a second signal, or the drain's safety net).
-pub async fn aborted(ctx: &Ctx, stop: &mut tokio::sync::watch::Receiver<Stop>) {
-    while ctx.state(stop) != Stop::Abort {
-        if stop.changed().await.is_err() {
-            return;
-        }
+pub async fn aborted(ctx: &Ctx) {
+    while ctx.state() != Stop::Abort {
+        // Never due: woken when the run's state changes.
+        ctx.sleep_until(u64::MAX).await;
     }
 }
 
@@ -593,26 +582,29 @@ enum Written {
 /// Writes and flushes `out`, but never past run time `deadline` (the oldest outstanding
 /// query's timeout) nor past an abort: a server that stops reading must not hold the slot, and
 /// so the run, beyond its timeout.
-async fn write_bounded(
-    ctx: &Ctx,
-    carrier: &mut Carrier,
-    out: &[u8],
-    stop: &mut tokio::sync::watch::Receiver<Stop>,
-    deadline: u64,
-) -> Written {
+async fn write_bounded(ctx: &Ctx, carrier: &mut Carrier, out: &[u8], deadline: u64) -> Written {
     if out.is_empty() {
         return Written::Done;
     }
     let write = carrier.send(out);
     tokio::pin!(write);
-    tokio::select! {
-        biased;
-        r = &mut write => match r {
-            Ok(()) => Written::Done,
-            Err(e) => Written::Failed(e),
-        },
-        _ = ctx.sleep_until(deadline) => Written::TimedOut,
-        _ = aborted(ctx, stop) => Written::Aborted,
+    loop {
+        tokio::select! {
+            biased;
+            r = &mut write => return match r {
+                Ok(()) => Written::Done,
+                Err(e) => Written::Failed(e),
+            },
+            // Ends at the deadline, or earlier when the run's state changes.
+            _ = ctx.sleep_until(deadline) => {
+                if ctx.state() == Stop::Abort {
+                    return Written::Aborted;
+                }
+                if ctx.now() >= deadline {
+                    return Written::TimedOut;
+                }
+            }
+        }
     }
 }
 

@@ -85,9 +85,16 @@ impl Timer {
         assert!(rc == 0, "timerfd_settime: {}", std::io::Error::last_os_error());
     }
 
-    /// Waits until run time `deadline` (nanoseconds since start).
+    /// Waits until run time `deadline` (nanoseconds since start), or until [`Timer::wake_all`].
     pub fn sleep_until(self: &Rc<Self>, deadline: u64) -> Sleep {
-        Sleep { timer: self.clone(), deadline, id: None }
+        Sleep { timer: self.clone(), deadline, id: NONE }
+    }
+
+    /// Ends every wait, due or not: the run's state changed, and each waiter looks at it (and
+    /// waits again if it has nothing to do). Their heap entries are skipped when they come up.
+    pub fn wake_all(&self) {
+        let woken: Vec<Waker> = self.wakers.borrow_mut().drain().map(|(_, w)| w).collect();
+        woken.into_iter().for_each(Waker::wake);
     }
 
     /// Wakes due waiters and re-arms; runs for the life of the thread's runtime.
@@ -119,11 +126,15 @@ impl Timer {
     }
 }
 
+/// No entry yet (IDs count up from 0 and never reach it).
+const NONE: u64 = u64::MAX;
+
 /// A wait on the thread's [`Timer`].
 pub struct Sleep {
     timer: Rc<Timer>,
     deadline: u64,
-    id: Option<u64>,
+    /// Its entry's ID once registered, else [`NONE`].
+    id: u64,
 }
 
 impl Future for Sleep {
@@ -134,21 +145,26 @@ impl Future for Sleep {
         if now >= self.deadline {
             return Poll::Ready(());
         }
-        if self.deadline == u64::MAX {
-            // Never: another branch of the caller's select! will win.
-            return Poll::Pending;
-        }
         let timer = self.timer.clone();
-        if let Some(id) = self.id {
-            if let Some(w) = timer.wakers.borrow_mut().get_mut(&id) {
-                w.clone_from(cx.waker());
-                return Poll::Pending;
-            }
-            // Woken (or polled) before the deadline after the entry fired: register again.
+        if self.id != NONE {
+            return match timer.wakers.borrow_mut().get_mut(&self.id) {
+                Some(w) => {
+                    w.clone_from(cx.waker());
+                    Poll::Pending
+                }
+                // Woken before its deadline: by `wake_all` (the timer's own wake comes on the
+                // grid, at or past the deadline).
+                None => Poll::Ready(()),
+            };
         }
         let id = timer.next_id.get();
         timer.next_id.set(id + 1);
         timer.wakers.borrow_mut().insert(id, cx.waker().clone());
+        self.id = id;
+        if self.deadline == u64::MAX {
+            // Never due: woken only by `wake_all`.
+            return Poll::Pending;
+        }
         {
             let mut heap = timer.heap.borrow_mut();
             let live = timer.wakers.borrow();
@@ -161,14 +177,14 @@ impl Future for Sleep {
         if timer.grid(self.deadline) < timer.armed.get() {
             timer.arm(self.deadline);
         }
-        self.id = Some(id);
         Poll::Pending
     }
 }
 
 impl Drop for Sleep {
     fn drop(&mut self) {
-        if let Some(id) = self.id {
+        if self.id != NONE {
+            let id = self.id;
             // The heap entry is skipped when it comes up.
             self.timer.wakers.borrow_mut().remove(&id);
         }
@@ -208,6 +224,37 @@ mod tests {
                 assert!(woke >= deadline, "sleep {i} woke at {woke} ns, before its deadline {deadline} ns");
             }
             assert!(timer.wakers.borrow().is_empty());
+        });
+    }
+
+    #[test]
+    fn wake_all_ends_every_wait_due_or_not() {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let local = tokio::task::LocalSet::new();
+        local.block_on(&rt, async {
+            let timer = Timer::new(std::time::Instant::now(), 50_000).unwrap();
+            tokio::task::spawn_local(timer.clone().drive());
+            // Never due, and due in an hour.
+            let ended = Rc::new(Cell::new(0));
+            let tasks: Vec<_> = [u64::MAX, 3_600_000_000_000]
+                .into_iter()
+                .map(|deadline| {
+                    let (timer, ended) = (timer.clone(), ended.clone());
+                    tokio::task::spawn_local(async move {
+                        timer.sleep_until(deadline).await;
+                        ended.set(ended.get() + 1);
+                    })
+                })
+                .collect();
+            for _ in 0..3 {
+                tokio::task::yield_now().await;
+            }
+            assert_eq!((ended.get(), timer.wakers.borrow().len()), (0, 2), "both wait");
+            timer.wake_all();
+            for t in tasks {
+                t.await.unwrap();
+            }
+            assert_eq!((ended.get(), timer.wakers.borrow().len()), (2, 0), "both ended");
         });
     }
 

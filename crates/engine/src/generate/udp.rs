@@ -23,7 +23,6 @@ pub async fn run_slot(ctx: Rc<Ctx>, mut sched: Schedule, sock: tokio::net::UdpSo
     let mut dec = FrameDecoder::new(16 * 1024);
     let mut out = Vec::with_capacity(512);
     let mut carrier = Carrier::Udp(Box::new(Datagrams::new(sock)));
-    let mut stop = ctx.stop.clone();
     loop {
         let now = ctx.now();
         let mut conn = Connection {
@@ -43,12 +42,12 @@ pub async fn run_slot(ctx: Rc<Ctx>, mut sched: Schedule, sock: tokio::net::UdpSo
             ctx.setup.note_error(ErrorKind::Connect, e);
         }
         sched.blocked(ctx.now(), true);
-        if !wait_until(&ctx, &mut stop, ctx.now() + 50_000_000, &mut sched).await {
+        if !wait_until(&ctx, ctx.now() + 50_000_000, &mut sched).await {
             break;
         }
     }
     let mut c = ctx.counters.borrow_mut();
-    if ctx.state(&mut stop) == Stop::Abort {
+    if ctx.state() == Stop::Abort {
         sched.abort(&mut c);
     }
     sched.close(ctx.stopped_at(), &mut c);

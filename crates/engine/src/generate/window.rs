@@ -34,49 +34,66 @@ pub struct Outstanding {
 
 /// Outstanding queries, indexed by DNS ID. The table starts small and doubles while more than
 /// half of it would be in use, up to twice the capacity: a connection that keeps one query
-/// outstanding holds a table of four entries.
+/// outstanding holds a table of two entries.
 #[derive(Debug)]
 pub struct Window {
+    /// A power of two in size, from 2 up to twice the capacity: an ID's slot is its low bits.
     table: Vec<Entry>,
-    mask: usize,
-    /// The table's largest size: twice the capacity, a power of two.
-    max_size: usize,
     next_id: u16,
     generation: u32,
     fifo: VecDeque<(u16, u32, u64)>,
     len: usize,
     capacity: usize,
-    retransmit: Option<Retransmit>,
-    /// With `retransmit`: the outstanding queries that have sends left, as (ID, generation,
-    /// when they go again). Every try waits as long, so send order is the order they come due
-    /// in. Its front is live or it is empty.
-    resend: VecDeque<(u16, u32, u64)>,
+    /// Boxed: only a UDP slot that retransmits has it.
+    resend: Option<Box<Resend>>,
+}
+
+/// The entry of `id` in a table (a power of two in size).
+#[inline]
+fn slot(table: &[Entry], id: u16) -> &Entry {
+    &table[id as usize & (table.len() - 1)]
+}
+
+#[inline]
+fn slot_mut(table: &mut [Entry], id: u16) -> &mut Entry {
+    let mask = table.len() - 1;
+    &mut table[id as usize & mask]
+}
+
+/// What a window that sends queries again keeps.
+#[derive(Debug)]
+struct Resend {
+    policy: Retransmit,
+    /// The outstanding queries that have sends left, as (ID, generation, when they go again).
+    /// Every try waits as long, so send order is the order they come due in. Its front is
+    /// live or it is empty.
+    due: VecDeque<(u16, u32, u64)>,
 }
 
 impl Window {
     /// A window for at most `capacity` outstanding queries (at most 65 535).
     pub fn new(capacity: usize, first_id: u16) -> Self {
         let capacity = capacity.clamp(1, 65_535);
-        let max_size = (capacity * 2).next_power_of_two().min(65_536);
-        let size = max_size.min(4);
         Window {
-            table: vec![Entry::default(); size],
-            mask: size - 1,
-            max_size,
+            table: vec![Entry::default(); Self::max_size(capacity).min(2)],
             next_id: first_id,
             generation: 0,
             fifo: VecDeque::new(),
             len: 0,
             capacity,
-            retransmit: None,
-            resend: VecDeque::new(),
+            resend: None,
         }
+    }
+
+    /// The table's largest size: twice the capacity, a power of two.
+    fn max_size(capacity: usize) -> usize {
+        (capacity * 2).next_power_of_two().min(65_536)
     }
 
     /// The window sends unanswered queries again as `policy` says ([`Window::retransmit`]); a
     /// policy of one attempt, or none, sends nothing again.
     pub fn retransmitting(mut self, policy: Option<Retransmit>) -> Self {
-        self.retransmit = policy.filter(|p| p.attempts > 1);
+        self.resend = policy.filter(|p| p.attempts > 1).map(|policy| Box::new(Resend { policy, due: VecDeque::new() }));
         self
     }
 
@@ -96,20 +113,20 @@ impl Window {
         if self.is_full() {
             return None;
         }
-        if (self.len + 1) * 2 > self.table.len() && self.table.len() < self.max_size {
+        if (self.len + 1) * 2 > self.table.len() && self.table.len() < Self::max_size(self.capacity) {
             self.grow();
         }
         // Fewer than half the table is in use, so a free slot is found quickly.
         loop {
             let id = self.next_id;
             self.next_id = self.next_id.wrapping_add(1);
-            let e = &mut self.table[id as usize & self.mask];
+            let e = slot_mut(&mut self.table, id);
             if !e.live {
                 self.generation = self.generation.wrapping_add(1);
                 *e = Entry { live: true, sends: 1, id, generation: self.generation, intended, query };
                 self.fifo.push_back((id, self.generation, intended));
-                if let Some(r) = self.retransmit {
-                    self.resend.push_back((id, self.generation, now + r.every_ns));
+                if let Some(r) = &mut self.resend {
+                    r.due.push_back((id, self.generation, now + r.policy.every_ns));
                 }
                 self.len += 1;
                 return Some(id);
@@ -121,22 +138,21 @@ impl Window {
     fn grow(&mut self) {
         let size = self.table.len() * 2;
         let old = std::mem::replace(&mut self.table, vec![Entry::default(); size]);
-        self.mask = size - 1;
         for e in old.into_iter().filter(|e| e.live) {
-            self.table[e.id as usize & self.mask] = e;
+            *slot_mut(&mut self.table, e.id) = e;
         }
     }
 
     /// The intended time of the outstanding query `id`.
     pub fn intended(&self, id: u16) -> Option<u64> {
-        let e = &self.table[id as usize & self.mask];
+        let e = slot(&self.table, id);
         (e.live && e.id == id).then_some(e.intended)
     }
 
     /// Removes the query with `id`, if outstanding.
     #[inline]
     pub fn remove(&mut self, id: u16) -> Option<Outstanding> {
-        let e = &mut self.table[id as usize & self.mask];
+        let e = slot_mut(&mut self.table, id);
         if !e.live || e.id != id {
             return None;
         }
@@ -149,21 +165,23 @@ impl Window {
 
     fn trim(&mut self) {
         let live = |table: &[Entry], &(id, generation, _): &(u16, u32, u64)| {
-            let e = &table[id as usize & self.mask];
+            let e = slot(table, id);
             e.live && e.generation == generation
         };
         while self.fifo.front().is_some_and(|f| !live(&self.table, f)) {
             self.fifo.pop_front();
         }
-        while self.resend.front().is_some_and(|r| !live(&self.table, r)) {
-            self.resend.pop_front();
+        if let Some(r) = &mut self.resend {
+            while r.due.front().is_some_and(|d| !live(&self.table, d)) {
+                r.due.pop_front();
+            }
         }
     }
 
     /// When the next query is to be sent again, if any is ([`Window::retransmitting`]).
     #[inline]
     pub fn next_retransmit(&self) -> Option<u64> {
-        self.resend.front().map(|&(_, _, at)| at)
+        self.resend.as_ref()?.due.front().map(|&(_, _, at)| at)
     }
 
     /// Hands every query due to be sent again at `now` to `send` (its ID and its index in the
@@ -171,22 +189,22 @@ impl Window {
     /// try's timeout again if it has sends left; after its last it waits for its answer or its
     /// expiry.
     pub fn retransmit(&mut self, now: u64, mut send: impl FnMut(u16, u64)) -> u64 {
-        let Some(r) = self.retransmit else { return 0 };
+        let Some(r) = &mut self.resend else { return 0 };
         let mut n = 0;
-        while let Some(&(id, generation, at)) = self.resend.front() {
+        while let Some(&(id, generation, at)) = r.due.front() {
             if at > now {
                 break;
             }
-            self.resend.pop_front();
-            let e = &mut self.table[id as usize & self.mask];
+            r.due.pop_front();
+            let e = slot_mut(&mut self.table, id);
             if !(e.live && e.generation == generation) {
                 continue;
             }
             e.sends += 1;
             send(id, e.query);
             n += 1;
-            if e.sends < r.attempts {
-                self.resend.push_back((id, generation, now + r.every_ns));
+            if e.sends < r.policy.attempts {
+                r.due.push_back((id, generation, now + r.policy.every_ns));
             }
         }
         self.trim();
@@ -195,7 +213,7 @@ impl Window {
 
     /// Whether the outstanding query `id` was last sent as a retransmission.
     pub fn resent(&self, id: u16) -> bool {
-        let e = &self.table[id as usize & self.mask];
+        let e = slot(&self.table, id);
         e.live && e.id == id && e.sends > 1
     }
 
@@ -207,7 +225,7 @@ impl Window {
                 break;
             }
             self.fifo.pop_front();
-            let e = &mut self.table[id as usize & self.mask];
+            let e = slot_mut(&mut self.table, id);
             if e.live && e.generation == generation {
                 e.live = false;
                 self.len -= 1;
@@ -228,14 +246,16 @@ impl Window {
     pub fn drain(&mut self) -> Vec<Outstanding> {
         let mut gone = Vec::with_capacity(self.len);
         for (id, generation, intended) in self.fifo.drain(..) {
-            let e = &mut self.table[id as usize & self.mask];
+            let e = slot_mut(&mut self.table, id);
             if e.live && e.generation == generation {
                 e.live = false;
                 gone.push(Outstanding { intended, query: e.query });
             }
         }
         self.len = 0;
-        self.resend.clear();
+        if let Some(r) = &mut self.resend {
+            r.due.clear();
+        }
         gone
     }
 
@@ -243,13 +263,15 @@ impl Window {
     pub fn clear(&mut self) -> u64 {
         let n = self.len as u64;
         for (id, generation, _) in self.fifo.drain(..) {
-            let e = &mut self.table[id as usize & self.mask];
+            let e = slot_mut(&mut self.table, id);
             if e.generation == generation {
                 e.live = false;
             }
         }
         self.len = 0;
-        self.resend.clear();
+        if let Some(r) = &mut self.resend {
+            r.due.clear();
+        }
         n
     }
 }
@@ -387,7 +409,9 @@ mod tests {
     #[test]
     fn the_table_grows_with_what_is_outstanding_and_keeps_every_query() {
         let mut w = Window::new(100, 65_530);
-        assert_eq!(w.table.len(), 4, "one query outstanding needs no more");
+        let first = w.insert(0, 0, 0).unwrap();
+        assert_eq!(w.table.len(), 2, "one query outstanding needs no more");
+        assert_eq!(w.remove(first), Some(Outstanding { intended: 0, query: 0 }));
         let ids: Vec<u16> = (0..100).map(|i| w.insert(i, i, i).unwrap()).collect();
         assert_eq!(w.table.len(), 256, "twice the capacity at most");
         assert!(w.is_full());
@@ -495,7 +519,7 @@ mod tests {
             w.remove(id);
         }
         let d = w.insert(4, 4, 4).unwrap();
-        assert_eq!(d as usize & w.mask, a as usize & w.mask, "d reuses a's slot");
+        assert_eq!(d as usize & (w.table.len() - 1), a as usize & (w.table.len() - 1), "d reuses a's slot");
         let mut sent = Vec::new();
         assert_eq!(w.retransmit(101, |id, q| sent.push((id, q))), 1, "x; a's retransmission is gone with it");
         assert_eq!(w.retransmit(104, |id, q| sent.push((id, q))), 1);
