@@ -88,17 +88,10 @@ pub async fn run_slot(ctx: Rc<Ctx>, mut sched: Schedule, slot: u64, mut rng: Rng
             break;
         }
         if let Some(bucket) = &ctx.bucket {
-            loop {
-                let now = ctx.now();
-                let r = bucket.borrow_mut().take(now);
-                match r {
-                    Ok(()) => break,
-                    Err(wait) => {
-                        if !wait_until(&ctx, now + wait, &mut sched).await {
-                            break 'slot;
-                        }
-                    }
-                }
+            // The slot's own turn: one wake, not one per token made.
+            let at = bucket.borrow_mut().reserve(ctx.now());
+            if !wait_until(&ctx, at, &mut sched).await {
+                break 'slot;
             }
         }
         let (resumption, early_data) = (cfg.resumption.unwrap_or(0.0), cfg.early_data.unwrap_or(0.0));
