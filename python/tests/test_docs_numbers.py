@@ -5,8 +5,11 @@ not. Sentences are matched with their line breaks folded into spaces."""
 
 from __future__ import annotations
 
+import json
 import re
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from dnscost.report.docpage import render_page
@@ -225,3 +228,50 @@ def test_the_reference_first_burst_loss_is_the_kernels() -> None:
     assert burst[0] > 0 and burst[-1] - burst[0] <= 0.01 * burst[-1], burst  # the same whatever the target
     _says("results.md", f"every closed-loop UDP reference of `docs/versions-run` lost {burst[0]}{DASH}{burst[-1]}")
     _says("results.md", f"to dnsdist 1.7.3: {max(lost['dnsdist'])} timed out")
+
+
+def _thousands(n: float) -> str:
+    return f"{n:,.0f}".replace(",", " ")
+
+
+def test_the_scale_page_is_what_its_records_say() -> None:
+    """docs/scale.md's table of the 100 000-connection trial, and its engine-memory table, each
+    cell recomputed from the stored records (``docs/scale/many-connections.json``,
+    ``docs/scale/engine-memory.txt``)."""
+    trials = {t["transport"]: t for t in json.loads((ROOT / "docs/scale/many-connections.json").read_text())["trials"]}
+    dot, doh = trials["dot"], trials["doh"]
+    kib, mib, gib = 1024, 2**20, 2**30
+
+    def row(label: str, f: Callable[[dict[str, Any]], str]) -> None:
+        cells = " | ".join(f(t) for t in (dot, doh))
+        _says("scale.md", f"| {label} | {cells} |")
+
+    row("connections held at once (the engines' count)", lambda t: _thousands(t["held_engines"]))
+    row(
+        "connections established / failed",
+        lambda t: f"{_thousands(t['established'])} / {sum(t['connections_failed'].values())}",
+    )
+    row(
+        "queries answered / failed / timed out",
+        lambda t: f"{_thousands(t['answered'])} / {t['failed']} / {t['timed_out']}",
+    )
+    row("the 8 engines' resident sets (sum)", lambda t: f"{sum(t['engine_rss_bytes']) / mib:.0f} MiB")
+    row("the 8 servers' resident sets (sum)", lambda t: f"{_thousands(sum(t['server_rss_bytes']) / mib)} MiB")
+    row(
+        "the kernel's slab, above the baseline",
+        lambda t: f"{(t['kernel_held']['slab_bytes'] - t['kernel_before']['slab_bytes']) / gib:.2f} GiB",
+    )
+    row("per connection: engine (above its start)", lambda t: f"{t['engine_bytes_per_connection'] / kib:.2f} KiB")
+    row("per connection: `serve` (above its start)", lambda t: f"{t['server_bytes_per_connection'] / kib:.1f} KiB")
+    row(
+        "per connection: kernel, both ends (slab and TCP buffer pages above the baseline)",
+        lambda t: f"{t['kernel_bytes_per_connection'] / kib:.1f} KiB",
+    )
+    for t in (dot, doh):
+        assert t["held_engines"] == t["connections_asked"] == t["established"]
+        # The kernel's own count: two sockets per connection, both ends on this machine.
+        assert abs(t["kernel_tcp_inuse"] - 2 * t["held_engines"]) <= 100
+    text = (ROOT / "docs/scale/engine-memory.txt").read_text()
+    for transport in ("tcp", "dot", "doh"):
+        slopes = sorted(float(m) for m in re.findall(rf"^# {transport} rep \d+: .*slope ([\d.]+) KiB/conn", text, re.M))
+        _says("scale.md", f"| {transport} | {slopes[0]:.2f} / {slopes[1]:.2f} / {slopes[2]:.2f} |")
