@@ -62,13 +62,17 @@ class CpuTime:
 class MemoryUsage:
     """Bytes charged to the cgroup. ``tcp_bytes`` is kernel memory of its TCP sockets (v1
     ``memory.kmem.tcp.usage_in_bytes``, v2 ``sock`` in ``memory.stat``); ``kernel_bytes`` all of
-    its kernel memory (slab, stacks, sockets); ``None`` where the kernel does not say."""
+    its kernel memory (slab, stacks, sockets); ``None`` where the kernel does not say.
+    ``page_faults`` is the count of page faults its processes took so far (``pgfault`` in
+    ``memory.stat``, v1 and v2): a page first touched, or touched again after its memory was
+    given back to the kernel."""
 
     usage_bytes: int
     anon_bytes: int
     kernel_bytes: int | None
     tcp_bytes: int | None
     slab_bytes: int | None
+    page_faults: int | None = None
 
 
 def parse_mountinfo(text: str) -> Mounts:
@@ -233,6 +237,7 @@ class Cgroup:
                 kernel_bytes=_read_int(d / "memory.kmem.usage_in_bytes"),
                 tcp_bytes=_read_int(d / "memory.kmem.tcp.usage_in_bytes"),
                 slab_bytes=None,
+                page_faults=stat.get("pgfault"),
             )
         d = self.dirs["unified"]
         if not (d / "memory.current").exists():
@@ -244,6 +249,7 @@ class Cgroup:
             kernel_bytes=stat.get("kernel"),
             tcp_bytes=stat.get("sock"),
             slab_bytes=stat.get("slab"),
+            page_faults=stat.get("pgfault"),
         )
 
     def remove(self, timeout: float = 5.0) -> None:

@@ -20,6 +20,12 @@ A side that is not a finished run (still ``running``, ``interrupted``, ``incompl
 gets a note saying how many of its trials are done, and a trial whose record is damaged one naming
 the file (:func:`dnscost.analysis.load.damage_notes`). Two runs with no figure measured in both
 are refused (:class:`NothingInCommon`).
+
+A regression gate (``--fail-on 'METRIC>+X%'``, :class:`Gate`, :func:`gate`) fails on every cell
+of ``METRIC`` whose relative difference lies beyond ``X`` % in the direction given *and* is
+significant as above; a cell whose significance is unknown (one repetition on a side) cannot
+fail it and is counted apart, and a gate that could judge no cell at all is a usage error (a
+gate that cannot fail is no gate).
 """
 
 from __future__ import annotations
@@ -38,7 +44,17 @@ from dnscost.certs import DEFAULT_KEY_TYPE
 from dnscost.contract import Row
 from dnscost.errors import UsageError
 
-__all__ = ["CompareRow", "Comparison", "NothingInCommon", "Repeatability", "compare", "incompatibilities"]
+__all__ = [
+    "CompareRow",
+    "Comparison",
+    "Gate",
+    "GateResult",
+    "NothingInCommon",
+    "Repeatability",
+    "compare",
+    "gate",
+    "incompatibilities",
+]
 
 
 def _kernel_release(kernel: Any) -> str | None:
@@ -240,6 +256,7 @@ def _kwh_per_day(r: Row) -> float | None:
 _PER_TRIAL: dict[str, Callable[[Row], float | None]] = {
     "answered_qps": lambda r: r["answered_qps"],
     "cpu_us_per_query": lambda r: r["cpu_us_per_query"],
+    "latency_p99_us": lambda r: r.get("latency_p99_us"),
     "kwh_per_day_at_10k_qps": _kwh_per_day,
 }
 
@@ -266,7 +283,17 @@ def _metrics(a: Analysis, alias: dict[str, str] | None = None) -> _Metrics:
     names = alias or {}
     trials = [{**r, "target": names.get(r["target"], r["target"])} for r in a.tables["trials"].rows]
     searches: dict[str, list[float]] = {}
+    capacities: dict[str, list[float]] = {}
     for doc, r in zip(a.trials, trials, strict=True):
+        if r["kind"] == "capacity":
+            found = doc.get("search")
+            best = found.get("max_qps") if isinstance(found, dict) else None
+            parts = [("", r["target"]), ("", r["transport"]), ("profile", r.get("profile"))]
+            if not r.get("profile"):
+                parts += [("lifetime", r.get("lifetime")), ("connections", r.get("connections"))]
+            values = capacities.setdefault(_key(parts), [])
+            if r["valid"] and isinstance(best, int | float):
+                values.append(float(best))
         if r["kind"] == "search":
             found = doc.get("search")
             best = found.get("max_qps") if isinstance(found, dict) else None
@@ -278,6 +305,8 @@ def _metrics(a: Analysis, alias: dict[str, str] | None = None) -> _Metrics:
         out[("headline", r["figure"], label)] = _Side(r["value"], r["low"], r["high"], r["n"])
     for label, values in searches.items():
         out[("baseline", "udp_max_qps", label)] = _repeated(values)
+    for label, values in capacities.items():
+        out[("capacity", "capacity_qps", label)] = _repeated(values)
     for group, keys in _GROUP_KEYS.items():
         load = [r for r in trials if r["analysis"] == group and r["kind"] == "load"]
         grouped: dict[str, list[Row]] = {}
@@ -430,3 +459,98 @@ def compare(run_a: Path, run_b: Path, *, force: bool = False) -> Comparison:
         rows=rows,
         notes=notes,
     )
+
+
+GATED_METRICS: dict[str, str] = {
+    "cpu_us_per_query": "target CPU-µs per answered query (UDP's in the headline; every load cell's)",
+    "cpu_ratio_to_udp": "CPU per query over UDP's, persistent connections (headline)",
+    "cpu_ratio_to_persistent": "CPU per query at one query per connection over persistent (headline)",
+    "cpu_us_per_handshake": "target CPU-µs per full, resumed or 0-RTT handshake (headline)",
+    "resumed_share": "share of the handshakes that resumed where the client asked to (headline)",
+    "memory_bytes_per_connection": "user + kernel bytes per idle connection, fitted (headline)",
+    "user_bytes_per_connection": "user bytes per idle connection, fitted (memory_fit)",
+    "kernel_bytes_per_connection": "kernel bytes per idle connection, fitted (memory_fit)",
+    "latency_p99_us": "p99 latency of every load cell, µs",
+    "answered_qps": "answered queries a second of every load cell, and UDP's (headline)",
+    "capacity_per_core_qps": "queries a second per core at the CPU per query measured (headline)",
+    "udp_max_qps": "the UDP search's highest rate with loss below its bound (baseline)",
+    "capacity_qps": "a capacity search's highest rate meeting its loss and p99 objective (capacity)",
+    "qps_share_of_udp": "answered qps over UDP's, persistent connections (headline)",
+    "j_per_query": "joules per query over UDP (headline)",
+    "cpu_us_per_connection_second": "target CPU-µs per idle connection-second, fitted (headline)",
+}
+"""What ``--fail-on`` may name (``dnscost compare``; docs/results.md, "Comparing two runs")."""
+
+_GATE = re.compile(r"^(?P<metric>[a-z0-9_]+)(?P<op>[<>])(?P<pct>[+-]\d+(?:\.\d+)?)%$")
+
+
+@dataclass(frozen=True)
+class Gate:
+    """``METRIC>+X%`` (fails when B rose more than X % over A) or ``METRIC<-X%`` (fell more)."""
+
+    metric: str
+    op: str
+    percent: float
+
+    @classmethod
+    def parse(cls, text: str) -> Gate:
+        """Raises :class:`UsageError` naming what is wrong."""
+        m = _GATE.match(text.replace(" ", ""))
+        if not m:
+            raise UsageError(f"--fail-on {text!r}: write METRIC>+X% or METRIC<-X% (e.g. 'cpu_us_per_query>+5%')")
+        metric = m["metric"]
+        if metric not in GATED_METRICS:
+            raise UsageError(f"--fail-on {text!r}: unknown metric {metric!r} (one of {', '.join(GATED_METRICS)})")
+        return cls(metric, m["op"], float(m["pct"]))
+
+    def __str__(self) -> str:
+        return f"{self.metric}{self.op}{self.percent:+g}%"
+
+    def beyond(self, rel_diff: float) -> bool:
+        """Whether a relative difference (B - A) / A lies beyond this gate's bound."""
+        bound = self.percent / 100
+        return rel_diff > bound if self.op == ">" else rel_diff < bound
+
+
+@dataclass(frozen=True)
+class GateResult:
+    """What the gates found: one line per failing cell, and how many cells each gate judged
+    (significance known) and could not judge (one repetition on a side)."""
+
+    failures: list[str]
+    judged: dict[str, int]
+    unjudged: dict[str, int]
+
+    def summary(self) -> str:
+        parts = [
+            f"{g}: {self.judged[g]} cells judged"
+            + (f", {self.unjudged[g]} not (one repetition on a side)" if self.unjudged[g] else "")
+            for g in self.judged
+        ]
+        n = len(self.failures)
+        verdict = f"{n} regression{'s' if n > 1 else ''}" if n else "no regression"
+        return f"gate: {verdict} ({'; '.join(parts)})"
+
+
+def gate(comparison: Comparison, gates: list[Gate]) -> GateResult:
+    """Every cell of every gate's metric measured in both runs: a failure line when its
+    difference is beyond the gate and significant. Raises :class:`UsageError` for a gate that
+    judged no cell (its metric in neither run, or no cell with an interval on both sides)."""
+    failures: list[str] = []
+    judged: dict[str, int] = {}
+    unjudged: dict[str, int] = {}
+    for g in gates:
+        rows = [r for r in comparison.rows if r.metric == g.metric and r.rel_diff is not None]
+        known = [r for r in rows if r.significant is not None]
+        judged[str(g)], unjudged[str(g)] = len(known), len(rows) - len(known)
+        if not known:
+            why = "measured in both runs" if not rows else "with an interval on both sides (two repetitions or more)"
+            raise UsageError(f"--fail-on {g}: no cell of {g.metric} {why}: this gate cannot fail")
+        for r in known:
+            if r.significant and g.beyond(r.rel_diff or 0.0):
+                failures.append(
+                    f"regression: {r.metric} [{r.table}] {r.key}: {_fmt(r.a)} -> {_fmt(r.b)} "
+                    f"({100 * (r.rel_diff or 0.0):+.1f} %, beyond {g.percent:+g} %; "
+                    f"A {_span(r.a_low, r.a_high)}, B {_span(r.b_low, r.b_high)})"
+                )
+    return GateResult(failures, judged, unjudged)

@@ -553,6 +553,7 @@ class Validity(TypedDict):
     both_saturated: bool
     target_busy_share: float
     target_foreign_share: float | None
+    target_stolen_share: NotRequired[float]
     generator_busy_share: float
     loss: float | None
     accounting_balanced: bool
@@ -630,6 +631,7 @@ class FastTarget(TypedDict, total=False):
     cgroup_kernel_bytes: int | None
     cgroup_tcp_bytes: int | None
     cgroup_slab_bytes: int | None
+    cgroup_page_faults: int | None
     proc_cpu_user_us: Required[int]
     proc_cpu_system_us: Required[int]
     processes: Required[int]
@@ -752,11 +754,12 @@ class MeterSummary(TypedDict):
     are also given. ``cgroup_cpu_total_us`` is the cgroup's exact total (the user/system split
     is sampled at the scheduler tick); ``cpu_us`` is it when present, else user + system: the
     figure to divide by queries. ``generator_cpu_*`` are the generator's processes'.
-    ``energy_j`` is RAPL's package energy (``energy_source`` = ``"rapl"``) or the model's
-    estimate for the target (``"model"``); ``energy_model_j`` is always the model's. ``cores``
-    holds per-core deltas by CPU number (``busy_us``, ``tasks_us`` where the scheduler gives
-    it), ``counters`` the deltas of the kernel's UDP/TCP/TcpExt counters
-    (``udp_rcvbuf_errors``, ``tcpext_listen_overflows``, ...), and ``<level>_mean`` and
+    ``page_faults`` is the page faults the target's processes took (its cgroup's ``pgfault``;
+    absent from summaries made before it was sampled). ``energy_j`` is RAPL's package energy
+    (``energy_source`` = ``"rapl"``) or the model's estimate for the target (``"model"``);
+    ``energy_model_j`` is always the model's. ``cores`` holds per-core deltas by CPU number
+    (``busy_us``, ``tasks_us`` where the scheduler gives it), ``counters`` the deltas of the
+    kernel's UDP/TCP/TcpExt counters (``udp_rcvbuf_errors``, ``tcpext_listen_overflows``, ...), and ``<level>_mean`` and
     ``<level>_max`` the time-weighted mean and the peak of every level of
     :data:`dnscost.meter.summary.LEVELS` (a test holds the two). Readers of stored ones take
     them with ``.get``: the synthetic fixture run holds only those its tests need."""
@@ -777,6 +780,7 @@ class MeterSummary(TypedDict):
     proc_cpu_system_us: float | None
     generator_cpu_user_us: float | None
     generator_cpu_system_us: float | None
+    page_faults: NotRequired[float | None]
     energy_j: float | None
     energy_source: str | None
     energy_model_j: float | None
@@ -874,6 +878,9 @@ class TrialSummary(TypedDict):
     connections_held: float | None
     target_cpu_us: float | None
     target_cpu_us_per_query: float | None
+    target_page_faults_per_query: NotRequired[float | None]
+    """Page faults the target took per answered query, from its cgroup (the kernel's count):
+    what tells memory churn apart (absent from trials summarized before it was sampled)."""
     target_cpu_us_per_new_connection: float | None
     target_cpu_share: float | None
     engine_cpu_us: int
@@ -947,9 +954,10 @@ TrialStatus = Literal["pending", "running", "done", "failed", "interrupted", "no
 the reader's, for a trial.json that is gone or malformed."""
 
 
-TrialKind = Literal["load", "idle", "search"]
-"""What a trial does: the engine at a rate (``load``), connections held idle (``idle``), or a
-search for the highest rate answered (``search``)."""
+TrialKind = Literal["load", "idle", "search", "capacity"]
+"""What a trial does: the engine at a rate (``load``), connections held idle (``idle``), a
+search for the highest UDP rate answered (``search``), or for the highest rate of any
+transport or replayed profile that meets a service level (``capacity``: loss and p99 latency)."""
 
 
 class TrialParams(TypedDict, total=False):
@@ -987,6 +995,10 @@ class TrialParams(TypedDict, total=False):
     max_qps: float
     precision: float
     max_steps: int
+    max_p99_ms: float
+    """A capacity search's latency objective: p99 at or below this."""
+    max_connections: int
+    """A capacity search over a replayed profile: the connections its clients may hold."""
 
 
 class SummaryContextRecord(TypedDict, total=False):
@@ -1062,6 +1074,15 @@ class SearchStep(TypedDict, total=False):
     loss: float | None
     generator_behind: bool
     summary: Required["TrialSummary | None"]
+    p99_us: float | None
+    """A capacity search's step: its p99 latency."""
+    clients: int | None
+    """A capacity search over a replayed profile: the clients the step replayed."""
+    stolen_share: float
+    """A capacity search's step: the largest share of its window stolen from a core."""
+    failed: str | None
+    """A capacity search's failed step: which objective it broke first (``loss``, ``p99``,
+    ``generator`` behind, ``capped`` at the clients' connections), or ``invalid: FLAGS``."""
 
 
 class SearchResult(TypedDict, total=False):
@@ -1075,6 +1096,12 @@ class SearchResult(TypedDict, total=False):
     failed_qps: float | None
     generator_bound: bool
     bracketed: bool
+    max_p99_ms: float
+    """A capacity search's latency objective."""
+    clients: int | None
+    """A capacity search over a replayed profile: the clients at ``max_qps``."""
+    failed: str | None
+    """Why the lowest failed step failed (:class:`SearchStep`'s ``failed``)."""
 
 
 class DerivedRate(TypedDict):
@@ -1169,6 +1196,8 @@ class GroupSettings(TypedDict, total=False):
     max_qps: Required[float]
     precision: Required[float]
     max_steps: Required[int]
+    max_p99: float
+    """A capacity group's latency objective, in seconds."""
     max_connections: int
     profiles: dict[str, ClientProfile]
     capacity_of: str
@@ -1208,6 +1237,8 @@ class TrialRecord(TypedDict, total=False):
     derived_rate: DerivedRate
     # The bed it ran on (dnscost.trial.start_bed)
     target_pid: int | None
+    target_processes: int
+    """How many processes the target ran as (they share its ports: ``target_processes``)."""
     target_version: str
     target_place: TargetPlace
     endpoints: dict[str, str]
@@ -1284,6 +1315,7 @@ class RunSpecRecord(TypedDict, total=False):
     tld: str
     target_cpus: list[int] | None
     generator_cpus: list[int] | None
+    target_processes: int
     network: str | None
     analyses: list[str]
     groups: list[SpecGroupRecord]

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from dnscost.cgroup import find_mounts
 from dnscost.engine import engine_path
-from dnscost.errors import MachineError
+from dnscost.errors import MachineError, UsageError
 from dnscost.targets import TARGETS
 
 __all__ = ["Check", "checks", "facts"]
@@ -61,6 +61,32 @@ def raise_open_files() -> int:
     except (OSError, ValueError):
         return soft
     return want
+
+
+FD_HEADROOM = 1_000
+"""Descriptors a process keeps for its listeners, its upstream sockets, its logs and its
+libraries, beside one per connection."""
+
+
+def connections_per_process() -> int:
+    """The connections one process can hold here: its open-files limit once raised as far as
+    the machine allows (:func:`raise_open_files`, which every run does anyway; some machines
+    forbid even root to pass their hard limit) less :data:`FD_HEADROOM`."""
+    return max(0, raise_open_files() - FD_HEADROOM)
+
+
+def check_generator(connections: int, workers: int | None, where: str) -> None:
+    """Fails in one line when ``connections`` over ``workers`` engines (one without a cluster;
+    None: not known yet) give one engine more than a process holds here."""
+    if workers is None or workers < 1:
+        return
+    each = connections_per_process()
+    if each and -(-connections // workers) > each:
+        need = -(-connections // each)
+        raise UsageError(
+            f"{where}: {connections} connections: one engine holds at most {each} here (open-files limit "
+            f"{each + FD_HEADROOM}): spread them over --cluster netns:{need} or more"
+        )
 
 
 def _sysctl(path: str) -> str | None:

@@ -4,7 +4,9 @@ field it is in (``study.toml: group "memory": connections: ...``). The reference
 
 A spec names targets and groups of trials. A group has a kind (``load``: the engine at a rate or
 as fast as the target answers; ``idle``: hold connections open and measure memory; ``search``:
-the highest UDP rate answered with less than ``max_loss`` loss), transports, and engine knobs;
+the highest UDP rate answered with less than ``max_loss`` loss; ``capacity``: the highest rate of
+any transport or replayed profile answered with loss at most ``max_loss`` and p99 latency at
+most ``max_p99``), transports, and engine knobs;
 a knob given as a list is a sweep axis, and a group's trials are the product of its axes.
 A group may replay real clients instead: ``profile`` names client profiles (shipped in
 ``experiments/profiles/``, or JSON files beside the spec) that ``dnscost observe`` extracted,
@@ -106,7 +108,7 @@ PROFILE_SETS = ("connections", "lifetime", "doh_method", "resumption")
 """Knobs a profile sets, which a group of profiles cannot also give."""
 
 _DURATION = re.compile(r"([0-9]*\.?[0-9]+)(ms|s|m|h)?")
-_DURATION_FIELDS = ("duration", "warmup", "timeout", "step_duration", "baseline")
+_DURATION_FIELDS = ("duration", "warmup", "timeout", "step_duration", "baseline", "max_p99")
 _GROUP_FIELDS = {
     "name",
     "kind",
@@ -117,6 +119,7 @@ _GROUP_FIELDS = {
     "max_qps",
     "precision",
     "max_steps",
+    "max_p99",
     "capacity_of",
     "targets",
     "analysis",
@@ -146,6 +149,7 @@ _TOP_FIELDS = {
     "tld",
     "target_cpus",
     "generator_cpus",
+    "target_processes",
     "network",
     "analyses",
     "defaults",
@@ -244,6 +248,9 @@ class Spec:
     cluster: ClusterSettings | None = None
     """The ``[cluster]`` table: the Dask cluster every trial's load is split over
     (:mod:`dnscost.cluster`); None: ``--cluster``, else none."""
+    target_processes: int = 1
+    """How many processes each target runs as, sharing its ports (targets that split:
+    knot-resolver, dnsdist, builtin), to hold more connections than one process's open files."""
     external: ExternalSettings | None = None
     """The ``[external]`` table, resolved (or ``--external-*``, which replace it): the server the
     operator started that target ``external`` stands for (:mod:`dnscost.targets.external`)."""
@@ -292,6 +299,7 @@ class Spec:
             "tld": self.tld,
             "target_cpus": list(self.target_cpus) if self.target_cpus is not None else None,
             "generator_cpus": list(self.generator_cpus) if self.generator_cpus is not None else None,
+            "target_processes": self.target_processes,
             "network": self.network,
             "analyses": list(self.analyses),
             "groups": [
@@ -479,6 +487,7 @@ SETTING_DEFAULTS: GroupSettings = {
     "precision": 0.05,
     "max_steps": 12,
     "step_duration": 3.0,
+    "max_p99": 0.05,
 }
 """What a group takes when neither it nor the spec's ``[defaults]`` says: the values of its
 sweep axes, and its other settings."""
@@ -503,6 +512,7 @@ def parse_spec(text: str, origin: str = "<spec>") -> Spec:
     reps = top.integer("repetitions", doc.get("repetitions", 1), 1, 1000)
     target_cpus = top.cpus("target_cpus", doc["target_cpus"]) if "target_cpus" in doc else None
     generator_cpus = top.cpus("generator_cpus", doc["generator_cpus"]) if "generator_cpus" in doc else None
+    target_processes = top.integer("target_processes", doc.get("target_processes", 1), 1, 256)
     network = top.choice("network", doc["network"], NETWORKS) if "network" in doc else None
     cluster = _cluster(origin, doc["cluster"]) if "cluster" in doc else None
     external = _external(origin, doc["external"]) if "external" in doc else None
@@ -566,8 +576,12 @@ def parse_spec(text: str, origin: str = "<spec>") -> Spec:
             gc.fail("transports", 'a search group measures the UDP baseline: transports = ["udp"]')
         if kind == "idle" and "udp" in transports:
             gc.fail("transports", "an idle group holds connections: udp has none")
-        if kind == "search" and merged["start_qps"] > merged["max_qps"]:
+        if kind in ("search", "capacity") and merged["start_qps"] > merged["max_qps"]:
             gc.fail("start_qps", f"above max_qps ({merged['max_qps']:g})")
+        if kind == "capacity" and ("rate" in raw or "clients" in raw):
+            gc.fail("rate" if "rate" in raw else "clients", "a capacity group searches the rate (and the clients)")
+        if kind == "capacity" and "population" in raw:
+            gc.fail("population", "a capacity group replays transports or profiles (a population: not yet)")
         axes = {k: merged.pop(k) for k in SWEEPABLE if k in merged}
         if any(load_share(r) is not None for r in axes.get("rate", ())):
             gc.fail("rate", 'a share of capacity ("50%") needs capacity_of: the saturation group it is a share of')
@@ -590,6 +604,7 @@ def parse_spec(text: str, origin: str = "<spec>") -> Spec:
         network=network,
         cluster=cluster,
         external=external,
+        target_processes=target_processes,
     )
 
 
@@ -716,12 +731,12 @@ def _profiles(
     gc: _Checker, raw: dict[str, object], kind: str, names: tuple[str, ...], spec_dir: Path
 ) -> dict[str, ClientProfile]:
     """A group of profiles' profiles by name, read once (recorded with the spec)."""
-    if kind != "load":
-        gc.fail("profile", "a profile is replayed by a load group")
+    if kind not in ("load", "capacity"):
+        gc.fail("profile", "a profile is replayed by a load or capacity group")
     for key in ("transports", *PROFILE_SETS):
         if key in raw:
             gc.fail(key, "a group of profiles takes it from each profile")
-    if ("clients" in raw) == ("rate" in raw):
+    if kind == "load" and ("clients" in raw) == ("rate" in raw):
         gc.fail("profile", "give clients (how many clients to replay) or rate (the queries per second they make)")
     rate = raw.get("rate")
     rates: list[Any] = rate if isinstance(rate, list) else [rate]

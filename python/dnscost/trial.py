@@ -21,8 +21,9 @@ from dnscost import meter
 from dnscost.certs import DEFAULT_KEY_TYPE, TlsFiles, make_tls
 from dnscost.contract import EngineConfig, FirstAttempt, SummaryRecord, TargetCounters, TrialRecord
 from dnscost.engine import Endpoint, Responder, generate, summary_of
-from dnscost.errors import TargetError, UsageError
+from dnscost.errors import EngineError, TargetError, UsageError
 from dnscost.jsonl import read_records
+from dnscost.machine import FD_HEADROOM, connections_per_process
 from dnscost.meter.sockets import listen_backlogs
 from dnscost.network import (
     DEFAULT_NETWORK,
@@ -85,6 +86,9 @@ class LoadSettings:
     population: Replay | None = None
     """A population replayed in one run (``dnscost load --population``): its classes over
     their transports, at once; ``transport`` is then :data:`dnscost.transports.POPULATION`."""
+    target_processes: int = 1
+    """How many processes the target runs as, sharing its ports (a target that splits:
+    :attr:`dnscost.targets.base.Target.splits`), past one process's open files."""
 
     def transports(self) -> list[str]:
         """The transports the load uses: the population's, or the one."""
@@ -130,6 +134,8 @@ class LoadSettings:
                     if self.population is None:
                         raise
                     raise UsageError(f"{e}: --served-only leaves out the population's classes over it") from None
+        if self.target != EXTERNAL:
+            check_processes(self.target, self.target_processes, int(self.engine.get("connections") or 0))
         if set(self.target_cpus) & set(self.generator_cpus):
             raise UsageError(f"target CPUs {self.target_cpus} and generator CPUs {self.generator_cpus} overlap")
         if not self.generator_cpus:
@@ -177,6 +183,7 @@ class Testbed:
         network: Network | None = None,
         external: ExternalSettings | None = None,
         any_name: bool = False,
+        processes: int = 1,
     ) -> Testbed:
         """``any_name``: every name is answered (the upstream with an address of its own, and
         the resolver forwards every name to it), for a capture's own names."""
@@ -216,6 +223,7 @@ class Testbed:
                 any_name=any_name,
                 host=net.info.target_address,
                 exec_prefix=net.exec_prefix,
+                processes=processes,
             )
         except BaseException:
             if responder is not None:
@@ -242,12 +250,49 @@ def check_target(name: str, transport: str) -> None:
         raise UsageError(f"{name} does not serve {transport} (it serves {', '.join(transports)})")
 
 
+def check_processes(name: str, processes: int, connections: int) -> None:
+    """Fails early, in one line, on a target asked to hold more connections than its processes
+    can (each at most :func:`connections_per_process`), or asked to split when it cannot."""
+    cls = adapter(name)
+    if processes < 1:
+        raise UsageError(f"{name}: target processes must be at least 1, not {processes}")
+    if processes > 1 and not cls.splits:
+        raise UsageError(f"{name} runs as one process (dnscost cannot split it): target processes 1 only")
+    each = connections_per_process()
+    if connections > processes * each:
+        need = -(-connections // each) if each else 0
+        if cls.splits and need:
+            raise UsageError(
+                f"{name}: {connections} connections need {need} processes here (one holds at most {each}: "
+                f"open-files limit {each + FD_HEADROOM}): set target_processes = {need} (--target-processes {need})"
+            )
+        raise UsageError(
+            f"{name} runs as one process, which holds at most {each} connections here (open-files limit "
+            f"{each + FD_HEADROOM}): {connections} cannot be measured on it"
+        )
+
+
 def check_doh_method(name: str, transport: str, doh_method: str | None) -> None:
     """Fails early on a load the target is known to drop (dnsdist's DoH/3 and the engine's POST)."""
 
     lost = adapter(name).doh3_post_lost
     if transport == "doh3" and (doh_method or "post") == "post" and lost:
         raise UsageError(f"{name} over doh3: {lost}; load it with --doh-method get")
+
+
+FILL_SLACK_MS = 1_000
+"""How much longer than 20 000 names a second would need a cache fill asks (:func:`fill_cache`)."""
+
+FILL_ATTEMPTS = 3
+"""How many times a cache fill that did not have every name answered runs, each time for twice
+as long."""
+
+FILL_LOST = 0.01
+"""The share of a cache fill's queries that may be lost (timed out or failed): the 1 % of names
+that :func:`warm_cache` allows cold at most, fewer when the fill asked each name more than once."""
+
+FILL_STREAMS = 16
+"""Connections a cache fill opens over a stream transport."""
 
 
 def fill_cache(
@@ -260,29 +305,68 @@ def fill_cache(
 ) -> None:
     """Queries every name once on every transport (the study's cache pre-fill), from behind
     ``exec_prefix`` (a lab's namespace): one engine per transport, all at once (a fill of
-    2 000 names takes a second whatever the number of transports)."""
-    rate = min(names, 20_000)
+    2 000 names takes a second whatever the number of transports). A target whose processes
+    each keep a cache of their own is filled through each one's own listeners
+    (:meth:`Target.fill_endpoints`), over those of ``transports`` they serve.
 
-    def fill(transport: str) -> None:
-        ep = target.endpoints[transport]
+    The engine asks the names in order, in a closed loop (each answer lets the next query go),
+    for a second more than 20 000 a second would need: a resolver that asks its upstream is
+    slower than any fixed rate we could pick (dnsdist 1.7 forwards a TCP connection's queries
+    one at a time; unbound behind a 30 ms upstream link timed out 53 071 of 80 256 names sent
+    at 20 000 a second), and a query the target dropped leaves its name cold. A fill is done
+    when every name was sent and at most :data:`FILL_LOST` of the queries sent timed out or
+    failed (a closed loop over cached names at 200 000 a second loses a few hundred in
+    millions, names already answered in an earlier pass); otherwise it runs again from the
+    first name (those answered are hits now), for twice as long, up to :data:`FILL_ATTEMPTS`
+    times, then is one line. The target's own counters say afterwards whether the cache is
+    warm (:func:`warm_cache`, the trial's ``cold-cache`` flag)."""
+    sets = target.fill_endpoints()
+    # A process's own set may hold fewer transports (unbound's: plain DNS, its cache is one).
+    jobs = [(i, t) for i, own in enumerate(sets) for t in transports if t in own]
+    in_flight = 256
+
+    def fill(job: tuple[int, str]) -> None:
+        i, transport = job
+        ep = sets[i][transport]
+        streams = 1 if transport == "udp" else FILL_STREAMS
         config: EngineConfig = {
             "transport": transport,
             "target": ep.address,
             "synthetic": names,
             "tld": target.tld,
-            "rate": rate,
-            "duration_ms": max(1, names * 1000 // rate),
-            "connections": 1,
-            "in_flight": 256,
+            "rate": "max",
+            # A stream's queries may be forwarded one at a time (dnsdist 1.7 over TCP): several
+            # streams, as many in flight in all.
+            "connections": streams,
+            "in_flight": in_flight // streams,
             "timeout_ms": 2000,
             **_tls_options(transport, target, ep),
         }
         if transport == "doh3" and target.doh3_post_lost:
             config["doh_method"] = "get"
-        generate(config, workdir, cpus=cpus, name=f"fill-{transport}", exec_prefix=exec_prefix)
+        name = f"fill-{transport}" + (f"-{i}" if len(sets) > 1 else "")
+        duration_ms = max(1, names // 20) + FILL_SLACK_MS
+        for attempt in range(FILL_ATTEMPTS):  # each from the first name: those answered are hits now
+            config["duration_ms"] = duration_ms << attempt
+            try:
+                records = generate(
+                    config, workdir, cpus=cpus, name=f"{name}-{attempt}" if attempt else name, exec_prefix=exec_prefix
+                )
+            except EngineError as e:  # nothing answered at all: the target is gone or deaf
+                raise TargetError(f"{target.name}: the cache fill over {transport} failed: {e}") from e
+            q = summary_of(records)["total"]["queries"]
+            # In order and at most `in_flight` at once: once `names + in_flight` were sent, every
+            # name was sent before the last ones still in flight.
+            lost = int(q["timed_out"]) + int(q["failed_total"])
+            if int(q["sent"]) >= names + in_flight and lost <= FILL_LOST * int(q["sent"]):
+                return
+        raise TargetError(
+            f"{target.name}: the cache fill over {transport} sent {q['sent']} queries for {names} names "
+            f"and lost {lost} (timed out or failed) in {FILL_ATTEMPTS} tries ({workdir / name}.jsonl)"
+        )
 
-    with ThreadPoolExecutor(max_workers=max(1, len(transports))) as pool:
-        for _ in pool.map(fill, transports):  # the first failure, once every fill has ended
+    with ThreadPoolExecutor(max_workers=max(1, min(len(jobs), 8))) as pool:
+        for _ in pool.map(fill, jobs):  # the first failure, once every fill has ended
             pass
 
 
@@ -292,7 +376,10 @@ def cache_hit_ratio(target: Target, workdir: Path, cpus: Sequence[int], names: i
     before = target.counters()
     if before.cache_hits is None or before.queries is None:
         return None
-    fill_cache(target, workdir, cpus, names, ["udp"] if "udp" in target.endpoints else list(target.endpoints)[:1])
+    # Its own directory: the fill's records beside it are kept.
+    fill_cache(
+        target, workdir / "check", cpus, names, ["udp"] if "udp" in target.endpoints else list(target.endpoints)[:1]
+    )
     after = target.counters()
     assert after.cache_hits is not None and after.queries is not None
     queries = after.queries - before.queries
@@ -347,6 +434,7 @@ def start_bed(
             external=s.external if s.target == EXTERNAL else None,
             transports=transports,
             any_name=s.any_name(),
+            processes=s.target_processes,
         )
     except BaseException:
         network.remove()
@@ -356,6 +444,7 @@ def start_bed(
         target.start()
         info: TrialRecord = {
             "target_pid": target.child.pid if target.child else None,
+            "target_processes": target.processes,
             "target_version": target.version(),
             "target_place": target.place.describe(),
             "endpoints": {t: e.url() for t, e in target.endpoints.items()},

@@ -32,7 +32,7 @@ __all__ = [
     "summarize_trial",
 ]
 
-SUMMARY_VERSION = 6
+SUMMARY_VERSION = 7
 """Bumped whenever a field's definition changes, so stored summaries can be told apart."""
 
 
@@ -278,6 +278,11 @@ def summarize_trial(
         if cpu_us is not None
         else None
     )
+    # Time the hypervisor ran another machine on the target's cores (their steal time): the
+    # target could not run then, however busy it was.
+    stolen_share = sum(window["cores"].get(str(c), {}).get("steal_us", 0.0) for c in ctx.target_cpus) / (
+        len(ctx.target_cpus) * capacity_us
+    )
     generator_busy_us = _busy_us(window, ctx.generator_cpus) if ctx.generator_cores is None else generator_cpu_us or 0.0
     target_saturated = target_busy_us >= V.SATURATED * len(ctx.target_cpus) * capacity_us
     generator_saturated = generator_busy_us >= V.SATURATED * generator_cores * capacity_us
@@ -324,6 +329,7 @@ def summarize_trial(
             ("no-counters", counters_missing),
             ("meter-gaps", window["samples_fast"] < V.MIN_SAMPLES * expected_samples),
             ("target-core-shared", loaded and foreign_share is not None and foreign_share >= V.MAX_FOREIGN),
+            ("cores-stolen", loaded and stolen_share >= V.MAX_STOLEN),
         )
         if bad
     ]
@@ -345,6 +351,9 @@ def summarize_trial(
         "connections_held": connections_held,
         "target_cpu_us": cpu_us,
         "target_cpu_us_per_query": cpu_us / answered if answered and cpu_us is not None else None,
+        "target_page_faults_per_query": (
+            faults / answered if answered and (faults := window.get("page_faults")) is not None else None
+        ),
         "target_cpu_us_per_new_connection": cpu_us / established if established and cpu_us is not None else None,
         "target_cpu_share": cpu_us / capacity_us if cpu_us is not None else None,
         "engine_cpu_us": m["engine"]["cpu_user_us"] + m["engine"]["cpu_system_us"],
@@ -371,6 +380,7 @@ def summarize_trial(
             "both_saturated": target_saturated and (generator_behind or generator_saturated),
             "target_busy_share": target_busy_us / (len(ctx.target_cpus) * capacity_us),
             "target_foreign_share": foreign_share,
+            "target_stolen_share": stolen_share,
             "core_time_source": core_time_source(window, ctx.target_cpus),
             "generator_busy_share": generator_busy_us / (generator_cores * capacity_us),
             "loss": loss,

@@ -457,3 +457,49 @@ def test_not_persistent_by_either_observer() -> None:
     assert [(r["valid"], r["flags"]) for r in rows] == [
         (False, "not-persistent"), (False, "not-persistent"), (True, ""), (True, ""), (True, ""),
     ]  # fmt: skip
+
+
+def _idle_point(target: str, held: int, user: float, kernel: float, valid: bool = True) -> dict[str, Any]:
+    return {
+        "target": target,
+        "transport": "dot",
+        "connections": held,
+        "connections_held": held,
+        "rss_delta_bytes": user,
+        "kernel_delta_bytes": kernel,
+        "tcp_delta_bytes": None,
+        "valid": valid,
+    }
+
+
+def test_memory_scale_checks_the_line_against_its_largest_point() -> None:
+    from dnscost.analysis.tables import MILLION, memory_scale_rows
+
+    # A straight target: 30 000 bytes a connection (user 20 000, kernel 10 000) over 1 MB.
+    straight = [_idle_point("a", n, 1e6 + 2e4 * n, 1e4 * n) for n in (1000, 10_000, 40_000, 100_000)]
+    # One whose memory bends up past 40 000 (twice the bytes per connection beyond it), and an
+    # invalid point left out.
+    bent = [
+        _idle_point("b", n, 3e4 * n + (3e4 * (n - 40_000) if n > 40_000 else 0), 0.0)
+        for n in (1000, 10_000, 40_000, 100_000)
+    ]
+    bent.append(_idle_point("b", 70_000, 1.0, 1.0, valid=False))
+    rows = {r["target"]: r for r in memory_scale_rows(straight + bent + straight[:2])}
+    a, b = rows["a"], rows["b"]
+    assert a["points"] == 6  # the two repeated are points too
+    assert a["bytes_per_connection"] == pytest.approx(3e4)
+    assert a["r2"] == pytest.approx(1.0) and a["max_residual_share"] == pytest.approx(0.0, abs=1e-9)
+    assert a["holdout_predicted_bytes"] == pytest.approx(a["holdout_measured_bytes"])
+    assert a["holdout_within"] is True and a["holdout_error"] == pytest.approx(0.0, abs=1e-9)
+    assert a["million_bytes"] == pytest.approx(1e6 + 3e4 * MILLION)
+    # The bend: the holdout (three points up to 40 000) predicts 3.0 GB at 100 000 where 4.8 GB
+    # were measured, outside its interval; the line through all four is off at every point.
+    assert b["points"] == 4 and b["max_connections"] == 100_000
+    assert b["holdout_predicted_bytes"] == pytest.approx(3e9, rel=1e-9)
+    assert b["holdout_measured_bytes"] == pytest.approx(4.8e9)
+    assert b["holdout_error"] == pytest.approx(3e9 / 4.8e9 - 1)
+    assert b["holdout_within"] is False
+    assert b["r2"] < 1 and b["max_residual_share"] > 0.05
+    assert [part.split(":")[0] for part in b["residuals"].split("/")] == ["1000", "10000", "40000", "100000"]
+    # Fewer than three valid points: no row.
+    assert memory_scale_rows(straight[:2]) == []

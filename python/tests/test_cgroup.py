@@ -64,7 +64,12 @@ def test_flat_keyed_parser(fixtures: Path) -> None:
 
 def test_live_cgroup_holds_a_pinned_child_and_meters_it(root: None, tmp_path: Path) -> None:
     cg = Cgroup.create(f"dnscost-test-{os.getpid()}")
-    burn = "import time\nt=time.time()\nwhile time.time()-t<0.3: pass\ntime.sleep(30)"
+    # 0.3 s of CPU, then 64 MiB written once a page: 16 384 pages the kernel faults in.
+    burn = (
+        "import time\nt=time.time()\nwhile time.time()-t<0.3: pass\n"
+        f"b=bytearray(64<<20)\nb[::4096]=bytes([1])*16384\nopen({str(tmp_path / 'touched')!r},'w').close()\n"
+        "time.sleep(30)"
+    )
     child = Child("burner", ["python3", "-c", burn], log=tmp_path / "burn.log", cpus=[0], cgroup_procs=cg.procs_files())
     try:
         deadline = time.monotonic() + 5
@@ -74,6 +79,10 @@ def test_live_cgroup_holds_a_pinned_child_and_meters_it(root: None, tmp_path: Pa
         assert os.sched_getaffinity(child.pid) == {0}
         assert cg.cpu().total_us >= 200_000
         assert cg.memory().usage_bytes > 1_000_000
+        while not (tmp_path / "touched").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        faults = cg.memory().page_faults
+        assert faults is not None and faults >= 16_384, faults
     finally:
         child.stop()
         cg.remove()

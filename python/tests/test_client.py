@@ -126,11 +126,28 @@ def test_every_case_config_is_one_the_engine_accepts(tmp_path: Path) -> None:
 def test_latency_check_at_two_rtts_over_the_emulated_link(root: None, tmp_path: Path) -> None:
     """The issue's CI test: UDP, TCP, DoT, DoH and DoQ at two round-trip times; every case
     within ±5 % + slack of its round trips, and the labs gone afterwards."""
-    from dnscost.clientside.latency import run_check
+    from dnscost.clientside.latency import run_check, table
 
     rows = run_check(tmp_path, [20, 50], ["udp", "tcp", "dot", "doh", "doq"], queries=8)
     failed = [r for r in rows if not r["ok"]]
-    assert not failed, failed
+    # The whole table and each failing row's counts, so a failure on CI says which bound it broke.
+    why = [
+        {
+            k: r[k]
+            for k in (
+                "transport",
+                "shape",
+                "rtt_ms",
+                "shape_ok",
+                "answered",
+                "timed_out",
+                "connections_opened",
+                "handshakes",
+            )
+        }
+        for r in failed
+    ]
+    assert not failed, f"{table(rows)}\n{why}"
     assert len(rows) == 3 * len([c for c in CASES if c.transport in ("udp", "tcp", "dot", "doh", "doq")])
     assert [r["rtt_ms"] for r in rows][:: len(rows) // 3] == [0, 20, 50]  # the baselines first
     # The link itself saw the delay asked for (an observer other than the engine).

@@ -234,3 +234,61 @@ def test_repeatability_counts_the_headline_ratios_measured_in_both() -> None:
     assert rep.largest is rows[1] and rep.median == pytest.approx(0.05)
     assert rep.summary() == "2 of 3 headline ratios within ±10 %, median difference 5.0 %, largest 12.0 %"
     assert Repeatability.of(Comparison(Path("a"), Path("b"), "a", "b")).summary() == "no headline ratio in both runs"
+
+
+def _gated(capsys: pytest.CaptureFixture[str], b: Path, *gates: str) -> tuple[int, list[str]]:
+    """``dnscost compare SYNTHETIC B --fail-on G ...``: its exit code and its lines on stderr."""
+    from dnscost.cli import main
+
+    code = main(["compare", str(SYNTHETIC), str(b), *(x for g in gates for x in ("--fail-on", g))])
+    return code, capsys.readouterr().err.splitlines()
+
+
+def test_the_gate_fails_on_a_significant_regression_and_passes_otherwise(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """B's DoH on dnsdist answers half as many queries in every repetition: a gate on a fall of
+    answered qps fails with one line naming that cell; the same gate the other way, and a gate on
+    a metric B did not move, pass; a run against itself passes every gate."""
+    b = copy_run(tmp_path)
+    for rep in range(3):
+        path = b / "trials" / f"establishment-dnsdist-doh-c1000-lforever-res0-r{rep}" / "trial.json"
+        edit_json(path, lambda d: d["summary"].update(answered_qps=d["summary"]["answered_qps"] * 0.5))
+    code, err = _gated(capsys, b, "answered_qps<-10%")
+    failures = [line for line in err if line.startswith("regression: ")]
+    assert code == 1 and len(failures) == 1, err
+    assert failures[0].startswith(
+        "regression: answered_qps [establishment] dnsdist doh lifetime=forever resumption=0: "
+    )
+    assert "(-50.0 %, beyond -10 %;" in failures[0], failures[0]
+    assert err[-1].startswith("gate: 1 regression (answered_qps<-10%: "), err
+    docs = (Path(__file__).parents[2] / "docs" / "experiments.md").read_text()
+    assert "\n".join(err) in docs, err  # the example docs/experiments.md gives
+    code, err = _gated(capsys, b, "answered_qps>+10%", "cpu_us_per_query>+5%")
+    assert code == 0 and err[-1].startswith("gate: no regression ("), err
+    code, err = _gated(capsys, SYNTHETIC, "cpu_us_per_query>+0%", "answered_qps<-0%", "memory_bytes_per_connection>+0%")
+    assert code == 0 and not [line for line in err if line.startswith("regression: ")], err
+
+
+def test_a_gate_that_cannot_fail_is_refused_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A gate badly written, on an unknown metric, or on a metric no cell of which has an
+    interval on both sides (the synthetic run's UDP search ran once) is a usage error (exit 2)
+    before or after the analysis, in one line."""
+    for text, says in [
+        ("cpu_us_per_query>5%", "write METRIC>+X% or METRIC<-X%"),
+        ("cpu_per_query>+5%", "unknown metric 'cpu_per_query'"),
+        ("udp_max_qps<-5%", "no cell of udp_max_qps with an interval on both sides (two repetitions or more)"),
+    ]:
+        code, err = _gated(capsys, SYNTHETIC, text)
+        assert code == 2 and len(err) == 1 and says in err[0], (text, err)
+
+
+def test_every_gated_metric_is_documented() -> None:
+    """docs/experiments.md's table names every metric ``--fail-on`` takes, and no other."""
+    import re
+
+    from dnscost.compare import GATED_METRICS
+
+    text = (Path(__file__).parents[2] / "docs" / "experiments.md").read_text()
+    table = text.split("The metrics (`dnscost.compare.GATED_METRICS`):")[1].split("\n\n")[1]
+    assert re.findall(r"^\| `(\w+)` \|", table, re.M) == list(GATED_METRICS)

@@ -194,9 +194,16 @@ def test_every_stored_trial_json_is_a_trial_record() -> None:
     for doc in _held_to(paths, contract.TrialRecord):
         seen |= set(doc)
     # and the type names nothing no stored trial has (a field the writers dropped)
-    assert fields - seen <= {"records_problem", "external", "cache_fill", "cluster", "dir", "settings", "target_pid"}, (
-        fields - seen
-    )
+    assert fields - seen <= {
+        "records_problem",
+        "external",
+        "cache_fill",
+        "cluster",
+        "dir",
+        "settings",
+        "target_pid",
+        "target_processes",
+    }, fields - seen
 
 
 def test_trial_params_name_every_knob_the_plan_and_the_stored_trials_give() -> None:
@@ -220,7 +227,7 @@ def test_a_meter_summary_is_what_the_meter_writes_and_every_stored_one_is_of_its
     """``MeterSummary`` names every key :func:`~dnscost.meter.summary.summarize` writes and no other (the levels
     of ``LEVELS`` included), and every meter of a stored trial's summary (window and
     baseline) is of its types; the ones the package wrote (all but the synthetic fixture's)
-    hold every key it names."""
+    hold every key it names but those added since (``NotRequired``)."""
     from dnscost.meter.summary import summarize
 
     samples = [{"type": "fast", "t_ms": t, "target": {}} for t in (0, 1000)]
@@ -235,7 +242,12 @@ def test_a_meter_summary_is_what_the_meter_writes_and_every_stored_one_is_of_its
                 continue
             meters += 1
             assert contract.shape_problem(meter, contract.MeterSummary, key) is None, path
-            assert "synthetic" in str(path) or set(meter) == fields, (path, fields ^ set(meter))
+            # The keys added later (NotRequired: the page faults) may be absent from older runs.
+            required = set(contract.MeterSummary.__required_keys__)
+            assert set(meter) <= fields and ("synthetic" in str(path) or set(meter) >= required), (
+                path,
+                fields ^ set(meter),
+            )
     assert meters > 1000
 
 
@@ -258,7 +270,7 @@ def test_shape_problem_names_the_field_and_both_kinds() -> None:
         check({"summary": {"validity": {"flags": "loss"}}}, record)
         == "summary.validity.flags is a string, not an array"
     )
-    assert check({"kind": "soak"}, record) == "kind is 'soak', not one of 'load', 'idle', 'search'"
+    assert check({"kind": "soak"}, record) == "kind is 'soak', not one of 'load', 'idle', 'search', 'capacity'"
     assert check({"engine_config": {"connections": "many"}}, record) == (
         "engine_config.connections is a string, not a number"
     )

@@ -612,3 +612,20 @@ def test_open_files_reread_and_bound_to_their_process(tmp_path: Path) -> None:
     assert files.read(str(tmp_path / "missing")) is None
     files.retain([str(f)])
     files.close()
+
+
+def test_a_socket_walk_longer_than_the_period_is_dated_at_its_end() -> None:
+    """``ss`` walks the kernel's table over its run: a walk due inside the window that outlasted
+    the sampler's period (it counted connections closing after the window) is left out; one
+    shorter than the period is dated when it was due, as before."""
+
+    def slow(t: int, sockets: int, wall_ms: int) -> dict[str, object]:
+        return {"type": "slow", "t_ms": t, "sockets": {"sockets": sockets}, "ss_wall_us": wall_ms * 1000}
+
+    header = {"type": "header", "socket_interval_ms": 1000}
+    records = [header, slow(1000, 100_032, 700), slow(2000, 100_032, 1100), slow(2900, 64_055, 6100)]
+    s = summarize(records, 900, 3000)
+    assert s["sockets_mean"] == 100_032 and s["sockets_max"] == 100_032
+    # Without the header's period (a meter file before it was recorded), every walk is dated when due.
+    s = summarize(records[1:], 900, 3000)
+    assert s["sockets_max"] == 100_032 and s["sockets_mean"] < 100_032

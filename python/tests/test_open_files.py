@@ -64,3 +64,38 @@ def test_an_engine_out_of_file_descriptors_fails_the_load_and_names_the_limit(ro
     summary = json.loads((out / "trials" / "load-builtin-tcp" / "engine.jsonl").read_text().splitlines()[-1])
     assert summary["type"] == "summary"
     assert summary["total"]["connections"]["failed"]["open_files"] > 0, summary
+
+
+def _refused(*args: str) -> str:
+    r = subprocess.run(
+        [*DNSCOST, "load", "--transport", "dot", "--duration", "1s", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert r.returncode == 2 and not r.stdout, r.stdout + r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("dnscost: "), r.stderr
+    return lines[0]
+
+
+def test_more_connections_than_processes_hold_are_refused_in_one_line(tmp_path: Path) -> None:
+    """Before anything starts: a target that runs as one process cannot pass one process's
+    descriptors, one that splits is told how many processes it needs, and one engine's share
+    past them asks for more cluster engines (the limits are this machine's)."""
+    from dnscost.machine import FD_HEADROOM, connections_per_process
+
+    each = connections_per_process()
+    over = each + 1
+    out = ["--output", str(tmp_path / "never")]
+    line = _refused("--target", "bind9", "--connections", str(over), *out)
+    assert f"bind9 runs as one process, which holds at most {each} connections" in line, line
+    assert f"open-files limit {each + FD_HEADROOM}" in line and f"{over} cannot be measured" in line, line
+    line = _refused("--target", "bind9", "--target-processes", "2", "--connections", "10", *out)
+    assert "bind9 runs as one process (dnscost cannot split it)" in line, line
+    line = _refused("--target", "knot-resolver", "--connections", str(5 * each), *out)
+    assert f"{5 * each} connections need 5 processes here" in line and "--target-processes 5" in line, line
+    line = _refused("--target", "knot-resolver", "--target-processes", "5", "--connections", str(5 * each), *out)
+    assert f"one engine holds at most {each} here" in line and "--cluster netns:5 or more" in line, line
+    assert not (tmp_path / "never").exists()

@@ -92,7 +92,8 @@ def test_run_with_a_relative_output_from_anywhere(root: None, tmp_path: Path) ->
     assert float(edited["answered_qps"]) == pytest.approx(truth / 2, rel=0.01)
     assert edited["valid"] == "false" and "answer-mismatch" in edited["flags"]
     html = (run_dir / "report.html").read_text()
-    cell = html.index('<td class="text">establishment-dnsdist-udp-r0</td>')
+    # The validity table's trial cell: its id, linked to the trial's page over time.
+    cell = html.index(">establishment-dnsdist-udp-r0</a></td>", html.index('id="validity"'))
     row = html[html.rindex("<tr", 0, cell) : html.index("</tr>", cell)]
     assert '<tr class="invalid">' in row and "answer-mismatch" in row
 

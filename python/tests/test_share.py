@@ -168,13 +168,15 @@ def test_a_share_trial_offers_half_what_its_reference_answered(root: None, tmp_p
         assert derived["rate_qps"] == pytest.approx(0.5 * ref["summary"]["answered_qps"], rel=1e-6)
         assert t["engine_config"]["rate"] == derived["rate_qps"]
         # The engine's own count of what it offered, and the target's count of what it answered.
-        # On a shared CI core the generator can fall behind an open-loop rate of 150 k qps, or
-        # keep up with its cores busy to saturation: then the trial is flagged generator-bound
-        # for one of the reasons the summary gives, and the target answers what was offered.
+        # On a shared CI core the generator can fall behind an open-loop rate of 150 k qps (at
+        # moments only, catching up: CI once saw it not keep up while it offered 1.0017 of the
+        # schedule), or keep up with its cores busy to saturation: then the trial is flagged
+        # generator-bound for one of the reasons the summary gives, and the target answers what
+        # was offered.
         validity = t["summary"]["validity"]
         offered = t["summary"]["offered_qps"]
         if "generator-bound" in validity["flags"]:
-            behind = validity["generator_kept_up"] is False and offered < derived["rate_qps"]
+            behind = validity["generator_kept_up"] is False
             off_schedule = abs((validity["offered_of_scheduled"] or 1.0) - 1) > MAX_LOSS
             assert behind or off_schedule or validity["generator_saturated"], validity
         else:

@@ -15,12 +15,13 @@ import socket
 import subprocess
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 from conftest import need
 from dnscost.certs import TlsFiles, make_tls
-from dnscost.engine import Endpoint, Responder, engine_path, generate
+from dnscost.engine import Endpoint, Responder, engine_path, generate, summary_of
 from dnscost.errors import MachineError, TargetError, UsageError
 from dnscost.jsonl import read_records
 from dnscost.targets import TARGETS, make_target
@@ -33,6 +34,7 @@ from dnscost.targets.knot import kresd_counters, parse_kresd_table
 from dnscost.targets.pdns import parse_rec_control
 from dnscost.targets.unbound import incoming_num_tcp, parse_unbound_stats
 from dnscost.transports import TLS_TRANSPORTS, TRANSPORTS
+from dnscost.trial import fill_cache
 
 NAMES = 1000
 RESOLVERS = [n for n in TARGETS if n != "builtin"]
@@ -214,7 +216,7 @@ def test_configurations_keep_everything_local(name: str, tmp_path: Path, monkeyp
         "dnsdist": [
             'setSecurityPollSuffix("")',
             'address="127.0.0.1:5399"',
-            "setTCPRecvTimeout(120)",
+            "setTCPRecvTimeout(600)",
             "setMaxTCPClientThreads(2)",
             "reusePort=true",
             "tcpListenQueueSize=4096",
@@ -223,7 +225,7 @@ def test_configurations_keep_everything_local(name: str, tmp_path: Path, monkeyp
             "modules.unload('priming')",
             "trust_anchors.remove('.')",
             'policy.FORWARD("127.0.0.1@5399")',
-            "net.tcp_in_idle(120000)",
+            "net.tcp_in_idle(600000)",
             "net.tcp_pipeline(65535)",
         ],
         "unbound": [
@@ -250,7 +252,7 @@ def test_configurations_keep_everything_local(name: str, tmp_path: Path, monkeyp
             "hint-file=no",
             "dnssec=off",
             "threads=2",
-            "client-tcp-timeout=120",
+            "client-tcp-timeout=600",
         ],
         "coredns": [
             "bind 127.0.0.1",
@@ -261,7 +263,7 @@ def test_configurations_keep_everything_local(name: str, tmp_path: Path, monkeyp
             "\nhttps3://test.:",
             "multisocket 2",
             "success 1048576",
-            "idle 120s",
+            "idle 600s",
             "https {\n        max_connections 0",
             "quic {\n        max_connections 0",
             "https3 {\n        max_connections 0",
@@ -387,6 +389,107 @@ def test_target_life(name: str, tmp_path: Path, upstream: Responder) -> None:
     target.stop()  # twice is harmless
 
 
+SPLITTING = [n for n, cls in TARGETS.items() if cls.splits]
+
+
+def _holders(port: int) -> dict[int, int]:
+    """Per PID, the established TCP connections on local ``port``, as the kernel lists them
+    (``ss``: an observer other than the server and the engine)."""
+    out = subprocess.run(
+        ["ss", "-Htnp", "state", "established", f"( sport = :{port} )"], capture_output=True, text=True, check=True
+    ).stdout
+    held: dict[int, int] = {}
+    for pid in re.findall(r"pid=(\d+)", out):
+        held[int(pid)] = held.get(int(pid), 0) + 1
+    return held
+
+
+def test_the_targets_that_split_are_those_that_share_their_ports() -> None:
+    assert sorted(SPLITTING) == ["builtin", "dnsdist", "knot-resolver", "pdns-recursor", "unbound"]
+
+
+@pytest.mark.resolver
+@pytest.mark.parametrize("name", SPLITTING)
+def test_several_processes_share_the_ports_and_the_connections(name: str, tmp_path: Path, upstream: Responder) -> None:
+    """Three processes of one target: each listens on every TCP port, in the target's cgroup;
+    300 connections are spread over all three (the kernel's count); the counters summed over
+    the processes are the engine's queries; the cache is warm in every process."""
+    _need_target(name)
+    cpu, gen = _cpus()
+    # Over DoT where it serves it (pdns-recursor serves plain DNS only: over TCP).
+    stream = "dot" if "dot" in TARGETS[name].transports else "tcp"
+    transports = sorted({"udp", "tcp", stream})
+    target = make_target(
+        name,
+        tmp_path / name,
+        cpus=[cpu],
+        tls=make_tls(tmp_path / "tls"),
+        upstream=None if name == "builtin" else upstream.endpoints["udp"],
+        transports=transports,
+        synthetic=NAMES,
+        processes=3,
+    )
+    try:
+        target.start()
+        pids = [c.pid for c in target.children]
+        assert len(set(pids)) == 3 and target.cgroup is not None and set(pids) <= set(target.cgroup.pids())
+        for transport in sorted({"tcp", stream}):
+            listening = subprocess.run(
+                ["ss", "-Htlnp", f"( sport = :{target.endpoints[transport].port} )"],
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout
+            assert {int(p) for p in re.findall(r"pid=(\d+)", listening)} == set(pids), listening
+        if name != "builtin":
+            fill_cache(target, tmp_path / "fill", [gen], NAMES, transports)
+        before = target.counters()
+        ep = target.endpoints[stream]
+        config: dict[str, object] = {
+            "transport": stream,
+            "target": ep.address,
+            "connections": 300,
+            "open_first": True,
+            "open_rate": 3000,
+            "rate": 600,
+            "warmup_ms": 500,
+            "duration_ms": 3000,
+            "synthetic": NAMES,
+            "tld": "test",
+            "timeout_ms": 2000,
+            **target.client_tls(stream),
+        }
+        with ThreadPoolExecutor(1) as pool:
+            running = pool.submit(generate, config, tmp_path / "engine", cpus=[gen], name="spread")
+            time.sleep(2.5)  # every connection open (300 at 3 000 a second), the load running
+            held = _holders(ep.port)
+            records = running.result(timeout=60)
+        after = target.counters()
+        target.check_alive()
+        assert set(held) == set(pids) and sum(held.values()) >= 300, held
+        assert min(held.values()) >= 40, held  # each of three: about 100 (binomial, 300 draws)
+        queries = records[-1]["total"]["queries"]
+        assert queries["answered"] == queries["sent"] > 1000, queries
+        if name == "builtin":
+            logs = sorted((tmp_path / name).glob("connections.*.jsonl"))
+            assert [p.name for p in logs] == [f"connections.{i}.jsonl" for i in range(3)]
+        else:
+            assert after.queries is not None and before.queries is not None
+            assert _close(after.queries - before.queries, queries["sent"]), (before, after, queries)
+            assert after.cache_misses is not None and before.cache_misses is not None
+            assert after.cache_misses - before.cache_misses <= queries["sent"] // 100, (before, after)
+    finally:
+        target.stop()
+    assert not any(os.path.exists(f"/proc/{p}") for p in pids)
+    if name == "builtin":  # each process wrote its own log as it stopped
+        assert sum(len(read_records(p)) for p in (tmp_path / name).glob("connections.*.jsonl")) >= 300
+
+
+def test_a_target_that_cannot_split_says_so(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="runs as one process"):
+        make_target("bind9", tmp_path, cpus=[0], tls=make_tls(tmp_path / "tls"), upstream=FAKE_UPSTREAM, processes=2)
+
+
 @pytest.mark.resolver
 def test_coredns_lifts_its_connection_caps(tmp_path: Path, upstream: Responder) -> None:
     """CoreDNS 1.15 serves at most 200 DoH, DoQ or DoH/3 connections each unless told
@@ -452,6 +555,47 @@ def test_coredns_lifts_its_connection_caps(tmp_path: Path, upstream: Responder) 
             assert q["answered"] == before + q["offered"] - q["in_flight"], (before, q)
     finally:
         target.stop()
+
+
+def test_a_cache_fill_short_of_its_names_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fill whose tries all fall short (here: no loss allowed at all, so never enough) fails in
+    one line naming its records, after sending every name each try; a fill of a target that
+    answers nothing (stopped, its port closed) fails in one line at once."""
+    import dnscost.trial
+
+    monkeypatch.setattr(dnscost.trial, "FILL_ATTEMPTS", 2)
+    monkeypatch.setattr(dnscost.trial, "FILL_LOST", -1.0)
+    cpu, gen = _cpus()
+    target = make_target(
+        "builtin",
+        tmp_path / "builtin",
+        cpus=[cpu],
+        tls=_tls(tmp_path),
+        upstream=None,
+        transports=["udp"],
+        synthetic=1000,
+    )
+    target.start()
+    try:
+        with pytest.raises(TargetError) as e:
+            fill_cache(target, tmp_path / "fill", [gen], 1000, ["udp"])
+    finally:
+        target.stop()
+    message = str(e.value)
+    assert re.fullmatch(
+        rf"builtin: the cache fill over udp sent \d+ queries for 1000 names and lost 0 \(timed out or failed\) "
+        rf"in 2 tries \({re.escape(str(tmp_path / 'fill' / 'fill-udp'))}\.jsonl\)",
+        message,
+    ), message
+    for records in ("fill-udp.jsonl", "fill-udp-1.jsonl"):  # each try asked every name, in a closed loop
+        q = summary_of(read_records(tmp_path / "fill" / records))["total"]["queries"]
+        assert q["sent"] >= 1000 + 256 and q["answered"] >= 1000, q
+    with pytest.raises(TargetError) as e:
+        fill_cache(target, tmp_path / "dead", [gen], 1000, ["udp"])
+    assert "\n" not in str(e.value), str(e.value)
+    assert str(e.value).startswith("builtin: the cache fill over udp failed: dnscost-engine exited with code 4"), (
+        e.value
+    )
 
 
 @pytest.mark.resolver

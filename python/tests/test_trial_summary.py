@@ -70,15 +70,22 @@ def _samples(
     foreign: float = 0.0,
     tasks: tuple[float, float] | None = None,
     overflows_per_s: float | None = None,
+    stolen: float = 0.0,
 ) -> list[dict[str, Any]]:
     """Fast samples from 0 to 3.5 s; the target's and the generator's cores busy the given
     shares of each interval, the target's cgroup using all of its core's busy time but
-    ``foreign`` (another process's)."""
+    ``foreign`` (another process's), and ``stolen`` of the target's core's time the
+    hypervisor's (its steal time)."""
     out = []
     for t in range(0, 3501, every_ms):
         us = t * 1000
         cores = [
-            {"cpu": 0, "user_us": us * target_busy, "idle_us": us * (1 - target_busy)},
+            {
+                "cpu": 0,
+                "user_us": us * target_busy,
+                "idle_us": us * (1 - target_busy - stolen),
+                "steal_us": us * stolen,
+            },
             {"cpu": 1, "user_us": us * generator_busy, "idle_us": us * (1 - generator_busy)},
         ]
         if tasks is not None:  # the run time of every task on each core, as cpuacct gives it
@@ -171,6 +178,20 @@ def test_a_target_core_shared_with_another_process_invalidates_load_trials() -> 
     idle = _records()
     idle[0]["config"]["rate"] = "once"
     assert "target-core-shared" not in _flags(idle, shared)
+
+
+def test_a_target_core_the_hypervisor_took_invalidates_load_trials() -> None:
+    # The host ran another machine on the target's core 40 % of the window: the target could
+    # not run then, and what the trial measured was the host's contention.
+    stolen = _samples(target_busy=0.5, generator_busy=0.5, stolen=0.4)
+    v = summarize_trial(_records(), stolen, COUNTERS, CTX)["validity"]
+    assert v["flags"] == ["cores-stolen"]
+    assert v["target_stolen_share"] == pytest.approx(0.4, abs=0.01)
+    assert _flags(_records(), _samples(target_busy=0.5, generator_busy=0.5, stolen=V.MAX_STOLEN - 0.05)) == []
+    # An idle trial measures memory: not judged.
+    idle = _records()
+    idle[0]["config"]["rate"] = "once"
+    assert "cores-stolen" not in _flags(idle, stolen)
 
 
 def test_a_core_s_busy_time_is_its_tasks_run_time_where_the_kernel_gives_it() -> None:

@@ -80,10 +80,14 @@ pub fn free_udp_port(addr: SocketAddr) -> io::Result<SocketAddr> {
     std::net::UdpSocket::bind(addr)?.local_addr()
 }
 
-/// A TCP listener on `addr` with a deep accept queue.
-pub fn tcp_listen(addr: SocketAddr, backlog: i32) -> io::Result<tokio::net::TcpListener> {
+/// A TCP listener on `addr` with a deep accept queue; with `share_port`, sharing the port with
+/// other listeners that share it (SO_REUSEPORT: the kernel spreads connections over them).
+pub fn tcp_listen(addr: SocketAddr, backlog: i32, share_port: bool) -> io::Result<tokio::net::TcpListener> {
     let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
     socket.set_reuse_address(true)?;
+    if share_port {
+        socket.set_reuse_port(true)?;
+    }
     socket.bind(&addr.into())?;
     socket.listen(backlog)?;
     socket.set_nonblocking(true)?;
@@ -225,7 +229,7 @@ mod tests {
     #[tokio::test(flavor = "current_thread")]
     async fn tcp_info_counts_payload() {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let l = tcp_listen("127.0.0.1:0".parse().unwrap(), 16).unwrap();
+        let l = tcp_listen("127.0.0.1:0".parse().unwrap(), 16, false).unwrap();
         let addr = l.local_addr().unwrap();
         let (c, s) = tokio::join!(tcp_connect(addr, Some("127.0.0.1".parse().unwrap())), l.accept());
         let (mut c, (mut s, _)) = (c.unwrap(), s.unwrap());
@@ -242,7 +246,7 @@ mod tests {
 
     #[tokio::test(flavor = "current_thread")]
     async fn a_source_address_leaves_the_port_to_connect() {
-        let l = tcp_listen("127.0.0.1:0".parse().unwrap(), 16).unwrap();
+        let l = tcp_listen("127.0.0.1:0".parse().unwrap(), 16, false).unwrap();
         let addr = l.local_addr().unwrap();
         let (c, s) = tokio::join!(tcp_connect(addr, Some("127.0.0.2".parse().unwrap())), l.accept());
         let (c, (_, peer)) = (c.unwrap(), s.unwrap());

@@ -19,7 +19,7 @@ from dnscost.analysis.clients import clients_rows
 from dnscost.analysis.consistency import apply_flags, consistency_rows, flag_not_persistent, handshake_rows
 from dnscost.analysis.costmodel import cost_model_rows, fit_transports
 from dnscost.analysis.headline import headline, headline_rows
-from dnscost.analysis.load import load_run
+from dnscost.analysis.load import load_run_series
 from dnscost.analysis.population import population_rows
 from dnscost.analysis.records import Analysis, Table
 from dnscost.analysis.rounds import round_rows
@@ -27,12 +27,14 @@ from dnscost.analysis.table1 import table1_rows
 from dnscost.analysis.tables import (
     COLUMNS,
     baseline_rows,
+    capacity_rows,
     connections_rows,
     energy_rows,
     establishment_rows,
     latency_rows,
     memory_fit_rows,
     memory_point_rows,
+    memory_scale_rows,
     trial_row,
     wire_rows,
 )
@@ -47,7 +49,7 @@ def analyze(run_dir: Path) -> Analysis:
     docs/results.md. Missing or failed trials appear in ``trials`` with their status; invalid
     ones are marked and left out of fits, medians and headline figures. Raises
     :class:`dnscost.errors.UsageError` when ``run_dir`` holds no readable run.json with a plan."""
-    run, trials = load_run(run_dir)
+    run, trials, series = load_run_series(run_dir)
     rows = [trial_row(t, run) for t in trials]
     flag_not_persistent(rows)
     return derive(
@@ -57,6 +59,8 @@ def analyze(run_dir: Path) -> Analysis:
         baseline=baseline_rows(trials, rows),
         points=memory_point_rows(trials, rows),
         wire=wire_rows(trials, rows),
+        series=series,
+        capacity=capacity_rows(trials, rows),
     )
 
 
@@ -68,11 +72,14 @@ def derive(
     baseline: list[Row],
     points: list[Row],
     wire: list[Row],
+    series: list[Row] | None = None,
+    capacity: list[Row] | None = None,
 ) -> Analysis:
     """Every derived table from the ``trials`` table's rows (validity and the ``not-persistent``
     flag already set) and the three tables that need the trials' documents: the ``baseline``
-    (UDP searches), the ``memory_points`` (meter levels) and the ``wire`` counts. Consistency
-    flags are raised here, on ``rows``."""
+    (UDP searches), the ``memory_points`` (meter levels) and the ``wire`` counts; ``series``,
+    the trials' rows over time, from their raw records (:mod:`dnscost.analysis.series`), stands
+    as given. Consistency flags are raised here, on ``rows``."""
     rounds = round_rows(rows)
     contradictions = consistency_rows(rounds, points, rows)
     apply_flags(rows, contradictions)
@@ -84,6 +91,7 @@ def derive(
         "baseline": baseline,
         "memory_points": points,
         "memory_fit": memory_fit_rows(points),
+        "memory_scale": memory_scale_rows(points),
         "connections": connections_rows(rows, baseline),
         "establishment": establishment_rows(rows, baseline),
         "energy": energy,
@@ -97,6 +105,8 @@ def derive(
         "rounds": rounds,
         "consistency": contradictions,
         "headline": [],
+        "series": series or [],
+        "capacity": capacity or [],
     }
     tables = {
         name: Table(name, COLUMNS[name], [{c: r.get(c) for c in COLUMNS[name]} for r in built[name]])

@@ -220,11 +220,14 @@ def _handshake_us(
     for r in resumed:
         t = trials.get(r["id"])
         cpu = _handshake_cpu(t, persistent.get(round_of(r)))
-        if cpu is None or t is None or not t["handshakes_resumed"]:
+        if cpu is None or t is None:
             continue
-        fulls = t["handshakes_full"] or 0
-        shares.append(t["handshakes_resumed"] / (t["handshakes_resumed"] + fulls))
-        if fulls and round_of(r) not in full_us:
+        fulls, resumes = t["handshakes_full"] or 0, t["handshakes_resumed"] or 0
+        if resumes + fulls:
+            # A server that let none resume has a share of 0 (a build that lost its tickets),
+            # and no cost per resumed handshake.
+            shares.append(resumes / (resumes + fulls))
+        if not resumes or (fulls and round_of(r) not in full_us):
             continue  # its full handshakes have no cost to subtract in this round
         if round_of(r) not in resumed_us:
             resumed_us[round_of(r)] = (cpu - fulls * full_us.get(round_of(r), 0.0)) / t["handshakes_resumed"]

@@ -10,19 +10,24 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
-from dnscost.contract import RunRecord, TrialRecord, TrialState, TrialStatus, TrialSummary, shape_problem
+from dnscost.analysis.series import series_rows
+from dnscost.contract import Row, RunRecord, TrialRecord, TrialState, TrialStatus, TrialSummary, shape_problem
 from dnscost.errors import UsageError
 from dnscost.jsonl import json_kind, parse_lines, read_lines
 from dnscost.results import run_problem
+from dnscost.trial_summary import CounterDelta, SummaryContext, summarize_trial
 from dnscost.validity import flags_from_conditions
 
 __all__ = [
     "damage_notes",
     "is_valid",
     "load_run",
+    "load_run_series",
+    "raw_records",
     "read_run",
     "read_trial",
     "recompute",
@@ -43,18 +48,28 @@ def load_run(run_dir: Path) -> tuple[RunRecord, list[TrialRecord]]:
     are damaged (:func:`recompute`) keeps its stored summary and gets ``records_problem`` saying
     which file and how.
     """
+    run, trials, _ = load_run_series(run_dir, series=False)
+    return run, trials
+
+
+def load_run_series(run_dir: Path, *, series: bool = True) -> tuple[RunRecord, list[TrialRecord], list[Row]]:
+    """:func:`load_run`, and every trial's rows over time (:mod:`dnscost.analysis.series`, in plan
+    order) from the same raw records, read once (none when ``series`` is False)."""
     run = read_run(run_dir)
     statuses = run.get("trials", {})
-    trials = []
+    trials: list[TrialRecord] = []
+    rows: list[Row] = []
     for entry in run["plan"]:
         doc = read_trial(run_dir, entry, statuses.get(str(entry.get("id"))))
-        summary, problem = recompute(run_dir / "trials" / str(entry.get("id")), doc)
-        if summary is not None:
-            doc["summary"] = summary
+        raw, problem = raw_records(run_dir / "trials" / str(entry.get("id")), doc)
+        if raw is not None:
+            doc["summary"] = raw.summary()
+            if series:
+                rows += series_rows(str(doc.get("id")), raw.engine, raw.meter, raw.context)
         if problem is not None:
             doc["records_problem"] = problem
         trials.append(doc)
-    return run, trials
+    return run, trials, rows
 
 
 def read_run(run_dir: Path) -> RunRecord:
@@ -122,7 +137,7 @@ def record_files(doc: TrialRecord) -> list[str]:
     meter's (``meter.jsonl``). Empty for a trial whose stored summary stands (not a finished
     load or idle trial, or no counters or summary context)."""
     context, counters = doc.get("summary_context"), doc.get("counters")
-    if doc.get("status") != "done" or doc.get("kind") == "search" or not context or not counters:
+    if doc.get("status") != "done" or doc.get("kind") in ("search", "capacity") or not context or not counters:
         return []
     engines = [f"{w['dir']}/engine.jsonl" for w in doc["cluster"]["workers"]] if _cluster(doc) else ["engine.jsonl"]
     return [*engines, "meter.jsonl"]
@@ -140,17 +155,30 @@ def resummarize(trial_dir: Path, doc: TrialRecord) -> TrialSummary | None:
     return recompute(trial_dir, doc)[0]
 
 
-def recompute(trial_dir: Path, doc: TrialRecord) -> tuple[TrialSummary | None, str | None]:
-    """The summary of a finished load or idle trial computed again from its raw records
-    (:func:`record_files`), and what is wrong with them: ``(summary, None)``, or ``(None,
-    problem)`` when a record file is missing, empty, cut short (the engine's last record is not
-    its summary) or holds a line that is not JSON, naming the file; ``(None, None)`` for a trial
-    whose stored summary stands by design (a search, a failed trial, one without counters)."""
+@dataclass(frozen=True)
+class RawRecords:
+    """A finished trial's raw records: its engine's (a cluster trial's workers' merged under
+    today's definitions), its meter's samples, its counters and its summary's context."""
+
+    engine: Sequence[Mapping[str, Any]]
+    meter: list[dict[str, object]]
+    counters: CounterDelta
+    context: SummaryContext
+
+    def summary(self) -> TrialSummary:
+        """The trial's summary computed again from these records (:mod:`dnscost.trial_summary`)."""
+        return summarize_trial(self.engine, self.meter, self.counters, self.context)
+
+
+def raw_records(trial_dir: Path, doc: TrialRecord) -> tuple[RawRecords | None, str | None]:
+    """The raw records of a finished load or idle trial (:func:`record_files`) and what is wrong
+    with them: ``(records, None)``, or ``(None, problem)`` when a record file is missing, empty,
+    cut short (the engine's last record is not its summary) or holds a line that is not JSON,
+    naming the file; ``(None, None)`` for a trial whose stored summary stands by design (a
+    search, a failed trial, one without counters)."""
     files = record_files(doc)
     if not files:
         return None, None
-    from dnscost.trial_summary import CounterDelta, SummaryContext, summarize_trial
-
     *engines, meter = files
     parts = []
     for name in engines:
@@ -163,13 +191,20 @@ def recompute(trial_dir: Path, doc: TrialRecord) -> tuple[TrialSummary | None, s
         return None, problem
     records: Sequence[Mapping[str, Any]] = parts[0]
     if _cluster(doc):
-        # A cluster trial: its workers' records merged again under today's definitions.
         from dnscost.cluster.shares import merge_records
 
         records = merge_records(parts, doc["engine_config"])
     context, counters = doc["summary_context"], doc["counters"]
     counts = CounterDelta.from_counters(counters["before"], counters["after"])
-    return summarize_trial(records, samples, counts, SummaryContext.from_dict(context)), None
+    return RawRecords(records, samples, counts, SummaryContext.from_dict(context)), None
+
+
+def recompute(trial_dir: Path, doc: TrialRecord) -> tuple[TrialSummary | None, str | None]:
+    """The summary of a finished load or idle trial computed again from its raw records
+    (:func:`raw_records`), and what is wrong with them: ``(summary, None)``, ``(None,
+    problem)``, or ``(None, None)`` for a trial whose stored summary stands by design."""
+    raw, problem = raw_records(trial_dir, doc)
+    return (raw.summary() if raw is not None else None), problem
 
 
 def _checked_records(trial_dir: Path, name: str, *, engine: bool) -> tuple[list[dict[str, object]], str | None]:

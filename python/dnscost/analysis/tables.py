@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 from dnscost.analysis.consistency import CONSISTENCY_COLUMNS, lifetime_order
 from dnscost.analysis.load import is_valid, run_network, validity_flags
 from dnscost.analysis.rounds import ROUND_COLUMNS, round_of, udp_references
+from dnscost.analysis.series import SERIES_COLUMNS
 from dnscost.analysis.stats import fit_line, median
 from dnscost.certs import DEFAULT_KEY_TYPE
 from dnscost.contract import Row, RunRecord, TrialRecord
@@ -21,6 +22,7 @@ __all__ = [
     "COLUMNS",
     "TEXT_COLUMNS",
     "baseline_rows",
+    "capacity_rows",
     "connections_rows",
     "energy_rows",
     "establishment_rows",
@@ -28,6 +30,7 @@ __all__ = [
     "latency_rows",
     "memory_fit_rows",
     "memory_point_rows",
+    "memory_scale_rows",
     "per_unit_trials",
     "trial_row",
     "wire_rows",
@@ -54,6 +57,11 @@ COLUMNS: dict[str, list[str]] = {
         "baseline": "target udp_max_qps offered_qps loss cpu_us_per_query valid udp_saturation_qps udp_reference_qps",
         "memory_points": """
             target transport connections connections_held rss_delta_bytes kernel_delta_bytes tcp_delta_bytes valid
+        """,
+        "memory_scale": """
+            target transport points max_connections bytes_per_connection r2 residuals max_residual_share
+            holdout_connections holdout_predicted_bytes holdout_low_bytes holdout_high_bytes holdout_measured_bytes
+            holdout_error holdout_within million_bytes million_low_bytes million_high_bytes
         """,
         "memory_fit": """
             target transport user_bytes_per_connection user_ci95_low user_ci95_high kernel_bytes_per_connection
@@ -107,6 +115,12 @@ COLUMNS: dict[str, list[str]] = {
         "rounds": " ".join(ROUND_COLUMNS),
         "headline": "target figure transport profile value low high n interval unit",
         "consistency": " ".join(CONSISTENCY_COLUMNS),
+        "series": " ".join(SERIES_COLUMNS),
+        "capacity": """
+            target transport profile lifetime resumption connections in_flight max_loss max_p99_ms target_cores reps
+            valid_reps qps_min qps_median qps_max qps_per_core clients_min clients_median clients_max clients_per_core
+            p99_us cpu_us_per_query failed lower_bound
+        """,
     }.items()
 }
 """Every derived table's columns, in order (docs/results.md, "Derived tables")."""
@@ -114,6 +128,9 @@ COLUMNS: dict[str, list[str]] = {
 TEXT_COLUMNS = frozenset(
     [
         "id",
+        "trial",
+        "failed",
+        "phase",
         "group",
         "analysis",
         "kind",
@@ -145,6 +162,7 @@ TEXT_COLUMNS = frozenset(
         "verdict",
         "verdict_udp_cell",
         "dropped",
+        "residuals",
     ]
 )
 """Columns holding text; every other column is numeric or boolean (``valid``)."""
@@ -302,6 +320,77 @@ def _values(rows: Iterable[Row], column: str) -> list[float]:
     return [r[column] for r in rows if r["valid"] and r[column] is not None]
 
 
+SEARCH_BOUNDS = {"generator-bound-search", "search-unbounded"}
+"""A search's own flags: the rate it found is a lower bound of the target's."""
+
+
+def capacity_rows(trials: list[TrialRecord], rows: list[Row]) -> list[Row]:
+    """One row per cell of the capacity searches (``kind`` capacity): target, transport or
+    profile and their knobs, the objective; over the valid repetitions, the highest rate that
+    met it (min, median, max), the clients a profile's rate stands for, both per core of the
+    target, the p99 latency and CPU per query at that rate (medians); and what the steps above
+    it broke, over every repetition (``loss``, ``p99``, ``in-flight``, ``generator``,
+    ``capped``: ``runner.capacity``), joined by ``/``. A cell with no valid round takes the
+    rounds flagged only ``generator-bound-search`` or ``search-unbounded``, as lower bounds
+    (``lower_bound``)."""
+    searches = [(t, r) for t, r in zip(trials, rows, strict=True) if r["kind"] == "capacity"]
+    keys = ("target", "transport", "profile", "lifetime", "resumption", "connections", "in_flight")
+
+    def cell(pair: tuple[TrialRecord, Row]) -> tuple[object, ...]:
+        t, r = pair
+        params = _dict(t.get("params"))
+        # A profile's connections follow its clients: its cell is the profile's.
+        knobs = (None if k == "connections" and r.get("profile") else r.get(k) for k in keys)
+        return (*knobs, params.get("max_loss"), params.get("max_p99_ms"))
+
+    out = []
+    for key, pairs in group_by(searches, cell).items():
+        valid = [(t, r) for t, r in pairs if r["valid"]]
+        # Without a valid round, the rounds whose only flags say the search did not reach the
+        # target's limit (the generator's came first, or the steps ran out): lower bounds.
+        bounded = [
+            (t, r)
+            for t, r in pairs
+            if not r["valid"] and r["flags"] and set(str(r["flags"]).split(";")) <= SEARCH_BOUNDS
+        ]
+        use = valid or bounded
+        found = [_dict(t.get("search")) for t, _ in use]
+        qps = [q for f in found if (q := _num(f.get("max_qps"))) is not None]
+        clients = [c for f in found if (c := _num(f.get("clients"))) is not None]
+        cpus = pairs[0][0].get("target_cpus")
+        cores = len(cpus) if isinstance(cpus, list) and cpus else None
+        failed = [str(f) for t, _ in pairs if (f := _dict(t.get("search")).get("failed"))]
+
+        def spread(values: list[float]) -> tuple[float | None, float | None, float | None]:
+            return (min(values), median(values), max(values)) if values else (None, None, None)
+
+        q_lo, q_mid, q_hi = spread(qps)
+        c_lo, c_mid, c_hi = spread(clients)
+        out.append(
+            {
+                **dict(zip(keys, key, strict=False)),
+                "max_loss": key[-2],
+                "max_p99_ms": key[-1],
+                "target_cores": cores,
+                "reps": len(pairs),
+                "valid_reps": len(valid),
+                "qps_min": q_lo,
+                "qps_median": q_mid,
+                "qps_max": q_hi,
+                "qps_per_core": q_mid / cores if q_mid is not None and cores else None,
+                "clients_min": c_lo,
+                "clients_median": c_mid,
+                "clients_max": c_hi,
+                "clients_per_core": c_mid / cores if c_mid is not None and cores else None,
+                "p99_us": median([v for _, r in use if (v := r["latency_p99_us"]) is not None]),
+                "cpu_us_per_query": median([v for _, r in use if (v := r["cpu_us_per_query"]) is not None]),
+                "failed": "/".join(dict.fromkeys(failed)) or None,
+                "lower_bound": not valid and bool(bounded),
+            }
+        )
+    return out
+
+
 def baseline_rows(trials: list[TrialRecord], rows: list[Row]) -> list[Row]:
     """One row per target: from its UDP capacity searches (``kind`` search), medians over the
     valid repetitions of the highest answered rate with loss below ``search.max_loss``; and UDP
@@ -395,6 +484,75 @@ def memory_fit_rows(points: list[Row]) -> list[Row]:
                 "points": len(valid),
                 "max_connections": max((_held(p) or 0.0 for p in valid), default=None),
                 "dropped": "/".join(str(p["connections"]) for p in group if not p["valid"]) or None,
+            }
+        )
+    return out
+
+
+MILLION = 1_000_000
+"""The connection count ``memory_scale`` extrapolates to."""
+
+
+def memory_scale_rows(points: list[Row]) -> list[Row]:
+    """Per target x transport: how far the memory per idle connection (user + kernel, one line
+    through the valid idle points on the connections held) can be trusted past what was
+    measured. ``r2`` and ``residuals`` (each point's distance from the line as a share of its
+    measured memory, ``CONNECTIONS:+X.X%`` joined by ``/``; the largest in
+    ``max_residual_share``) say how straight it is. The holdout fits the points below the
+    largest and predicts the largest (``holdout_*``: the prediction with the interval its slope's
+    95 % interval gives, what was measured, the error as a share of it, and whether it lies in
+    the interval): the check of an extrapolation against a measurement. ``million_*``: the line
+    at a million connections, the interval its slope's. Nothing with fewer than three points."""
+    out = []
+    for (target, transport), group in group_by(points, lambda p: (p["target"], p["transport"])).items():
+        pts = sorted(
+            (
+                (float(_held(p) or 0.0), float(p["rss_delta_bytes"]) + float(p["kernel_delta_bytes"]))
+                for p in group
+                if p["valid"]
+                and _held(p) is not None
+                and p.get("rss_delta_bytes") is not None
+                and p.get("kernel_delta_bytes") is not None
+            ),
+        )
+        if len(pts) < 3:
+            continue
+        xs, ys = [x for x, _ in pts], [y for _, y in pts]
+        fit = fit_line(xs, ys)
+        held_out = fit_line(xs[:-1], ys[:-1])
+        if fit is None or held_out is None:
+            continue
+        shares = [(y - fit.intercept - fit.slope * x) / y if y else None for x, y in pts]
+        x_last, y_last = pts[-1]
+
+        def at(f: Any, x: float, slope: float | None) -> float | None:
+            return None if slope is None else f.intercept + slope * x
+
+        predicted = at(held_out, x_last, held_out.slope)
+        low, high = at(held_out, x_last, held_out.ci95_low), at(held_out, x_last, held_out.ci95_high)
+        out.append(
+            {
+                "target": target,
+                "transport": transport,
+                "points": len(pts),
+                "max_connections": x_last,
+                "bytes_per_connection": fit.slope,
+                "r2": fit.r2,
+                "residuals": "/".join(
+                    f"{x:.0f}:{'n/a' if s is None else format(100 * s, '+.1f') + '%'}"
+                    for (x, _), s in zip(pts, shares, strict=True)
+                ),
+                "max_residual_share": max((abs(s) for s in shares if s is not None), default=None),
+                "holdout_connections": x_last,
+                "holdout_predicted_bytes": predicted,
+                "holdout_low_bytes": low,
+                "holdout_high_bytes": high,
+                "holdout_measured_bytes": y_last,
+                "holdout_error": (predicted - y_last) / y_last if predicted is not None and y_last else None,
+                "holdout_within": None if low is None or high is None else low <= y_last <= high,
+                "million_bytes": at(fit, MILLION, fit.slope),
+                "million_low_bytes": at(fit, MILLION, fit.ci95_low),
+                "million_high_bytes": at(fit, MILLION, fit.ci95_high),
             }
         )
     return out

@@ -59,6 +59,12 @@ class ClusterSettings:
         m = _NETNS.match(self.address)
         return int(m.group(1)) if m else None
 
+    @property
+    def engines(self) -> int | None:
+        """How many engines a trial's load is split over, when known before the cluster is
+        reached: one per namespace host (None for a scheduler's, known once connected)."""
+        return self.namespace_hosts
+
     def validate(self) -> None:
         """One clear line for settings that cannot work, before anything starts."""
         hosts = self.namespace_hosts

@@ -106,6 +106,13 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     ld.add_argument("--engine-config", type=Path, help="JSON engine configuration to start from (flags override)")
     ld.add_argument("--target-cpus", type=cpu_list, default=[0], help="CPUs of the target (default 0)")
     ld.add_argument("--generator-cpus", type=cpu_list, help="CPUs of the generator (default: all others)")
+    ld.add_argument(
+        "--target-processes",
+        type=int,
+        default=1,
+        metavar="N",
+        help="run the target as N processes sharing its ports, past one process's open files (default 1)",
+    )
     ld.add_argument("--names", type=int, default=10_000, help="synthetic names (default 10000)")
     ld.add_argument("--tld", default="test")
     ld.add_argument("--no-fill", action="store_true", help="skip the cache pre-fill")
@@ -152,7 +159,7 @@ def engine_field_names(a: argparse.Namespace, config: EngineConfig) -> dict[str,
 
 def main(a: argparse.Namespace) -> int:
     from dnscost.engine import check_config, engine_version
-    from dnscost.machine import facts
+    from dnscost.machine import check_generator, facts
     from dnscost.proc import use_ledger
     from dnscost.results import Run, new_run_id
     from dnscost.runner import open_run_cluster
@@ -180,10 +187,14 @@ def main(a: argparse.Namespace) -> int:
         network=a.network or DEFAULT_NETWORK,
         external=external_settings(a, a.target),
         population=replay,
+        target_processes=a.target_processes,
     )
     settings.validate()
     cluster_given = cluster_settings(a)
     check_cluster(cluster_given, settings.network, a.target)
+    check_generator(
+        int(engine.get("connections") or 0), 1 if cluster_given is None else cluster_given.engines, "dnscost load"
+    )
     checked: EngineConfig = {**settings.engine, "synthetic": a.names, "tld": a.tld}
     if replay is None:
         checked["transport"] = a.transport
@@ -297,6 +308,11 @@ def print_summary(record: TrialRecord, out: Path) -> None:
         print(
             f"  target CPU      {_fmt(s['target_cpu_us_per_query'], ' µs/query', 2)}, "
             f"{_fmt(s['target_cpu_share'] and 100 * s['target_cpu_share'], ' % of a core')}"
+            + (
+                f", {faults:.2f} page faults/query (kernel)"
+                if (faults := s.get("target_page_faults_per_query")) is not None
+                else ""
+            )
         )
     cluster = record.get("cluster")
     if cluster:

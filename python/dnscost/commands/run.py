@@ -133,7 +133,7 @@ def main(a: argparse.Namespace) -> int:
         raise UsageError(f"{spec.origin}: no trial to run (do the targets serve the transports?)")
     if a.resume and [t.id for t in plan] != [t["id"] for t in run.doc["plan"]]:
         raise UsageError(f"{a.resume}: the plan no longer matches the recorded one (dnscost changed?)")
-    check_plan(spec, plan, target_cpus, generator_cpus, network)
+    check_plan(spec, plan, target_cpus, generator_cpus, network, 1 if cluster_given is None else cluster_given.engines)
     pin_self(generator_cpus)
     if not a.resume:
         out = a.output or Path("results", spec.name, new_run_id()).resolve()

@@ -309,6 +309,7 @@ class Sampler:
                 cgroup_kernel_bytes=mem.kernel_bytes,
                 cgroup_tcp_bytes=mem.tcp_bytes,
                 cgroup_slab_bytes=mem.slab_bytes,
+                cgroup_page_faults=mem.page_faults,
             )
         files = self._files
         target_pids, generator_pids = self._target_pids, self._generator_pids

@@ -28,9 +28,9 @@ from dnscost.analysis import Analysis
 from dnscost.analysis.capacity import run_model, what_if_rows
 from dnscost.analysis.headline import Head
 from dnscost.analysis.table1 import AGREE_FACTOR, key_match, verdict_counts
-from dnscost.analysis.tables import group_by
+from dnscost.analysis.tables import CELL, group_by
 from dnscost.contract import Row, RunRecord
-from dnscost.report import points
+from dnscost.report import points, series
 from dnscost.report.figures import (
     display_profile,
     display_transport,
@@ -135,7 +135,15 @@ class Span:
     cls: str
 
 
-Cell = str | Span
+@dataclass(frozen=True)
+class Links:
+    """A cell of links (text, href relative to the report): the pages over time of the trials
+    a row came from."""
+
+    items: tuple[tuple[str, str], ...]
+
+
+Cell = str | Span | Links
 
 
 @dataclass(frozen=True)
@@ -165,12 +173,13 @@ def _table(
     row_classes: Sequence[str] | None = None,
     caption: str | None = None,
 ) -> Table:
-    """A table whose cells are formatted with :func:`fmt` (a :class:`Span` stays as it is).
+    """A table whose cells are formatted with :func:`fmt` (a :class:`Span` or :class:`Links`
+    stays as it is).
     Text columns (the first ``text_columns``, or those indices) are left-aligned, the others
     (numbers) right-aligned."""
     text = frozenset(range(text_columns)) if isinstance(text_columns, int) else frozenset(text_columns)
     body = [
-        TableRow([c if isinstance(c, Span) else fmt(c) for c in row], row_classes[k] if row_classes else "")
+        TableRow([c if isinstance(c, Span | Links) else fmt(c) for c in row], row_classes[k] if row_classes else "")
         for k, row in enumerate(rows)
     ]
     return Table(list(headers), body, text, caption)
@@ -361,7 +370,23 @@ def _consistency(a: Analysis) -> Table | None:
     )
 
 
-def _memory_table(a: Analysis) -> Table | None:
+def _series_links(
+    a: Analysis, pages: Mapping[str, str], row: Row, keys: Sequence[str], analysis_name: str, label: str = "round"
+) -> Links | str:
+    """The pages over time of the load trials of ``analysis_name`` whose ``keys`` equal the
+    row's (a figure's point: its rounds, or its connection counts), each labelled by ``label``."""
+    items = tuple(
+        (f"{label[0]}{t.get(label)}" if label == "round" else fmt(t.get(label)), pages[str(t.get("id"))])
+        for t in _rows(a, "trials")
+        if t.get("analysis") == analysis_name
+        and t.get("kind") == "load"
+        and str(t.get("id")) in pages
+        and all(t.get(k) == row.get(k) for k in keys)
+    )
+    return Links(items) if items else DASH
+
+
+def _memory_table(a: Analysis, pages: Mapping[str, str]) -> Table | None:
     rows = _rows(a, "memory_fit")
     if not rows:
         return None
@@ -389,6 +414,7 @@ def _memory_table(a: Analysis) -> Table | None:
             r.get("points"),
             r.get("max_connections"),
             r.get("dropped") or DASH,
+            _series_links(a, pages, r, ("target", "transport"), "memory", "connections"),
         ]
         for r in rows
     ]
@@ -405,9 +431,10 @@ def _memory_table(a: Analysis) -> Table | None:
             "points",
             "max connections",
             "dropped (invalid)",
+            "over time (connections)",
         ],
         body,
-        text_columns={0, 1, 10},
+        text_columns={0, 1, 10, 11},
     )
 
 
@@ -643,7 +670,7 @@ def _population_table(a: Analysis) -> Table | None:
     )
 
 
-def _connections_table(a: Analysis) -> Table | None:
+def _connections_table(a: Analysis, pages: Mapping[str, str]) -> Table | None:
     """Figure 4's points: answered qps at saturation over persistent connections."""
     rows = _rows(a, "connections")
     if not rows:
@@ -656,18 +683,19 @@ def _connections_table(a: Analysis) -> Table | None:
             _range(r, "qps"),
             f"{r.get('valid_reps')} of {r.get('reps')}",
             _num(r.get("share_of_udp")),
+            _series_links(a, pages, r, ("target", "transport", "connections"), "connections"),
         ]
         for r in rows
     ]
     return _table(
-        ["target", "transport", "connections", "answered qps, median [min-max]", "valid", "share of UDP"],
+        ["target", "transport", "connections", "answered qps, median [min-max]", "valid", "share of UDP", "over time"],
         body,
-        text_columns={0, 1, 3, 4},
+        text_columns={0, 1, 3, 4, 6},
         caption="Answered qps at saturation against the number of persistent connections (closed loop)",
     )
 
 
-def _establishment_table(a: Analysis) -> Table | None:
+def _establishment_table(a: Analysis, pages: Mapping[str, str]) -> Table | None:
     """Figure 5's points: answered qps and CPU per query per transport, lifetime and resumption."""
     rows = _rows(a, "establishment")
     if not rows:
@@ -684,6 +712,7 @@ def _establishment_table(a: Analysis) -> Table | None:
             _num(r.get("cpu_us_per_query")),
             _num(r.get("handshakes_per_s")),
             _num(r.get("zero_rtt_share")),
+            _series_links(a, pages, r, CELL, "establishment"),
         ]
         for r in rows
     ]
@@ -699,14 +728,15 @@ def _establishment_table(a: Analysis) -> Table | None:
             "CPU-µs/query",
             "handshakes/s",
             "0-RTT taken (of resumed)",
+            "over time",
         ],
         body,
-        text_columns={0, 1, 2, 3, 4, 5},
+        text_columns={0, 1, 2, 3, 4, 5, 10},
         caption="1 000 connections living the whole run, 30 s, 1 s or one query, at saturation (closed loop)",
     )
 
 
-def _latency_table(a: Analysis) -> Table | None:
+def _latency_table(a: Analysis, pages: Mapping[str, str]) -> Table | None:
     rows = [r for r in _rows(a, "latency") if r.get("p50_us") is not None]
     if not rows:
         return None
@@ -726,6 +756,13 @@ def _latency_table(a: Analysis) -> Table | None:
             _num(r.get("share_offered_qps")),
             _num(r.get("share_p50_us")),
             _num(r.get("share_p99_us")),
+            _series_links(
+                a,
+                pages,
+                r,
+                ("target", "transport", "group", "lifetime", "resumption", "early_data", "connections"),
+                str(r.get("analysis")),
+            ),
         ]
         for r in rows
     ]
@@ -745,9 +782,10 @@ def _latency_table(a: Analysis) -> Table | None:
             "offered qps",
             "p50 µs",
             "p99 µs",
+            "over time",
         ],
         body,
-        text_columns=4,
+        text_columns={0, 1, 2, 3, 14},
     )
 
 
@@ -965,7 +1003,151 @@ def _what_if(a: Analysis) -> Table | None:
     )
 
 
-def _validity(a: Analysis) -> Table | None:
+def _mean(values: Iterable[Any]) -> float | None:
+    present = [v for x in values if (v := _num(x)) is not None]
+    return sum(present) / len(present) if present else None
+
+
+def _capacity_table(a: Analysis) -> Table | None:
+    """The capacity searches: per target and transport or profile, the highest rate, and the
+    clients a profile's rate stands for, that met the objective, per core of the target."""
+    rows = _rows(a, "capacity")
+    if not rows:
+        return None
+    body = [
+        [
+            r.get("target"),
+            display_transport(r.get("transport")),
+            r.get("profile")
+            or (DASH if r.get("transport") == "udp" else display_profile(r.get("lifetime"), _num(r.get("resumption")))),
+            r.get("connections") if r.get("connections") is not None else DASH,
+            f"loss ≤ {fmt(100 * (_num(r.get('max_loss')) or 0))} %, p99 ≤ {fmt(_num(r.get('max_p99_ms')))} ms",
+            f"{r.get('valid_reps')} of {r.get('reps')}",
+            ("≥ " if r.get("lower_bound") else "") + _range(r, "qps"),
+            _num(r.get("qps_per_core")),
+            ("≥ " if r.get("lower_bound") else "") + _range(r, "clients")
+            if r.get("clients_median") is not None
+            else DASH,
+            _num(r.get("clients_per_core")),
+            _num(r.get("p99_us")),
+            _num(r.get("cpu_us_per_query")),
+            r.get("failed") or DASH,
+        ]
+        for r in rows
+    ]
+    return _table(
+        [
+            "target",
+            "transport",
+            "profile",
+            "connections",
+            "objective",
+            "valid",
+            "qps, median [min-max]",
+            "qps per core",
+            "clients, median [min-max]",
+            "clients per core",
+            "p99 µs at it",
+            "CPU-µs/query at it",
+            "the step above broke",
+        ],
+        body,
+        text_columns={0, 1, 2, 4, 5, 6, 8, 12},
+        caption="The highest rate (and the clients it stands for) at which the target met the objective, open loop",
+    )
+
+
+def _over_time(a: Analysis, pages: Mapping[str, str]) -> Table | None:
+    """Every trial drawn over time: its page, what it was, and its measured period's means."""
+    by_trial = series.series_by_trial(_rows(a, "series"))
+    body, classes = [], []
+    for t in _rows(a, "trials"):
+        trial_id = str(t.get("id"))
+        if trial_id not in pages:
+            continue
+        measured = [r for r in by_trial.get(trial_id, []) if r.get("phase") == "measure"]
+        p99 = [v for r in measured if (v := _num(r.get("latency_p99_us"))) is not None]
+        cpu = _mean(r.get("target_cpu_share") for r in measured)
+        body.append(
+            [
+                Links(((trial_id, pages[trial_id]),)),
+                display_transport(t.get("transport")),
+                display_profile(t.get("lifetime"), _num(t.get("resumption")), _num(t.get("early_data"))),
+                t.get("connections"),
+                t.get("valid"),
+                _mean(r.get("offered_qps") for r in measured),
+                _mean(r.get("answered_qps") for r in measured),
+                max(p99) / 1000 if p99 else None,
+                _mean(r.get("connections_open") for r in measured),
+                _mean(r.get("handshakes_full_per_s") for r in measured),
+                _mean(r.get("handshakes_resumed_per_s") for r in measured),
+                cpu * 100 if cpu is not None else None,
+            ]
+        )
+        classes.append("" if t.get("valid") is True else "invalid")
+    if not body:
+        return None
+    return _table(
+        [
+            "trial (its page)",
+            "transport",
+            "profile",
+            "connections",
+            "valid",
+            "offered qps",
+            "answered qps",
+            "worst second's p99, ms",
+            "open connections",
+            "full handshakes/s",
+            "resumed/s",
+            "target CPU, % of a core",
+        ],
+        body,
+        text_columns={0, 1, 2, 4},
+        row_classes=classes,
+        caption="Each trial's measured period, second by second on its page: the means of its seconds here",
+    )
+
+
+def _trial_page(a: Analysis) -> series.PageRenderer:
+    """Fills ``trial.html.j2`` for one trial's page."""
+    run_name = f"{a.run.get('experiment', 'run')} {a.run.get('run_id', '')}".strip()
+
+    def render(trial_id: str, trial: Mapping[str, object], rows: Sequence[Row], svg: str) -> str:
+        facts = [
+            (k, fmt(trial.get(k)))
+            for k in (
+                "analysis",
+                "target",
+                "target_version",
+                "transport",
+                "connections",
+                "lifetime",
+                "resumption",
+                "early_data",
+                "rate",
+                "in_flight",
+                "profile",
+                "clients",
+                "round",
+                "valid",
+                "flags",
+            )
+            if trial.get(k) not in (None, "")
+        ]
+        table = _table(
+            series.TABLE_HEADERS,
+            [[r.get(c) if c in ("phase",) else _num(r.get(c)) for c in series.TABLE_COLUMNS] for r in rows],
+            text_columns={1},
+        )
+        return _ENV.get_template("trial.html.j2").render(
+            title=f"{trial_id}: over time", run_name=run_name, facts=facts, svg=Markup(svg), rows_table=table
+        )
+
+    return render
+
+
+def _validity(a: Analysis, pages: Mapping[str, str]) -> Table | None:
     table_rows = {r.get("id"): r for r in _rows(a, "trials")}
     body, classes = [], []
     for t in a.trials:
@@ -976,9 +1158,10 @@ def _validity(a: Analysis) -> Table | None:
         if isinstance(flags, str):
             flags = [f for f in re.split(r"[;,]", flags) if f]
         status = t.get("status")
+        page = pages.get(str(t.get("id")))
         body.append(
             [
-                t.get("id"),
+                Links(((str(t.get("id")), page),)) if page else t.get("id"),
                 status,
                 t.get("error") if status != "done" else None,
                 valid,
@@ -1068,6 +1251,8 @@ _NAV = (
     ("what-if", "What if", "cost_model"),
     ("wire", "Wire", None),
     ("study", "Study", None),
+    ("capacity", "Capacity", None),
+    ("over-time", "Over time", None),
     ("validity", "Validity", None),
     ("machine", "Machine", None),
 )
@@ -1084,6 +1269,7 @@ _ENV = jinja2.Environment(
     keep_trailing_newline=True,
 )
 _ENV.tests["span"] = lambda value: isinstance(value, Span)
+_ENV.tests["links"] = lambda value: isinstance(value, Links)
 
 _MARKDOWN = jinja2.Environment(
     loader=jinja2.PackageLoader("dnscost.report", "templates"),
@@ -1109,6 +1295,8 @@ def render_report(a: Analysis, run_dir: Path, *, headline: Sequence[Head] | None
     analysis already made; returns the report's path. ``headline`` is
     :func:`dnscost.analysis.headline`'s output (empty summary without it)."""
     figures = save_figures(a, run_dir / "figures")
+    pages = series.write_pages(run_dir, _rows(a, "series"), _rows(a, "trials"), _trial_page(a))
+    capacity = _capacity_table(a)
     run = a.run
     wanted = wanted_analyses(a)
     shown = {analysis for _, _, analysis in _NAV if analysis is None or analysis in wanted}
@@ -1126,26 +1314,32 @@ def render_report(a: Analysis, run_dir: Path, *, headline: Sequence[Head] | None
         "finished": _when(run.get("finished_unix_ms")),
         "command": " ".join(str(c) for c in run.get("command") or []),
         "version": _version(run),
-        "nav": [(anchor, label) for anchor, label, analysis in _NAV if analysis in shown],
+        "nav": [
+            (anchor, label)
+            for anchor, label, analysis in _NAV
+            if analysis in shown and (anchor != "capacity" or capacity is not None)
+        ],
         "shown": shown,
         "titles": {name: title for name, (title, _, _) in _CAPTIONS.items()},
         "summary": _summary(a, headline or []),
         "figures": {name: _figure(name, figures) for name in _CAPTIONS},
-        "memory": _memory_table(a),
-        "connections": _connections_table(a),
-        "establishment": _establishment_table(a),
+        "memory": _memory_table(a, pages),
+        "connections": _connections_table(a, pages),
+        "establishment": _establishment_table(a, pages),
         "udp_lines": "; ".join(udp_lines),
         "table1": _study_table1_context(a),
         "energy": _energy_context(a),
         "clients": _clients_table(a),
         "population": _population_table(a),
-        "latency": _latency_table(a),
+        "latency": _latency_table(a, pages),
         "cost": _cost_context(a),
         "what_if": _what_if(a) if "cost_model" in shown else None,
         "wire": _wire_context(a),
         "study": _comparison(a),
         "consistency": _consistency(a),
-        "validity": _validity(a),
+        "validity": _validity(a, pages),
+        "over_time": _over_time(a, pages),
+        "capacity": capacity,
         "machine": _machine(a),
     }
     path = run_dir / "report.html"

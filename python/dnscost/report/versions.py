@@ -17,7 +17,7 @@ from pathlib import Path
 
 from dnscost.errors import DnscostError, UsageError
 
-__all__ = ["FIGURES", "main", "versions_tables"]
+__all__ = ["FIGURES", "main", "read_csv", "versions_tables"]
 
 Row = dict[str, str]
 
@@ -39,7 +39,8 @@ FIGURES: list[tuple[str, str, str, str, float, int]] = [
 ]
 
 
-def _read_csv(path: Path) -> list[Row]:
+def read_csv(path: Path) -> list[Row]:
+    """A table ``dnscost report`` wrote, as text rows; a missing one is one line."""
     try:
         with path.open(newline="") as f:
             return list(csv.DictReader(f))
@@ -96,8 +97,8 @@ def main(argv: list[str] | None = None) -> int:
         if len(args) != 1:
             raise UsageError("usage: python -m dnscost.report.versions RUN_DIR [--together]")
         run = Path(args[0])
-        headline = _read_csv(run / "tables" / "headline.csv")
-        consistency = _read_csv(run / "tables" / "consistency.csv")
+        headline = read_csv(run / "tables" / "headline.csv")
+        consistency = read_csv(run / "tables" / "consistency.csv")
         try:
             versions = json.loads((run / "run.json").read_text()).get("versions") or {}
         except (OSError, json.JSONDecodeError) as e:

@@ -102,6 +102,7 @@ def make_target(
     any_name: bool = False,
     host: str = "127.0.0.1",
     exec_prefix: Sequence[str] = (),
+    processes: int = 1,
 ) -> Target:
     """The adapter for the target named ``name`` (:func:`target_name`), not yet started."""
     parsed = target_name(name)
@@ -119,4 +120,5 @@ def make_target(
         exec_prefix=exec_prefix,
         place=place_of(name),
         token=str(parsed),
+        processes=processes,
     )

@@ -98,6 +98,26 @@ class Counters:
     cache_misses: int | None = None
     raw: dict[str, int] = field(default_factory=dict)
 
+    @staticmethod
+    def total(readings: Sequence[Counters]) -> Counters:
+        """The counts of several processes of one target summed (a field any process lacks is
+        ``None``)."""
+
+        def add(values: Sequence[int | None]) -> int | None:
+            return None if any(v is None for v in values) else sum(v for v in values if v is not None)
+
+        raw: dict[str, int] = {}
+        for r in readings:
+            for k, v in r.raw.items():
+                raw[k] = raw.get(k, 0) + v
+        return Counters(
+            queries=add([r.queries for r in readings]),
+            answers=add([r.answers for r in readings]),
+            cache_hits=add([r.cache_hits for r in readings]),
+            cache_misses=add([r.cache_misses for r in readings]),
+            raw=raw,
+        )
+
     def to_record(self) -> CounterReading:
         """As ``trial.json``'s ``counters`` store it."""
         return {
@@ -140,6 +160,10 @@ class Target(ABC):
     unchecked: ClassVar[tuple[str, ...]] = ()
     """Validity checks its trials cannot run (``dnscost.validity.UNCHECKED``), recorded in each
     trial's ``validity.unchecked``."""
+    splits: ClassVar[bool] = False
+    """Whether it can run as several processes sharing its ports (SO_REUSEPORT, the kernel
+    spreading connections over them), as operators deploy it past one process's open files:
+    ``processes`` above 1 is refused for the others."""
 
     def __init__(
         self,
@@ -156,6 +180,7 @@ class Target(ABC):
         exec_prefix: Sequence[str] = (),
         place: Place | None = None,
         token: str | None = None,
+        processes: int = 1,
     ) -> None:
         self.place: Place = place or Host()
         """Where its programs come from: the host, a release root or an own build."""
@@ -167,6 +192,12 @@ class Target(ABC):
             raise UsageError(
                 f"{self.token} does not serve {', '.join(sorted(unsupported))} (it serves {', '.join(served)})"
             )
+        if processes < 1:
+            raise UsageError(f"{self.token}: processes must be at least 1, not {processes}")
+        if processes > 1 and not self.splits:
+            raise UsageError(f"{self.token} runs as one process (dnscost cannot split it): processes = 1 only")
+        self.processes = processes
+        """How many server processes share its ports, all pinned to ``cpus``, in one cgroup."""
         self.workdir = workdir
         self.cpus = list(cpus)
         self.tls = tls
@@ -184,13 +215,25 @@ class Target(ABC):
         self._major: int | None = None
         self.endpoints: dict[str, Endpoint] = {}
         self.cgroup: Cgroup | None = None
-        self.child: Child | None = None
+        self.children: list[Child] = []
+        """Its processes, in the order started (one unless ``processes`` says more)."""
+
+    @property
+    def child(self) -> Child | None:
+        """Its first process (None before it starts)."""
+        return self.children[0] if self.children else None
 
     @abstractmethod
     def configure(self) -> list[str]:
         """Writes the configuration into ``self.workdir``, fills ``self.endpoints`` for every
         transport in ``self.wanted`` (free ports on ``self.host``) and returns the command line
         that runs the server in the foreground."""
+
+    def instance(self, argv: list[str], i: int) -> list[str]:
+        """The command line of its process ``i`` (counted from 0), given what
+        :meth:`configure` returned: the same for every process unless an adapter makes each its
+        own (a statistics port of its own)."""
+        return argv
 
     def version(self) -> str:
         """The server's version, as its binary reports it (in its place)."""
@@ -258,26 +301,39 @@ class Target(ABC):
 
     def _start(self, health_timeout: float) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
-        argv = self.command(self.configure())
+        argv = self.configure()
         extra = self.environment()
         for line in remove_orphans() + remove_orphan_dirs():  # what a killed dnscost left
             print(f"dnscost: {line}", file=sys.stderr, flush=True)
         self.cgroup = Cgroup.create(cgroup_name(self.name, id(self)))
+        self.children = []  # a target started again (an idle trial's second attempt) has new ones
         try:
-            self.child = Child(
-                self.name,
-                argv,
-                log=self.workdir / f"{self.name}.log",
-                cpus=self.cpus,
-                cgroup_procs=self.cgroup.procs_files(),
-                cwd=self.workdir,
-                env={**os.environ, **extra} if extra else None,
-            )
+            for i in range(self.processes):
+                suffix = f".{i}" if self.processes > 1 else ""
+                self.children.append(
+                    Child(
+                        self.name,
+                        self.command(self.instance(argv, i)),
+                        log=self.workdir / f"{self.name}{suffix}.log",
+                        cpus=self.cpus,
+                        cgroup_procs=self.cgroup.procs_files(),
+                        cwd=self.workdir,
+                        env={**os.environ, **extra} if extra else None,
+                    )
+                )
+            first = self.children[0]
             for transport in self.wanted:
-                self.child.wait_for(functools.partial(self.answers, transport), health_timeout, f"on {transport}")
+                first.wait_for(functools.partial(self.answers, transport), health_timeout, f"on {transport}")
+            if self.processes > 1:
+                first.wait_for(self._all_listening, health_timeout, f"until its {self.processes} processes listen")
         except BaseException:
             self.stop()  # leave no process or cgroup behind: ``with`` does not call __exit__ here
             raise
+
+    def fill_endpoints(self) -> list[dict[str, Endpoint]]:
+        """Where its cache is filled: its endpoints, or with several processes that each keep a
+        cache of their own, each one's own listeners (one set per process)."""
+        return [self.endpoints]
 
     def client_tls(self, transport: str) -> EngineConfig:
         """The engine configuration fields that make a client trust this target over
@@ -354,16 +410,28 @@ class Target(ABC):
         kinds = {*total["connections"]["failed"], *total["queries"]["failed"]}
         return Probe(False, reason or "no answer", bool(kinds & DEFINITE_FAILURES))
 
+    def _all_listening(self) -> bool:
+        """Whether every process holds a listener on every TCP port of the target (the
+        kernel's socket table, read in the first process's network namespace): before that, the
+        kernel hands connections to the processes already listening only. A process that exited
+        is one line."""
+        for c in self.children:
+            if not c.alive():
+                raise TargetError(f"{self.name} process {c.pid} exited: {c.last_words()}")
+        ports = {ep.port for t, ep in self.endpoints.items() if t not in ("udp", "doq", "doh3")}
+        held = tcp_listeners(self.children[0].pid)
+        return all(held.get(port, 0) >= self.processes for port in ports)
+
     def alive(self) -> bool:
         """Running and able to answer: not exited, and not stopped (:meth:`stopped`)."""
-        return self.child is not None and self.child.alive() and not self.stopped()
+        return bool(self.children) and all(c.alive() for c in self.children) and not self.stopped()
 
     def stopped(self) -> list[int]:
         """The target's processes that are stopped (``/proc/PID/stat`` state T, by SIGSTOP, or
         t, traced): they answer nothing until continued. Read twice 100 ms apart, so that a
         process traced by strace, which stops at each traced call for a moment, is not taken
         for one."""
-        pids = self.meter_pids() or ([self.child.pid] if self.child is not None else [])
+        pids = self.meter_pids() or [c.pid for c in self.children]
         found = [pid for pid in pids if process_state(pid) in ("T", "t")]
         if found:
             time.sleep(0.1)
@@ -373,15 +441,16 @@ class Target(ABC):
     def check_alive(self) -> None:
         """Raises :class:`TargetError` if the target died or was stopped (the trial's watchdog
         calls it every 200 ms, and once after the load)."""
-        if self.child is not None and not self.child.alive():
-            raise TargetError(f"{self.name} died: {self.child.last_words()}")
+        for c in self.children:
+            if not c.alive():
+                raise TargetError(f"{self.name} died: {c.last_words()}")
         if stopped := self.stopped():
             raise TargetError(stopped_text(self.name, stopped))
 
     def stop(self) -> None:
         """Stops the server (by PID) and removes its cgroup. Safe to call twice."""
-        if self.child is not None:
-            self.child.stop()
+        for c in self.children:
+            c.stop()
         if self.cgroup is not None:
             self.cgroup.remove()
             self.cgroup = None
@@ -402,6 +471,23 @@ def stopped_text(name: str, pids: Sequence[int]) -> str:
         f"{name} is stopped (PID {which} in state T: SIGSTOP or a debugger), so it answers nothing: "
         "the trial is not measured"
     )
+
+
+def tcp_listeners(pid: int) -> dict[int, int]:
+    """Per local port, the TCP sockets listening in the network namespace of process ``pid``
+    (``/proc/PID/net/tcp`` and ``tcp6``: state ``0A``); several on one port share it."""
+    out: dict[int, int] = {}
+    for name in ("tcp", "tcp6"):
+        try:
+            lines = Path(f"/proc/{pid}/net/{name}").read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if len(fields) > 3 and fields[3] == "0A":
+                port = int(fields[1].rpartition(":")[2], 16)
+                out[port] = out.get(port, 0) + 1
+    return out
 
 
 def read_engine_summary(path: Path) -> dict[str, object] | None:

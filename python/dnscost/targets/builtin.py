@@ -4,6 +4,8 @@ as connections close), so :meth:`Builtin.counters` reports none."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from dnscost.engine import Endpoint, engine_path, engine_version
 from dnscost.targets.base import Counters, Target, free_port
 from dnscost.transports import TLS_TRANSPORTS
@@ -16,13 +18,16 @@ class Builtin(Target):
     transport on its own free port, TLS from the run's certificate. Its defaults already suit
     connection experiments: no idle timeout, no limit on queries per connection or on
     connection age, a listen queue of 4 096; the connections log records each connection's
-    life (``connections.jsonl`` in the trial directory)."""
+    life (``connections.jsonl`` in the trial directory). Several processes (``processes``)
+    share every port (``serve --share-ports``), each with its own log
+    (``connections.I.jsonl``)."""
 
     name = "builtin"
     package = None
     binary = "dnscost-engine"
     transports = ("udp", "tcp", "dot", "doh", "doq", "doh3")
     keeps_counters = False
+    splits = True
 
     @classmethod
     def locate(cls) -> str:
@@ -42,8 +47,16 @@ class Builtin(Target):
             argv += ["--cert", str(self.tls.cert), "--key", str(self.tls.key)]
         if self.cpus:
             argv += ["--threads", str(len(self.cpus)), "--cpus", ",".join(map(str, self.cpus))]
-        argv += ["--connections-log", str(self.workdir / "connections.jsonl")]
+        if self.processes > 1:
+            argv.append("--share-ports")
+        argv += ["--connections-log", str(self._log(0))]
         return argv
+
+    def _log(self, i: int) -> Path:
+        return self.workdir / ("connections.jsonl" if self.processes == 1 else f"connections.{i}.jsonl")
+
+    def instance(self, argv: list[str], i: int) -> list[str]:
+        return [*argv[:-1], str(self._log(i))]
 
     def version(self) -> str:
         return engine_version().removeprefix("dnscost-engine").strip()

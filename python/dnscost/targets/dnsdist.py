@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import secrets
 import socket
+from pathlib import Path
 from typing import ClassVar
 
 from dnscost.engine import Endpoint
@@ -92,7 +93,11 @@ class Dnsdist(Target):
     (30 s) are raised to ``IDLE_TIMEOUT_S``; the queue of accepted connections waiting for a
     TCP worker (1 000) to 10 000; per-client connection limits, queries per connection and
     connection duration are unlimited (0); the listen queue is ``LISTEN_BACKLOG`` (dnsdist 1.7
-    drops connections when many arrive at once: open them at a bounded rate)."""
+    drops connections when many arrive at once: open them at a bounded rate).
+
+    Several processes (``processes``, past one process's open files) share every listening port
+    (``reusePort``); each has its own packet cache and its own web server port, and
+    :meth:`counters` sums them."""
 
     name = "dnsdist"
     package = "dnsdist"
@@ -101,6 +106,7 @@ class Dnsdist(Target):
     transport_counters: ClassVar[dict[str, str]] = {t: f"frontend.{t}.queries" for t in Transport}
     version_flags = ("--version",)
     version_pattern = r"dnsdist (\S+)"
+    splits = True
     doh3_post_lost = (
         "dnsdist drops a POST whose stream ends in a packet after its body (docs/findings/dnsdist-doh3-post.md)"
     )
@@ -117,7 +123,57 @@ class Dnsdist(Target):
         return cls.transports + tuple(t for t, f in cls.quic_features.items() if f in features)
 
     _api_key = ""
-    _web_port = 0
+    _web_ports: tuple[int, ...] = ()
+    _own: list[dict[str, Endpoint]]
+    _own_lines: list[list[str]]
+
+    def _ports(self) -> dict[str, int]:
+        """A free port for each wanted transport (udp and tcp: one)."""
+        dns = free_port()
+        out: dict[str, int] = {}
+        for t in self.wanted:
+            out[t] = (
+                dns
+                if t in ("udp", "tcp")
+                else free_port(socket.SOCK_DGRAM if t in ("doq", "doh3") else socket.SOCK_STREAM)
+            )
+        out.setdefault("udp", dns)  # Do53 is always bound, so that dnsdist never falls back to 127.0.0.1:53
+        return out
+
+    def _endpoints(self, ports: dict[str, int]) -> dict[str, Endpoint]:
+        return {
+            t: Endpoint(t, self.host, ports[t], "/dns-query" if t in ("doh", "doh3") else None) for t in self.wanted
+        }
+
+    def _listeners(self, ports: dict[str, int], *, copies: int, reuse: bool, first: bool) -> list[str]:
+        """The listeners on ``ports``, each ``copies`` times (one per CPU: sharing the port)."""
+
+        def opts(extra: str = "", *, tcp: bool = True) -> str:
+            queue = f", tcpListenQueueSize={LISTEN_BACKLOG}" if tcp else ""
+            return "{" + f"reusePort={'true' if reuse else 'false'}" + queue + extra + "}"
+
+        host, cert, key = self.host, lua_str(self.tls.cert), lua_str(self.tls.key)
+        out = [f'{"setLocal" if first else "addLocal"}("{host}:{ports["udp"]}", {opts()})']
+        out += [f'addLocal("{host}:{ports["udp"]}", {opts()})' for _ in range(copies - 1)]
+        if "dot" in ports:
+            tls_opts = opts(', provider="openssl", minTLSVersion="tls1.2"')
+            out += [f'addTLSLocal("{host}:{ports["dot"]}", {cert}, {key}, {tls_opts})' for _ in range(copies)]
+        if "doh" in ports:
+            doh_opts = opts(f', minTLSVersion="tls1.2", idleTimeout={IDLE_TIMEOUT_S}')
+            out += [
+                f'addDOHLocal("{host}:{ports["doh"]}", {cert}, {key}, "/dns-query", {doh_opts})' for _ in range(copies)
+            ]
+        # QUIC listeners (a build with quiche): no listen queue, the idle timeout as for the
+        # others; DoH3 answers on any path.
+        quic_opts = opts(f", idleTimeout={IDLE_TIMEOUT_S}", tcp=False)
+        for t, add in (("doq", "addDOQLocal"), ("doh3", "addDOH3Local")):
+            if t in ports:
+                out += [f'{add}("{host}:{ports[t]}", {cert}, {key}, {quic_opts})' for _ in range(copies)]
+        return out
+
+    def fill_endpoints(self) -> list[dict[str, Endpoint]]:
+        """With several processes, each one's own listeners (each has its own packet cache)."""
+        return self._own or [self.endpoints]
 
     def configure(self) -> list[str]:
         if self.upstream is None:
@@ -125,8 +181,8 @@ class Dnsdist(Target):
         exe = self.executable()
         n = max(1, len(self.cpus))
         self._api_key = secrets.token_hex(16)
-        self._web_port = free_port()
-        dns_port = free_port()
+        self._web_ports = tuple(free_port() for _ in range(self.processes))
+        self._own_lines = []
         lines = [
             "-- dnsdist configuration written by dnscost for one trial.",
             f"-- Run in the foreground: {exe} --supervised --disable-syslog -C THIS",
@@ -134,36 +190,17 @@ class Dnsdist(Target):
             'addACL("198.18.0.0/15")  -- the generator\'s side of a veth pair (--network veth)',
         ]
 
-        def opts(extra: str = "", *, tcp: bool = True) -> str:
-            reuse = "true" if n > 1 else "false"
-            queue = f", tcpListenQueueSize={LISTEN_BACKLOG}" if tcp else ""
-            return "{" + f"reusePort={reuse}" + queue + extra + "}"
-
-        # Do53 is always bound, so that dnsdist never falls back to its default 127.0.0.1:53.
-        lines.append(f'setLocal("{self.host}:{dns_port}", {opts()})')
-        lines += [f'addLocal("{self.host}:{dns_port}", {opts()})' for _ in range(n - 1)]
-        for t in ("udp", "tcp"):
-            if t in self.wanted:
-                self.endpoints[t] = Endpoint(t, self.host, dns_port)
-        cert, key = lua_str(self.tls.cert), lua_str(self.tls.key)
-        if "dot" in self.wanted:
-            port = free_port()
-            tls_opts = opts(', provider="openssl", minTLSVersion="tls1.2"')
-            lines += [f'addTLSLocal("{self.host}:{port}", {cert}, {key}, {tls_opts})' for _ in range(n)]
-            self.endpoints["dot"] = Endpoint("dot", self.host, port)
-        if "doh" in self.wanted:
-            port = free_port()
-            doh_opts = opts(f', minTLSVersion="tls1.2", idleTimeout={IDLE_TIMEOUT_S}')
-            lines += [f'addDOHLocal("{self.host}:{port}", {cert}, {key}, "/dns-query", {doh_opts})' for _ in range(n)]
-            self.endpoints["doh"] = Endpoint("doh", self.host, port, "/dns-query")
-        # QUIC listeners (a build with quiche): no listen queue, the idle timeout as for the
-        # others; DoH3 answers on any path.
-        quic_opts = opts(f", idleTimeout={IDLE_TIMEOUT_S}", tcp=False)
-        for t, add in (("doq", "addDOQLocal"), ("doh3", "addDOH3Local")):
-            if t in self.wanted:
-                port = free_port(socket.SOCK_DGRAM)
-                lines += [f'{add}("{self.host}:{port}", {cert}, {key}, {quic_opts})' for _ in range(n)]
-                self.endpoints[t] = Endpoint(t, self.host, port, "/dns-query" if t == "doh3" else None)
+        shared = n > 1 or self.processes > 1
+        # The listeners every process shares, and with several processes each one's own (no
+        # port sharing): the cache is filled through each process's own (each has its cache).
+        public = self._ports()
+        lines += self._listeners(public, copies=n, reuse=shared, first=True)
+        self.endpoints = self._endpoints(public)
+        self._own = []
+        for _ in range(self.processes if self.processes > 1 else 0):
+            ports = self._ports()
+            self._own.append(self._endpoints(ports))
+            self._own_lines.append(self._listeners(ports, copies=1, reuse=False, first=False))
         up = self.upstream
         lines += [
             "-- The upstream answers the synthetic TLD; health-checked every second (REFUSED counts as up).",
@@ -177,19 +214,31 @@ class Dnsdist(Target):
             "setMaxTCPConnectionDuration(0)     -- 0 = unlimited (the default)",
             "setMaxTCPQueuedConnections(10000)  -- default 1000",
             f"setTCPRecvTimeout({IDLE_TIMEOUT_S})  -- default 2 s: the idle timeout of tcp and dot clients",
-            "-- Counters: the web server's JSON API on the listening address, with a key made for this run.",
-            f'webserver("{self.host}:{self._web_port}")',
+            "-- Counters: the web server's JSON API on the listening address, with a key made for this run",
+            "-- (a port of its own for each process: dnscost sums them).",
             f"setWebserverConfig({{apiKey={lua_str(self._api_key)}, password={lua_str(secrets.token_hex(16))}, "
             'acl="127.0.0.1/32, 198.18.0.0/15"})',
         ]
-        conf = self.workdir / "dnsdist.conf"
-        conf.write_text("\n".join(lines) + "\n")
-        return [exe, "--supervised", "--disable-syslog", "-C", str(conf)]
+        for i, port in enumerate(self._web_ports):
+            own = self._own_lines[i] if self._own_lines else []
+            self._conf(i).write_text("\n".join([*lines, *own, f'webserver("{self.host}:{port}")']) + "\n")
+        return [exe, "--supervised", "--disable-syslog", "-C", str(self._conf(0))]
+
+    def _conf(self, i: int) -> Path:
+        return self.workdir / ("dnsdist.conf" if i == 0 else f"dnsdist.{i}.conf")
+
+    def instance(self, argv: list[str], i: int) -> list[str]:
+        return [*argv[:-1], str(self._conf(i))]
 
     def counters(self) -> Counters:
-        if not self._web_port:
+        """Every process's counters, summed."""
+        if not self._web_ports:
             raise TargetError("dnsdist: not started")
-        base, key = f"http://{self.host}:{self._web_port}", {"X-API-Key": self._api_key}
-        counters = parse_dnsdist_stats(http_get(f"{base}/jsonstat?command=stats", self.name, key))
-        counters.raw.update(parse_dnsdist_frontends(http_get(f"{base}/api/v1/servers/localhost", self.name, key)))
-        return counters
+        readings = []
+        key = {"X-API-Key": self._api_key}
+        for port in self._web_ports:
+            base = f"http://{self.host}:{port}"
+            counters = parse_dnsdist_stats(http_get(f"{base}/jsonstat?command=stats", self.name, key))
+            counters.raw.update(parse_dnsdist_frontends(http_get(f"{base}/api/v1/servers/localhost", self.name, key)))
+            readings.append(counters)
+        return Counters.total(readings)

@@ -40,7 +40,7 @@ def parse_rec_control(text: str) -> Counters:
     )
 
 
-def _yaml(host: str, port: int, zone: str, upstream: str, threads: int, tcp_clients: int) -> str:
+def _yaml(host: str, port: int, zone: str, upstream: str, threads: int, tcp_clients: int, own: str | None) -> str:
     """recursor.yml (Recursor 5) with the settings the old-style file of Recursor 4 holds."""
     return f"""# pdns-recursor 5 configuration written by dnscost for one trial. Run in the foreground:
 #   pdns_recursor --daemon=no --write-pid=no --socket-dir=DIR --config-dir=DIR
@@ -48,7 +48,7 @@ dnssec:
   validation: 'off'
 incoming:
   allow_from: [127.0.0.0/8, 198.18.0.0/15]
-  listen: ['{host}']
+  listen: ['{host}'{f", '{own}'" if own else ""}]
   port: {port}
   max_concurrent_requests_per_tcp_connection: 1000
   max_tcp_clients: {tcp_clients}
@@ -83,7 +83,12 @@ class PdnsRecursor(Target):
     Defaults changed for connection experiments: ``client-tcp-timeout`` (2 s, the idle
     timeout of tcp clients) is raised to ``IDLE_TIMEOUT_S``; ``max-tcp-clients`` (128 per
     thread) to the open-files limit less a margin; ``max-concurrent-requests-per-tcp-connection``
-    (10) to 1 000; queries per connection and connections per client stay unlimited (0)."""
+    (10) to 1 000; queries per connection and connections per client stay unlimited (0).
+
+    Several processes (``processes``, past one process's open files) share the listening port
+    (``reuseport``), each with a configuration directory and control socket of its own
+    (counters summed), and each with a packet cache of its own, filled through a port only it
+    listens on (:meth:`fill_endpoints`)."""
 
     name = "pdns-recursor"
     package = "pdns-recursor"
@@ -91,18 +96,29 @@ class PdnsRecursor(Target):
     transports = ("udp", "tcp")
     version_flags = ("--version",)
     version_pattern = r"PowerDNS Recursor (\S+)"
+    splits = True
 
-    _sockets: Path
-    _short: Path | None = None
+    _dirs: tuple[tuple[Path, Path], ...] = ()
+    """Each process's configuration directory and control socket directory."""
+    _short: tuple[Path | None, ...] = ()
+    _own: tuple[int, ...] = ()
 
     def configure(self) -> list[str]:
         if self.upstream is None:
             raise UsageError("pdns-recursor needs an upstream (the authoritative dnscost-engine serve)")
         exe = self.executable()
         self.executable("rec_control")
-        # The control socket (and rec_control's own) go into the trial directory, through a
-        # short directory of its own when that path is too long for a unix socket.
-        self._sockets, self._short = socket_dir(self.workdir)
+        # Each process's control socket (and rec_control's own) go into its configuration
+        # directory, through a short directory of its own when that path is too long for a unix
+        # socket. The first process's directory is the trial's.
+        configs = [self.workdir if i == 0 else self.workdir / f"process-{i}" for i in range(self.processes)]
+        for d in configs:
+            d.mkdir(parents=True, exist_ok=True)
+        made = [socket_dir(d) for d in configs]
+        self._dirs = tuple((d, sockets) for d, (sockets, _) in zip(configs, made, strict=True))
+        self._short = tuple(short for _, short in made)
+        # With several processes, each one's own port (its packet cache's fill).
+        self._own = tuple(free_port() for _ in range(self.processes if self.processes > 1 else 0))
         threads = max(1, len(self.cpus))
         dns_port = free_port()
         for t in self.wanted:
@@ -112,7 +128,6 @@ class PdnsRecursor(Target):
         lines = [
             "# pdns-recursor configuration written by dnscost for one trial. Run in the foreground:",
             f"#   {exe} --daemon=no --write-pid=no --socket-dir=DIR --config-dir=DIR",
-            f"local-address={self.host}",
             f"local-port={dns_port}",
             "allow-from=127.0.0.0/8, 198.18.0.0/15",
             # Every name (a capture's own) as to a resolver (RD set, no NS of the root looked up:
@@ -134,33 +149,48 @@ class PdnsRecursor(Target):
             "disable-syslog=yes",
             "quiet=yes",
         ]
-        if self.major_version() >= 5:
-            # Recursor 5 reads YAML (old-style settings only with --enable-old-settings, to be
-            # removed): the same settings as rec_control show-yaml converts them.
-            (self.workdir / "recursor.yml").write_text(
-                _yaml(self.host, dns_port, self.forwarded, up.address, threads, tcp_clients)
-            )
-        else:
-            (self.workdir / "recursor.conf").write_text("\n".join(lines) + "\n")
-        return [exe, "--daemon=no", "--write-pid=no", f"--socket-dir={self._sockets}", f"--config-dir={self.workdir}"]
+        for i, d in enumerate(configs):
+            own = f"{self.host}:{self._own[i]}" if self._own else None
+            if self.major_version() >= 5:
+                # Recursor 5 reads YAML (old-style settings only with --enable-old-settings, to be
+                # removed): the same settings as rec_control show-yaml converts them.
+                text = _yaml(self.host, dns_port, self.forwarded, up.address, threads, tcp_clients, own)
+                (d / "recursor.yml").write_text(text)
+            else:
+                local = ", ".join([self.host, *([own] if own else [])])
+                (d / "recursor.conf").write_text("\n".join([*lines[:2], f"local-address={local}", *lines[2:]]) + "\n")
+        return self.instance([exe, "--daemon=no", "--write-pid=no"], 0)
+
+    def instance(self, argv: list[str], i: int) -> list[str]:
+        config, sockets = self._dirs[i]
+        return [*argv[:3], f"--socket-dir={sockets}", f"--config-dir={config}"]
+
+    def fill_endpoints(self) -> list[dict[str, Endpoint]]:
+        """With several processes, each one's own port (each has its own packet cache)."""
+        if not self._own:
+            return [self.endpoints]
+        return [{t: Endpoint(t, self.host, port) for t in self.wanted} for port in self._own]
 
     def shared_paths(self) -> list[Path]:
-        return [*super().shared_paths(), self._sockets]
+        return [*super().shared_paths(), *(sockets for _, sockets in self._dirs)]
 
     def stop(self) -> None:
         super().stop()
-        remove_socket_dir(self._short)
-        self._short = None
+        for short in self._short:
+            remove_socket_dir(short)
+        self._short = ()
 
     def counters(self) -> Counters:
+        """Every process's counters, summed."""
         if self.child is None:
             raise TargetError("pdns-recursor: not started")
+        return Counters.total([self._counters(config, sockets) for config, sockets in self._dirs])
+
+    def _counters(self, config: Path, sockets: Path) -> Counters:
         ctl = self.executable("rec_control")
         try:
             out = subprocess.run(
-                self.command(
-                    [ctl, f"--config-dir={self.workdir}", f"--socket-dir={self._sockets}", "--timeout=5", "get-all"]
-                ),
+                self.command([ctl, f"--config-dir={config}", f"--socket-dir={sockets}", "--timeout=5", "get-all"]),
                 capture_output=True,
                 text=True,
                 timeout=10,

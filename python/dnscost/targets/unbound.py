@@ -66,7 +66,13 @@ class Unbound(Target):
     ``IDLE_TIMEOUT_S`` and ``http-max-streams`` (100) to 1 000. Unbound still shortens the idle
     timeout of all its connections to 1 % of it once more than half of its ``incoming-num-tcp``
     slots are in use (0.2 % above 65 %, 200 ms above 80 %): an idle-connection experiment must stay below half
-    of the slots."""
+    of the slots.
+
+    Several processes (``processes``, past one process's open files) run one configuration
+    each, sharing every listening port (``so-reuseport``, which unbound sets on its TCP
+    listeners too) and differing only in their pidfile and control port (counters summed).
+    Each keeps a cache of its own, filled through a plain DNS port only it listens on
+    (:meth:`fill_endpoints`: unbound's cache does not depend on the transport asked)."""
 
     name = "unbound"
     package = "unbound"
@@ -74,8 +80,10 @@ class Unbound(Target):
     transports = ("udp", "tcp", "dot", "doh")
     version_flags = ("-V",)
     version_pattern = r"Version (\S+)"
+    splits = True
 
-    _conf_path: Path | None = None
+    _confs: tuple[Path, ...] = ()
+    _own: tuple[Endpoint, ...] = ()
 
     def configure(self) -> list[str]:
         if self.upstream is None:
@@ -90,7 +98,6 @@ class Unbound(Target):
                 raise MachineError(f"unbound: cannot run {exe} -V: {e}") from e
             if "nghttp2" not in built:
                 raise MachineError("unbound: this unbound was built without nghttp2 and cannot serve doh")
-        control_port = free_port()
         threads = max(1, len(self.cpus))
         interfaces: list[str] = []
         server: list[str] = []
@@ -117,70 +124,96 @@ class Unbound(Target):
                 "http-max-streams: 1000                 # default 100",
             ]
             self.endpoints["doh"] = Endpoint("doh", self.host, port, "/dns-query")
-        incoming = incoming_num_tcp(fd_limit(), threads, len(interfaces))
+        # With several processes, each one's own plain DNS port (its cache's fill).
+        self._own = tuple(
+            Endpoint("udp", self.host, free_port()) for _ in range(self.processes if self.processes > 1 else 0)
+        )
+        incoming = incoming_num_tcp(fd_limit(), threads, len(interfaces) + (1 if self._own else 0))
         idle_ms = IDLE_TIMEOUT_S * 1000
         tld, forwarded = self.tld.rstrip(".") + ".", self.forwarded
         up = self.upstream
-        lines = [
-            "# unbound configuration written by dnscost for one trial.",
-            f"# Run in the foreground: {exe} -d -c THIS",
-            "server:",
-            '    username: ""',
-            '    chroot: ""',
-            f'    directory: "{self.workdir}"',
-            f'    pidfile: "{self.workdir / "unbound.pid"}"',
-            "    use-syslog: no",
-            '    logfile: ""                         # stderr, into the trial log',
-            "    log-time-ascii: yes",
-            "    verbosity: 1",
-            f"    num-threads: {threads}",
-            "    so-reuseport: yes",
-            *(f"    interface: {i}" for i in interfaces),
-            *(f"    {s}" for s in server),
-            "    do-ip6: no",
-            "    access-control: 127.0.0.0/8 allow",
-            "    access-control: 198.18.0.0/15 allow  # the generator's side of a veth pair (--network veth)",
-            '    module-config: "iterator"           # no validator: nothing to validate, no trust anchor',
-            "    do-not-query-localhost: no          # the upstream is on loopback",
-            f'    domain-insecure: "{forwarded}"',
-            # Nothing else is resolved (no root priming), unless every name is forwarded.
-            *(['    local-zone: "." refuse'] if forwarded != "." else []),
-            f'    local-zone: "{tld}" transparent     # overrides the built-in RFC 6761 zone for "test."',
-            "    trust-anchor-signaling: no",
-            "    root-key-sentinel: no",
-            "    prefetch: no",
-            "    msg-cache-size: 64m",
-            "    rrset-cache-size: 128m",
-            f"    outgoing-range: {OUTGOING_RANGE}                # default 4096",
-            f"    outgoing-num-tcp: {OUTGOING_NUM_TCP}",
-            f"    incoming-num-tcp: {incoming}             # default 10 (per thread and interface)",
-            f"    tcp-idle-timeout: {idle_ms}           # default 30 000 ms",
-            "    edns-tcp-keepalive: yes",
-            f"    edns-tcp-keepalive-timeout: {idle_ms}  # default 120 000 ms",
-            "    statistics-interval: 0",
-            "    extended-statistics: yes            # answers by RCODE",
-            "forward-zone:",
-            f'    name: "{forwarded}"',
-            f"    forward-addr: {up.host}@{up.port}",
-            "remote-control:",
-            "    control-enable: yes",
-            "    # On loopback (of its namespace) in plain text: a unix socket's path is limited to 107 bytes.",
-            "    control-interface: 127.0.0.1",
-            f"    control-port: {control_port}",
-            "    control-use-cert: no",
-        ]
-        conf = self.workdir / "unbound.conf"
-        conf.write_text("\n".join(lines) + "\n")
-        self._conf_path = conf
-        return [exe, "-d", "-c", str(conf)]
+
+        def lines(i: int, control_port: int) -> list[str]:
+            """Process ``i``'s configuration: its own pidfile, control port and fill port."""
+            own = [f"{self._own[i].host}@{self._own[i].port}"] if self._own else []
+            return [
+                "# unbound configuration written by dnscost for one trial.",
+                f"# Run in the foreground: {exe} -d -c THIS",
+                "server:",
+                '    username: ""',
+                '    chroot: ""',
+                f'    directory: "{self.workdir}"',
+                f'    pidfile: "{self.workdir / (f"unbound.{i}.pid" if i else "unbound.pid")}"',
+                "    use-syslog: no",
+                '    logfile: ""                         # stderr, into the trial log',
+                "    log-time-ascii: yes",
+                "    verbosity: 1",
+                f"    num-threads: {threads}",
+                "    so-reuseport: yes",
+                *(f"    interface: {a}" for a in interfaces),
+                *(f"    interface: {a}                # this process's own: its cache's fill" for a in own),
+                *(f"    {s}" for s in server),
+                "    do-ip6: no",
+                "    access-control: 127.0.0.0/8 allow",
+                "    access-control: 198.18.0.0/15 allow  # the generator's side of a veth pair (--network veth)",
+                '    module-config: "iterator"           # no validator: nothing to validate, no trust anchor',
+                "    do-not-query-localhost: no          # the upstream is on loopback",
+                f'    domain-insecure: "{forwarded}"',
+                # Nothing else is resolved (no root priming), unless every name is forwarded.
+                *(['    local-zone: "." refuse'] if forwarded != "." else []),
+                f'    local-zone: "{tld}" transparent     # overrides the built-in RFC 6761 zone for "test."',
+                "    trust-anchor-signaling: no",
+                "    root-key-sentinel: no",
+                "    prefetch: no",
+                "    msg-cache-size: 64m",
+                "    rrset-cache-size: 128m",
+                f"    outgoing-range: {OUTGOING_RANGE}                # default 4096",
+                f"    outgoing-num-tcp: {OUTGOING_NUM_TCP}",
+                f"    incoming-num-tcp: {incoming}             # default 10 (per thread and interface)",
+                f"    tcp-idle-timeout: {idle_ms}           # default 30 000 ms",
+                "    edns-tcp-keepalive: yes",
+                f"    edns-tcp-keepalive-timeout: {idle_ms}  # default 120 000 ms",
+                "    statistics-interval: 0",
+                "    extended-statistics: yes            # answers by RCODE",
+                "forward-zone:",
+                f'    name: "{forwarded}"',
+                f"    forward-addr: {up.host}@{up.port}",
+                "remote-control:",
+                "    control-enable: yes",
+                "    # On loopback (of its namespace) in plain text: a unix socket's path is limited to 107 bytes.",
+                "    control-interface: 127.0.0.1",
+                f"    control-port: {control_port}",
+                "    control-use-cert: no",
+            ]
+
+        confs = []
+        for i in range(self.processes):
+            conf = self.workdir / (f"unbound.{i}.conf" if i else "unbound.conf")
+            conf.write_text("\n".join(lines(i, free_port())) + "\n")
+            confs.append(conf)
+        self._confs = tuple(confs)
+        return [exe, "-d", "-c", str(confs[0])]
+
+    def instance(self, argv: list[str], i: int) -> list[str]:
+        return [*argv[:-1], str(self._confs[i])]
+
+    def fill_endpoints(self) -> list[dict[str, Endpoint]]:
+        """With several processes, each one's own plain DNS port (each has its own cache)."""
+        if not self._own:
+            return [self.endpoints]
+        return [{"udp": ep, "tcp": Endpoint("tcp", ep.host, ep.port)} for ep in self._own]
 
     def counters(self) -> Counters:
-        if self._conf_path is None:
+        """Every process's counters, summed."""
+        if not self._confs:
             raise TargetError("unbound: not started")
+        return Counters.total([self._counters(conf) for conf in self._confs])
+
+    def _counters(self, conf: Path) -> Counters:
         ctl = self.executable("unbound-control")
         try:
             out = subprocess.run(
-                self.command([ctl, "-c", str(self._conf_path), "stats_noreset"]),
+                self.command([ctl, "-c", str(conf), "stats_noreset"]),
                 capture_output=True,
                 text=True,
                 timeout=10,

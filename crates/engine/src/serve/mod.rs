@@ -111,6 +111,12 @@ pub struct ServeArgs {
     /// Pin the worker threads to these CPUs, in turn (0-3,8).
     #[arg(long, value_name = "LIST", value_parser = parse_cpus)]
     pub cpus: Option<Cpus>,
+    /// Share every listening port with other processes that also share it (SO_REUSEPORT on
+    /// every listener; the kernel spreads connections and datagrams over them): several
+    /// `serve` processes then stand for one server past one process's open files. Give every
+    /// listener its port (not 0).
+    #[arg(long)]
+    pub share_ports: bool,
 }
 
 /// A list of CPU numbers.
@@ -201,7 +207,7 @@ pub fn main(args: ServeArgs) -> Result<ExitCode, EngineError> {
         queries: queries.as_ref().map(RecordLog::sender),
         start: Instant::now(),
     });
-    let result = rt.block_on(run(&args.listen, threads, tls, shared));
+    let result = rt.block_on(run(&args.listen, threads, args.share_ports, tls, shared));
     rt.shutdown_timeout(Duration::from_secs(1));
     for log in [log, queries].into_iter().flatten() {
         log.finish();
@@ -301,6 +307,7 @@ enum Bound {
 async fn run(
     listen: &[ListenUrl],
     threads: usize,
+    share_ports: bool,
     tls: Option<TlsConfigs>,
     shared: Arc<Shared>,
 ) -> Result<(), EngineError> {
@@ -312,7 +319,8 @@ async fn run(
                 // Our sockets share the port (SO_REUSEPORT), so binding would also succeed next
                 // to another process's sharing socket, which would then get part of the queries
                 // (for port 0 the kernel may even choose such a port): the port is taken free.
-                let addr = socket::free_udp_port(url.addr).map_err(|e| cannot(url, e))?;
+                let addr =
+                    if share_ports { url.addr } else { socket::free_udp_port(url.addr).map_err(|e| cannot(url, e))? };
                 let mut sockets = Vec::with_capacity(threads);
                 for _ in 0..threads.max(1) {
                     sockets.push(socket::udp_listen(addr, UDP_BUFFER, true).map_err(|e| cannot(url, e))?);
@@ -322,11 +330,12 @@ async fn run(
             Transport::Doq | Transport::Doh3 => {
                 // One socket, the port its own: two tests' servers given one port by the kernel
                 // mixed their QUIC packets (a DoH/3 client reached a DoQ server).
-                let s = socket::udp_listen(url.addr, UDP_BUFFER, false).map_err(|e| cannot(url, e))?.into_std()?;
+                let s =
+                    socket::udp_listen(url.addr, UDP_BUFFER, share_ports).map_err(|e| cannot(url, e))?.into_std()?;
                 (s.local_addr().map_err(|e| cannot(url, e))?, Bound::Quic(s))
             }
             _ => {
-                let l = socket::tcp_listen(url.addr, 4096).map_err(|e| cannot(url, e))?;
+                let l = socket::tcp_listen(url.addr, 4096, share_ports).map_err(|e| cannot(url, e))?;
                 (l.local_addr().map_err(|e| cannot(url, e))?, Bound::Stream(l))
             }
         };
