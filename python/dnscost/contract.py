@@ -250,6 +250,7 @@ class EngineConfig(TypedDict, total=False):
     pacing_resolution_us: int | None
     padding: bool
     profile: ClientProfile | None
+    proxy_v2: str | None
     qtype: str
     queries_file: str | None
     rate: float | Literal["max", "once"]

@@ -36,7 +36,7 @@ from dnscost.network import (
 from dnscost.population import Replay, replayed_names
 from dnscost.results import write_json
 from dnscost.targets import adapter, make_target, served
-from dnscost.targets.base import Target, free_port
+from dnscost.targets.base import Target, free_port, proxy_v2_refusal
 from dnscost.targets.external import EXTERNAL, ExternalSettings, ExternalTarget, pid_affinity
 from dnscost.transports import STREAM_TRANSPORTS
 from dnscost.trial_summary import CounterDelta, SummaryContext, summarize_trial
@@ -105,6 +105,8 @@ class LoadSettings:
         if self.target != EXTERNAL:
             for t in self.transports():
                 check_doh_method(self.target, t, self.engine.get("doh_method"))
+        if self.engine.get("proxy_v2") is not None:
+            check_proxy_v2(self.target, self.transports())
 
     def validate_bed(self) -> None:
         """Fails early on a bed that cannot be started (the target, its network and CPUs),
@@ -250,6 +252,17 @@ def check_target(name: str, transport: str) -> None:
         raise UsageError(f"{name} does not serve {transport} (it serves {', '.join(transports)})")
 
 
+def check_proxy_v2(name: str, transports: Sequence[str]) -> None:
+    """Fails early, in one line, on PROXY v2 headers (the engine's ``proxy_v2``) sent to a
+    target that cannot be told to take them over ``transports``."""
+    if name == EXTERNAL:
+        return  # the operator's server: configured by the operator, who says what it takes
+    accepted = adapter(name).proxy_v2_transports
+    refused = [t for t in transports if t not in accepted]
+    if refused:
+        raise UsageError(proxy_v2_refusal(name, accepted, refused))
+
+
 def check_processes(name: str, processes: int, connections: int) -> None:
     """Fails early, in one line, on a target asked to hold more connections than its processes
     can (each at most :func:`connections_per_process`), or asked to split when it cannot."""
@@ -342,6 +355,8 @@ def fill_cache(
             "timeout_ms": 2000,
             **_tls_options(transport, target, ep),
         }
+        if target.proxy_v2 is not None:  # the target takes no query without its header
+            config["proxy_v2"] = target.proxy_v2
         if transport == "doh3" and target.doh3_post_lost:
             config["doh_method"] = "get"
         name = f"fill-{transport}" + (f"-{i}" if len(sets) > 1 else "")
@@ -421,6 +436,10 @@ def start_bed(
     ones the target serves, when not all it can (``dnscost target start --transports``)."""
     if network is None:
         network = Network.create(s.network, target_cpus=s.target_cpus, generator_cpus=s.generator_cpus)
+    proxy_v2 = s.engine.get("proxy_v2")
+    if proxy_v2 is not None and s.target != EXTERNAL:
+        # It takes no query without a header then: it listens only where the load goes.
+        transports = transports or s.transports()
     try:
         bed = Testbed.create(
             s.target,
@@ -441,6 +460,8 @@ def start_bed(
         raise
     try:
         target = bed.target
+        if proxy_v2 is not None and s.target != EXTERNAL:
+            target.accept_proxy_v2(proxy_v2, [network.info.generator_address, *network.info.sources])
         target.start()
         info: TrialRecord = {
             "target_pid": target.child.pid if target.child else None,

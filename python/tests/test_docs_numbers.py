@@ -484,3 +484,20 @@ def _scale_verdicts(lines: list[dict[str, str]], connections: list[dict[str, str
         f"knot-resolver DoT falls from {share[('knot-resolver', 'dot', '1000')]:.3f} to "
         f"{share[('knot-resolver', 'dot', '100000')]:.3f}" in words
     )
+
+
+def test_proxy_v2_quotes_its_stored_benches_and_says_what_they_show() -> None:
+    """docs/proxy-v2.md quotes both stored outputs of bench/proxy-v2 whole, and its verdict
+    (every cell overlaps, the medians' ratios' span) is what they print."""
+    doc = (ROOT / "docs" / "proxy-v2.md").read_text(encoding="utf-8")
+    ratios, verdicts = [], set()
+    for name in ("dnsdist", "knot-resolver"):
+        stored = (ROOT / "docs" / "proxy-v2" / f"{name}.txt").read_text(encoding="utf-8")
+        assert f"```text\n{stored}```" in doc, name
+        for line in stored.splitlines():
+            if m := re.search(r"(\d\.\d{3}) \((apart|overlap)\)$", line):
+                ratios.append(m.group(1))
+                verdicts.add(m.group(2))
+    assert len(ratios) == 4 and verdicts == {"overlap"}, (ratios, verdicts)
+    _says("proxy-v2.md", "In every cell of both runs the two sides' ranges overlap")
+    _says("proxy-v2.md", f"from {min(ratios, key=float)} to {max(ratios, key=float)}")

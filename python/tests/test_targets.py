@@ -22,7 +22,7 @@ import pytest
 from conftest import need
 from dnscost.certs import TlsFiles, make_tls
 from dnscost.engine import Endpoint, Responder, engine_path, generate, summary_of
-from dnscost.errors import MachineError, TargetError, UsageError
+from dnscost.errors import EngineError, MachineError, TargetError, UsageError
 from dnscost.jsonl import read_records
 from dnscost.targets import TARGETS, make_target
 from dnscost.targets._util import find_binary
@@ -309,7 +309,9 @@ def upstream(tmp_path: Path) -> Iterator[Responder]:
     r.stop()
 
 
-def _burst(target: Target, transport: str, workdir: Path, cpu: int) -> dict[str, int]:
+def _burst(
+    target: Target, transport: str, workdir: Path, cpu: int, proxy_v2: str | None = None, name: str = "burst"
+) -> dict[str, int]:
     ep = target.endpoints[transport]
     config: dict[str, object] = {
         "transport": transport,
@@ -324,7 +326,9 @@ def _burst(target: Target, transport: str, workdir: Path, cpu: int) -> dict[str,
         config.update(ca_file=str(target.tls.ca), sni="localhost")
     if transport in ("doh", "doh3") and ep.path:
         config["doh_path"] = ep.path
-    records = generate(config, workdir, cpus=[cpu], name=f"burst-{transport}")
+    if proxy_v2 is not None:
+        config["proxy_v2"] = proxy_v2
+    records = generate(config, workdir, cpus=[cpu], name=f"{name}-{transport}")
     queries: dict[str, int] = records[-1]["total"]["queries"]
     return queries
 
@@ -387,6 +391,56 @@ def test_target_life(name: str, tmp_path: Path, upstream: Responder) -> None:
         os.kill(pid, 0)
     assert not any(d.exists() for d in dirs)
     target.stop()  # twice is harmless
+
+
+PROXYING = [n for n, cls in TARGETS.items() if cls.proxy_v2_transports]
+
+
+@pytest.mark.resolver
+@pytest.mark.parametrize("name", PROXYING)
+def test_a_target_told_to_take_proxy_v2_headers_answers_the_queries_behind_them(
+    name: str, tmp_path: Path, upstream: Responder
+) -> None:
+    """Started to take PROXY v2 headers from the load's address, on every transport it takes
+    them over: its health probe (every transport) and a burst on each carry the engine's
+    headers and are answered, as the target counts them; dnsdist, which then drops a query
+    from that address without one, counts the header of each such query as invalid (its own
+    ``proxy-protocol-invalid``) and answers none: it reads the header, it does not skip it."""
+    _need_target(name)
+    cpu, gen = _cpus()
+    cls = TARGETS[name]
+    target = make_target(
+        name,
+        tmp_path / name,
+        cpus=[cpu],
+        tls=make_tls(tmp_path / "tls"),
+        upstream=upstream.endpoints["udp"],
+        transports=cls.proxy_v2_transports,
+        synthetic=NAMES,
+    )
+    # Every transport it serves: it does not take headers over all of them.
+    everything = make_target(name, tmp_path / "all", cpus=[cpu], tls=target.tls, upstream=upstream.endpoints["udp"])
+    with pytest.raises(UsageError, match="does not take PROXY v2 headers over"):
+        everything.accept_proxy_v2("10.0.0.0/16", ["127.0.0.1"])
+    target.accept_proxy_v2("10.0.0.0/16", ["127.0.0.1"])
+    try:
+        target.start()  # every probe behind a header
+        for transport in cls.proxy_v2_transports:
+            before = target.counters()
+            sent = _burst(target, transport, tmp_path / "engine", gen, proxy_v2="10.0.0.0/16")
+            after = target.counters()
+            assert sent["sent"] >= 500 and sent["answered"] == sent["sent"], (transport, sent)
+            assert before.answers is not None and after.answers is not None
+            assert _close(after.answers - before.answers, sent["answered"]), (transport, before, after, sent)
+        if name == "dnsdist":
+            before = target.counters()
+            with pytest.raises(EngineError, match="no query was answered"):
+                _burst(target, "udp", tmp_path / "engine", gen, name="bare")
+            after = target.counters()
+            assert after.answers == before.answers, (before, after)
+            assert after.raw["proxy-protocol-invalid"] > before.raw["proxy-protocol-invalid"], (before, after)
+    finally:
+        target.stop()
 
 
 SPLITTING = [n for n, cls in TARGETS.items() if cls.splits]
@@ -710,3 +764,14 @@ def test_free_ports_are_below_the_ephemeral_range() -> None:
     low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
     ports = {free_port() for _ in range(20)}
     assert len(ports) > 1 and all(p < low for p in ports), (low, ports)
+
+
+def test_proxy_v2_headers_to_a_target_that_cannot_take_them_are_one_line() -> None:
+    from dnscost.trial import check_proxy_v2
+
+    check_proxy_v2("dnsdist", ["udp", "tcp"])
+    line = "dnsdist does not take PROXY v2 headers over dot as dnscost configures it (it does over udp, tcp)"
+    with pytest.raises(UsageError, match=f"^{re.escape(line)}$"):
+        check_proxy_v2("dnsdist", ["udp", "dot"])
+    with pytest.raises(UsageError, match=r"^unbound does not take .* over udp .*\(it takes none over any transport\)$"):
+        check_proxy_v2("unbound", ["udp"])

@@ -90,6 +90,13 @@ pub struct EngineConfig {
     pub cpus: Vec<u32>,
     /// Local addresses to spread connections over.
     pub sources: Vec<String>,
+    /// udp, tcp, dot and doh: a PROXY protocol v2 header (HAProxy's `proxy-protocol.txt`)
+    /// ahead of every datagram, or at the start of every connection before TLS, claiming that
+    /// the queries come from a client of this network (ADDRESS/PREFIX, the target's address
+    /// family): slot `n` (a UDP socket or a connection slot) is its first address plus `n`, so
+    /// that one load host stands for as many clients as it has slots. The target must accept
+    /// PROXY v2 from the engine's address.
+    pub proxy_v2: Option<String>,
     pub seed: u64,
     /// JSON-lines output; standard output when absent.
     pub output: Option<PathBuf>,
@@ -149,6 +156,7 @@ impl Default for EngineConfig {
             threads: 1,
             cpus: Vec::new(),
             sources: Vec::new(),
+            proxy_v2: None,
             seed: 1,
             output: None,
             connections_log: None,
@@ -282,6 +290,21 @@ impl EngineConfig {
             })?;
         }
         let na = |field| Err(ConfigError::NotApplicable { field, transport: t });
+        if let Some(network) = &self.proxy_v2 {
+            if t.uses_quic() {
+                return na("proxy_v2");
+            }
+            let net = crate::ClientNetwork::parse(network)
+                .map_err(|reason| ConfigError::Invalid { field: "proxy_v2", reason })?;
+            if let Ok(target) = self.target.parse::<std::net::SocketAddr>() {
+                if target.is_ipv4() != net.is_ipv4() {
+                    return Err(ConfigError::Invalid {
+                        field: "proxy_v2",
+                        reason: format!("{network} is not of the target's address family ({target})"),
+                    });
+                }
+            }
+        }
         if !t.has_connections() {
             if !self.lifetime.is_forever() {
                 return na("lifetime");
@@ -522,6 +545,20 @@ mod tests {
         assert!(cfg(r#"{"transport":"tcp","target":""}"#).is_err());
         assert!(cfg(r#"{"transport":"tcp","target":"a:1","threads":4,"connections":2}"#).is_err());
         assert!(cfg(r#"{"transport":"tcp","target":"a:1","sources":["nope"]}"#).is_err());
+    }
+
+    #[test]
+    fn a_proxy_v2_network_is_a_network_of_the_targets_family_over_udp_or_tcp() {
+        for t in ["udp", "tcp", "dot", "doh"] {
+            let ok = cfg(&format!(r#"{{"transport":"{t}","target":"127.0.0.1:53","proxy_v2":"10.0.0.0/16"}}"#));
+            assert_eq!(ok.unwrap().proxy_v2.as_deref(), Some("10.0.0.0/16"));
+        }
+        let e = cfg(r#"{"transport":"doq","target":"127.0.0.1:853","proxy_v2":"10.0.0.0/16"}"#).unwrap_err();
+        assert_eq!(e.to_string(), "proxy_v2 does not apply to doq");
+        let e = cfg(r#"{"transport":"udp","target":"127.0.0.1:53","proxy_v2":"fd00::/64"}"#).unwrap_err();
+        assert_eq!(e.to_string(), "proxy_v2: fd00::/64 is not of the target's address family (127.0.0.1:53)");
+        let e = cfg(r#"{"transport":"udp","target":"127.0.0.1:53","proxy_v2":"10.0.0.0"}"#).unwrap_err();
+        assert!(e.to_string().starts_with("proxy_v2: \"10.0.0.0\" is not a network"), "{e}");
     }
 
     #[test]

@@ -256,3 +256,78 @@ impl UdpRetry {
         self.timeout_ms * u64::from(self.attempts)
     }
 }
+
+/// The client addresses a PROXY protocol v2 header claims (`proxy_v2`), ADDRESS/PREFIX: slot
+/// `n` (a UDP socket or a connection slot) is the network's first address plus `n`, modulo
+/// the network's size, so that one load host stands for as many clients as it has slots.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClientNetwork {
+    first: std::net::IpAddr,
+    /// The addresses in the network, less one (saturated at 2^64 - 1).
+    last_offset: u64,
+}
+
+impl ClientNetwork {
+    /// Parses `10.0.0.0/8` or `fd00::/64` (the address's host bits are ignored).
+    pub fn parse(s: &str) -> Result<Self, String> {
+        use std::net::IpAddr;
+        let bad = || format!("{s:?} is not a network (examples: 10.0.0.0/16, fd00::/64)");
+        let (addr, prefix) = s.trim().split_once('/').ok_or_else(bad)?;
+        let addr: IpAddr = addr.parse().map_err(|_| bad())?;
+        let prefix: u32 = prefix.parse().map_err(|_| bad())?;
+        let bits = if addr.is_ipv4() { 32 } else { 128 };
+        if prefix > bits {
+            return Err(format!("{s:?}: a prefix of {prefix} bits is longer than the address's {bits}"));
+        }
+        let host = bits - prefix;
+        let (first, last_offset) = match addr {
+            IpAddr::V4(a) => {
+                let mask = if host == 32 { 0 } else { u32::MAX << host };
+                (IpAddr::V4((u32::from(a) & mask).into()), (!mask) as u64)
+            }
+            IpAddr::V6(a) => {
+                let mask = if host == 128 { 0 } else { u128::MAX << host };
+                let offset = u64::try_from(!mask).unwrap_or(u64::MAX);
+                (IpAddr::V6((u128::from(a) & mask).into()), offset)
+            }
+        };
+        Ok(ClientNetwork { first, last_offset })
+    }
+
+    /// Slot `n`'s address.
+    pub fn address(&self, n: u64) -> std::net::IpAddr {
+        use std::net::IpAddr;
+        let offset = if self.last_offset == u64::MAX { n } else { n % (self.last_offset + 1) };
+        match self.first {
+            IpAddr::V4(a) => IpAddr::V4((u32::from(a) + offset as u32).into()),
+            IpAddr::V6(a) => IpAddr::V6((u128::from(a) + u128::from(offset)).into()),
+        }
+    }
+
+    /// Whether its addresses are IPv4.
+    pub fn is_ipv4(&self) -> bool {
+        self.first.is_ipv4()
+    }
+}
+
+#[cfg(test)]
+mod client_network_tests {
+    use super::ClientNetwork;
+
+    #[test]
+    fn slots_take_the_networks_addresses_in_turn_and_wrap() {
+        let n = ClientNetwork::parse("10.9.8.7/30").unwrap();
+        let got: Vec<String> = (0..6).map(|i| n.address(i).to_string()).collect();
+        assert_eq!(got, ["10.9.8.4", "10.9.8.5", "10.9.8.6", "10.9.8.7", "10.9.8.4", "10.9.8.5"]);
+        assert_eq!(ClientNetwork::parse("192.0.2.1/32").unwrap().address(5).to_string(), "192.0.2.1");
+        assert_eq!(ClientNetwork::parse("fd00::/64").unwrap().address(65_537).to_string(), "fd00::1:1");
+        assert_eq!(ClientNetwork::parse("0.0.0.0/0").unwrap().address(1 << 32).to_string(), "0.0.0.0");
+    }
+
+    #[test]
+    fn a_network_is_an_address_and_a_prefix_within_its_bits() {
+        for bad in ["10.0.0.0", "10.0.0.0/33", "fd00::/129", "ten/8", "10.0.0.0/x"] {
+            assert!(ClientNetwork::parse(bad).is_err(), "{bad}");
+        }
+    }
+}

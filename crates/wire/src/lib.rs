@@ -5,7 +5,8 @@
 //! template's question with one comparison. The responder side parses a question
 //! ([`parse_query`]) and builds an answer ([`ResponseBuilder`]). [`http2`] is the generator's
 //! sans-I/O HTTP/2 client for DoH: bytes in, events and bytes out (the responder serves HTTP/2
-//! with the `h2` crate).
+//! with the `h2` crate). [`proxy_v2_header`] is the PROXY protocol's header a client behind a
+//! proxy arrives with.
 
 #![forbid(unsafe_code)]
 
@@ -13,6 +14,7 @@ mod frame;
 pub mod http2;
 mod message;
 mod name;
+mod proxy;
 pub mod spare;
 
 pub use frame::{doq_message, FrameDecoder, MAX_FRAME};
@@ -21,6 +23,7 @@ pub use message::{
     ResponseView, CLASS_IN, HEADER_LEN,
 };
 pub use name::{encode_name, name_to_string, synthetic_index, synthetic_name, type_from_str, type_to_str};
+pub use proxy::{proxy_v2_header, PROXY_V2_SIGNATURE};
 
 /// Why a message or a frame could not be used.
 #[non_exhaustive]

@@ -45,6 +45,13 @@ ENGINE_KNOBS: list[tuple[str, str, Any, str]] = [
     ("--in-flight", "in_flight", int, "outstanding queries per connection"),
     ("--close", "close", str, "graceful, fin or rst; doq, doh3: graceful or silent"),
     (
+        "--proxy-v2",
+        "proxy_v2",
+        str,
+        "udp, tcp, dot, doh: a PROXY v2 header claiming a client of this network (10.0.0.0/16), one address "
+        "per socket or connection; the target is told to take them from the load",
+    ),
+    (
         "--rate",
         "rate",
         parse_rate,

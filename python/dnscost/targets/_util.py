@@ -22,6 +22,7 @@ __all__ = [
     "LISTEN_BACKLOG",
     "fd_limit",
     "find_binary",
+    "host_network",
     "http_get",
     "int_items",
     "lua_str",
@@ -122,6 +123,11 @@ def http_get(url: str, target: str, headers: Mapping[str, str] | None = None, ti
     except (urllib.error.URLError, OSError) as e:
         raise TargetError(f"{target}: cannot read counters from {url}: {e}") from e
     return body.decode("utf-8", errors="replace")
+
+
+def host_network(address: str) -> str:
+    """The network of the one host ``address``: ``/32`` for IPv4, ``/128`` for IPv6."""
+    return f"{address}/{128 if ':' in address else 32}"
 
 
 def lua_str(text: str | Path) -> str:

@@ -129,6 +129,12 @@ class Counters:
         }
 
 
+def proxy_v2_refusal(token: str, accepted: Sequence[str], refused: Sequence[str]) -> str:
+    """The one line refusing PROXY v2 headers over ``refused`` for the target ``token``."""
+    over = f"it does over {', '.join(accepted)}" if accepted else "it takes none over any transport"
+    return f"{token} does not take PROXY v2 headers over {', '.join(refused)} as dnscost configures it ({over})"
+
+
 class Target(ABC):
     """A DNS server under test, started by dnscost on chosen CPUs, in its own cgroup."""
 
@@ -164,6 +170,14 @@ class Target(ABC):
     """Whether it can run as several processes sharing its ports (SO_REUSEPORT, the kernel
     spreading connections over them), as operators deploy it past one process's open files:
     ``processes`` above 1 is refused for the others."""
+    proxy_v2_transports: ClassVar[tuple[str, ...]] = ()
+    """The transports over which it can be told to take a PROXY protocol v2 header ahead of
+    every datagram or connection (:meth:`accept_proxy_v2`; the engine's ``proxy_v2``)."""
+    proxy_v2: str | None = None
+    """The network of clients the load claims in PROXY v2 headers, once :meth:`accept_proxy_v2`
+    was called: every query to it (the load's, the fill's, the probes') then carries one."""
+    proxy_v2_peers: tuple[str, ...] = ()
+    """The addresses it takes PROXY v2 headers from (the load's), with :attr:`proxy_v2`."""
 
     def __init__(
         self,
@@ -330,6 +344,16 @@ class Target(ABC):
             self.stop()  # leave no process or cgroup behind: ``with`` does not call __exit__ here
             raise
 
+    def accept_proxy_v2(self, network: str, peers: Sequence[str]) -> None:
+        """Configures it, before :meth:`start`, to take PROXY v2 headers from ``peers`` (the
+        load's addresses) claiming clients of ``network``, on every wanted transport; one line
+        when it cannot."""
+        refused = [t for t in self.wanted if t not in self.proxy_v2_transports]
+        if refused:
+            raise UsageError(proxy_v2_refusal(self.token, self.proxy_v2_transports, refused))
+        self.proxy_v2 = network
+        self.proxy_v2_peers = tuple(dict.fromkeys(peers))
+
     def fill_endpoints(self) -> list[dict[str, Endpoint]]:
         """Where its cache is filled: its endpoints, or with several processes that each keep a
         cache of their own, each one's own listeners (one set per process)."""
@@ -392,6 +416,8 @@ class Target(ABC):
             argv += ["--doh-path", ep.path]
         if transport == "doh3" and self.doh3_post_lost:
             argv += ["--doh-method", "get"]
+        if self.proxy_v2 is not None:
+            argv += ["--proxy-v2", self.proxy_v2]
         out = subprocess.run(argv, capture_output=True, text=True, timeout=10, check=False)
         said = [line.strip() for line in out.stderr.splitlines() if line.strip()]
         reason = said[-1].removeprefix("dnscost-engine: ").removeprefix("no query was answered: ") if said else ""

@@ -16,6 +16,7 @@ from dnscost.errors import TargetError, UsageError
 from dnscost.targets._util import (
     IDLE_TIMEOUT_S,
     LISTEN_BACKLOG,
+    host_network,
     http_get,
     int_items,
     lua_str,
@@ -107,6 +108,7 @@ class Dnsdist(Target):
     version_flags = ("--version",)
     version_pattern = r"dnsdist (\S+)"
     splits = True
+    proxy_v2_transports = ("udp", "tcp")
     doh3_post_lost = (
         "dnsdist drops a POST whose stream ends in a packet after its body (docs/findings/dnsdist-doh3-post.md)"
     )
@@ -189,6 +191,14 @@ class Dnsdist(Target):
             'setSecurityPollSuffix("")  -- no security-poll query (default: a TXT query to secpoll.powerdns.com)',
             'addACL("198.18.0.0/15")  -- the generator\'s side of a veth pair (--network veth)',
         ]
+
+        if self.proxy_v2 is not None:
+            lines += [
+                "-- PROXY v2 headers from the load's addresses (every query from them must carry one: the others are",
+                "-- dropped and counted in proxy-protocol-invalid), claiming clients the ACL lets in.",
+                "setProxyProtocolACL({" + ", ".join(lua_str(host_network(a)) for a in self.proxy_v2_peers) + "})",
+                f"addACL({lua_str(self.proxy_v2)})",
+            ]
 
         shared = n > 1 or self.processes > 1
         # The listeners every process shares, and with several processes each one's own (no

@@ -15,6 +15,7 @@ from dnscost.engine import Endpoint
 from dnscost.errors import TargetError, UsageError
 from dnscost.targets._util import (
     IDLE_TIMEOUT_S,
+    host_network,
     lua_str,
     remove_socket_dir,
     socket_dir,
@@ -105,6 +106,9 @@ class KnotResolver(Target):
     version_flags = ("--version",)
     version_pattern = r"version (\S+)"
     splits = True
+    proxy_v2_transports = ("udp", "tcp")
+    """Not dot: kresd 5.6.0 given a PROXY v2 header before a TLS handshake fails an assertion
+    in ``tls_process_input_data`` (daemon/tls.c:475) and never answers (docs/proxy-v2.md)."""
 
     _rundir: Path
     _short: Path | None = None
@@ -117,7 +121,11 @@ class KnotResolver(Target):
         # or a short directory of its own when that path is too long for a unix socket.
         self._rundir, self._short = socket_dir(self.workdir, room=20)
         dns_port = free_port()
-        listen = [f"net.listen('{self.host}', {dns_port}, {{ kind = 'dns' }})   -- udp and tcp"]
+        listen = []
+        if self.proxy_v2 is not None:  # kresd 5.5 and later; before its listeners
+            peers = ", ".join(lua_str(host_network(a)) for a in self.proxy_v2_peers)
+            listen.append(f"net.proxy_allowed({{ {peers} }})  -- PROXY v2 from the load")
+        listen.append(f"net.listen('{self.host}', {dns_port}, {{ kind = 'dns' }})   -- udp and tcp")
         for t in ("udp", "tcp"):
             if t in self.wanted:
                 self.endpoints[t] = Endpoint(t, self.host, dns_port)

@@ -113,8 +113,13 @@ impl Carrier {
             Some(Connectors::Tls { fresh, resume }) => Some((fresh, resume)),
             None => None,
         };
-        let tcp =
+        let mut tcp =
             socket::tcp_connect(setup.target, dial.source(ctx)).await.map_err(|e| (classify(&e), e.to_string()))?;
+        // A PROXY v2 header opens the connection, before TLS (the spec's place for it).
+        if let Some(header) = setup.proxy_header(dial.slot, true, tcp.local_addr().ok()) {
+            use tokio::io::AsyncWriteExt;
+            tcp.write_all(&header).await.map_err(|e| (classify(&e), format!("PROXY v2 header: {e}")))?;
+        }
         let Some((fresh, resumed)) = connectors else {
             return Ok(Established { carrier: Carrier::Tcp(tcp), handshake: Some(Handshake::None) });
         };
@@ -407,6 +412,9 @@ pub struct Datagrams {
     /// DNS IDs of the queries whose send was refused: they never left.
     refused_sends: Vec<u16>,
     refusal: Option<String>,
+    /// With a PROXY v2 header: the header, then the datagram being sent (the header's length
+    /// first, kept while the rest is rewritten for each datagram).
+    proxied: Option<(usize, Vec<u8>)>,
 }
 
 impl Datagrams {
@@ -420,7 +428,14 @@ impl Datagrams {
             refused_reads: 0,
             refused_sends: Vec::new(),
             refusal: None,
+            proxied: None,
         }
+    }
+
+    /// Every datagram sent behind `header` (a PROXY v2 header), when given.
+    pub fn behind(mut self, header: Option<Box<[u8]>>) -> Self {
+        self.proxied = header.map(|h| (h.len(), h.into_vec()));
+        self
     }
 
     /// Adds the counts since the last call to the thread's counters.
@@ -510,7 +525,15 @@ impl AsyncWrite for Datagrams {
                 break;
             }
             let msg = &buf[done + 2..end];
-            match this.sock.poll_send(cx, msg) {
+            let datagram = match &mut this.proxied {
+                Some((header, out)) => {
+                    out.truncate(*header);
+                    out.extend_from_slice(msg);
+                    &out[..]
+                }
+                None => msg,
+            };
+            match this.sock.poll_send(cx, datagram) {
                 Poll::Ready(Ok(n)) => {
                     this.counts.segments_sent += 1;
                     this.counts.bytes_sent += n as u64;

@@ -28,6 +28,8 @@ pub struct Setup {
     pub target: SocketAddr,
     pub queries: QuerySet,
     pub sources: Vec<IpAddr>,
+    /// With `proxy_v2`: the clients its PROXY v2 headers claim, one address per slot.
+    pub proxy: Option<dnscost_load::ClientNetwork>,
     pub tls: Option<dnscost_transport::tls::ClientOptions>,
     pub server_name: Option<rustls::pki_types::ServerName<'static>>,
     /// The same as text, as quinn takes it.
@@ -51,6 +53,14 @@ pub struct Setup {
 }
 
 impl Setup {
+    /// With `proxy_v2`: slot `slot`'s PROXY v2 header, over a stream or datagrams, from the
+    /// slot's claimed address and its socket's own port (`local`) to the target.
+    pub fn proxy_header(&self, slot: u64, stream: bool, local: Option<SocketAddr>) -> Option<Box<[u8]>> {
+        let client = SocketAddr::new(self.proxy?.address(slot), local.map_or(0, |a| a.port()));
+        let header = dnscost_wire::proxy_v2_header(stream, client, self.target).expect("validated: one family");
+        Some(header.into_boxed_slice())
+    }
+
     /// Keeps `message` as the example of `kind` if it is the first.
     pub fn note_error(&self, kind: ErrorKind, message: &str) {
         if let Ok(mut m) = self.errors.lock() {

@@ -174,6 +174,10 @@ pub struct GenerateArgs {
     /// Local addresses to spread connections over (comma-separated).
     #[arg(long, value_delimiter = ',')]
     source: Option<Vec<String>>,
+    /// Send a PROXY protocol v2 header claiming clients of this network (10.0.0.0/16): one
+    /// address per socket or connection slot.
+    #[arg(long, value_name = "NETWORK")]
+    proxy_v2: Option<String>,
     #[arg(long)]
     seed: Option<u64>,
     /// JSON-lines output file (default: standard output).
@@ -235,7 +239,7 @@ impl GenerateArgs {
                   ca_file <- self.ca,
                   sni <- self.sni, keylog_file <- self.keylog, idle_timeout_ms <- self.idle_timeout,
                   open_rate <- self.open_rate, resumption <- self.resumption, early_data <- self.early_data,
-                  close <- self.close, udp_retry <- self.udp_retry,
+                  close <- self.close, udp_retry <- self.udp_retry, proxy_v2 <- self.proxy_v2,
                   queries_file <- self.queries, pacing_resolution_us <- self.pacing_resolution_us, synthetic <- self.synthetic, output <- self.output,
                   connections_log <- self.connections_log);
         if let Some(list) = &self.cpus {
@@ -302,6 +306,18 @@ fn setup(mut config: EngineConfig) -> Result<Setup, EngineError> {
         }
     };
     let sources: Vec<IpAddr> = config.sources.iter().map(|s| s.parse().expect("validated")).collect();
+    let proxy = match &config.proxy_v2 {
+        Some(network) => {
+            let net = dnscost_load::ClientNetwork::parse(network).expect("validated");
+            if net.is_ipv4() != target.is_ipv4() {
+                return Err(EngineError::Address(format!(
+                    "proxy_v2: {network} is not of the target's address family ({target})"
+                )));
+            }
+            Some(net)
+        }
+        None => None,
+    };
     let (tls, server_name) = if config.transport.uses_tls() {
         let options = tls::ClientOptions {
             version: config.tls_version,
@@ -374,6 +390,7 @@ fn setup(mut config: EngineConfig) -> Result<Setup, EngineError> {
         target,
         queries,
         sources,
+        proxy,
         tls,
         quic_server_name: server_name.as_ref().map(|n| n.to_str().into_owned()),
         server_name,
@@ -705,7 +722,10 @@ fn worker(
                 let source =
                     (!ctx.setup.sources.is_empty()).then(|| ctx.setup.sources[slot as usize % ctx.setup.sources.len()]);
                 match dnscost_transport::socket::udp_connect(ctx.setup.target, source, 4 << 20) {
-                    Ok(sock) => udp::run_slot(ctx, sched, sock, rng.next_u64() as u16).await,
+                    Ok(sock) => {
+                        let proxy = ctx.setup.proxy_header(slot, false, sock.local_addr().ok());
+                        udp::run_slot(ctx, sched, sock, proxy, rng.next_u64() as u16).await
+                    }
                     Err(e) => {
                         let kind = carrier::classify(&e);
                         ctx.counters.borrow_mut().conn_fail(kind);

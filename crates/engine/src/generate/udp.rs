@@ -13,8 +13,15 @@ use dnscost_stats::{Close, ErrorKind};
 use dnscost_wire::FrameDecoder;
 use std::rc::Rc;
 
-/// Sends one slot's queries over its own socket until the run stops.
-pub async fn run_slot(ctx: Rc<Ctx>, mut sched: Schedule, sock: tokio::net::UdpSocket, first_id: u16) {
+/// Sends one slot's queries over its own socket until the run stops, each datagram behind
+/// `proxy` (a PROXY v2 header) when given.
+pub async fn run_slot(
+    ctx: Rc<Ctx>,
+    mut sched: Schedule,
+    sock: tokio::net::UdpSocket,
+    proxy: Option<Box<[u8]>>,
+    first_id: u16,
+) {
     let retransmit = ctx.setup.config.udp_retry.map(|r| Retransmit {
         every_ns: r.timeout_ms * 1_000_000,
         attempts: u8::try_from(r.attempts).expect("validated: 1..=10"),
@@ -22,7 +29,7 @@ pub async fn run_slot(ctx: Rc<Ctx>, mut sched: Schedule, sock: tokio::net::UdpSo
     let mut window = Window::new(ctx.setup.config.in_flight as usize, first_id).retransmitting(retransmit);
     let mut dec = FrameDecoder::new(16 * 1024);
     let mut out = Vec::with_capacity(512);
-    let mut carrier = Carrier::Udp(Box::new(Datagrams::new(sock)));
+    let mut carrier = Carrier::Udp(Box::new(Datagrams::new(sock).behind(proxy)));
     loop {
         let now = ctx.now();
         let mut conn = Connection {

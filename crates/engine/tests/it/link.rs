@@ -395,8 +395,12 @@ fn split_address_takes_its_own_path() {
     let (min_split, median_split, _) = summary(&round_trips(&client, (SPLIT, 7000).into(), 20));
     let stats = lab.stop();
     eprintln!("main path RTT median {median_main:?}, split path {median_split:?}");
-    assert!(min_main >= 10 * MS && median_main <= 11 * MS, "{min_main:?} {median_main:?}");
-    assert!(min_split >= 2 * MS && median_split <= 3 * MS, "{min_split:?} {median_split:?}");
+    // The fastest round trip of each path is its delay (a median on a busy 2-core machine may be
+    // a scheduler's tick late: CI saw the main path's at 11.29 ms), and the split path's median
+    // is below the main path's fastest: every one of its packets took its own path.
+    assert!((10 * MS..11 * MS).contains(&min_main), "{min_main:?} {median_main:?}");
+    assert!((2 * MS..3 * MS).contains(&min_split), "{min_split:?} {median_split:?}");
+    assert!(median_split < min_main, "{median_split:?} {min_main:?}");
     for direction in ["a_to_b", "b_to_a"] {
         assert_eq!(stats[direction]["packets_delivered"], 40, "{stats}");
         assert_eq!(stats[direction]["split"]["packets_delivered"], 20, "{stats}");
