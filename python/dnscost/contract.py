@@ -225,12 +225,14 @@ class EngineConfig(TypedDict, total=False):
 
     arrival: Literal["constant", "poisson"]
     ca_file: str | None
+    client_subnet: str | None
     clients: int | None
     close: CloseMode | None
     connections: int
     connections_log: str | None
     classes: list[ClientClass]
     """A population: classes of clients run at once, each counted apart."""
+    cookie: str | None
     cpus: list[int]
     dnssec_ok: bool
     doh_headers: Literal["minimal", "browser"] | None
@@ -1245,6 +1247,9 @@ class TrialRecord(TypedDict, total=False):
     endpoints: dict[str, str]
     network: NetworkRecord
     listen_backlog: dict[str, int]
+    client_subnet: str
+    """With the engine's ``client_subnet``: what the target was configured to do with the
+    option, ``acted on`` or ``passed on or ignored`` (:attr:`Target.acts_on_client_subnet`)."""
     external: dict[str, object]
     cache_hit_ratio: float | None
     cache_fill: str

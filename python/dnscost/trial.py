@@ -462,6 +462,7 @@ def start_bed(
         target = bed.target
         if proxy_v2 is not None and s.target != EXTERNAL:
             target.accept_proxy_v2(proxy_v2, [network.info.generator_address, *network.info.sources])
+        target.client_subnet = s.engine.get("client_subnet") is not None and target.acts_on_client_subnet
         target.start()
         info: TrialRecord = {
             "target_pid": target.child.pid if target.child else None,
@@ -472,6 +473,8 @@ def start_bed(
             "network": network.info.to_dict(),
             "listen_backlog": listen_backlog(target, network),
         }
+        if s.engine.get("client_subnet") is not None:
+            info["client_subnet"] = "acted on" if target.client_subnet else "passed on or ignored"
         if isinstance(target, ExternalTarget):
             info["external"] = target.settings.to_dict()
             if target.settings.pid is not None:

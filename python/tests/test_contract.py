@@ -196,6 +196,7 @@ def test_every_stored_trial_json_is_a_trial_record() -> None:
     # and the type names nothing no stored trial has (a field the writers dropped)
     assert fields - seen <= {
         "records_problem",
+        "client_subnet",
         "external",
         "cache_fill",
         "cluster",

@@ -501,3 +501,41 @@ def test_proxy_v2_quotes_its_stored_benches_and_says_what_they_show() -> None:
     assert len(ratios) == 4 and verdicts == {"overlap"}, (ratios, verdicts)
     _says("proxy-v2.md", "In every cell of both runs the two sides' ranges overlap")
     _says("proxy-v2.md", f"from {min(ratios, key=float)} to {max(ratios, key=float)}")
+
+
+def _edns_rows(option: str) -> list[dict[str, str]]:
+    """The rows of bench/edns-options's stored output for ``option`` (docs/edns-options/)."""
+    stored = (ROOT / "docs" / "edns-options" / f"{option}.txt").read_text(encoding="utf-8")
+    row = re.compile(
+        r"^(?P<transport>\w+)\s+(?P<side>\S+(?: /\d+)?)\s+(?P<min>[\d.]+)\s+(?P<med>[\d.]+)\s+(?P<max>[\d.]+)\s+"
+        r"(?P<qps>\d+)\s+(?P<valid>\d/\d)\s+"
+        r"(?:(?P<ratio>\d\.\d{3}) \((?P<verdict>apart|overlap)\)\s+)?(?P<counters>.*)$"
+    )
+    rows = [m.groupdict() for line in stored.splitlines()[2:] if (m := row.match(line))]
+    assert len(rows) == len(stored.splitlines()) - 2, stored
+    return rows
+
+
+def test_edns_options_quotes_its_stored_benches_and_says_what_they_show() -> None:
+    """docs/edns-options.md quotes both stored outputs of bench/edns-options whole; the targets'
+    own counters in them say that each query was what the side says (every cookie a new one,
+    or every one named's own; no ECS sent upstream from a filled cache); and its sentence on
+    each option's cost is what the rows give."""
+    doc = (ROOT / "docs" / "edns-options.md").read_text(encoding="utf-8")
+    for option in ("cookie", "client-subnet"):
+        stored = (ROOT / "docs" / "edns-options" / f"{option}.txt").read_text(encoding="utf-8")
+        assert f"```text\n{stored}```" in doc, option
+    cookie = _edns_rows("cookie")
+    for r in cookie:
+        counted = dict(c.split("=") for c in r["counters"].split() if "=" in c)
+        expected = {"none": None, "client": "CookieNew", "client+server": "CookieMatch"}[r["side"]]
+        if expected is None:
+            assert r["counters"].startswith("-"), r
+        else:
+            assert set(counted) == {"CookieIn", expected} and counted[expected] == counted["CookieIn"], r
+    ecs = _edns_rows("client-subnet")
+    for r in ecs:
+        assert "ecs-queries=0" in r["counters"], r
+    for rows, option in ((cookie, "cookie"), (ecs, "client-subnet")):
+        parts = [f"{r['transport']} {r['side']} {r['ratio']} ({r['verdict']})" for r in rows if r["ratio"]]
+        _says("edns-options.md", f"The medians' ratios to the side without the option ({option}): {', '.join(parts)}.")

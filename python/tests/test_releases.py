@@ -7,6 +7,7 @@ in ``$DNSCOST_ROOTS`` or ``roots/`` at the repository's root, which later runs r
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -201,10 +202,13 @@ def test_own_build_is_a_copied_binary(root: None, tmp_path: Path) -> None:
 @pytest.fixture(scope="module")
 def quic_build(roots: Path) -> Path:
     """dnsdist built with quiche in the trixie root, by ``scripts/build-target dnsdist-quic``
-    (about ten minutes from nothing on 2 cores, once: later runs find it in the roots)."""
+    (about ten minutes from nothing on 2 cores, once: later runs find it in the roots, and make
+    it again when the script, its recipe, changed since: its ``recipe`` is the script's SHA-256)."""
     build = roots / "trixie" / "opt" / "dnsdist-quic"
-    if not (build / "dnscost-build.json").is_file():
-        script = Path(__file__).resolve().parents[2] / "scripts" / "build-target"
+    script = Path(__file__).resolve().parents[2] / "scripts" / "build-target"
+    made = build / "dnscost-build.json"
+    recipe = hashlib.sha256(script.read_bytes()).hexdigest()
+    if not made.is_file() or json.loads(made.read_text()).get("recipe") != recipe:
         done = subprocess.run(
             ["bash", str(script), "dnsdist-quic", "--roots", str(roots)],
             capture_output=True,

@@ -34,7 +34,7 @@ from dnscost.targets.knot import kresd_counters, parse_kresd_table
 from dnscost.targets.pdns import parse_rec_control
 from dnscost.targets.unbound import incoming_num_tcp, parse_unbound_stats
 from dnscost.transports import TLS_TRANSPORTS, TRANSPORTS
-from dnscost.trial import fill_cache
+from dnscost.trial import LoadSettings, fill_cache, run_trial
 
 NAMES = 1000
 RESOLVERS = [n for n in TARGETS if n != "builtin"]
@@ -310,8 +310,10 @@ def upstream(tmp_path: Path) -> Iterator[Responder]:
 
 
 def _burst(
-    target: Target, transport: str, workdir: Path, cpu: int, proxy_v2: str | None = None, name: str = "burst"
+    target: Target, transport: str, workdir: Path, cpu: int, name: str = "burst", **knobs: object
 ) -> dict[str, int]:
+    """One second of 1 000 qps from the engine over ``transport``, with the engine ``knobs``
+    given; its count of queries."""
     ep = target.endpoints[transport]
     config: dict[str, object] = {
         "transport": transport,
@@ -321,13 +323,12 @@ def _burst(
         "synthetic": NAMES,
         "tld": "test",
         "timeout_ms": 2000,
+        **knobs,
     }
     if transport in TLS_TRANSPORTS:
         config.update(ca_file=str(target.tls.ca), sni="localhost")
     if transport in ("doh", "doh3") and ep.path:
         config["doh_path"] = ep.path
-    if proxy_v2 is not None:
-        config["proxy_v2"] = proxy_v2
     records = generate(config, workdir, cpus=[cpu], name=f"{name}-{transport}")
     queries: dict[str, int] = records[-1]["total"]["queries"]
     return queries
@@ -441,6 +442,120 @@ def test_a_target_told_to_take_proxy_v2_headers_answers_the_queries_behind_them(
             assert after.raw["proxy-protocol-invalid"] > before.raw["proxy-protocol-invalid"], (before, after)
     finally:
         target.stop()
+
+
+def _counted(before: Counters, after: Counters, key: str) -> int:
+    """How much the target's counter ``key`` rose (a counter it leaves out while 0 is 0)."""
+    return int(after.raw.get(key, 0)) - int(before.raw.get(key, 0))
+
+
+@pytest.mark.resolver
+def test_pdns_recursor_told_to_act_on_client_subnet_sends_it_to_its_upstream(
+    tmp_path: Path, upstream: Responder
+) -> None:
+    """pdns-recursor started to act on the queries' EDNS Client Subnet (``client_subnet``)
+    sends the option on to its upstream with every query it sends there for names it has not
+    cached, as its own count of queries sent with one (``ecs-queries``) says; started as
+    dnscost starts it otherwise, it sends none for the same queries."""
+    _need_target("pdns-recursor")
+    cpu, gen = _cpus()
+    sent_with: dict[bool, tuple[int, int]] = {}
+    for acts in (True, False):
+        target = make_target(
+            "pdns-recursor",
+            tmp_path / f"pdns-{acts}",
+            cpus=[cpu],
+            tls=make_tls(tmp_path / "tls"),
+            upstream=upstream.endpoints["udp"],
+            synthetic=NAMES,
+        )
+        target.client_subnet = acts
+        with target:
+            before = target.counters()
+            # Names it has not cached (q0000.test ..., not the fill's q000.test ...): asked upstream.
+            knobs = {"client_subnet": "198.51.100.0/24", "synthetic": NAMES * 10}
+            sent = _burst(target, "udp", tmp_path / f"engine-{acts}", gen, **knobs)
+            after = target.counters()
+        assert sent["answered"] == sent["sent"] >= 500, sent
+        sent_with[acts] = (_counted(before, after, "ecs-queries"), _counted(before, after, "all-outqueries"))
+    (ecs, out), (ecs_untold, out_untold) = sent_with[True], sent_with[False]
+    assert out >= 100 and out_untold >= 100, sent_with  # names it has not cached: asked upstream
+    assert ecs == out, sent_with
+    assert ecs_untold == 0, sent_with
+
+
+@pytest.mark.resolver
+def test_a_trial_sending_client_subnet_configures_the_target_that_acts_on_it(tmp_path: Path) -> None:
+    """A trial whose engine sends ECS starts pdns-recursor acting on it (its configuration file
+    says so) and records it; the same trial without the option leaves it out of both."""
+    _need_target("pdns-recursor")
+    for ecs in (True, False):
+        engine: dict[str, object] = {"rate": 1000, "duration_ms": 1000, "warmup_ms": 200}
+        if ecs:
+            engine["client_subnet"] = "198.51.100.0/24"
+        record = run_trial(
+            LoadSettings("pdns-recursor", "udp", engine, names=NAMES, baseline_s=0.5), tmp_path / str(ecs)
+        )
+        assert record["status"] == "done", record.get("error")
+        assert record.get("client_subnet") == ("acted on" if ecs else None), record.get("client_subnet")
+        (conf,) = (tmp_path / str(ecs)).glob("**/recursor.conf")
+        assert ("use-incoming-edns-subnet=yes" in conf.read_text()) == ecs
+
+
+def _learn_cookie(target: Target, client: bytes) -> bytes:
+    """The server cookie ``target`` gives the client cookie ``client`` from 127.0.0.1, as
+    dnspython (an independent client) learns it."""
+    import dns.edns
+    import dns.message
+    import dns.query
+
+    ep = target.endpoints["udp"]
+    query = dns.message.make_query("q0.test", "A", use_edns=0)
+    query.use_edns(0, options=[dns.edns.GenericOption(dns.edns.OptionType.COOKIE, client)])
+    answer = dns.query.udp(query, ep.host, port=ep.port, timeout=5, source="127.0.0.1")
+    (cookie,) = [o.to_wire() for o in answer.options if o.otype == dns.edns.OptionType.COOKIE]
+    assert cookie[:8] == client and len(cookie) == 24, cookie.hex()  # RFC 9018: version 1, 16 octets
+    return cookie[8:]
+
+
+@pytest.mark.resolver
+def test_bind9_makes_server_cookies_for_client_cookies_and_knows_its_own_after_a_restart(
+    tmp_path: Path, upstream: Responder
+) -> None:
+    """bind9 answers the engine's client cookie alone with a new server cookie each time
+    (``CookieNew``), knows the server cookie it gave dnspython for that client cookie when the
+    engine sends both (``CookieMatch``), also in a named started again (one ``cookie-secret``),
+    and knows a server cookie changed in one octet for another's (``CookieNoMatch``): its own
+    counters say so of every query."""
+    _need_target("bind9")
+    cpu, gen = _cpus()
+    client = bytes.fromhex("5ca1ab1e0ddba115")
+
+    def started(name: str) -> Target:
+        return make_target(
+            "bind9", tmp_path / name, cpus=[cpu], tls=make_tls(tmp_path / "tls"),
+            upstream=upstream.endpoints["udp"], transports=["udp"], synthetic=NAMES,
+        )  # fmt: skip
+
+    with started("first") as target:
+        server = _learn_cookie(target, client)
+        forged = server[:-1] + bytes([server[-1] ^ 1])
+        for cookie, counter in (
+            (client, "CookieNew"),
+            (client + server, "CookieMatch"),
+            (client + forged, "CookieNoMatch"),
+        ):
+            before = target.counters()
+            sent = _burst(target, "udp", tmp_path / "engine", gen, name=counter, cookie=cookie.hex())
+            after = target.counters()
+            assert sent["answered"] == sent["sent"] >= 500, (counter, sent)
+            assert _close(_counted(before, after, "nsstats.CookieIn"), sent["sent"]), (counter, before, after, sent)
+            assert _close(_counted(before, after, f"nsstats.{counter}"), sent["sent"]), (counter, before, after, sent)
+    with started("again") as target:
+        before = target.counters()
+        sent = _burst(target, "udp", tmp_path / "engine", gen, name="again", cookie=(client + server).hex())
+        after = target.counters()
+        assert _close(_counted(before, after, "nsstats.CookieMatch"), sent["sent"]), (before, after, sent)
 
 
 SPLITTING = [n for n, cls in TARGETS.items() if cls.splits]

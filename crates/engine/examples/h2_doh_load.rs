@@ -85,7 +85,7 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         alpn: vec![b"h2".to_vec()],
     };
     let config = tls::client_config(&options, false, 0)?;
-    let opts = QueryOptions { recursion_desired: true, edns_udp_size: Some(1232), dnssec_ok: false, padding: false };
+    let opts = QueryOptions::default();
     let queries = QuerySet::synthetic(args.synthetic, "test", TYPE_A, &opts)?;
     let bodies = (0..queries.len() as u64).map(|i| Bytes::copy_from_slice(queries.get(i).bytes())).collect();
     let uri: http::Uri = format!("https://{}{}", args.target, args.doh_path).parse()?;

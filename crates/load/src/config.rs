@@ -97,6 +97,13 @@ pub struct EngineConfig {
     /// that one load host stands for as many clients as it has slots. The target must accept
     /// PROXY v2 from the engine's address.
     pub proxy_v2: Option<String>,
+    /// An EDNS Client Subnet option (RFC 7871) in every query, as a forwarder adds for its
+    /// client: this network (ADDRESS/PREFIX; SOURCE PREFIX-LENGTH is its prefix). Needs EDNS.
+    pub client_subnet: Option<String>,
+    /// A DNS cookie option (RFC 7873) in every query, in hexadecimal: 16 digits, a client
+    /// cookie alone (a client's first query); 32 to 80, a client cookie and the server cookie
+    /// the target gave it (every later query). Needs EDNS.
+    pub cookie: Option<String>,
     pub seed: u64,
     /// JSON-lines output; standard output when absent.
     pub output: Option<PathBuf>,
@@ -157,6 +164,8 @@ impl Default for EngineConfig {
             cpus: Vec::new(),
             sources: Vec::new(),
             proxy_v2: None,
+            client_subnet: None,
+            cookie: None,
             seed: 1,
             output: None,
             connections_log: None,
@@ -273,11 +282,20 @@ impl EngineConfig {
         if self.edns_udp_size != 0 {
             check("edns_udp_size", self.edns_udp_size, 512, 65_535, "0 or 512..=65535")?;
         }
-        if (self.dnssec_ok || self.padding) && self.edns_udp_size == 0 {
+        if (self.dnssec_ok || self.padding || self.client_subnet.is_some() || self.cookie.is_some())
+            && self.edns_udp_size == 0
+        {
             return Err(ConfigError::Invalid {
                 field: "edns_udp_size",
-                reason: "dnssec_ok and padding need EDNS".into(),
+                reason: "dnssec_ok, padding, client_subnet and cookie need EDNS".into(),
             });
+        }
+        if let Some(network) = &self.client_subnet {
+            crate::ClientNetwork::parse(network)
+                .map_err(|reason| ConfigError::Invalid { field: "client_subnet", reason })?;
+        }
+        if let Some(hex) = &self.cookie {
+            crate::parse_cookie(hex).map_err(|reason| ConfigError::Invalid { field: "cookie", reason })?;
         }
         dnscost_wire::type_from_str(&self.qtype)
             .map_err(|e| ConfigError::Invalid { field: "qtype", reason: e.to_string() })?;
@@ -559,6 +577,21 @@ mod tests {
         assert_eq!(e.to_string(), "proxy_v2: fd00::/64 is not of the target's address family (127.0.0.1:53)");
         let e = cfg(r#"{"transport":"udp","target":"127.0.0.1:53","proxy_v2":"10.0.0.0"}"#).unwrap_err();
         assert!(e.to_string().starts_with("proxy_v2: \"10.0.0.0\" is not a network"), "{e}");
+    }
+
+    #[test]
+    fn a_client_subnet_and_a_cookie_are_checked_and_need_edns() {
+        let ok = cfg(r#"{"transport":"doq","target":"a:1","client_subnet":"fd00::/56","cookie":"0102030405060708"}"#);
+        assert_eq!(ok.unwrap().client_subnet.as_deref(), Some("fd00::/56"));
+        let e = cfg(r#"{"transport":"udp","target":"a:1","client_subnet":"10.0.0.0/33"}"#).unwrap_err();
+        assert!(e.to_string().starts_with("client_subnet: "), "{e}");
+        let e = cfg(r#"{"transport":"udp","target":"a:1","cookie":"0102"}"#).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "cookie: a cookie is 8 octets (a client cookie) or 16 to 40 (client and server cookies), not 2"
+        );
+        let e = cfg(r#"{"transport":"udp","target":"a:1","cookie":"0102030405060708","edns_udp_size":0}"#).unwrap_err();
+        assert_eq!(e.to_string(), "edns_udp_size: dnssec_ok, padding, client_subnet and cookie need EDNS");
     }
 
     #[test]

@@ -25,7 +25,8 @@ pub use profile::ClientProfile;
 pub use queries::{QuerySet, QuerySpecError};
 pub use rng::Rng;
 pub use vocabulary::{
-    Arrival, ClientNetwork, CloseMode, DohHeaders, DohMethod, Lifetime, Rate, TlsGroup, TlsVersion, Transport, UdpRetry,
+    parse_cookie, Arrival, ClientNetwork, CloseMode, DohHeaders, DohMethod, Lifetime, Rate, TlsGroup, TlsVersion,
+    Transport, UdpRetry,
 };
 
 /// Nanoseconds since the start of a run: the only notion of time in this crate.

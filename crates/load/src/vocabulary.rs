@@ -265,6 +265,7 @@ pub struct ClientNetwork {
     first: std::net::IpAddr,
     /// The addresses in the network, less one (saturated at 2^64 - 1).
     last_offset: u64,
+    prefix: u8,
 }
 
 impl ClientNetwork {
@@ -291,7 +292,7 @@ impl ClientNetwork {
                 (IpAddr::V6((u128::from(a) & mask).into()), offset)
             }
         };
-        Ok(ClientNetwork { first, last_offset })
+        Ok(ClientNetwork { first, last_offset, prefix: prefix as u8 })
     }
 
     /// Slot `n`'s address.
@@ -308,6 +309,23 @@ impl ClientNetwork {
     pub fn is_ipv4(&self) -> bool {
         self.first.is_ipv4()
     }
+
+    /// The network as an EDNS Client Subnet option states it: its first address and its prefix.
+    pub fn client_subnet(&self) -> dnscost_wire::ClientSubnet {
+        dnscost_wire::ClientSubnet { address: self.first, source_prefix: self.prefix }
+    }
+}
+
+/// A DNS cookie given in hexadecimal (16 digits: a client cookie; 32 to 80: client and server).
+pub fn parse_cookie(hex: &str) -> Result<dnscost_wire::Cookie, String> {
+    let hex = hex.trim();
+    let digit = |c: u8| (c as char).to_digit(16).map(|d| d as u8);
+    if !hex.len().is_multiple_of(2) || !hex.bytes().all(|c| digit(c).is_some()) {
+        return Err(format!("{hex:?} is not hexadecimal octets"));
+    }
+    let octets: Vec<u8> =
+        hex.as_bytes().chunks(2).map(|p| digit(p[0]).unwrap_or(0) << 4 | digit(p[1]).unwrap_or(0)).collect();
+    dnscost_wire::Cookie::new(&octets)
 }
 
 #[cfg(test)]
@@ -322,6 +340,21 @@ mod client_network_tests {
         assert_eq!(ClientNetwork::parse("192.0.2.1/32").unwrap().address(5).to_string(), "192.0.2.1");
         assert_eq!(ClientNetwork::parse("fd00::/64").unwrap().address(65_537).to_string(), "fd00::1:1");
         assert_eq!(ClientNetwork::parse("0.0.0.0/0").unwrap().address(1 << 32).to_string(), "0.0.0.0");
+    }
+
+    #[test]
+    fn a_network_states_itself_as_a_client_subnet() {
+        let s = ClientNetwork::parse("198.51.100.77/20").unwrap().client_subnet();
+        assert_eq!((s.address.to_string().as_str(), s.source_prefix), ("198.51.96.0", 20));
+    }
+
+    #[test]
+    fn a_cookie_is_8_or_16_to_40_octets_in_hexadecimal() {
+        assert_eq!(super::parse_cookie("0102030405060708").unwrap().octets(), [1, 2, 3, 4, 5, 6, 7, 8]);
+        assert_eq!(super::parse_cookie(&"ab".repeat(24)).unwrap().octets(), [0xab; 24]);
+        for bad in ["", "010203", "0g02030405060708", "0102030405060708a", &"00".repeat(41)] {
+            assert!(super::parse_cookie(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -19,8 +19,8 @@ pub mod spare;
 
 pub use frame::{doq_message, FrameDecoder, MAX_FRAME};
 pub use message::{
-    parse_query, parse_response, Edns, Framing, QueryOptions, QueryTemplate, QueryView, Rcode, ResponseBuilder,
-    ResponseView, CLASS_IN, HEADER_LEN,
+    parse_query, parse_response, ClientSubnet, Cookie, Edns, Framing, QueryOptions, QueryTemplate, QueryView, Rcode,
+    ResponseBuilder, ResponseView, CLASS_IN, HEADER_LEN,
 };
 pub use name::{encode_name, name_to_string, synthetic_index, synthetic_name, type_from_str, type_to_str};
 pub use proxy::{proxy_v2_header, PROXY_V2_SIGNATURE};

@@ -8,6 +8,8 @@ pub const HEADER_LEN: usize = 12;
 /// The Internet class.
 pub const CLASS_IN: u16 = 1;
 const TYPE_OPT: u16 = 41;
+const OPT_CLIENT_SUBNET: u16 = 8;
+const OPT_COOKIE: u16 = 10;
 const OPT_PADDING: u16 = 12;
 /// RFC 8467 §4.1: clients pad queries to a multiple of 128 octets.
 const QUERY_PAD_BLOCK: usize = 128;
@@ -25,11 +27,91 @@ pub struct QueryOptions {
     pub dnssec_ok: bool,
     /// Pad the query to a multiple of 128 octets (RFC 7830, RFC 8467; needs EDNS).
     pub padding: bool,
+    /// An EDNS Client Subnet option (RFC 7871; needs EDNS).
+    pub client_subnet: Option<ClientSubnet>,
+    /// A DNS cookie option (RFC 7873; needs EDNS).
+    pub cookie: Option<Cookie>,
 }
 
 impl Default for QueryOptions {
     fn default() -> Self {
-        Self { recursion_desired: true, edns_udp_size: Some(1232), dnssec_ok: false, padding: false }
+        Self {
+            recursion_desired: true,
+            edns_udp_size: Some(1232),
+            dnssec_ok: false,
+            padding: false,
+            client_subnet: None,
+            cookie: None,
+        }
+    }
+}
+
+impl QueryOptions {
+    /// Whether the query carries an OPT record.
+    pub fn uses_edns(&self) -> bool {
+        self.edns_udp_size.is_some()
+            || self.dnssec_ok
+            || self.padding
+            || self.client_subnet.is_some()
+            || self.cookie.is_some()
+    }
+}
+
+/// EDNS Client Subnet (RFC 7871 §6): the network of the client a query is asked for, as a
+/// forwarder passes it on; SCOPE PREFIX-LENGTH 0, as in every query.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClientSubnet {
+    /// The network's address; only its first `source_prefix` bits are sent.
+    pub address: std::net::IpAddr,
+    /// SOURCE PREFIX-LENGTH: 0 to 32 for IPv4, 0 to 128 for IPv6.
+    pub source_prefix: u8,
+}
+
+impl ClientSubnet {
+    /// The option's data: FAMILY, SOURCE PREFIX-LENGTH, SCOPE PREFIX-LENGTH 0, then the
+    /// address in as few octets as the prefix needs, its bits past the prefix zero (§6).
+    fn encode(&self, out: &mut Vec<u8>) {
+        let (family, octets): (u16, Vec<u8>) = match self.address {
+            std::net::IpAddr::V4(a) => (1, a.octets().to_vec()),
+            std::net::IpAddr::V6(a) => (2, a.octets().to_vec()),
+        };
+        let prefix = usize::from(self.source_prefix).min(octets.len() * 8);
+        let used = prefix.div_ceil(8);
+        out.extend_from_slice(&family.to_be_bytes());
+        out.extend_from_slice(&[prefix as u8, 0]);
+        let at = out.len();
+        out.extend_from_slice(&octets[..used]);
+        if !prefix.is_multiple_of(8) {
+            out[at + used - 1] &= 0xFF << (8 - prefix % 8);
+        }
+    }
+}
+
+/// A DNS cookie (RFC 7873 §4): the client cookie's 8 octets, then the server cookie's 8 to 32
+/// when the client has learnt one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cookie {
+    octets: [u8; 40],
+    len: u8,
+}
+
+impl Cookie {
+    /// A client cookie alone (8 octets), or with a server cookie (16 to 40 octets in all).
+    pub fn new(octets: &[u8]) -> Result<Self, String> {
+        if octets.len() != 8 && !(16..=40).contains(&octets.len()) {
+            return Err(format!(
+                "a cookie is 8 octets (a client cookie) or 16 to 40 (client and server cookies), not {}",
+                octets.len()
+            ));
+        }
+        let mut c = Cookie { octets: [0; 40], len: octets.len() as u8 };
+        c.octets[..octets.len()].copy_from_slice(octets);
+        Ok(c)
+    }
+
+    /// The option's data.
+    pub fn octets(&self) -> &[u8] {
+        &self.octets[..usize::from(self.len)]
     }
 }
 
@@ -45,7 +127,7 @@ impl QueryTemplate {
     pub fn new(name: &str, qtype: u16, opts: &QueryOptions) -> Result<Self, WireError> {
         let mut b = Vec::with_capacity(64);
         let flags: u16 = if opts.recursion_desired { 0x0100 } else { 0 };
-        let edns = opts.edns_udp_size.is_some() || opts.dnssec_ok || opts.padding;
+        let edns = opts.uses_edns();
         b.extend_from_slice(&[0, 0]);
         b.extend_from_slice(&flags.to_be_bytes());
         b.extend_from_slice(&[0, 1, 0, 0, 0, 0, 0, u8::from(edns)]);
@@ -61,16 +143,30 @@ impl QueryTemplate {
             b.extend_from_slice(&TYPE_OPT.to_be_bytes());
             b.extend_from_slice(&size.to_be_bytes());
             b.extend_from_slice(&do_bit.to_be_bytes());
-            if opts.padding {
-                let unpadded = b.len() + 2 + 4;
-                let pad = (QUERY_PAD_BLOCK - unpadded % QUERY_PAD_BLOCK) % QUERY_PAD_BLOCK;
-                b.extend_from_slice(&((4 + pad) as u16).to_be_bytes());
-                b.extend_from_slice(&OPT_PADDING.to_be_bytes());
-                b.extend_from_slice(&(pad as u16).to_be_bytes());
-                b.resize(b.len() + pad, 0);
-            } else {
+            let rdlen_at = b.len();
+            b.extend_from_slice(&[0, 0]);
+            fn option(b: &mut Vec<u8>, code: u16, data: &dyn Fn(&mut Vec<u8>)) {
+                b.extend_from_slice(&code.to_be_bytes());
+                let len_at = b.len();
                 b.extend_from_slice(&[0, 0]);
+                data(b);
+                let len = (b.len() - len_at - 2) as u16;
+                b[len_at..len_at + 2].copy_from_slice(&len.to_be_bytes());
             }
+            if let Some(subnet) = &opts.client_subnet {
+                option(&mut b, OPT_CLIENT_SUBNET, &|b| subnet.encode(b));
+            }
+            if let Some(cookie) = &opts.cookie {
+                option(&mut b, OPT_COOKIE, &|b| b.extend_from_slice(cookie.octets()));
+            }
+            // Padding comes last, so that it covers every other option (RFC 7830 §4).
+            if opts.padding {
+                let unpadded = b.len() + 4;
+                let pad = (QUERY_PAD_BLOCK - unpadded % QUERY_PAD_BLOCK) % QUERY_PAD_BLOCK;
+                option(&mut b, OPT_PADDING, &|b| b.resize(b.len() + pad, 0));
+            }
+            let rdlen = (b.len() - rdlen_at - 2) as u16;
+            b[rdlen_at..rdlen_at + 2].copy_from_slice(&rdlen.to_be_bytes());
         }
         Ok(Self { bytes: b, question_end })
     }
@@ -365,6 +461,68 @@ impl<'a> ResponseBuilder<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The OPT record's options, as (code, data), of a query encoded with `opts`.
+    fn options(opts: &QueryOptions) -> Vec<(u16, Vec<u8>)> {
+        let t = QueryTemplate::new("q1.test", 1, opts).unwrap();
+        let b = t.bytes();
+        let opt = t.question_end + 1 + 8;
+        let rdlen = u16::from_be_bytes([b[opt], b[opt + 1]]) as usize;
+        assert_eq!(opt + 2 + rdlen, b.len(), "OPT is the last record and its RDLENGTH covers its options");
+        let (mut o, mut found) = (opt + 2, Vec::new());
+        while o < b.len() {
+            let code = u16::from_be_bytes([b[o], b[o + 1]]);
+            let len = u16::from_be_bytes([b[o + 2], b[o + 3]]) as usize;
+            found.push((code, b[o + 4..o + 4 + len].to_vec()));
+            o += 4 + len;
+        }
+        found
+    }
+
+    #[test]
+    fn a_client_subnet_is_sent_in_as_few_octets_as_its_prefix_needs_with_the_rest_cleared() {
+        let subnet = |a: &str, p| ClientSubnet { address: a.parse().unwrap(), source_prefix: p };
+        let opts = QueryOptions { client_subnet: Some(subnet("198.51.100.77", 20)), ..Default::default() };
+        // RFC 7871 §6: FAMILY 1, SOURCE 20, SCOPE 0, then ceil(20/8) = 3 octets, 100 = 0x64 cut to 0x60.
+        assert_eq!(options(&opts), [(8, vec![0, 1, 20, 0, 198, 51, 0x60])]);
+        let opts = QueryOptions { client_subnet: Some(subnet("2001:db8:ff::1", 48)), ..Default::default() };
+        assert_eq!(options(&opts), [(8, vec![0, 2, 48, 0, 0x20, 0x01, 0x0d, 0xb8, 0, 0xff])]);
+        let opts = QueryOptions { client_subnet: Some(subnet("10.1.2.3", 0)), ..Default::default() };
+        assert_eq!(options(&opts), [(8, vec![0, 1, 0, 0])]);
+    }
+
+    #[test]
+    fn a_cookie_is_a_client_cookie_or_a_client_and_a_server_cookie() {
+        let client = [1, 2, 3, 4, 5, 6, 7, 8];
+        let opts = QueryOptions { cookie: Some(Cookie::new(&client).unwrap()), ..Default::default() };
+        assert_eq!(options(&opts), [(10, client.to_vec())]);
+        let both: Vec<u8> = (0..24).collect();
+        let opts = QueryOptions { cookie: Some(Cookie::new(&both).unwrap()), ..Default::default() };
+        assert_eq!(options(&opts), [(10, both)]);
+        for bad in [0, 7, 9, 15, 41] {
+            assert!(Cookie::new(&vec![0; bad]).is_err(), "{bad} octets");
+        }
+    }
+
+    #[test]
+    fn padding_comes_last_and_covers_the_other_options() {
+        let opts = QueryOptions {
+            padding: true,
+            client_subnet: Some(ClientSubnet { address: "10.0.0.0".parse().unwrap(), source_prefix: 8 }),
+            cookie: Some(Cookie::new(&[9; 8]).unwrap()),
+            ..Default::default()
+        };
+        let codes: Vec<u16> = options(&opts).iter().map(|(c, _)| *c).collect();
+        assert_eq!(codes, [8, 10, 12]);
+        assert_eq!(QueryTemplate::new("q1.test", 1, &opts).unwrap().len() % QUERY_PAD_BLOCK, 0);
+        // A query with options alone still carries EDNS, even with no payload size asked for.
+        let bare =
+            QueryOptions { edns_udp_size: None, cookie: Some(Cookie::new(&[9; 8]).unwrap()), ..Default::default() };
+        assert_eq!(
+            parse_query(QueryTemplate::new("q1.test", 1, &bare).unwrap().bytes()).unwrap().edns.unwrap().udp_size,
+            1232
+        );
+    }
 
     #[test]
     fn template_encodes_header_question_and_opt() {

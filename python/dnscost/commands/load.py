@@ -51,6 +51,13 @@ ENGINE_KNOBS: list[tuple[str, str, Any, str]] = [
         "udp, tcp, dot, doh: a PROXY v2 header claiming a client of this network (10.0.0.0/16), one address "
         "per socket or connection; the target is told to take them from the load",
     ),
+    ("--client-subnet", "client_subnet", str, "an EDNS Client Subnet option for this network (198.51.100.0/24)"),
+    (
+        "--cookie",
+        "cookie",
+        str,
+        "a DNS cookie option, hexadecimal: a client cookie (16 digits), or client and server cookies (32 to 80)",
+    ),
     (
         "--rate",
         "rate",

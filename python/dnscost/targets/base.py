@@ -178,6 +178,13 @@ class Target(ABC):
     was called: every query to it (the load's, the fill's, the probes') then carries one."""
     proxy_v2_peers: tuple[str, ...] = ()
     """The addresses it takes PROXY v2 headers from (the load's), with :attr:`proxy_v2`."""
+    acts_on_client_subnet: ClassVar[bool] = False
+    """Whether dnscost can configure it to act on the EDNS Client Subnet option of the queries
+    it is sent (use it toward its upstream and cache by the scope the answer gives:
+    :attr:`client_subnet`); the others pass the option on or ignore it (docs/edns-options.md)."""
+    client_subnet: bool = False
+    """Act on the queries' EDNS Client Subnet options (set before :meth:`start`, only where
+    :attr:`acts_on_client_subnet`)."""
 
     def __init__(
         self,

@@ -58,7 +58,13 @@ class Bind9(Target):
     ``listener-clients`` (300) are raised to the open-files limit less a margin;
     ``tcp-listen-queue`` (10) to ``LISTEN_BACKLOG``; ``tcp-initial-timeout``,
     ``tcp-idle-timeout`` and ``tcp-keepalive-timeout`` (30 s each) to their maximum, 120 s;
-    ``recursive-clients`` (1 000) to 20 000; DoH ``streams-per-connection`` (100) to 1 000."""
+    ``recursive-clients`` (1 000) to 20 000; DoH ``streams-per-connection`` (100) to 1 000.
+
+    DNS cookies (RFC 7873) are answered as named answers them by default (``answer-cookie
+    yes``, SipHash-2-4 server cookies of RFC 9018), with one fixed ``cookie-secret``
+    (:attr:`COOKIE_SECRET`) instead of one drawn at each start: a server cookie a client learnt
+    from one trial's named stays valid (an hour, named's window) in the next one's, as it would
+    across an anycast set's servers sharing a secret (docs/edns-options.md)."""
 
     name = "bind9"
     package = "bind9"
@@ -68,6 +74,9 @@ class Bind9(Target):
     version_pattern = r"BIND (\S+)"
 
     _stats_port = 0
+
+    COOKIE_SECRET = "d7cf3a8ec8b3f6d2a1b0e5c4d3f2e1a0"
+    """named's ``cookie-secret`` (128 bits, as SipHash-2-4 takes)."""
 
     def configure(self) -> list[str]:
         if self.upstream is None:
@@ -127,6 +136,7 @@ options {{
     version none;
     hostname none;
     server-id none;
+    cookie-secret "{self.COOKIE_SECRET}";
 }};
 controls {{ }};                     // no rndc channel (default: 127.0.0.1#953 when rndc.key exists)
 statistics-channels {{ inet {self.host} port {self._stats_port} allow {{ 127.0.0.1; 198.18.0.0/15; }}; }};

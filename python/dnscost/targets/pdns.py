@@ -40,8 +40,14 @@ def parse_rec_control(text: str) -> Counters:
     )
 
 
-def _yaml(host: str, port: int, zone: str, upstream: str, threads: int, tcp_clients: int, own: str | None) -> str:
+def _yaml(
+    host: str, port: int, zone: str, upstream: str, threads: int, tcp_clients: int, own: str | None, ecs: bool
+) -> str:
     """recursor.yml (Recursor 5) with the settings the old-style file of Recursor 4 holds."""
+    subnet = f"""
+  use_incoming_edns_subnet: true
+outgoing:
+  edns_subnet_allow_list: ['{upstream.rsplit(":", 1)[0]}']"""
     return f"""# pdns-recursor 5 configuration written by dnscost for one trial. Run in the foreground:
 #   pdns_recursor --daemon=no --write-pid=no --socket-dir=DIR --config-dir=DIR
 dnssec:
@@ -56,7 +62,7 @@ incoming:
   max_tcp_queries_per_connection: 0
   pdns_distributes_queries: false
   reuseport: true
-  tcp_timeout: {IDLE_TIMEOUT_S}
+  tcp_timeout: {IDLE_TIMEOUT_S}{subnet if ecs else ""}
 logging:
   disable_syslog: true
   quiet: true
@@ -97,6 +103,7 @@ class PdnsRecursor(Target):
     version_flags = ("--version",)
     version_pattern = r"PowerDNS Recursor (\S+)"
     splits = True
+    acts_on_client_subnet = True
 
     _dirs: tuple[tuple[Path, Path], ...] = ()
     """Each process's configuration directory and control socket directory."""
@@ -149,12 +156,17 @@ class PdnsRecursor(Target):
             "disable-syslog=yes",
             "quiet=yes",
         ]
+        if self.client_subnet:
+            # The queries' ECS used toward the upstream (whose answers give its scope).
+            lines += ["use-incoming-edns-subnet=yes", f"edns-subnet-allow-list={up.address.rsplit(':', 1)[0]}"]
         for i, d in enumerate(configs):
             own = f"{self.host}:{self._own[i]}" if self._own else None
             if self.major_version() >= 5:
                 # Recursor 5 reads YAML (old-style settings only with --enable-old-settings, to be
                 # removed): the same settings as rec_control show-yaml converts them.
-                text = _yaml(self.host, dns_port, self.forwarded, up.address, threads, tcp_clients, own)
+                text = _yaml(
+                    self.host, dns_port, self.forwarded, up.address, threads, tcp_clients, own, self.client_subnet
+                )
                 (d / "recursor.yml").write_text(text)
             else:
                 local = ", ".join([self.host, *([own] if own else [])])

@@ -178,6 +178,13 @@ pub struct GenerateArgs {
     /// address per socket or connection slot.
     #[arg(long, value_name = "NETWORK")]
     proxy_v2: Option<String>,
+    /// An EDNS Client Subnet option in every query, for this network (e.g. 198.51.100.0/24).
+    #[arg(long, value_name = "NETWORK")]
+    client_subnet: Option<String>,
+    /// A DNS cookie option in every query, in hexadecimal: a client cookie (16 digits), or a
+    /// client cookie and the server's (32 to 80).
+    #[arg(long, value_name = "HEX")]
+    cookie: Option<String>,
     #[arg(long)]
     seed: Option<u64>,
     /// JSON-lines output file (default: standard output).
@@ -240,6 +247,7 @@ impl GenerateArgs {
                   sni <- self.sni, keylog_file <- self.keylog, idle_timeout_ms <- self.idle_timeout,
                   open_rate <- self.open_rate, resumption <- self.resumption, early_data <- self.early_data,
                   close <- self.close, udp_retry <- self.udp_retry, proxy_v2 <- self.proxy_v2,
+                  client_subnet <- self.client_subnet, cookie <- self.cookie,
                   queries_file <- self.queries, pacing_resolution_us <- self.pacing_resolution_us, synthetic <- self.synthetic, output <- self.output,
                   connections_log <- self.connections_log);
         if let Some(list) = &self.cpus {
@@ -288,6 +296,11 @@ fn setup(mut config: EngineConfig) -> Result<Setup, EngineError> {
         edns_udp_size: (config.edns_udp_size != 0).then_some(config.edns_udp_size),
         dnssec_ok: config.dnssec_ok,
         padding: config.padding,
+        client_subnet: config
+            .client_subnet
+            .as_deref()
+            .map(|n| dnscost_load::ClientNetwork::parse(n).expect("validated").client_subnet()),
+        cookie: config.cookie.as_deref().map(|c| dnscost_load::parse_cookie(c).expect("validated")),
     };
     let queries = match &config.queries_file {
         Some(path) => {
