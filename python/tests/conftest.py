@@ -10,6 +10,9 @@ import time
 from pathlib import Path
 
 import pytest
+from stolen_cores import pytest_pyfunc_call, pytest_terminal_summary
+
+__all__ = ["pytest_pyfunc_call", "pytest_terminal_summary"]  # hooks: see stolen_cores.py
 
 FIXTURES = Path(__file__).parent / "fixtures"
 IN_CI = os.environ.get("CI") == "true"

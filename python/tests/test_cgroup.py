@@ -8,6 +8,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from conftest import need
 from dnscost.cgroup import (
     Cgroup,
@@ -90,6 +91,7 @@ def test_live_cgroup_holds_a_pinned_child_and_meters_it(root: None, tmp_path: Pa
     assert all(not d.exists() for d in cg.dirs.values())
 
 
+@pytest.mark.load_timing
 def test_the_run_time_of_every_task_on_a_core_covers_a_part_time_target(root: None, tmp_path: Path) -> None:
     """A process busy half the time on CPU 0 (10 ms on, 10 ms off): the run time of all tasks on
     CPU 0 (``tasks_percpu_file``, what the summary judges a core's busy time by) holds all of

@@ -122,6 +122,7 @@ def test_every_case_config_is_one_the_engine_accepts(tmp_path: Path) -> None:
             assert config["idle_timeout_ms"] < 1000 / config["rate"] - 3 * 20  # closed before the next query
 
 
+@pytest.mark.load_timing
 @pytest.mark.root
 def test_latency_check_at_two_rtts_over_the_emulated_link(root: None, tmp_path: Path) -> None:
     """The issue's CI test: UDP, TCP, DoT, DoH and DoQ at two round-trip times; every case
@@ -200,6 +201,7 @@ def test_client_specs_parse_and_bad_ones_name_the_field(tmp_path: Path) -> None:
     assert not (tmp_path / "out").exists()  # refused before anything ran
 
 
+@pytest.mark.load_timing
 @pytest.mark.root
 @pytest.mark.resolver
 @pytest.mark.parametrize("transports", [("udp", "dot"), ("dot",)])

@@ -207,6 +207,7 @@ def _builtin_answers(log: Path, sources: set[str]) -> int:
     return total
 
 
+@pytest.mark.load_timing
 @pytest.mark.root
 @pytest.mark.parametrize(
     ("target", "transports"),

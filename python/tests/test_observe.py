@@ -289,6 +289,7 @@ def test_a_zero_duration_is_refused_in_one_line(
     assert not out.exists()
 
 
+@pytest.mark.load_timing
 @pytest.mark.parametrize("browser", ["chromium", "firefox"])
 def test_a_browser_s_own_doh_meets_a_query_limit_and_an_idle_timeout(root: None, tmp_path: Path, browser: str) -> None:
     """The browser, its DoH forced to the lab's resolver, fetches a fresh lab name every

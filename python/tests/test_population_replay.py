@@ -115,6 +115,7 @@ def _toml(doc: dict[str, list[dict[str, object]]]) -> str:
     return "\n".join(out) + "\n"
 
 
+@pytest.mark.load_timing
 @pytest.mark.parametrize("target", ["knot-resolver", "dnsdist"])
 def test_a_capture_replays_as_one_mixed_trial_that_the_resolver_counts_alike(tmp_path: Path, target: str) -> None:
     """A synthetic operator capture's population (every transport, seven classes) replayed

@@ -365,6 +365,7 @@ def test_a_stopped_target_fails_its_trial_and_is_not_reused(root: None, tmp_path
     assert stopped["bed"] == "beds/builtin-1" and other["bed"] == "beds/builtin-2"  # a fresh target
 
 
+@pytest.mark.load_timing
 def test_a_generator_on_a_busy_core_is_flagged(root: None, tmp_path: Path) -> None:
     need(len(os.sched_getaffinity(0)) >= 2, "needs two CPUs")
     spinner = subprocess.Popen(

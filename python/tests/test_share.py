@@ -127,6 +127,7 @@ def test_the_rate_is_the_share_of_the_references_answered_rate() -> None:
             share_rate(t, record)
 
 
+@pytest.mark.load_timing
 @pytest.mark.resolver
 def test_a_share_trial_offers_half_what_its_reference_answered(root: None, tmp_path: Path) -> None:
     spec = tmp_path / "share.toml"
