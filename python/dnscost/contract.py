@@ -94,6 +94,7 @@ __all__ = [
     "SummaryRecord",
     "TargetCounters",
     "TargetPlace",
+    "TicketKeysRecord",
     "Totals",
     "TrafficCounts",
     "TransportAgreement",
@@ -1155,6 +1156,15 @@ class NamesReplayed(TypedDict):
     repeat_share: float
 
 
+class TicketKeysRecord(TypedDict):
+    """A trial's ``ticket_keys`` (:class:`dnscost.targets.base.TicketKeys`): every how many
+    seconds the target made a new session-ticket key, and how many it kept (None: its own
+    number)."""
+
+    rotation_s: float
+    kept: int | None
+
+
 class ReplayRecord(TypedDict):
     """A population trial's replay (trial.json ``population``): the population's source, the
     scale it ran at, the queries per second of its classes together, the classes left out."""
@@ -1250,6 +1260,8 @@ class TrialRecord(TypedDict, total=False):
     client_subnet: str
     """With the engine's ``client_subnet``: what the target was configured to do with the
     option, ``acted on`` or ``passed on or ignored`` (:attr:`Target.acts_on_client_subnet`)."""
+    ticket_keys: TicketKeysRecord
+    """The target's session-ticket keys as the trial had it rotate them (``ticket_keys``)."""
     external: dict[str, object]
     cache_hit_ratio: float | None
     cache_fill: str

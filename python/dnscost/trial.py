@@ -36,7 +36,7 @@ from dnscost.network import (
 from dnscost.population import Replay, replayed_names
 from dnscost.results import write_json
 from dnscost.targets import adapter, make_target, served
-from dnscost.targets.base import Target, free_port, proxy_v2_refusal
+from dnscost.targets.base import Target, TicketKeys, check_ticket_keys, free_port, proxy_v2_refusal
 from dnscost.targets.external import EXTERNAL, ExternalSettings, ExternalTarget, pid_affinity
 from dnscost.transports import STREAM_TRANSPORTS
 from dnscost.trial_summary import CounterDelta, SummaryContext, summarize_trial
@@ -89,6 +89,8 @@ class LoadSettings:
     target_processes: int = 1
     """How many processes the target runs as, sharing its ports (a target that splits:
     :attr:`dnscost.targets.base.Target.splits`), past one process's open files."""
+    ticket_keys: TicketKeys | None = None
+    """The target's session-ticket keys rotated on a schedule (None: as it does by itself)."""
 
     def transports(self) -> list[str]:
         """The transports the load uses: the population's, or the one."""
@@ -107,6 +109,10 @@ class LoadSettings:
                 check_doh_method(self.target, t, self.engine.get("doh_method"))
         if self.engine.get("proxy_v2") is not None:
             check_proxy_v2(self.target, self.transports())
+        if self.ticket_keys is not None:
+            if self.target == EXTERNAL:
+                raise UsageError("external target: its session-ticket keys are the operator's to rotate")
+            check_ticket_keys(self.target, adapter(self.target).ticket_key_transports, self.transports())
 
     def validate_bed(self) -> None:
         """Fails early on a bed that cannot be started (the target, its network and CPUs),
@@ -463,6 +469,8 @@ def start_bed(
         if proxy_v2 is not None and s.target != EXTERNAL:
             target.accept_proxy_v2(proxy_v2, [network.info.generator_address, *network.info.sources])
         target.client_subnet = s.engine.get("client_subnet") is not None and target.acts_on_client_subnet
+        if s.ticket_keys is not None:
+            target.rotate_ticket_keys(s.ticket_keys)
         target.start()
         info: TrialRecord = {
             "target_pid": target.child.pid if target.child else None,
@@ -475,6 +483,8 @@ def start_bed(
         }
         if s.engine.get("client_subnet") is not None:
             info["client_subnet"] = "acted on" if target.client_subnet else "passed on or ignored"
+        if target.ticket_keys is not None:
+            info["ticket_keys"] = {"rotation_s": target.ticket_keys.rotation_s, "kept": target.ticket_keys.kept}
         if isinstance(target, ExternalTarget):
             info["external"] = target.settings.to_dict()
             if target.settings.pid is not None:

@@ -197,6 +197,7 @@ def test_every_stored_trial_json_is_a_trial_record() -> None:
     assert fields - seen <= {
         "records_problem",
         "client_subnet",
+        "ticket_keys",
         "external",
         "cache_fill",
         "cluster",

@@ -26,7 +26,7 @@ from dnscost.errors import EngineError, MachineError, TargetError, UsageError
 from dnscost.jsonl import read_records
 from dnscost.targets import TARGETS, make_target
 from dnscost.targets._util import find_binary
-from dnscost.targets.base import Counters, Target, free_port
+from dnscost.targets.base import Counters, Target, TicketKeys, free_port
 from dnscost.targets.bind9 import parse_bind_stats
 from dnscost.targets.coredns import Coredns, parse_prometheus
 from dnscost.targets.dnsdist import parse_dnsdist_stats
@@ -879,6 +879,85 @@ def test_free_ports_are_below_the_ephemeral_range() -> None:
     low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
     ports = {free_port() for _ in range(20)}
     assert len(ports) > 1 and all(p < low for p in ports), (low, ports)
+
+
+@pytest.mark.resolver
+def test_dnsdist_told_to_keep_one_ticket_key_refuses_the_tickets_of_the_key_before(
+    tmp_path: Path, upstream: Responder
+) -> None:
+    """dnsdist making a new session-ticket key every second, over DoT and DoH, the load
+    reconnecting every 5 queries and resuming: kept 1 (as GnuTLS keeps), it refuses the tickets
+    sealed before a rotation (its own ``tlsUnknownTicketKey``) and those connections' handshakes
+    are full; kept 5 (its default), it refuses none and decrypts them with the older key
+    (``tlsInactiveTicketKey``). Its count of new sessions is the engine's of full handshakes."""
+    _need_target("dnsdist")
+    cpu, gen = _cpus()
+    tls = make_tls(tmp_path / "tls")
+    seen: dict[tuple[str, int], dict[str, int]] = {}
+    for kept in (1, 5):
+        target = make_target(
+            "dnsdist",
+            tmp_path / f"kept{kept}",
+            cpus=[cpu],
+            tls=tls,
+            upstream=upstream.endpoints["udp"],
+            transports=("udp", "dot", "doh"),
+            synthetic=NAMES,
+        )
+        target.rotate_ticket_keys(TicketKeys(rotation_s=1, kept=kept))
+        with target:
+            conf = (target.workdir / "dnsdist.conf").read_text()
+            assert conf.count(f"ticketsKeysRotationDelay=1, numberOfTicketsKeys={kept}") == 2  # dot and doh
+            for transport in ("dot", "doh"):
+                before = target.counters().raw
+                ep = target.endpoints[transport]
+                config: dict[str, object] = {
+                    "transport": transport,
+                    "target": ep.address,
+                    "rate": 200,
+                    "duration_ms": 4000,
+                    "connections": 4,
+                    "lifetime": {"duration_ms": None, "queries": 5},
+                    "resumption": 1.0,
+                    "synthetic": NAMES,
+                    "tld": "test",
+                    "timeout_ms": 2000,
+                    "ca_file": str(tls.ca),
+                    "sni": "localhost",
+                    **({"doh_path": ep.path} if ep.path else {}),
+                }
+                records = generate(config, tmp_path / f"engine-{kept}", cpus=[gen], name=f"stek-{transport}")
+                after = target.counters().raw
+                counted = {
+                    c: after[f"frontend.{transport}.{c}"] - before.get(f"frontend.{transport}.{c}", 0)
+                    for c in ("tlsNewSessions", "tlsResumptions", "tlsUnknownTicketKey", "tlsInactiveTicketKey")
+                }
+                handshakes = records[-1]["total"]["handshakes"]
+                counted |= {"full": handshakes["full"], "resumed": handshakes["resumed"]}
+                seen[(transport, kept)] = counted
+                assert counted["tlsNewSessions"] == counted["full"], counted
+                assert counted["tlsResumptions"] == counted["resumed"], counted
+                assert counted["resumed"] > 100, counted  # about 160 connections, the first 4 full
+    for transport in ("dot", "doh"):
+        one, five = seen[(transport, 1)], seen[(transport, 5)]
+        assert one["tlsUnknownTicketKey"] >= 2, one  # about 4 rotations in 4 s, each refusing tickets in hand
+        assert one["full"] >= 4 + one["tlsUnknownTicketKey"] - 2, one
+        assert five["tlsUnknownTicketKey"] == 0 and five["tlsInactiveTicketKey"] >= 2, five
+        assert five["full"] <= 4 + 1, five
+
+
+def test_ticket_keys_for_a_target_or_load_without_them_are_one_line() -> None:
+    from dnscost.targets.base import check_ticket_keys
+
+    check_ticket_keys("dnsdist", ("dot", "doh"), ["dot"])
+    with pytest.raises(UsageError, match=r"^dnsdist: session-ticket keys are rotated over dot, doh only, not udp$"):
+        check_ticket_keys("dnsdist", ("dot", "doh"), ["udp", "dot"])
+    with pytest.raises(UsageError, match=r"^unbound: dnscost cannot have it rotate its session-ticket keys"):
+        check_ticket_keys("unbound", (), ["dot"])
+    with pytest.raises(UsageError, match=r"whole number of seconds"):
+        TicketKeys(rotation_s=0.5)
+    with pytest.raises(UsageError, match=r"^ticket keys kept: 0 is out of range 1..=64$"):
+        TicketKeys(rotation_s=10, kept=0)
 
 
 def test_proxy_v2_headers_to_a_target_that_cannot_take_them_are_one_line() -> None:

@@ -23,6 +23,7 @@ from dnscost.analysis.stats import (
     fit_non_negative,
     leave_one_out_errors_pct,
     median,
+    significant,
 )
 from dnscost.analysis.tables import group_by, reference_key
 from dnscost.contract import Row
@@ -205,9 +206,9 @@ def cost_model_rows(rows: list[Row], fitted: Sequence[TransportFit] | None = Non
                     "target": f.target,
                     "transport": f.transport,
                     "term": term,
-                    "us": estimate,
-                    "ci95_low": boot.low[k] if boot else None,
-                    "ci95_high": boot.high[k] if boot else None,
+                    "us": significant(estimate),
+                    "ci95_low": significant(boot.low[k]) if boot else None,
+                    "ci95_high": significant(boot.high[k]) if boot else None,
                     "status": STATUS_IDENTIFIED if estimate is not None else STATUS_NOT_IDENTIFIED,
                     "reason": f.reasons[k] or None,
                 }

@@ -14,6 +14,7 @@ import numpy.typing as npt
 
 __all__ = [
     "RANK_TOLERANCE",
+    "SIGNIFICANT_DIGITS",
     "Bootstrap",
     "LinearFit",
     "NonNegativeFit",
@@ -22,6 +23,7 @@ __all__ = [
     "fit_non_negative",
     "leave_one_out_errors_pct",
     "median",
+    "significant",
     "t_quantile",
 ]
 
@@ -99,6 +101,17 @@ def _weighted(x: Sequence[Sequence[float]], y: Sequence[float], relative: bool) 
         keep = ys > 0
         xs, ys = xs[keep], ys[keep]
     return xs, ys, (1.0 / ys if relative else np.ones(len(ys)))
+
+
+SIGNIFICANT_DIGITS = 12
+"""Digits a fitted coefficient or interval keeps when reported: the linear algebra under the
+fits (BLAS, picked per CPU) can differ in the last bits from one machine to another, and a
+table stored on one must recompute byte for byte on the next."""
+
+
+def significant(value: float | None) -> float | None:
+    """``value`` rounded to :data:`SIGNIFICANT_DIGITS` significant digits (None stays None)."""
+    return None if value is None else float(f"{value:.{SIGNIFICANT_DIGITS}g}")
 
 
 def _solve(xw: Matrix, yw: Matrix) -> tuple[Matrix, Matrix, Matrix, Matrix]:

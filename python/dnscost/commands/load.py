@@ -29,6 +29,7 @@ from dnscost.transports import POPULATION, TRANSPORTS
 
 if TYPE_CHECKING:
     from dnscost.population import Replay
+    from dnscost.targets.base import TicketKeys
 
 __all__ = ["ENGINE_KNOBS", "add_parser", "engine_field_names", "engine_settings", "main", "pin_self", "print_summary"]
 
@@ -127,6 +128,19 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         metavar="N",
         help="run the target as N processes sharing its ports, past one process's open files (default 1)",
     )
+    ld.add_argument(
+        "--ticket-rotation",
+        type=parse_duration_ms,
+        metavar="DURATION",
+        help="dot, doh: the target makes a new session-ticket key this often (whole seconds: 20s)",
+    )
+    ld.add_argument(
+        "--ticket-keys",
+        type=int,
+        metavar="N",
+        help="with --ticket-rotation: the target keeps its N newest keys to decrypt tickets (default its own; "
+        "1 refuses every ticket sealed before the last rotation, as GnuTLS does)",
+    )
     ld.add_argument("--names", type=int, default=10_000, help="synthetic names (default 10000)")
     ld.add_argument("--tld", default="test")
     ld.add_argument("--no-fill", action="store_true", help="skip the cache pre-fill")
@@ -160,6 +174,17 @@ def engine_settings(a: argparse.Namespace) -> EngineConfig:
     config.setdefault("duration_ms", 20_000)
     config.setdefault("warmup_ms", 2_000)
     return config
+
+
+def ticket_keys(a: argparse.Namespace) -> TicketKeys | None:
+    """``--ticket-rotation`` and ``--ticket-keys`` as the target's session-ticket keys."""
+    from dnscost.targets.base import TicketKeys
+
+    if a.ticket_rotation is None:
+        if a.ticket_keys is not None:
+            raise UsageError("--ticket-keys needs --ticket-rotation (the keys kept over rotations)")
+        return None
+    return TicketKeys(a.ticket_rotation / 1000, a.ticket_keys)
 
 
 def engine_field_names(a: argparse.Namespace, config: EngineConfig) -> dict[str, str]:
@@ -202,6 +227,7 @@ def main(a: argparse.Namespace) -> int:
         external=external_settings(a, a.target),
         population=replay,
         target_processes=a.target_processes,
+        ticket_keys=ticket_keys(a),
     )
     settings.validate()
     cluster_given = cluster_settings(a)

@@ -33,7 +33,7 @@ from dnscost.targets._util import find_binary, version_of
 from dnscost.targets.place import Host, Place
 from dnscost.transports import TLS_TRANSPORTS
 
-__all__ = ["DEFINITE_FAILURES", "Counters", "Probe", "Target", "free_port"]
+__all__ = ["DEFINITE_FAILURES", "Counters", "Probe", "Target", "TicketKeys", "check_ticket_keys", "free_port"]
 
 DEFINITE_FAILURES = frozenset({"refused", "tls", "connect", "http_status"})
 """The engine's failure kinds that waiting does not change: nothing listens, the certificate
@@ -83,6 +83,37 @@ def free_port(kind: int = socket.SOCK_STREAM) -> int:
                 continue
         return port
     raise MachineError("no free port on 127.0.0.1")
+
+
+@dataclass(frozen=True)
+class TicketKeys:
+    """A target's session-ticket keys (STEKs) made anew every ``rotation_s`` seconds, the
+    newest encrypting new tickets and the ``kept`` newest decrypting the tickets clients offer
+    (None: the target's own number; dnsdist keeps 5 with OpenSSL, GnuTLS keeps one). A ticket
+    sealed with a key no longer kept is refused: that client's next handshake is full."""
+
+    rotation_s: float
+    kept: int | None = None
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.rotation_s <= 86_400 or self.rotation_s != int(self.rotation_s):
+            raise UsageError(f"ticket-key rotation: {self.rotation_s} s is not a whole number of seconds in 1..=86400")
+        if self.kept is not None and not 1 <= self.kept <= 64:
+            raise UsageError(f"ticket keys kept: {self.kept} is out of range 1..=64")
+
+
+def check_ticket_keys(name: str, accepted: Sequence[str], transports: Sequence[str]) -> None:
+    """One line when a target whose session-ticket keys dnscost can rotate over ``accepted``
+    cannot for a load over ``transports`` (one of them without TLS tickets, or not one of
+    ``accepted``)."""
+    if not accepted:
+        raise UsageError(f"{name}: dnscost cannot have it rotate its session-ticket keys (dnsdist can)")
+    refused = [t for t in transports if t not in accepted]
+    if refused or not transports:
+        raise UsageError(
+            f"{name}: session-ticket keys are rotated over {', '.join(accepted)} only, "
+            f"not {', '.join(refused) or 'a load without them'}"
+        )
 
 
 @dataclass
@@ -185,6 +216,11 @@ class Target(ABC):
     client_subnet: bool = False
     """Act on the queries' EDNS Client Subnet options (set before :meth:`start`, only where
     :attr:`acts_on_client_subnet`)."""
+    ticket_key_transports: ClassVar[tuple[str, ...]] = ()
+    """The transports whose session-ticket keys dnscost can have it rotate on a schedule and
+    keep a number of (:meth:`rotate_ticket_keys`)."""
+    ticket_keys: TicketKeys | None = None
+    """How it rotates its session-ticket keys, once :meth:`rotate_ticket_keys` was called."""
 
     def __init__(
         self,
@@ -360,6 +396,12 @@ class Target(ABC):
             raise UsageError(proxy_v2_refusal(self.token, self.proxy_v2_transports, refused))
         self.proxy_v2 = network
         self.proxy_v2_peers = tuple(dict.fromkeys(peers))
+
+    def rotate_ticket_keys(self, keys: TicketKeys) -> None:
+        """Configures it, before :meth:`start`, to rotate the session-ticket keys of its
+        listeners over :attr:`ticket_key_transports` as ``keys`` says."""
+        check_ticket_keys(self.token, self.ticket_key_transports, self.ticket_key_transports)
+        self.ticket_keys = keys
 
     def fill_endpoints(self) -> list[dict[str, Endpoint]]:
         """Where its cache is filled: its endpoints, or with several processes that each keep a

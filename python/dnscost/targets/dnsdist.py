@@ -63,9 +63,15 @@ FRONTEND_TYPES = (
 the first match of each, in this order, is its transport."""
 
 
+FRONTEND_COUNTERS = ("queries", "tlsNewSessions", "tlsResumptions", "tlsUnknownTicketKey", "tlsInactiveTicketKey")
+"""What is summed of each transport's frontends: queries received, and for DoT and DoH the TLS
+sessions made new and resumed, and the tickets offered sealed with a key it no longer keeps
+(the handshake is then full) or with one it keeps but no longer seals new tickets with."""
+
+
 def parse_dnsdist_frontends(text: str) -> dict[str, int]:
-    """``/api/v1/servers/localhost``'s ``frontends``: the queries each transport's frontends
-    received, as ``frontend.<transport>.queries``."""
+    """``/api/v1/servers/localhost``'s ``frontends``: :data:`FRONTEND_COUNTERS` summed over each
+    transport's frontends, as ``frontend.<transport>.<counter>``."""
     try:
         data = json.loads(text)
     except json.JSONDecodeError as e:
@@ -75,11 +81,15 @@ def parse_dnsdist_frontends(text: str) -> dict[str, int]:
         raise TargetError("dnsdist: server statistics without frontends")
     out: dict[str, int] = {}
     for f in frontends:
-        kind, queries = (f.get("type"), f.get("queries")) if isinstance(f, dict) else (None, None)
+        kind = f.get("type") if isinstance(f, dict) else None
         transport = next((t for name, t in FRONTEND_TYPES if isinstance(kind, str) and name in kind), None)
-        if transport is not None and isinstance(queries, int):
-            key = f"frontend.{transport}.queries"
-            out[key] = out.get(key, 0) + queries
+        if transport is None:
+            continue
+        for counter in FRONTEND_COUNTERS:
+            value = f.get(counter)
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                key = f"frontend.{transport}.{counter}"
+                out[key] = out.get(key, 0) + int(value)
     return out
 
 
@@ -94,7 +104,9 @@ class Dnsdist(Target):
     (30 s) are raised to ``IDLE_TIMEOUT_S``; the queue of accepted connections waiting for a
     TCP worker (1 000) to 10 000; per-client connection limits, queries per connection and
     connection duration are unlimited (0); the listen queue is ``LISTEN_BACKLOG`` (dnsdist 1.7
-    drops connections when many arrive at once: open them at a bounded rate).
+    drops connections when many arrive at once: open them at a bounded rate). Its DoT and DoH
+    listeners rotate their session-ticket keys as :meth:`rotate_ticket_keys` says
+    (docs/ticket-keys.md), else as dnsdist does by itself (every 12 h, 5 kept).
 
     Several processes (``processes``, past one process's open files) share every listening port
     (``reusePort``); each has its own packet cache and its own web server port, and
@@ -109,6 +121,9 @@ class Dnsdist(Target):
     version_pattern = r"dnsdist (\S+)"
     splits = True
     proxy_v2_transports = ("udp", "tcp")
+    ticket_key_transports = ("dot", "doh")
+    """``ticketsKeysRotationDelay`` and ``numberOfTicketsKeys`` of its DoT and DoH listeners
+    (which also makes a ticket's lifetime the rotation delay)."""
     doh3_post_lost = (
         "dnsdist drops a POST whose stream ends in a packet after its body (docs/findings/dnsdist-doh3-post.md)"
     )
@@ -155,13 +170,17 @@ class Dnsdist(Target):
             return "{" + f"reusePort={'true' if reuse else 'false'}" + queue + extra + "}"
 
         host, cert, key = self.host, lua_str(self.tls.cert), lua_str(self.tls.key)
+        stek = ""
+        if self.ticket_keys is not None:  # dnsdist's default: rotated every 12 h, 5 kept
+            stek = f", ticketsKeysRotationDelay={int(self.ticket_keys.rotation_s)}"
+            stek += f", numberOfTicketsKeys={self.ticket_keys.kept}" if self.ticket_keys.kept is not None else ""
         out = [f'{"setLocal" if first else "addLocal"}("{host}:{ports["udp"]}", {opts()})']
         out += [f'addLocal("{host}:{ports["udp"]}", {opts()})' for _ in range(copies - 1)]
         if "dot" in ports:
-            tls_opts = opts(', provider="openssl", minTLSVersion="tls1.2"')
+            tls_opts = opts(f', provider="openssl", minTLSVersion="tls1.2"{stek}')
             out += [f'addTLSLocal("{host}:{ports["dot"]}", {cert}, {key}, {tls_opts})' for _ in range(copies)]
         if "doh" in ports:
-            doh_opts = opts(f', minTLSVersion="tls1.2", idleTimeout={IDLE_TIMEOUT_S}')
+            doh_opts = opts(f', minTLSVersion="tls1.2", idleTimeout={IDLE_TIMEOUT_S}{stek}')
             out += [
                 f'addDOHLocal("{host}:{ports["doh"]}", {cert}, {key}, "/dns-query", {doh_opts})' for _ in range(copies)
             ]
