@@ -215,16 +215,16 @@ def cost_model_rows(rows: list[Row], fitted: Sequence[TransportFit] | None = Non
             )
         errors = leave_one_out_errors_pct(f.x, f.y, relative=True)
         fits.append(
-            {
+            {  # floats: significant() (the fits' last bits differ from one CPU to another)
                 "target": f.target,
                 "transport": f.transport,
                 "trials": len(f.y),
                 "terms": len(f.terms),
                 "terms_identified": sum(e is not None for e in f.estimates),
-                "r2": f.fit.r2 if f.fit else None,
+                "r2": significant(f.fit.r2) if f.fit else None,
                 "holdout_trials": len(errors),
-                "holdout_median_abs_error_pct": median(errors),
-                "holdout_max_abs_error_pct": max(errors, default=None),
+                "holdout_median_abs_error_pct": significant(median(errors)),
+                "holdout_max_abs_error_pct": significant(max(errors, default=None)),
                 "resamples": boot.resamples if boot else 0,
             }
         )
