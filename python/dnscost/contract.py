@@ -83,6 +83,7 @@ __all__ = [
     "RunStatus",
     "SearchResult",
     "SearchStep",
+    "SessionLimitsRecord",
     "SlowSample",
     "SlowTarget",
     "SocketMemoryRecord",
@@ -1165,6 +1166,14 @@ class TicketKeysRecord(TypedDict):
     kept: int | None
 
 
+class SessionLimitsRecord(TypedDict):
+    """A trial's ``session_limits`` (:class:`dnscost.targets.base.SessionLimits`): the new TLS
+    sessions a second a client may open, and how many seconds one over it is refused."""
+
+    new_per_s: int
+    ban_s: int
+
+
 class ReplayRecord(TypedDict):
     """A population trial's replay (trial.json ``population``): the population's source, the
     scale it ran at, the queries per second of its classes together, the classes left out."""
@@ -1262,6 +1271,8 @@ class TrialRecord(TypedDict, total=False):
     option, ``acted on`` or ``passed on or ignored`` (:attr:`Target.acts_on_client_subnet`)."""
     ticket_keys: TicketKeysRecord
     """The target's session-ticket keys as the trial had it rotate them (``ticket_keys``)."""
+    session_limits: SessionLimitsRecord
+    """The target's per-client limit on new TLS sessions as the trial set it."""
     external: dict[str, object]
     cache_hit_ratio: float | None
     cache_fill: str

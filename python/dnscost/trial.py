@@ -36,7 +36,15 @@ from dnscost.network import (
 from dnscost.population import Replay, replayed_names
 from dnscost.results import write_json
 from dnscost.targets import adapter, make_target, served
-from dnscost.targets.base import Target, TicketKeys, check_ticket_keys, free_port, proxy_v2_refusal
+from dnscost.targets.base import (
+    SessionLimits,
+    Target,
+    TicketKeys,
+    check_session_limits,
+    check_ticket_keys,
+    free_port,
+    proxy_v2_refusal,
+)
 from dnscost.targets.external import EXTERNAL, ExternalSettings, ExternalTarget, pid_affinity
 from dnscost.transports import STREAM_TRANSPORTS
 from dnscost.trial_summary import CounterDelta, SummaryContext, summarize_trial
@@ -91,6 +99,8 @@ class LoadSettings:
     :attr:`dnscost.targets.base.Target.splits`), past one process's open files."""
     ticket_keys: TicketKeys | None = None
     """The target's session-ticket keys rotated on a schedule (None: as it does by itself)."""
+    session_limits: SessionLimits | None = None
+    """The target's per-client limit on new TLS sessions (None: none, its default)."""
 
     def transports(self) -> list[str]:
         """The transports the load uses: the population's, or the one."""
@@ -113,6 +123,10 @@ class LoadSettings:
             if self.target == EXTERNAL:
                 raise UsageError("external target: its session-ticket keys are the operator's to rotate")
             check_ticket_keys(self.target, adapter(self.target).ticket_key_transports, self.transports())
+        if self.session_limits is not None:
+            if self.target == EXTERNAL:
+                raise UsageError("external target: its per-client limits are the operator's to set")
+            check_session_limits(self.target, adapter(self.target).session_limit_transports, self.transports())
 
     def validate_bed(self) -> None:
         """Fails early on a bed that cannot be started (the target, its network and CPUs),
@@ -471,6 +485,8 @@ def start_bed(
         target.client_subnet = s.engine.get("client_subnet") is not None and target.acts_on_client_subnet
         if s.ticket_keys is not None:
             target.rotate_ticket_keys(s.ticket_keys)
+        if s.session_limits is not None:
+            target.limit_sessions(s.session_limits)
         target.start()
         info: TrialRecord = {
             "target_pid": target.child.pid if target.child else None,
@@ -485,6 +501,9 @@ def start_bed(
             info["client_subnet"] = "acted on" if target.client_subnet else "passed on or ignored"
         if target.ticket_keys is not None:
             info["ticket_keys"] = {"rotation_s": target.ticket_keys.rotation_s, "kept": target.ticket_keys.kept}
+        if target.session_limits is not None:
+            limits = target.session_limits
+            info["session_limits"] = {"new_per_s": limits.new_per_s, "ban_s": limits.ban_s}
         if isinstance(target, ExternalTarget):
             info["external"] = target.settings.to_dict()
             if target.settings.pid is not None:

@@ -198,6 +198,7 @@ def test_every_stored_trial_json_is_a_trial_record() -> None:
         "records_problem",
         "client_subnet",
         "ticket_keys",
+        "session_limits",
         "external",
         "cache_fill",
         "cluster",

@@ -5,6 +5,7 @@ not. Sentences are matched with their line breaks folded into spaces."""
 
 from __future__ import annotations
 
+import csv
 import json
 import re
 from collections.abc import Callable
@@ -539,3 +540,45 @@ def test_edns_options_quotes_its_stored_benches_and_says_what_they_show() -> Non
     for rows, option in ((cookie, "cookie"), (ecs, "client-subnet")):
         parts = [f"{r['transport']} {r['side']} {r['ratio']} ({r['verdict']})" for r in rows if r["ratio"]]
         _says("edns-options.md", f"The medians' ratios to the side without the option ({option}): {', '.join(parts)}.")
+
+
+def _trials() -> list[dict[str, str]]:
+    """The kept study run's trials table, as text."""
+    with (ROOT / "docs" / "study-run" / "tables" / "trials.csv").open(encoding="utf-8") as f:
+        return list(csv.DictReader(f))
+
+
+def test_ticket_keys_says_what_share_of_the_study_runs_resumptions_were_full() -> None:
+    """docs/ticket-keys.md: the table of dnsdist's share of full handshakes in the kept run's
+    cells with resumption (without 0-RTT) is the trials table's; the establishment group's 1 s
+    cells made none, with the window and reconnections per connection it says; knot-resolver's
+    and CoreDNS's cells made none anywhere."""
+    shares: dict[tuple[str, str, str], list[float]] = {}
+    for r in _trials():
+        if r["resumption"] != "1.0" or r["early_data"] not in ("0.0", "") or r["transport"] == "tcp":
+            continue
+        full, resumed = float(r["handshakes_full"] or 0), float(r["handshakes_resumed"] or 0)
+        if full + resumed:
+            shares.setdefault((r["target"], r["group"], r["lifetime"]), []).append(full / (full + resumed))
+    lines = ["| group | lifetime | trials | full handshakes, % of all |", "|---|---|---|---|"]
+    for (target, group, lifetime), v in sorted(shares.items()):
+        if target == "dnsdist":
+            lines.append(f"| {group} | {lifetime} | {len(v)} | {100 * min(v):.1f}{DASH}{100 * max(v):.1f} |")
+    doc = (ROOT / "docs" / "ticket-keys.md").read_text(encoding="utf-8")
+    assert "\n".join(lines) + "\n" in doc, "\n".join(lines)
+    assert max(shares[("dnsdist", "establishment", "1s")]) == 0
+    others = [max(v) for (target, _, _), v in shares.items() if target in ("knot-resolver", "coredns")]
+    assert len(others) >= 6 and max(others) == 0, others
+    cell = [
+        r
+        for r in _trials()
+        if (r["target"], r["group"], r["lifetime"], r["resumption"]) == ("dnsdist", "establishment", "1s", "1.0")
+    ]
+    per = [float(r["connections_established"]) / float(r["connections"]) for r in cell]
+    (measured,) = {r["measured_s"] for r in cell}
+    (connections,) = {r["connections"] for r in cell}
+    _says(
+        "ticket-keys.md",
+        f"({float(measured):.0f} s measured, {int(connections):,} connections, ".replace(",0", " 0")
+        + f"{min(per):.1f} to {max(per):.1f} reconnections per connection in the window)",
+    )

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 from conftest import need
 from dnscost.errors import UsageError
+from dnscost.jsonl import read_records
 from dnscost.proc import _live
 from dnscost.targets import served, target_name
 from dnscost.targets.knot import kresd_counters, parse_kresd_table
@@ -114,7 +115,7 @@ def roots() -> Path:
     """The release roots of the tests, made once (``dnscost target prepare``)."""
     need(os.geteuid() == 0, "needs root (debootstrap, chroot)")
     need(shutil.which("debootstrap") is not None, "debootstrap is not installed (scripts/setup installs it)")
-    names = ["dnsdist@trixie", "bind9@trixie", "knot-resolver@sid"]
+    names = ["dnsdist@trixie", "bind9@trixie", "knot-resolver@sid", "dnsdist@sid"]
     done = subprocess.run(
         [*DNSCOST, "target", "prepare", "--roots", str(ROOTS), *names],
         capture_output=True,
@@ -128,6 +129,7 @@ def roots() -> Path:
         "dnsdist@trixie             1.9.",
         "bind9@trixie               9.20.",
         "knot-resolver@sid          6.",
+        "dnsdist@sid                2.",
     ):
         assert line in listed.stdout, listed.stdout
     return ROOTS
@@ -170,6 +172,34 @@ def test_one_trial_per_release_root(roots: Path, tmp_path: Path, target: str, tr
     assert _no_mount_under(roots)
     assert not (roots / target.split("@")[1] / str(tmp_path).lstrip("/")).exists()
     assert roots_dir() == Path("roots").resolve()  # the setting went back
+
+
+@pytest.mark.resolver
+def test_dnsdist_2_refuses_a_client_over_its_new_session_limit(roots: Path, tmp_path: Path) -> None:
+    """dnsdist 2 told to take at most 5 new TLS sessions a second from a client
+    (``--new-session-limit 5``): the load's one address opening one-query DoT connections
+    without resumption, 50 a second for 3 s, is refused after a few (reset at accept, then
+    banned): dnsdist's own count of new sessions is the engine's count of full handshakes, at
+    most the limit over the trial's seconds, and far below the connections the engine opened."""
+    out = tmp_path / "run"
+    done = _one_line(
+        ["load", "--roots", str(roots), "--target", "dnsdist@sid", "--transport", "dot", "--rate", "50",
+         "--connections", "4", "--lifetime", "1q", "--resumption", "0", "--duration", "3s", "--warmup", "500ms",
+         "--names", "2000", "--new-session-limit", "5", "--ban", "30", "--output", str(out)]
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    trial = json.loads(next(out.glob("trials/*/trial.json")).read_text())
+    assert trial["session_limits"] == {"new_per_s": 5, "ban_s": 30}
+    assert "setMaxTLSNewSessionRatePerClient(5)" in next(out.glob("trials/*/target/dnsdist.conf")).read_text()
+    before, after = trial["counters"]["before"]["raw"], trial["counters"]["after"]["raw"]
+    new = after["frontend.dot.tlsNewSessions"] - before.get("frontend.dot.tlsNewSessions", 0)
+    # Over the whole run (warm-up and measured period), as dnsdist's counters were read.
+    engine = read_records(next(out.glob("trials/*/engine.jsonl")))
+    (total,) = [r["total"] for r in engine if r.get("type") == "summary"]
+    assert new == total["handshakes"]["full"], (new, total["handshakes"])
+    assert new <= 5 * (3.5 + 1), new
+    opened = total["connections"]["opened"]
+    assert opened >= 100 and new < opened / 4, (new, opened)
 
 
 @pytest.mark.resolver

@@ -29,7 +29,7 @@ from dnscost.transports import POPULATION, TRANSPORTS
 
 if TYPE_CHECKING:
     from dnscost.population import Replay
-    from dnscost.targets.base import TicketKeys
+    from dnscost.targets.base import SessionLimits, TicketKeys
 
 __all__ = ["ENGINE_KNOBS", "add_parser", "engine_field_names", "engine_settings", "main", "pin_self", "print_summary"]
 
@@ -141,6 +141,19 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="with --ticket-rotation: the target keeps its N newest keys to decrypt tickets (default its own; "
         "1 refuses every ticket sealed before the last rotation, as GnuTLS does)",
     )
+    ld.add_argument(
+        "--new-session-limit",
+        type=int,
+        metavar="N",
+        help="dot, doh: the target refuses a client (an address) that opens more than N new TLS sessions "
+        "(full handshakes) a second, for the --ban (dnsdist 2.0 and later)",
+    )
+    ld.add_argument(
+        "--ban",
+        type=parse_duration_ms,
+        metavar="DURATION",
+        help="with --new-session-limit: how long a client over it is refused (whole seconds; default 10s)",
+    )
     ld.add_argument("--names", type=int, default=10_000, help="synthetic names (default 10000)")
     ld.add_argument("--tld", default="test")
     ld.add_argument("--no-fill", action="store_true", help="skip the cache pre-fill")
@@ -187,6 +200,21 @@ def ticket_keys(a: argparse.Namespace) -> TicketKeys | None:
     return TicketKeys(a.ticket_rotation / 1000, a.ticket_keys)
 
 
+def session_limits(a: argparse.Namespace) -> SessionLimits | None:
+    """``--new-session-limit`` and ``--ban`` as the target's per-client new-session limit."""
+    from dnscost.targets.base import SessionLimits
+
+    if a.new_session_limit is None:
+        if a.ban is not None:
+            raise UsageError("--ban needs --new-session-limit (the limit a client is banned for exceeding)")
+        return None
+    if a.ban is None:
+        return SessionLimits(a.new_session_limit)
+    if a.ban % 1000:
+        raise UsageError(f"--ban: {a.ban / 1000:g} s is not a whole number of seconds")
+    return SessionLimits(a.new_session_limit, a.ban // 1000)
+
+
 def engine_field_names(a: argparse.Namespace, config: EngineConfig) -> dict[str, str]:
     """What the user of ``dnscost load`` calls each field of its engine configuration
     ``config``, for the engine's messages: the flag that set it, else the ``--engine-config``
@@ -228,6 +256,7 @@ def main(a: argparse.Namespace) -> int:
         population=replay,
         target_processes=a.target_processes,
         ticket_keys=ticket_keys(a),
+        session_limits=session_limits(a),
     )
     settings.validate()
     cluster_given = cluster_settings(a)

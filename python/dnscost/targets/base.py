@@ -33,7 +33,17 @@ from dnscost.targets._util import find_binary, version_of
 from dnscost.targets.place import Host, Place
 from dnscost.transports import TLS_TRANSPORTS
 
-__all__ = ["DEFINITE_FAILURES", "Counters", "Probe", "Target", "TicketKeys", "check_ticket_keys", "free_port"]
+__all__ = [
+    "DEFINITE_FAILURES",
+    "Counters",
+    "Probe",
+    "SessionLimits",
+    "Target",
+    "TicketKeys",
+    "check_session_limits",
+    "check_ticket_keys",
+    "free_port",
+]
 
 DEFINITE_FAILURES = frozenset({"refused", "tls", "connect", "http_status"})
 """The engine's failure kinds that waiting does not change: nothing listens, the certificate
@@ -112,6 +122,36 @@ def check_ticket_keys(name: str, accepted: Sequence[str], transports: Sequence[s
     if refused or not transports:
         raise UsageError(
             f"{name}: session-ticket keys are rotated over {', '.join(accepted)} only, "
+            f"not {', '.join(refused) or 'a load without them'}"
+        )
+
+
+@dataclass(frozen=True)
+class SessionLimits:
+    """A target's per-client limit on new TLS sessions (full handshakes; resumptions are not
+    counted): a client over ``new_per_s`` is refused new connections for ``ban_s`` seconds.
+    dnsdist 2.0 and later: ``setMaxTLSNewSessionRatePerClient`` and
+    ``setBanDurationForExceedingTCPTLSRate`` (a client is an IPv4 address, its /32)."""
+
+    new_per_s: int
+    ban_s: int = 10
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.new_per_s <= 1_000_000:
+            raise UsageError(f"new-session limit: {self.new_per_s} a second is out of range 1..=1000000")
+        if not 1 <= self.ban_s <= 86_400:
+            raise UsageError(f"ban: {self.ban_s} s is out of range 1..=86400")
+
+
+def check_session_limits(name: str, accepted: Sequence[str], transports: Sequence[str]) -> None:
+    """One line when ``name`` cannot be given a per-client new-session limit for a load over
+    ``transports`` (dnscost can limit it only over ``accepted``)."""
+    if not accepted:
+        raise UsageError(f"{name}: dnscost cannot give it a per-client new-session limit (dnsdist 2.0 and later can)")
+    refused = [t for t in transports if t not in accepted]
+    if refused or not transports:
+        raise UsageError(
+            f"{name}: new TLS sessions are limited over {', '.join(accepted)} only, "
             f"not {', '.join(refused) or 'a load without them'}"
         )
 
@@ -221,6 +261,11 @@ class Target(ABC):
     keep a number of (:meth:`rotate_ticket_keys`)."""
     ticket_keys: TicketKeys | None = None
     """How it rotates its session-ticket keys, once :meth:`rotate_ticket_keys` was called."""
+    session_limit_transports: ClassVar[tuple[str, ...]] = ()
+    """The transports over which dnscost can give it a per-client limit on new TLS sessions
+    (:meth:`limit_sessions`)."""
+    session_limits: SessionLimits | None = None
+    """Its per-client limit on new TLS sessions, once :meth:`limit_sessions` was called."""
 
     def __init__(
         self,
@@ -402,6 +447,13 @@ class Target(ABC):
         listeners over :attr:`ticket_key_transports` as ``keys`` says."""
         check_ticket_keys(self.token, self.ticket_key_transports, self.ticket_key_transports)
         self.ticket_keys = keys
+
+    def limit_sessions(self, limits: SessionLimits) -> None:
+        """Configures it, before :meth:`start`, to limit each client's new TLS sessions over
+        :attr:`session_limit_transports` as ``limits`` says (a release without the limit fails
+        :meth:`start` in one line)."""
+        check_session_limits(self.token, self.session_limit_transports, self.session_limit_transports)
+        self.session_limits = limits
 
     def fill_endpoints(self) -> list[dict[str, Endpoint]]:
         """Where its cache is filled: its endpoints, or with several processes that each keep a

@@ -122,8 +122,9 @@ class Dnsdist(Target):
     splits = True
     proxy_v2_transports = ("udp", "tcp")
     ticket_key_transports = ("dot", "doh")
+    session_limit_transports = ("dot", "doh")
     """``ticketsKeysRotationDelay`` and ``numberOfTicketsKeys`` of its DoT and DoH listeners
-    (which also makes a ticket's lifetime the rotation delay)."""
+    (the tickets' lifetime stays OpenSSL's 7 200 s: docs/ticket-keys.md)."""
     doh3_post_lost = (
         "dnsdist drops a POST whose stream ends in a packet after its body (docs/findings/dnsdist-doh3-post.md)"
     )
@@ -210,6 +211,20 @@ class Dnsdist(Target):
             'setSecurityPollSuffix("")  -- no security-poll query (default: a TXT query to secpoll.powerdns.com)',
             'addACL("198.18.0.0/15")  -- the generator\'s side of a veth pair (--network veth)',
         ]
+
+        if self.session_limits is not None:
+            if self.major_version() < 2:
+                raise UsageError(
+                    f"dnsdist {self.version()} has no per-client new-session limit "
+                    "(setMaxTLSNewSessionRatePerClient came in dnsdist 2.0: dnsdist@sid)"
+                )
+            limits = self.session_limits
+            lines += [
+                "-- Per-client limit on new TLS sessions (full handshakes) a second; a client over it is refused",
+                "-- new connections (reset at accept) for the ban.",
+                f"setMaxTLSNewSessionRatePerClient({limits.new_per_s})",
+                f"setBanDurationForExceedingTCPTLSRate({limits.ban_s})",
+            ]
 
         if self.proxy_v2 is not None:
             lines += [
