@@ -377,6 +377,10 @@ def fill_cache(
         }
         if target.proxy_v2 is not None:  # the target takes no query without its header
             config["proxy_v2"] = target.proxy_v2
+        if target.session_limits is not None and ep.host.startswith("127."):
+            # A target that bans a client for its new TLS sessions: each stream from a loopback
+            # address of its own (one session each), not all from the load's address.
+            config["sources"] = [f"127.0.9.{k + 1}" for k in range(streams)]
         if transport == "doh3" and target.doh3_post_lost:
             config["doh_method"] = "get"
         name = f"fill-{transport}" + (f"-{i}" if len(sets) > 1 else "")

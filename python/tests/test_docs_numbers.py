@@ -582,3 +582,122 @@ def test_ticket_keys_says_what_share_of_the_study_runs_resumptions_were_full() -
         f"({float(measured):.0f} s measured, {int(connections):,} connections, ".replace(",0", " 0")
         + f"{min(per):.1f} to {max(per):.1f} reconnections per connection in the window)",
     )
+
+
+def _flood_output(name: str) -> tuple[dict[str, list[float]], dict[str, list[list[float]]]]:
+    """A stored bench/session-flood output: each figure's six numbers (no limit min, median,
+    max; limit min, median, max) and the ratio of the medians where it prints one, and each
+    side's first repetition by second (start, flood full/s, legit answered/s, legit p99 ms,
+    target CPU share)."""
+    rows: dict[str, list[float]] = {}
+    seconds: dict[str, list[list[float]]] = {"no limit": [], "limit": []}
+    side = ""
+    for line in (ROOT / "docs" / "session-flood" / f"{name}.txt").read_text(encoding="utf-8").splitlines():
+        tokens = line.split()
+        if line.startswith(("no limit, first", "limit, first")):
+            side = line.split(",")[0]
+        elif side and len(tokens) == 5 and line.startswith("  "):
+            seconds[side].append([float(t) for t in tokens])
+        elif not side and len(tokens) > 7 and tokens[-1] in ("(apart)", "(overlap)", "n/a"):
+            ratio = tokens[-2:] if tokens[-1] != "n/a" else tokens[-1:]
+            numbers = tokens[-6 - len(ratio) : -len(ratio)]
+            name = " ".join(tokens[: -6 - len(ratio)])
+            rows[name] = [float(t) for t in numbers] + ([float(ratio[0])] if len(ratio) == 2 else [])
+    return rows, seconds
+
+
+def _flood_verdicts() -> str:
+    """docs/session-flood.md's verdicts, every number from the stored outputs."""
+    own, own_s = _flood_output("dot")
+    nat, nat_s = _flood_output("dot-nat")
+    cpu, flood, p99 = (
+        own["target CPU, share of its core"],
+        own["flood: full handshakes a second"],
+        own["legit: p99 latency, ms"],
+    )
+    burst = [s for s in own_s["limit"] if s[1] > 0]
+    calm = [s for s in own_s["limit"] if s[1] == 0]
+    share, refused, nat_p99 = (
+        nat["legit: share answered"],
+        nat["legit: connections failed"],
+        nat["legit: p99 latency, ms"],
+    )
+    banned = [s for s in nat_s["limit"] if s[2] == 0]
+    return (
+        f"**What it saves.** With the limit, dnsdist's core was {cpu[4]:.3f} busy against {cpu[1]:.3f} without "
+        f"(medians; ratio {cpu[6]:.3f}), and the flood made {flood[4]:.1f} full handshakes a second against "
+        f"{flood[1]:.1f}: its addresses were refused at accept most of the time, before any TLS work. "
+        f"**Not for free, even for clients the limit never touches.** The legitimate clients, each far under the "
+        f"limit, had every query answered on both sides, but their p99 latency over the run was {p99[4]:.1f} ms "
+        f"[{p99[3]:.1f}{DASH}{p99[5]:.1f}] with the limit against {p99[1]:.1f} ms without. The seconds say why: in the "
+        f"limited side's first repetition the flood got through in {len(burst)} of {len(own_s['limit'])} seconds "
+        f"({burst[0][0]:.0f} to {burst[-1][0]:.0f}), when its addresses' bans ended together, and then the core was "
+        f"as busy as without the limit ({max(s[4] for s in burst):.3f} of it at most) and the legitimate clients' "
+        f"p99 rose to {max(s[3] for s in burst):.1f} ms; in the other seconds it stayed between "
+        f"{min(s[3] for s in calm):.1f} and {max(s[3] for s in calm):.1f} ms. "
+        f"**Behind one address** (a NAT), the 50 legitimate clients' first full handshakes together were over the "
+        f"limit: their address was banned as the flood's were, none of their queries was answered in "
+        f"{len(banned)} seconds of the first repetition, and over the run {share[4]:.3f} "
+        f"[{share[3]:.3f}{DASH}{share[5]:.3f}] of their queries were answered against {share[1]:.3f} without the "
+        f"limit, {refused[4]:.0f} of their connections refused, their p99 {nat_p99[4]:.1f} ms against "
+        f"{nat_p99[1]:.1f} ms."
+    )
+
+
+def test_session_flood_quotes_its_stored_benches_and_says_what_they_show() -> None:
+    """docs/session-flood.md quotes both stored outputs of bench/session-flood whole, and its
+    verdicts are what they print (every number recomputed from them)."""
+    doc = (ROOT / "docs" / "session-flood.md").read_text(encoding="utf-8")
+    for name in ("dot", "dot-nat"):
+        stored = (ROOT / "docs" / "session-flood" / f"{name}.txt").read_text(encoding="utf-8")
+        assert f"```text\n{stored}```" in doc, name
+    _says("session-flood.md", _flood_verdicts())
+
+
+def _rotation_verdict() -> str:
+    """docs/ticket-keys.md's reading of bench/ticket-rotation's stored output."""
+    text = (ROOT / "docs" / "ticket-keys" / "dot.txt").read_text(encoding="utf-8")
+    sides: dict[int, dict[str, str]] = {}
+    seconds: dict[int, list[float]] = {}
+    side = 0
+    for line in text.splitlines():
+        if m := re.match(
+            r"^\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+[\d.]+\s+\d/\d\s+(.*)$", line
+        ):
+            counts = dict(kv.split("=") for kv in re.findall(r"\w+=\d+", m.group(7)))
+            ratio = re.search(r"(\d\.\d{3}) \((apart|overlap)\)", m.group(7))
+            sides[int(m.group(1))] = {"worst": m.group(3), **counts} | (
+                {"ratio": ratio.group(1), "verdict": ratio.group(2)} if ratio else {}
+            )
+        elif m := re.match(r"^kept (\d+), first repetition", line):
+            side = int(m.group(1))
+        elif side and re.match(r"^\s+\d+\.\d\s+\d", line):
+            seconds.setdefault(side, []).append(float(line.split()[1]))
+    one, five = sides[1], sides[5]
+    steady = [v for k in (1, 5) for v in seconds[k][1:]]  # the first second opens the connections
+
+    def n(key: str, side: dict[str, str]) -> str:
+        return f"{int(side[key]):,}".replace(",", " ")
+
+    full = sum(int(x["tlsNewSessions"]) for x in (one, five))
+    resumed = sum(int(x["tlsResumptions"]) for x in (one, five))
+    return (
+        f"dnsdist counted {n('tlsNewSessions', one)} and {n('tlsNewSessions', five)} new sessions against "
+        f"{n('tlsResumptions', one)} and {n('tlsResumptions', five)} resumptions (one key kept, five): "
+        f"{100 * full / (full + resumed):.1f} % of the handshakes full on both sides, the third explained above. "
+        f"With one key kept it refused {one['tlsUnknownTicketKey']} tickets for their key over the three "
+        f"repetitions, and with five it renewed {five['tlsInactiveTicketKey']}; the worst second had "
+        f"{float(one['worst']):.0f} full handshakes with one key and {float(five['worst']):.0f} with five, the "
+        f"seconds of both first repetitions after the first {min(steady):.0f} to {max(steady):.0f}, and the CPU per "
+        f"query did not move (ratio {one['ratio']}, the ranges {one['verdict']})."
+    )
+
+
+def test_ticket_keys_quotes_its_stored_bench_and_says_what_it_shows() -> None:
+    """docs/ticket-keys.md quotes bench/ticket-rotation's stored output whole, and its reading
+    of it (dnsdist's counts, the share of full handshakes, the worst seconds, the CPU ratio)
+    is what the output prints."""
+    doc = (ROOT / "docs" / "ticket-keys.md").read_text(encoding="utf-8")
+    stored = (ROOT / "docs" / "ticket-keys" / "dot.txt").read_text(encoding="utf-8")
+    assert f"```text\n{stored}```" in doc
+    _says("ticket-keys.md", _rotation_verdict())

@@ -177,10 +177,12 @@ def test_one_trial_per_release_root(roots: Path, tmp_path: Path, target: str, tr
 @pytest.mark.resolver
 def test_dnsdist_2_refuses_a_client_over_its_new_session_limit(roots: Path, tmp_path: Path) -> None:
     """dnsdist 2 told to take at most 5 new TLS sessions a second from a client
-    (``--new-session-limit 5``): the load's one address opening one-query DoT connections
-    without resumption, 50 a second for 3 s, is refused after a few (reset at accept, then
-    banned): dnsdist's own count of new sessions is the engine's count of full handshakes, at
-    most the limit over the trial's seconds, and far below the connections the engine opened."""
+    (``--new-session-limit 5 --ban 30``): the load's one address opening one-query DoT
+    connections without resumption, 50 a second for 3.5 s, is let through for a while and then
+    banned (reset at accept): dnsdist's own count of new sessions is the engine's count of full
+    handshakes, below half the connections the engine opened, and in the run's last two seconds
+    every connection the engine opened failed. (The cache fill over DoT, which would trip the
+    limit from one address, comes from an address per stream.)"""
     out = tmp_path / "run"
     done = _one_line(
         ["load", "--roots", str(roots), "--target", "dnsdist@sid", "--transport", "dot", "--rate", "50",
@@ -197,9 +199,10 @@ def test_dnsdist_2_refuses_a_client_over_its_new_session_limit(roots: Path, tmp_
     engine = read_records(next(out.glob("trials/*/engine.jsonl")))
     (total,) = [r["total"] for r in engine if r.get("type") == "summary"]
     assert new == total["handshakes"]["full"], (new, total["handshakes"])
-    assert new <= 5 * (3.5 + 1), new
     opened = total["connections"]["opened"]
-    assert opened >= 100 and new < opened / 4, (new, opened)
+    assert new < opened / 2, (new, opened)
+    last = [r["connections"] for r in engine if r.get("type") == "interval"][-3:-1]  # whole seconds
+    assert all(c["established"] == 0 and c["failed"].get("connect", 0) == c["opened"] > 0 for c in last), last
 
 
 @pytest.mark.resolver
