@@ -116,13 +116,24 @@ def check_ticket_keys(name: str, accepted: Sequence[str], transports: Sequence[s
     """One line when a target whose session-ticket keys dnscost can rotate over ``accepted``
     cannot for a load over ``transports`` (one of them without TLS tickets, or not one of
     ``accepted``)."""
+    _check_tls_knob(
+        name,
+        accepted,
+        transports,
+        cannot="dnscost cannot have it rotate its session-ticket keys (dnsdist can)",
+        done="session-ticket keys are rotated",
+    )
+
+
+def _check_tls_knob(name: str, accepted: Sequence[str], transports: Sequence[str], *, cannot: str, done: str) -> None:
+    """One line when target ``name`` has a TLS knob over no transport (``cannot``), or over
+    ``accepted`` only and the load is over others or none (what is ``done`` over which)."""
     if not accepted:
-        raise UsageError(f"{name}: dnscost cannot have it rotate its session-ticket keys (dnsdist can)")
+        raise UsageError(f"{name}: {cannot}")
     refused = [t for t in transports if t not in accepted]
     if refused or not transports:
         raise UsageError(
-            f"{name}: session-ticket keys are rotated over {', '.join(accepted)} only, "
-            f"not {', '.join(refused) or 'a load without them'}"
+            f"{name}: {done} over {', '.join(accepted)} only, not {', '.join(refused) or 'a load without them'}"
         )
 
 
@@ -146,14 +157,13 @@ class SessionLimits:
 def check_session_limits(name: str, accepted: Sequence[str], transports: Sequence[str]) -> None:
     """One line when ``name`` cannot be given a per-client new-session limit for a load over
     ``transports`` (dnscost can limit it only over ``accepted``)."""
-    if not accepted:
-        raise UsageError(f"{name}: dnscost cannot give it a per-client new-session limit (dnsdist 2.0 and later can)")
-    refused = [t for t in transports if t not in accepted]
-    if refused or not transports:
-        raise UsageError(
-            f"{name}: new TLS sessions are limited over {', '.join(accepted)} only, "
-            f"not {', '.join(refused) or 'a load without them'}"
-        )
+    _check_tls_knob(
+        name,
+        accepted,
+        transports,
+        cannot="dnscost cannot give it a per-client new-session limit (dnsdist 2.0 and later can)",
+        done="new TLS sessions are limited",
+    )
 
 
 @dataclass
