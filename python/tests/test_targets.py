@@ -958,6 +958,10 @@ def test_dnsdist_told_to_keep_one_ticket_key_refuses_the_tickets_of_the_key_befo
                 if plain == 2:
                     break
             assert plain == 2  # sealed with the newest key: resumed, and no new ticket
+            # A 1 s rotation does not set the tickets' lifetime: OpenSSL's 7 200 s, as the
+            # client stored it from the ticket's lifetime hint.
+            stored = subprocess.run(["openssl", "sess_id", "-in", str(first), "-noout", "-text"], capture_output=True)
+            assert re.search(rb"Timeout\s*:\s*7200 \(sec\)", stored.stdout), stored.stdout
             time.sleep(2.2)  # a rotation at least: the ticket's key is no longer the newest
             before = target.counters()
             resumed, tickets = _s_client(dot, sess_in=first, sess_out=again)
