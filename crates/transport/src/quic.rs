@@ -6,6 +6,7 @@
 //! [`observe_client`] and [`observe_server`] wrap quinn's rustls session; the connection's
 //! `handshake_data()` is then a [`HandshakeFacts`] (downcast it) once the handshake is done.
 
+use crate::tls::{AsClient, Client, NO_CLIENT};
 use quinn::crypto::rustls::{QuicClientConfig, QuicServerConfig};
 use quinn::crypto::{self, ExportKeyingMaterialError, HeaderKey, KeyPair, Keys, PacketKey, UnsupportedVersion};
 use quinn::{ConnectionId, Side, TransportConfig, VarInt};
@@ -157,10 +158,13 @@ fn extensions(kind: u8, body: &[u8]) -> Option<Vec<u16>> {
     Some(types)
 }
 
-/// quinn's rustls session with its handshake messages read as they pass.
+/// quinn's rustls session with its handshake messages read as they pass, run for its client
+/// (whose tickets the server's NewSessionTicket goes to: [`AsClient`]; quinn reads it in the
+/// connection's driver, another task than the one that connected).
 struct Observed {
     inner: Box<dyn crypto::Session>,
     side: Side,
+    tickets_of: Client,
     /// What the client sent, what the server sent.
     client: Flight,
     server: Flight,
@@ -168,10 +172,11 @@ struct Observed {
 }
 
 impl Observed {
-    fn boxed(inner: Box<dyn crypto::Session>, side: Side) -> Box<dyn crypto::Session> {
+    fn boxed(inner: Box<dyn crypto::Session>, side: Side, tickets_of: Client) -> Box<dyn crypto::Session> {
         Box::new(Observed {
             inner,
             side,
+            tickets_of,
             client: Flight::default(),
             server: Flight::default(),
             facts: HandshakeFacts::default(),
@@ -210,6 +215,7 @@ impl crypto::Session for Observed {
             Side::Client => self.server.feed(buf, &mut self.facts),
             Side::Server => self.client.feed(buf, &mut self.facts),
         }
+        let _as = AsClient::enter(self.tickets_of);
         self.inner.read_handshake(buf)
     }
 
@@ -219,7 +225,10 @@ impl crypto::Session for Observed {
 
     fn write_handshake(&mut self, buf: &mut Vec<u8>) -> Option<Keys> {
         let from = buf.len();
-        let keys = self.inner.write_handshake(buf);
+        let keys = {
+            let _as = AsClient::enter(self.tickets_of);
+            self.inner.write_handshake(buf)
+        };
         match self.side {
             Side::Client => self.client.feed(&buf[from..], &mut self.facts),
             Side::Server => self.server.feed(&buf[from..], &mut self.facts),
@@ -254,7 +263,9 @@ impl crypto::ClientConfig for ObservedClient {
         server_name: &str,
         params: &TransportParameters,
     ) -> Result<Box<dyn crypto::Session>, ConnectError> {
-        Ok(Observed::boxed(self.0.clone().start_session(version, server_name, params)?, Side::Client))
+        // Made in the connecting task, as the client it connects for (the ticket it offers).
+        let client = AsClient::current();
+        Ok(Observed::boxed(self.0.clone().start_session(version, server_name, params)?, Side::Client, client))
     }
 }
 
@@ -270,7 +281,7 @@ impl crypto::ServerConfig for ObservedServer {
     }
 
     fn start_session(self: Arc<Self>, version: u32, params: &TransportParameters) -> Box<dyn crypto::Session> {
-        Observed::boxed(self.0.clone().start_session(version, params), Side::Server)
+        Observed::boxed(self.0.clone().start_session(version, params), Side::Server, NO_CLIENT)
     }
 }
 

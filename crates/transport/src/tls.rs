@@ -65,9 +65,10 @@ fn provider(group: Group) -> Arc<CryptoProvider> {
     Arc::new(p)
 }
 
-/// A client configuration. With `resume`, it keeps session tickets (in memory, `sessions` of
-/// them) and offers them; without, every handshake is full.
-pub fn client_config(o: &ClientOptions, resume: bool, sessions: usize) -> Result<Arc<ClientConfig>, TransportError> {
+/// A client configuration. With `resume`, it keeps session tickets in memory, each client its
+/// own (at most `tickets` per client and server, the newest; see [`AsClient`]), and offers
+/// them; without, every handshake is full.
+pub fn client_config(o: &ClientOptions, resume: bool, tickets: usize) -> Result<Arc<ClientConfig>, TransportError> {
     let builder =
         ClientConfig::builder_with_provider(provider(o.group)).with_protocol_versions(&[rustls_version(o.version)])?;
     let mut config = match &o.trust {
@@ -89,7 +90,7 @@ pub fn client_config(o: &ClientOptions, resume: bool, sessions: usize) -> Result
     };
     config.alpn_protocols = o.alpn.clone();
     config.resumption = if resume {
-        rustls::client::Resumption::store(Arc::new(TicketStore::new(sessions.max(16))))
+        rustls::client::Resumption::store(Arc::new(TicketStore::new(tickets.max(1))))
     } else {
         rustls::client::Resumption::disabled()
     };
@@ -342,10 +343,52 @@ impl ServerCertVerifier for CachingVerifier {
     }
 }
 
-/// Session tickets shared by every connection of one generator thread. rustls's in-memory
-/// store keeps 8 TLS 1.3 tickets per server, too few when many connections reconnect at once.
+/// Who rustls works for on this thread now, when it takes or stores a session: a client of
+/// the load (the engine's connection slot), or [`NO_CLIENT`].
+pub type Client = u64;
+
+/// The client of rustls calls made outside any [`AsClient`]: they share their sessions.
+pub const NO_CLIENT: Client = u64::MAX;
+
+thread_local! {
+    static CLIENT: std::cell::Cell<Client> = const { std::cell::Cell::new(NO_CLIENT) };
+}
+
+/// While it lives, rustls's calls on this thread take and store the sessions of one client,
+/// as a real client keeps its own tickets: a connection resumes only with a ticket that a
+/// connection of its own client received (a thousand clients reconnecting lose a thousand
+/// tickets when the server forgets its key, not the few a shared store would hold). Made
+/// around the synchronous calls that may reach the store (a connection's start, the
+/// processing of received records), never held across an await.
+#[must_use]
+pub struct AsClient {
+    before: Client,
+    /// Not `Send`: it stands for this thread's state.
+    _thread: std::marker::PhantomData<*const ()>,
+}
+
+impl AsClient {
+    pub fn enter(client: Client) -> AsClient {
+        AsClient { before: CLIENT.with(|c| c.replace(client)), _thread: std::marker::PhantomData }
+    }
+
+    /// The client rustls works for now on this thread.
+    pub fn current() -> Client {
+        CLIENT.with(std::cell::Cell::get)
+    }
+}
+
+impl Drop for AsClient {
+    fn drop(&mut self) {
+        CLIENT.with(|c| c.set(self.before));
+    }
+}
+
+/// The session tickets of every client of one generator thread, each client's apart (see
+/// [`AsClient`]); the key-exchange group hint is the server's, shared.
 #[derive(Debug)]
 struct TicketStore {
+    /// TLS 1.3 tickets kept per client and server, the newest.
     capacity: usize,
     inner: Mutex<Tickets>,
 }
@@ -353,8 +396,8 @@ struct TicketStore {
 #[derive(Debug, Default)]
 struct Tickets {
     kx: HashMap<ServerName<'static>, rustls::NamedGroup>,
-    tls12: HashMap<ServerName<'static>, Tls12ClientSessionValue>,
-    tls13: HashMap<ServerName<'static>, VecDeque<Tls13ClientSessionValue>>,
+    tls12: HashMap<ServerName<'static>, HashMap<Client, Tls12ClientSessionValue>>,
+    tls13: HashMap<ServerName<'static>, HashMap<Client, VecDeque<Tls13ClientSessionValue>>>,
 }
 
 impl TicketStore {
@@ -376,23 +419,25 @@ impl ClientSessionStore for TicketStore {
 
     fn set_tls12_session(&self, name: ServerName<'static>, value: Tls12ClientSessionValue) {
         if let Ok(mut t) = self.inner.lock() {
-            t.tls12.insert(name, value);
+            t.tls12.entry(name).or_default().insert(AsClient::current(), value);
         }
     }
 
     fn tls12_session(&self, name: &ServerName<'_>) -> Option<Tls12ClientSessionValue> {
-        self.inner.lock().ok()?.tls12.get(&name.to_owned()).cloned()
+        self.inner.lock().ok()?.tls12.get(&name.to_owned())?.get(&AsClient::current()).cloned()
     }
 
     fn remove_tls12_session(&self, name: &ServerName<'static>) {
         if let Ok(mut t) = self.inner.lock() {
-            t.tls12.remove(name);
+            if let Some(clients) = t.tls12.get_mut(name) {
+                clients.remove(&AsClient::current());
+            }
         }
     }
 
     fn insert_tls13_ticket(&self, name: ServerName<'static>, value: Tls13ClientSessionValue) {
         if let Ok(mut t) = self.inner.lock() {
-            let q = t.tls13.entry(name).or_default();
+            let q = t.tls13.entry(name).or_default().entry(AsClient::current()).or_default();
             if q.len() >= self.capacity {
                 q.pop_front();
             }
@@ -402,7 +447,7 @@ impl ClientSessionStore for TicketStore {
 
     fn take_tls13_ticket(&self, name: &ServerName<'static>) -> Option<Tls13ClientSessionValue> {
         // Newest first: the freshest ticket is the most likely to be accepted.
-        self.inner.lock().ok()?.tls13.get_mut(name)?.pop_back()
+        self.inner.lock().ok()?.tls13.get_mut(name)?.get_mut(&AsClient::current())?.pop_back()
     }
 }
 
@@ -497,9 +542,24 @@ mod tests {
         };
         let client = client_config(&opts, true, 16).unwrap();
         let server = server_config(g.chain, g.key, vec![b"dot".to_vec()], None).unwrap();
+        let (c, s) = converse(&client, &server);
+        assert!(!c.is_handshaking() && !s.is_handshaking());
+        assert_eq!(c.negotiated_key_exchange_group().unwrap().name(), rustls::NamedGroup::X25519);
+        assert_eq!(c.alpn_protocol(), Some(&b"dot"[..]));
+        let log = std::fs::read_to_string(dir.join("keys.log")).unwrap();
+        assert!(log.contains("CLIENT_TRAFFIC_SECRET_0"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A client connection and a server one, run against each other in memory until both are
+    /// done with the handshake and the server's tickets reached the client.
+    fn converse(
+        client: &Arc<ClientConfig>,
+        server: &Arc<ServerConfig>,
+    ) -> (rustls::ClientConnection, rustls::ServerConnection) {
         let name = server_name(None, "127.0.0.1".parse().unwrap()).unwrap();
-        let mut c = rustls::ClientConnection::new(client, name).unwrap();
-        let mut s = rustls::ServerConnection::new(server).unwrap();
+        let mut c = rustls::ClientConnection::new(client.clone(), name).unwrap();
+        let mut s = rustls::ServerConnection::new(server.clone()).unwrap();
         let mut buf = Vec::new();
         for _ in 0..10 {
             buf.clear();
@@ -515,12 +575,36 @@ mod tests {
             c.read_tls(&mut &buf[..]).unwrap();
             c.process_new_packets().unwrap();
         }
-        assert!(!c.is_handshaking() && !s.is_handshaking());
-        assert_eq!(c.negotiated_key_exchange_group().unwrap().name(), rustls::NamedGroup::X25519);
-        assert_eq!(c.alpn_protocol(), Some(&b"dot"[..]));
-        let log = std::fs::read_to_string(dir.join("keys.log")).unwrap();
-        assert!(log.contains("CLIENT_TRAFFIC_SECRET_0"));
-        std::fs::remove_dir_all(&dir).unwrap();
+        (c, s)
+    }
+
+    #[test]
+    fn a_client_resumes_with_its_own_tickets_only() {
+        let g = generate(&["127.0.0.1".into()]).unwrap();
+        let opts = ClientOptions {
+            version: Version::Tls13,
+            group: Group::X25519,
+            trust: Trust::Insecure,
+            keylog: None,
+            alpn: vec![],
+        };
+        let client = client_config(&opts, true, 2).unwrap();
+        let server = server_config(g.chain, g.key, vec![], None).unwrap();
+        // Whether the server resumed the session, as the server saw it.
+        let resumed = |who: Client| {
+            let _as = AsClient::enter(who);
+            let (_, s) = converse(&client, &server);
+            s.handshake_kind() == Some(rustls::HandshakeKind::Resumed)
+        };
+        assert!(!resumed(7), "nobody has a ticket yet");
+        assert!(!resumed(8), "client 7's tickets are not client 8's");
+        assert!(resumed(7) && resumed(8));
+        assert!(!resumed(NO_CLIENT), "the clients' tickets are not those of calls made for none");
+        assert_eq!(AsClient::current(), NO_CLIENT, "the client is the thread's again once the guard went");
+        // The server sends two tickets after each handshake, the store keeps two per client:
+        // client 9, once resumed ten times, still has tickets (the newest).
+        assert!(!resumed(9));
+        assert!((0..10).all(|_| resumed(9)));
     }
 
     #[test]

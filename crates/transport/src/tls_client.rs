@@ -9,6 +9,7 @@
 //! rustls's errors are `InvalidData` errors carrying the `rustls::Error`, after the alert
 //! rustls queued for them went out if the socket took it at once.
 
+use crate::tls::{AsClient, Client};
 use rustls::client::UnbufferedClientConnection;
 use rustls::pki_types::ServerName;
 use rustls::unbuffered::{ConnectionState, EncodeError, EncryptError, UnbufferedStatus};
@@ -29,6 +30,8 @@ const WRITE_BACKLOG: usize = 64 * 1024;
 pub struct TlsClient {
     tcp: TcpStream,
     conn: UnbufferedClientConnection,
+    /// Whose tickets a received NewSessionTicket goes to.
+    client: Client,
     /// TLS octets received and not yet processed (a record partly received).
     incoming: Vec<u8>,
     /// Application data decrypted and not yet read, from `plain_at` on.
@@ -63,13 +66,22 @@ fn invalid(e: rustls::Error) -> io::Error {
 }
 
 impl TlsClient {
-    /// Runs the handshake for `name` with `config` on `tcp`; the connection is returned once
-    /// our Finished went out.
-    pub async fn connect(config: Arc<ClientConfig>, name: ServerName<'static>, tcp: TcpStream) -> io::Result<Self> {
-        let conn = UnbufferedClientConnection::new(config, name).map_err(invalid)?;
+    /// Runs the handshake for `name` with `config` on `tcp`, for `client` (whose tickets it
+    /// offers and keeps: [`AsClient`]); the connection is returned once our Finished went out.
+    pub async fn connect(
+        config: Arc<ClientConfig>,
+        name: ServerName<'static>,
+        tcp: TcpStream,
+        client: Client,
+    ) -> io::Result<Self> {
+        let conn = {
+            let _as = AsClient::enter(client);
+            UnbufferedClientConnection::new(config, name).map_err(invalid)?
+        };
         let mut tls = TlsClient {
             tcp,
             conn,
+            client,
             incoming: Vec::new(),
             plain: Vec::new(),
             plain_at: 0,
@@ -127,6 +139,7 @@ impl TlsClient {
         if let Some(e) = &self.failed {
             return Err(invalid(e.clone()));
         }
+        let _as = AsClient::enter(self.client);
         loop {
             let UnbufferedStatus { discard, state } = self.conn.process_tls_records(&mut self.incoming);
             let stop = match state {
@@ -191,6 +204,7 @@ impl TlsClient {
     /// socket takes it at once.
     fn fail(&mut self, e: rustls::Error) -> io::Error {
         self.failed = Some(e.clone());
+        let _as = AsClient::enter(self.client);
         loop {
             let UnbufferedStatus { discard, state } = self.conn.process_tls_records(&mut self.incoming);
             match state {
@@ -371,6 +385,7 @@ impl AsyncWrite for TlsClient {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tls::NO_CLIENT;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
     /// A TLS server on loopback (rustls's buffered server, driven by hand over a blocking
@@ -416,7 +431,7 @@ mod tests {
 
     async fn dial(addr: std::net::SocketAddr, config: Arc<ClientConfig>) -> TlsClient {
         let tcp = TcpStream::connect(addr).await.unwrap();
-        TlsClient::connect(config, ServerName::try_from("localhost").unwrap(), tcp).await.unwrap()
+        TlsClient::connect(config, ServerName::try_from("localhost").unwrap(), tcp, NO_CLIENT).await.unwrap()
     }
 
     /// Echoes what it reads until close_notify, and answers it with its own.
@@ -489,7 +504,7 @@ mod tests {
         let config = trusting(&crate::tls::generate(&["localhost".into()]).unwrap().ca_pem);
         rt().block_on(async move {
             let tcp = TcpStream::connect(addr).await.unwrap();
-            let e = TlsClient::connect(config, ServerName::try_from("localhost").unwrap(), tcp)
+            let e = TlsClient::connect(config, ServerName::try_from("localhost").unwrap(), tcp, NO_CLIENT)
                 .await
                 .err()
                 .expect("the certificate is not trusted");

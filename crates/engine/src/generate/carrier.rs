@@ -137,8 +137,9 @@ impl Carrier {
         };
         let config = if resume == Resume::No { fresh } else { resumed };
         let name = setup.server_name.clone().expect("TLS setups have a server name");
-        let tls =
-            Box::pin(TlsClient::connect(config.clone(), name, tcp)).await.map_err(|e| (classify(&e), e.to_string()))?;
+        let tls = Box::pin(TlsClient::connect(config.clone(), name, tcp, dial.slot))
+            .await
+            .map_err(|e| (classify(&e), e.to_string()))?;
         let (resumed, _) = dnscost_transport::tls::handshake_facts(tls.common());
         let handshake = if resumed { Handshake::Resumed } else { Handshake::Full };
         Ok(Established { carrier: Carrier::Tls(Box::new(tls)), handshake: Some(handshake) })
@@ -593,8 +594,11 @@ async fn connect_quic(
         }
     };
     let name = setup.quic_server_name.as_deref().expect("QUIC setups have a server name");
-    let connecting =
-        endpoint.connect_with(config.clone(), setup.target, name).map_err(|e| (ErrorKind::Connect, e.to_string()))?;
+    // The slot is the client: its own tickets (see `dnscost_transport::tls::AsClient`).
+    let connecting = {
+        let _as = dnscost_transport::tls::AsClient::enter(dial.slot);
+        endpoint.connect_with(config.clone(), setup.target, name).map_err(|e| (ErrorKind::Connect, e.to_string()))?
+    };
     let local = endpoint.local_addr().ok();
     let quic_error = |e: quinn::ConnectionError| {
         let kind = match &e {

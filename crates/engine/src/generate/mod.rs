@@ -542,10 +542,7 @@ pub fn main(args: GenerateArgs) -> Result<ExitCode, EngineError> {
         let n = setup.config.threads as usize;
         for t in 0..n {
             let tls = match &setup.tls {
-                Some(o) => {
-                    let per_thread_sessions = (setup.config.connections as usize / n) * 2;
-                    Some((tls::client_config(o, true, per_thread_sessions)?, tls::client_config(o, false, 0)?))
-                }
+                Some(o) => Some((tls::client_config(o, true, TICKETS_PER_CLIENT)?, tls::client_config(o, false, 0)?)),
                 None => None,
             };
             threads.push((c, t, setup.clone(), tls));
@@ -624,6 +621,10 @@ pub const EXIT_NOTHING_ANSWERED: u8 = 4;
 /// Exit code of a run that could not open all its connections for want of file descriptors
 /// (the open-files limit): it measured the engine's limit, not the target.
 pub const EXIT_OUT_OF_FILES: u8 = 5;
+
+/// TLS 1.3 tickets a slot (a client) keeps, the newest: the two an OpenSSL or rustls server
+/// sends after a full handshake. A slot resumes with its own tickets only.
+const TICKETS_PER_CLIENT: usize = 2;
 
 type TlsPair = (Arc<rustls::ClientConfig>, Arc<rustls::ClientConfig>);
 
