@@ -6,13 +6,16 @@ measured and can be resumed."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
@@ -29,13 +32,14 @@ from dnscost.contract import (
     shape_problem,
 )
 from dnscost.errors import UsageError
-from dnscost.jsonl import json_kind
+from dnscost.jsonl import json_kind, loads
 from dnscost.proc import Ledger
 
 __all__ = [
     "FORMAT_VERSION",
     "Run",
     "new_run_id",
+    "open_atomic",
     "read_json",
     "run_problem",
     "source_commit",
@@ -70,21 +74,54 @@ def new_run_id() -> str:
     return time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid() % 10000:04d}"
 
 
-def write_atomic(path: Path, data: str | bytes) -> None:
-    """Writes ``data`` to ``path`` atomically (a reader never sees half a file), through
-    ``<name>.tmp`` beside it. A write that fails (a full disk, an unwritable directory) leaves
-    ``path`` as it was and no partial copy beside it, and raises an :class:`OSError` naming ``path``."""
+def _not_regular(path: Path) -> bool:
+    """Whether ``path`` exists and is not a regular file (a device, a FIFO, a socket, a
+    directory), following symbolic links: what an output must never be renamed over."""
+    try:
+        return not stat.S_ISREG(path.stat().st_mode)
+    except FileNotFoundError:
+        return False
+
+
+@contextlib.contextmanager
+def open_atomic(path: Path, mode: str = "w") -> Iterator[IO[Any]]:
+    """A file to write ``path`` through, atomically where ``path`` is (or will be) a regular
+    file: written as ``<name>.tmp`` beside it and moved over it when the block ends without an
+    error (a reader never sees half a file; a failed write leaves ``path`` as it was and no
+    partial copy beside it). A symbolic link is followed, so the file it names is replaced,
+    not the link. A ``path`` that exists and is no regular file is never replaced: a device or
+    a FIFO (``/dev/null``, ``/dev/stdout``) is written through, a directory refused. Errors
+    are :class:`OSError` naming ``path``."""
+    if mode not in ("w", "wb"):
+        raise ValueError(f"open_atomic: mode {mode!r} (w or wb)")
+    path = Path(os.path.realpath(path)) if path.is_symlink() else path
+    if _not_regular(path):
+        if path.is_dir():
+            raise IsADirectoryError(errno.EISDIR, "is a directory, not a file to write", str(path))
+        try:
+            with path.open(mode) as f:
+                yield f
+        except OSError as e:
+            raise OSError(e.errno, e.strerror or str(e), str(path)) from None
+        return
     tmp = path.with_name(path.name + ".tmp")
     try:
-        if isinstance(data, str):
-            tmp.write_text(data)
-        else:
-            tmp.write_bytes(data)
+        with tmp.open(mode) as f:
+            yield f
         tmp.replace(path)
-    except OSError as e:
+    except BaseException as e:
         with contextlib.suppress(OSError):
             tmp.unlink()
-        raise OSError(e.errno, e.strerror or str(e), str(path)) from None
+        if isinstance(e, OSError):
+            raise OSError(e.errno, e.strerror or str(e), str(path)) from None
+        raise
+
+
+def write_atomic(path: Path, data: str | bytes) -> None:
+    """Writes ``data`` to ``path`` as :func:`open_atomic` says: atomically to a regular file,
+    through a device, never renamed over anything that is not a regular file."""
+    with open_atomic(path, "w" if isinstance(data, str) else "wb") as f:
+        f.write(data)
 
 
 def write_json(path: Path, doc: Any) -> None:
@@ -94,7 +131,7 @@ def write_json(path: Path, doc: Any) -> None:
 
 def read_json(path: Path) -> Any:
     try:
-        return json.loads(path.read_text())
+        return loads(path.read_text())
     except (OSError, json.JSONDecodeError) as e:
         raise UsageError(f"{path}: cannot read ({e})") from None
 
@@ -107,7 +144,7 @@ def read_document(path: Path, record: type[Doc], missing: str | None = None) -> 
     :mod:`dnscost.contract` or beside its writer): a missing file (with ``missing``, what that
     means), an unreadable one or one of another shape is one line, a :class:`UsageError`."""
     try:
-        doc = json.loads(path.read_text())
+        doc = loads(path.read_text())
     except FileNotFoundError:
         raise UsageError(f"{path}: missing ({missing})" if missing else f"{path}: missing") from None
     except (OSError, json.JSONDecodeError) as e:

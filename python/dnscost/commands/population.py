@@ -52,19 +52,21 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 def _read_flows(cmd: list[str], keep: Path | None) -> tuple[list[FlowRecord], CaptureRecord]:
     """The engine's flows and its closing ``capture`` line, read as they come (a large
     capture's output is not held whole as text too); each line also written to ``keep`` when
-    given (through ``keep.part``, moved over it at the end: a failed read leaves none). A
-    failing engine is its last line on stderr, as a :class:`UsageError`."""
+    given (:func:`~dnscost.results.open_atomic`: a failed read leaves no file, and a device is
+    written through, never replaced). A failing engine is its last line on stderr, as a
+    :class:`UsageError`."""
     import contextlib
     import tempfile
 
+    from dnscost.results import open_atomic
+
     flows: list[FlowRecord] = []
     last: str | None = None
-    part = keep.with_name(keep.name + ".part") if keep is not None else None
-    with tempfile.TemporaryFile("w+") as err:
-        with (
-            subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True) as proc,
-            part.open("w") if part is not None else contextlib.nullcontext() as saved,
-        ):
+    with (
+        tempfile.TemporaryFile("w+") as err,
+        open_atomic(keep) if keep is not None else contextlib.nullcontext() as saved,
+    ):
+        with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True) as proc:
             assert proc.stdout is not None
             for line in proc.stdout:
                 if last is not None:
