@@ -1123,7 +1123,8 @@ class DerivedRate(TypedDict):
 class TargetPlace(TypedDict, total=False):
     """Where a target's binaries came from (``trial.json``'s ``target_place``,
     :meth:`dnscost.targets.place.Place.describe`): the host's packages, a release root
-    (its release, directory, mirror and package versions) or the user's build (its path)."""
+    (its release, directory, mirror and package versions) or the user's build (its path, the
+    server's binary measured and its SHA-256, and where each helper program came from)."""
 
     place: Required[Literal["host", "root", "build"]]
     release: str
@@ -1131,6 +1132,9 @@ class TargetPlace(TypedDict, total=False):
     mirror: str | None
     packages: dict[str, str]
     path: str
+    binary: str
+    sha256: str
+    helpers: dict[str, str]
 
 
 class NetworkRecord(TypedDict, total=False):

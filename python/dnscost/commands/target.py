@@ -97,7 +97,7 @@ def list_rows() -> list[tuple[str, str, str, str]]:
         if name not in TARGETS:
             continue
         token = f"{name}@{marker.parent}"
-        place = Build.at(marker.parent)
+        place = Build.at(marker.parent, TARGETS[name].binary)
         try:
             transports = ",".join(TARGETS[name].served_in(place))
         except DnscostError as e:

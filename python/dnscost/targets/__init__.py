@@ -22,7 +22,7 @@ from dnscost.targets.coredns import Coredns
 from dnscost.targets.dnsdist import Dnsdist
 from dnscost.targets.knot import KnotResolver
 from dnscost.targets.pdns import PdnsRecursor
-from dnscost.targets.place import Build, Host, Place, TargetName
+from dnscost.targets.place import Build, Host, Place, Root, TargetName
 from dnscost.targets.roots import root_of
 from dnscost.targets.unbound import Unbound
 
@@ -32,10 +32,12 @@ __all__ = [
     "Counters",
     "Target",
     "adapter",
+    "build_of",
     "locate",
     "make_target",
     "place_of",
     "served",
+    "server_file",
     "target_name",
 ]
 
@@ -65,7 +67,7 @@ def served(text: str) -> tuple[str, ...]:
     features); Debian's packages, at every release, serve their adapter's."""
     name = target_name(text)
     cls = TARGETS[name.base]
-    return cls.served_in(Build.at(name.build)) if name.build is not None else cls.transports
+    return cls.served_in(build_of(name)) if name.build is not None else cls.transports
 
 
 def place_of(text: str) -> Place:
@@ -75,8 +77,20 @@ def place_of(text: str) -> Place:
     if name.release is not None:
         return root_of(name, TARGETS[name.base].package or name.base)
     if name.build is not None:
-        return Build.at(name.build)
+        return build_of(name)
     return Host()
+
+
+def build_of(name: TargetName) -> Build:
+    """The own build ``name`` points at, checked to be the server it is named as (its binary
+    executable, carrying the adapter's identity, reporting a version as the adapter reads one):
+    a one-line :class:`UsageError` naming what the path is otherwise, so that a run is never
+    labelled with a build it did not measure."""
+    assert name.build is not None
+    cls = TARGETS[name.base]
+    build = Build.at(name.build, cls.binary)
+    cls.check_build(build, str(name))
+    return build
 
 
 def locate(text: str) -> str:
@@ -87,6 +101,19 @@ def locate(text: str) -> str:
     if name.release is None and name.build is None:
         return cls.locate()
     return place_of(text).find(cls.binary, str(name), cls.package)
+
+
+def server_file(text: str) -> Path:
+    """The server's binary of the target named ``text`` as a file on this machine (a release
+    root's under the root's directory): what two targets are compared by, by content."""
+    name = target_name(text)
+    cls = TARGETS[name.base]
+    place = place_of(text)
+    if isinstance(place, Build):
+        return place.server_path(str(name))
+    if isinstance(place, Root):
+        return place.path / place.find(cls.binary, str(name), cls.package).lstrip("/")
+    return Path(cls.locate())
 
 
 def make_target(

@@ -30,6 +30,7 @@ __all__ = [
     "socket_dir",
     "sum_of",
     "version_of",
+    "version_said",
 ]
 
 IDLE_TIMEOUT_S = 600
@@ -58,20 +59,27 @@ def find_binary(binary: str, target: str, package: str | None) -> str:
     return found
 
 
-def version_of(argv: list[str], pattern: str, target: str) -> str:
-    """Runs ``argv`` (a ``--version`` style command) and returns the first group of ``pattern``
-    found in its output, or its first line when the pattern does not match."""
+def version_said(argv: list[str], pattern: str, target: str) -> tuple[str | None, str]:
+    """Runs ``argv`` (a ``--version`` style command): the first group of ``pattern`` in its
+    output (None when it is not there), and the first line it printed."""
     try:
-        out = subprocess.run(argv, capture_output=True, text=True, timeout=10, check=False)
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=10, check=False, stdin=subprocess.DEVNULL)
     except FileNotFoundError as e:
         raise MachineError(f"{target}: {argv[0]} not found") from e
     except subprocess.TimeoutExpired as e:
         raise TargetError(f"{target}: {' '.join(argv)} did not finish") from e
     text = out.stdout + "\n" + out.stderr
-    m = re.search(pattern, text)
-    if m:
-        return m.group(1)
     first = next((line.strip() for line in text.splitlines() if line.strip()), "")
+    m = re.search(pattern, text)
+    return (m.group(1) if m else None), first
+
+
+def version_of(argv: list[str], pattern: str, target: str) -> str:
+    """Runs ``argv`` (a ``--version`` style command) and returns the first group of ``pattern``
+    found in its output, or its first line when the pattern does not match."""
+    version, first = version_said(argv, pattern, target)
+    if version is not None:
+        return version
     if not first:
         raise TargetError(f"{target}: {' '.join(argv)} printed no version")
     return first

@@ -9,6 +9,7 @@ and :meth:`Target.counters`.
 from __future__ import annotations
 
 import functools
+import mmap
 import os
 import random
 import re
@@ -29,9 +30,25 @@ from dnscost.engine import Endpoint, engine_path
 from dnscost.errors import MachineError, TargetError, UsageError
 from dnscost.jsonl import parse_lines, read_records, split_lines
 from dnscost.proc import Child, process_state, remove_orphan_dirs
-from dnscost.targets._util import find_binary, version_of
-from dnscost.targets.place import Host, Place
+from dnscost.targets._util import find_binary, version_of, version_said
+from dnscost.targets.place import Build, Host, Place
 from dnscost.transports import TLS_TRANSPORTS
+
+
+def _is_script(path: Path) -> bool:
+    """Whether the file at ``path`` is a script (``#!``)."""
+    with path.open("rb") as f:
+        return f.read(2) == b"#!"
+
+
+def _carries(path: Path, marker: bytes) -> bool:
+    """Whether the file at ``path`` holds the octets ``marker`` (read mapped, not run)."""
+    with path.open("rb") as f:
+        if os.fstat(f.fileno()).st_size == 0:
+            return False
+        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+            return m.find(marker) >= 0
+
 
 __all__ = [
     "DEFINITE_FAILURES",
@@ -232,6 +249,9 @@ class Target(ABC):
     """What makes the server print its version."""
     version_pattern: ClassVar[str] = r"(\S+)"
     """Where the version is in what it prints (the first group)."""
+    identity: ClassVar[bytes] = b""
+    """Octets its binary carries (its name as it prints it): an own build's binary without
+    them is another program, and is not run (:meth:`check_build`)."""
     transport_counters: ClassVar[dict[str, str]] = {}
     """Per transport, the counter (a ``raw`` name of :meth:`counters`) of the queries the server
     received on it, where it keeps one: a population's classes are checked against it."""
@@ -370,6 +390,20 @@ class Target(ABC):
         """The version of the server's binary in ``place``, as it reports it."""
         exe = place.find(cls.binary, cls.name, cls.package)
         return version_of(place.wrap([exe, *cls.version_flags]), cls.version_pattern, cls.name)
+
+    @classmethod
+    def check_build(cls, build: Build, token: str) -> None:
+        """Refuses, in one line naming what the binary is, an own build that is not this
+        server: its binary must carry :attr:`identity` (checked before anything runs it: the
+        flags of one server start another; a script, a wrapper that execs the server, is not
+        searched) and print a version :attr:`version_pattern` reads."""
+        exe = build.server_path(cls.name)
+        if not _is_script(exe) and (not cls.identity or not _carries(exe, cls.identity)):
+            raise UsageError(f"{token}: {exe} is not {cls.name} (its binary does not carry {cls.identity.decode()!r})")
+        argv = build.wrap([build.find(cls.binary, cls.name, cls.package), *cls.version_flags])
+        version, said = version_said(argv, cls.version_pattern, cls.name)
+        if version is None:
+            raise UsageError(f"{token}: {exe} is not {cls.name}: {' '.join(cls.version_flags)} printed {said!r}")
 
     @abstractmethod
     def counters(self) -> Counters:

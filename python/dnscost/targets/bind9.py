@@ -72,6 +72,7 @@ class Bind9(Target):
     transports = ("udp", "tcp", "dot", "doh")
     version_flags = ("-v",)
     version_pattern = r"BIND (\S+)"
+    identity = b"named.conf"
 
     _stats_port = 0
 

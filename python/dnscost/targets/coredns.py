@@ -118,6 +118,7 @@ class Coredns(Target):
     transports = ("udp", "tcp", "dot", "doh", "doq", "doh3")
     version_flags = ("-version",)
     version_pattern = r"CoreDNS-(\S+)"
+    identity = b"CoreDNS"
     accept_queues: ClassVar[dict[str, int]] = {"doq": 32, "doh3": 32}
     _metrics_port = 0
 

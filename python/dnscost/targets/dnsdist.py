@@ -119,6 +119,7 @@ class Dnsdist(Target):
     transport_counters: ClassVar[dict[str, str]] = {t: f"frontend.{t}.queries" for t in Transport}
     version_flags = ("--version",)
     version_pattern = r"dnsdist (\S+)"
+    identity = b"dnsdist "
     splits = True
     proxy_v2_transports = ("udp", "tcp")
     ticket_key_transports = ("dot", "doh")

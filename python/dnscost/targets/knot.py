@@ -104,7 +104,8 @@ class KnotResolver(Target):
     transports = ("udp", "tcp", "dot", "doh")
     transport_counters: ClassVar[dict[str, str]] = {t: f"request.{t}" for t in transports}
     version_flags = ("--version",)
-    version_pattern = r"version (\S+)"
+    version_pattern = r"Knot Resolver, version (\S+)"
+    identity = b"Knot Resolver"
     splits = True
     proxy_v2_transports = ("udp", "tcp")
     """Not dot: kresd 5.6.0 given a PROXY v2 header before a TLS handshake fails an assertion

@@ -102,6 +102,7 @@ class PdnsRecursor(Target):
     transports = ("udp", "tcp")
     version_flags = ("--version",)
     version_pattern = r"PowerDNS Recursor (\S+)"
+    identity = b"PowerDNS Recursor"
     splits = True
     acts_on_client_subnet = True
 

@@ -12,6 +12,7 @@ configuration for every place, and everything the target writes lands in the tri
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import re
@@ -34,6 +35,7 @@ __all__ = [
     "Place",
     "Root",
     "TargetName",
+    "file_digest",
     "label_of",
     "read_manifest",
 ]
@@ -166,24 +168,32 @@ def read_manifest(root: Path) -> Manifest | None:
 
 @dataclass(frozen=True)
 class Build(Place):
-    """A developer's own build: ``path`` is the server's binary, or an install prefix holding it in
-    ``sbin/`` or ``bin/``. Helper programs (``unbound-control``, ``rec_control``) are taken
-    beside it, else from the host. A build inside a release root (``scripts/build-target``
-    installs one there, linked against that release's libraries) runs in that root
-    (:meth:`at` finds it)."""
+    """A developer's own build: ``path`` is the server's binary (whatever its name), or an
+    install prefix holding it as ``server`` in ``sbin/``, ``bin/`` or the prefix itself. The
+    server is taken from there and nowhere else: a path that holds no executable server is
+    refused in one line, never stood in for by the host's package. Helper programs
+    (``unbound-control``, ``rec_control``) are taken beside it, else from the host, and
+    :meth:`describe` says which. A build inside a release root (``scripts/build-target``
+    installs one there, linked against that release's libraries) runs in that root (:meth:`at`
+    finds it)."""
 
     path: Path
+    server: str
+    """The server's binary name (the adapter's ``binary``): what a prefix holds."""
     root: Root | None = None
     """The release root the build lies in, if any: its programs run there under ``chroot``."""
+    helpers: dict[str, str] = field(default_factory=dict, compare=False)
+    """The helper programs found so far, each as the build's processes see it."""
 
     @classmethod
-    def at(cls, path: Path) -> Build:
-        """The build at ``path``, in the release root that holds it if one does."""
+    def at(cls, path: Path, server: str) -> Build:
+        """The build at ``path`` of the server binary ``server``, in the release root that
+        holds it if one does."""
         for d in path.parents:
             manifest = read_manifest(d)
             if manifest is not None:
-                return cls(path, Root(d, manifest.release))
-        return cls(path)
+                return cls(path, server, Root(d, manifest.release))
+        return cls(path, server)
 
     def _dirs(self) -> list[Path]:
         if self.path.is_file():
@@ -194,19 +204,42 @@ class Build(Place):
         """``p`` as the build's processes see it (inside its root, if it has one)."""
         return "/" + str(p.relative_to(self.root.path)) if self.root is not None else str(p)
 
+    def server_path(self, target: str) -> Path:
+        """The server's binary on the host: ``path`` itself when it is a file, else the first
+        executable ``server`` in the prefix; a one-line :class:`UsageError` naming what ``path``
+        is otherwise."""
+        token = f"{target}@{self.path}"
+        if self.path.is_file():
+            if not os.access(self.path, os.X_OK):
+                raise UsageError(
+                    f"{token}: {self.path} is not executable (give the server's binary or its install prefix)"
+                )
+            return self.path
+        if not self.path.is_dir():
+            raise UsageError(f"{token}: {self.path} is neither a file nor a directory")
+        for d in self._dirs():
+            candidate = d / self.server
+            if candidate.is_file() and os.access(candidate, os.X_OK):
+                return candidate
+        raise UsageError(f"{token}: no executable {self.server} in {self.path} (nor in its sbin/ or bin/)")
+
     def find(self, binary: str, target: str, package: str | None) -> str:
-        if self.path.is_file() and os.access(self.path, os.X_OK) and self.path.name == binary:
-            return self._seen(self.path)
+        if binary == self.server:
+            return self._seen(self.server_path(target))
         for d in self._dirs():
             candidate = d / binary
             if candidate.is_file() and os.access(candidate, os.X_OK):
-                return self._seen(candidate)
-        if self.root is not None:
-            return self.root.find(binary, target, package)
-        if self.path.is_file():
-            # A helper the build does not carry: the host's (same protocol, mostly).
-            return find_binary(binary, target, package)
-        raise MachineError(f"{target}@{self.path}: no executable {binary} in {self.path} (nor in its sbin/ or bin/)")
+                found = self._seen(candidate)
+                break
+        else:
+            # A helper the build does not carry: its root's, else the host's (same protocol, mostly).
+            found = (
+                self.root.find(binary, target, package)
+                if self.root is not None
+                else find_binary(binary, target, package)
+            )
+        self.helpers[binary] = found
+        return found
 
     def wrap(self, argv: Sequence[str], shared: Sequence[Path] = ()) -> list[str]:
         return self.root.wrap(argv, shared) if self.root is not None else list(argv)
@@ -216,9 +249,23 @@ class Build(Place):
             self.root.cleanup()
 
     def describe(self) -> TargetPlace:
-        if self.root is None:
-            return {"place": "build", "path": str(self.path)}
-        return {"place": "build", "path": str(self.path), "release": self.root.release, "root": str(self.root.path)}
+        doc: TargetPlace = {"place": "build", "path": str(self.path)}
+        with contextlib.suppress(UsageError, OSError):
+            server = self.server_path(self.server)
+            doc["binary"] = str(server)
+            doc["sha256"] = file_digest(server)
+        if self.helpers:
+            doc["helpers"] = dict(sorted(self.helpers.items()))
+        if self.root is not None:
+            doc["release"] = self.root.release
+            doc["root"] = str(self.root.path)
+        return doc
+
+
+def file_digest(path: Path) -> str:
+    """The SHA-256 of the file at ``path``, hexadecimal: a build's identity by content."""
+    with path.open("rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def _outermost(paths: Sequence[Path]) -> list[Path]:

@@ -80,6 +80,7 @@ class Unbound(Target):
     transports = ("udp", "tcp", "dot", "doh")
     version_flags = ("-V",)
     version_pattern = r"Version (\S+)"
+    identity = b"unbound"
     splits = True
 
     _confs: tuple[Path, ...] = ()
