@@ -34,7 +34,7 @@ import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from dnscost.analysis import Analysis, analyze
 from dnscost.analysis.load import damage_notes, run_network, status_note
@@ -421,6 +421,11 @@ class NothingInCommon(UsageError):
     finished trial): there is nothing to compare."""
 
 
+def _done_cells(a: Analysis) -> set[str]:
+    """The cells of a run with a finished trial: trial IDs without their round."""
+    return {re.sub(r"-r\d+$", "", str(t.get("id"))) for t in a.trials if t.get("status") == "done"}
+
+
 def side_notes(side: str, run_dir: Path, a: Analysis) -> list[str]:
     """What a reader of a comparison must know about one side: the run is not finished (its
     status and how many of its trials are done), and which trials' records are damaged."""
@@ -448,6 +453,15 @@ def compare(run_a: Path, run_b: Path, *, force: bool = False) -> Comparison:
     rows = compare_analyses(a, b)
     if not any(r.a is not None and r.b is not None for r in rows):
         why = "".join(f"; {n}" for n in notes if " trials done" in n)
+        common = sorted(_done_cells(a) & _done_cells(b))
+        if common:
+            raise NothingInCommon(
+                f"{run_a} and {run_b} have no figure measured in both: "
+                + (f"their {len(common)} cells in common" if len(common) > 1 else "their one cell in common")
+                + f" ({', '.join(common[:3])}{', ...' * (len(common) > 3)}) "
+                + ("yield" if len(common) > 1 else "yields")
+                + f" no figure compare sets side by side (a rate, a cost, a fit){why}"
+            )
         raise NothingInCommon(f"{run_a} and {run_b} have no figure measured in both (no cell in common{why})")
     return Comparison(
         run_a=run_a,
@@ -461,32 +475,43 @@ def compare(run_a: Path, run_b: Path, *, force: bool = False) -> Comparison:
     )
 
 
-GATED_METRICS: dict[str, str] = {
-    "cpu_us_per_query": "target CPU-µs per answered query (UDP's in the headline; every load cell's)",
-    "cpu_ratio_to_udp": "CPU per query over UDP's, persistent connections (headline)",
-    "cpu_ratio_to_persistent": "CPU per query at one query per connection over persistent (headline)",
-    "cpu_us_per_handshake": "target CPU-µs per full, resumed or 0-RTT handshake (headline)",
-    "resumed_share": "share of the handshakes that resumed where the client asked to (headline)",
-    "memory_bytes_per_connection": "user + kernel bytes per idle connection, fitted (headline)",
-    "user_bytes_per_connection": "user bytes per idle connection, fitted (memory_fit)",
-    "kernel_bytes_per_connection": "kernel bytes per idle connection, fitted (memory_fit)",
-    "latency_p99_us": "p99 latency of every load cell, µs",
-    "answered_qps": "answered queries a second of every load cell, and UDP's (headline)",
-    "capacity_per_core_qps": "queries a second per core at the CPU per query measured (headline)",
-    "udp_max_qps": "the UDP search's highest rate with loss below its bound (baseline)",
-    "capacity_qps": "a capacity search's highest rate meeting its loss and p99 objective (capacity)",
-    "qps_share_of_udp": "answered qps over UDP's, persistent connections (headline)",
-    "j_per_query": "joules per query over UDP (headline)",
-    "cpu_us_per_connection_second": "target CPU-µs per idle connection-second, fitted (headline)",
+@dataclass(frozen=True)
+class Gated:
+    """A metric a gate may name: what it is, and which way it moves when it regresses (``>``:
+    a rise is worse, as CPU, memory and latency; ``<``: a fall is, as rates and shares)."""
+
+    what: str
+    worse: Literal[">", "<"]
+
+
+GATED_METRICS: dict[str, Gated] = {
+    "cpu_us_per_query": Gated("target CPU-µs per answered query (UDP's in the headline; every load cell's)", ">"),
+    "cpu_ratio_to_udp": Gated("CPU per query over UDP's, persistent connections (headline)", ">"),
+    "cpu_ratio_to_persistent": Gated("CPU per query at one query per connection over persistent (headline)", ">"),
+    "cpu_us_per_handshake": Gated("target CPU-µs per full, resumed or 0-RTT handshake (headline)", ">"),
+    "resumed_share": Gated("share of the handshakes that resumed where the client asked to (headline)", "<"),
+    "memory_bytes_per_connection": Gated("user + kernel bytes per idle connection, fitted (headline)", ">"),
+    "user_bytes_per_connection": Gated("user bytes per idle connection, fitted (memory_fit)", ">"),
+    "kernel_bytes_per_connection": Gated("kernel bytes per idle connection, fitted (memory_fit)", ">"),
+    "latency_p99_us": Gated("p99 latency of every load cell, µs", ">"),
+    "answered_qps": Gated("answered queries a second of every load cell, and UDP's (headline)", "<"),
+    "capacity_per_core_qps": Gated("queries a second per core at the CPU per query measured (headline)", "<"),
+    "udp_max_qps": Gated("the UDP search's highest rate with loss below its bound (baseline)", "<"),
+    "capacity_qps": Gated("a capacity search's highest rate meeting its loss and p99 objective (capacity)", "<"),
+    "qps_share_of_udp": Gated("answered qps over UDP's, persistent connections (headline)", "<"),
+    "j_per_query": Gated("joules per query over UDP (headline)", ">"),
+    "cpu_us_per_connection_second": Gated("target CPU-µs per idle connection-second, fitted (headline)", ">"),
 }
-"""What ``--fail-on`` may name (``dnscost compare``; docs/results.md, "Comparing two runs")."""
+"""What ``--fail-on`` may name, and the direction each one regresses in (``dnscost compare``;
+docs/experiments.md, "A regression gate")."""
 
 _GATE = re.compile(r"^(?P<metric>[a-z0-9_]+)(?P<op>[<>])(?P<pct>[+-]\d+(?:\.\d+)?)%$")
 
 
 @dataclass(frozen=True)
 class Gate:
-    """``METRIC>+X%`` (fails when B rose more than X % over A) or ``METRIC<-X%`` (fell more)."""
+    """``METRIC>+X%`` (fails when B rose more than X % over A) or ``METRIC<-X%`` (fell more), in the
+    direction that is a regression of METRIC (:data:`GATED_METRICS`)."""
 
     metric: str
     op: str
@@ -494,14 +519,25 @@ class Gate:
 
     @classmethod
     def parse(cls, text: str) -> Gate:
-        """Raises :class:`UsageError` naming what is wrong."""
+        """Raises :class:`UsageError` naming what is wrong: a malformed gate, an unknown metric,
+        or a bound in the direction that is not a regression of its metric (``cpu_us_per_query<+10%``
+        would fail on an improvement and pass a regression)."""
         m = _GATE.match(text.replace(" ", ""))
         if not m:
             raise UsageError(f"--fail-on {text!r}: write METRIC>+X% or METRIC<-X% (e.g. 'cpu_us_per_query>+5%')")
-        metric = m["metric"]
-        if metric not in GATED_METRICS:
+        metric, op, percent = m["metric"], m["op"], float(m["pct"])
+        gated = GATED_METRICS.get(metric)
+        if gated is None:
             raise UsageError(f"--fail-on {text!r}: unknown metric {metric!r} (one of {', '.join(GATED_METRICS)})")
-        return cls(metric, m["op"], float(m["pct"]))
+        if op != gated.worse or m["pct"][0] != ("+" if op == ">" else "-"):
+            sign, way = ("+", "rise") if gated.worse == ">" else ("-", "fall")
+            raise UsageError(
+                f"--fail-on {text!r}: {metric} regresses when it {way}s: write {metric}{gated.worse}{sign}X% "
+                f"(fails when B's {metric} {way}s more than X % from A's)"
+            )
+        if op == "<" and percent <= -100:
+            raise UsageError(f"--fail-on {text!r}: {metric} cannot fall by 100 % or more: this gate cannot fail")
+        return cls(metric, op, percent)
 
     def __str__(self) -> str:
         return f"{self.metric}{self.op}{self.percent:+g}%"

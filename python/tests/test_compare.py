@@ -248,8 +248,9 @@ def test_the_gate_fails_on_a_significant_regression_and_passes_otherwise(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """B's DoH on dnsdist answers half as many queries in every repetition: a gate on a fall of
-    answered qps fails with one line naming that cell; the same gate the other way, and a gate on
-    a metric B did not move, pass; a run against itself passes every gate."""
+    answered qps fails with one line naming that cell; the same gate with the runs swapped (B
+    doubled A's rate: an improvement) and a gate on a metric B did not move pass; a run against
+    itself passes every gate."""
     b = copy_run(tmp_path)
     for rep in range(3):
         path = b / "trials" / f"establishment-dnsdist-doh-c1000-lforever-res0-r{rep}" / "trial.json"
@@ -264,8 +265,13 @@ def test_the_gate_fails_on_a_significant_regression_and_passes_otherwise(
     assert err[-1].startswith("gate: 1 regression (answered_qps<-10%: "), err
     docs = (Path(__file__).parents[2] / "docs" / "experiments.md").read_text()
     assert "\n".join(err) in docs, err  # the example docs/experiments.md gives
-    code, err = _gated(capsys, b, "answered_qps>+10%", "cpu_us_per_query>+5%")
+    code, err = _gated(capsys, b, "cpu_us_per_query>+5%")
     assert code == 0 and err[-1].startswith("gate: no regression ("), err
+    from dnscost.cli import main
+
+    code = main(["compare", str(b), str(SYNTHETIC), "--fail-on", "answered_qps<-10%"])
+    err = capsys.readouterr().err.splitlines()
+    assert code == 0 and err[-1].startswith("gate: no regression (answered_qps<-10%: "), err
     code, err = _gated(capsys, SYNTHETIC, "cpu_us_per_query>+0%", "answered_qps<-0%", "memory_bytes_per_connection>+0%")
     assert code == 0 and not [line for line in err if line.startswith("regression: ")], err
 
@@ -277,6 +283,13 @@ def test_a_gate_that_cannot_fail_is_refused_in_one_line(tmp_path: Path, capsys: 
     for text, says in [
         ("cpu_us_per_query>5%", "write METRIC>+X% or METRIC<-X%"),
         ("cpu_per_query>+5%", "unknown metric 'cpu_per_query'"),
+        # Inverted: they would fail on an improvement and pass a regression.
+        ("cpu_us_per_query<+10%", "cpu_us_per_query regresses when it rises: write cpu_us_per_query>+X%"),
+        ("cpu_us_per_query>-10%", "cpu_us_per_query regresses when it rises: write cpu_us_per_query>+X%"),
+        ("cpu_us_per_query<-10%", "cpu_us_per_query regresses when it rises: write cpu_us_per_query>+X%"),
+        ("answered_qps>+10%", "answered_qps regresses when it falls: write answered_qps<-X%"),
+        ("resumed_share<+10%", "resumed_share regresses when it falls: write resumed_share<-X%"),
+        ("answered_qps<-100%", "answered_qps cannot fall by 100 % or more: this gate cannot fail"),
         ("udp_max_qps<-5%", "no cell of udp_max_qps with an interval on both sides (two repetitions or more)"),
     ]:
         code, err = _gated(capsys, SYNTHETIC, text)
@@ -291,4 +304,22 @@ def test_every_gated_metric_is_documented() -> None:
 
     text = (Path(__file__).parents[2] / "docs" / "experiments.md").read_text()
     table = text.split("The metrics (`dnscost.compare.GATED_METRICS`):")[1].split("\n\n")[1]
-    assert re.findall(r"^\| `(\w+)` \|", table, re.M) == list(GATED_METRICS)
+    rows = re.findall(r"^\| `(\w+)` \| (rise|fall) \|", table, re.M)
+    assert rows == [(m, "rise" if g.worse == ">" else "fall") for m, g in GATED_METRICS.items()]
+
+
+def test_a_run_with_no_comparable_figure_against_itself_says_its_cells_are_in_common(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """R14: a run compared with itself whose one cell yields no figure (the raw fixture: one
+    DoH trial with no UDP reference) said "no cell in common"; it says the cell is in common
+    and yields nothing to compare, in one line, exit 2."""
+    from dnscost.cli import main
+
+    raw = SYNTHETIC.parent / "raw"
+    assert main(["compare", str(raw), str(raw)]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        f"dnscost: {raw} and {raw} have no figure measured in both: their one cell in common "
+        "(load-dnsdist@trixie-doh) yields no figure compare sets side by side (a rate, a cost, a fit)\n"
+    )
