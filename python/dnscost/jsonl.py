@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import sys
 import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -18,7 +19,26 @@ from typing import Any
 
 from dnscost.errors import DamagedLineError, UsageError
 
-__all__ = ["Line", "json_kind", "parse_lines", "read_lines", "read_records", "split_lines"]
+__all__ = ["Line", "NestedTooDeep", "json_kind", "loads", "parse_lines", "read_lines", "read_records", "split_lines"]
+
+
+class NestedTooDeep(json.JSONDecodeError):
+    """A JSON document nested deeper than Python's parser goes (its recursion limit): malformed
+    for every reader here, like any other :class:`json.JSONDecodeError`."""
+
+    def __str__(self) -> str:
+        return self.msg
+
+
+def loads(text: str) -> Any:
+    """``json.loads``, but a document nested too deeply to parse (``[`` 100 000 times) raises
+    :class:`NestedTooDeep`, a :class:`json.JSONDecodeError`, not a :class:`RecursionError`: every
+    reader of a stored document takes it as the malformed JSON it is, in one line."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        limit = sys.getrecursionlimit()
+        raise NestedTooDeep(f"nested too deeply to read (more than about {limit} levels)", text, 0) from None
 
 
 @dataclass(frozen=True)
@@ -65,7 +85,7 @@ def parse_lines(lines: Iterable[str]) -> list[Line]:
         if not text.strip():
             continue
         try:
-            value = json.loads(text)
+            value = loads(text)
         except json.JSONDecodeError as e:
             out.append(Line(number, text, None, e.msg))
             continue
