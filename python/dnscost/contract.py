@@ -626,7 +626,10 @@ class MeterHeader(TypedDict):
 
 class FastTarget(TypedDict, total=False):
     """The target in a fast sample: its cgroup's CPU and memory (when it has a cgroup; a
-    counter the kernel does not give is null), its processes' CPU, processes and threads."""
+    counter the kernel does not give is null), its processes' CPU, processes and threads, and
+    its threads' context switches and schedstat counts, summed over every thread of every
+    process (:class:`dnscost.meter.procfs.TaskSched`; absent from files sampled before them,
+    the schedstat ones from a kernel without ``/proc/PID/schedstat``)."""
 
     cgroup_cpu_total_us: int | None
     cgroup_cpu_user_us: int
@@ -641,6 +644,10 @@ class FastTarget(TypedDict, total=False):
     proc_cpu_system_us: Required[int]
     processes: Required[int]
     threads: Required[int]
+    voluntary_ctxt_switches: int
+    nonvoluntary_ctxt_switches: int
+    sched_runs: int
+    sched_run_delay_us: int
 
 
 class GeneratorCpu(TypedDict):
@@ -652,8 +659,9 @@ class GeneratorCpu(TypedDict):
 
 
 class CoreSample(TypedDict):
-    """One core's times since boot (``/proc/stat``), and its tasks' exact run time where the
-    v1 ``cpuacct`` hierarchy gives it."""
+    """One core's times since boot (``/proc/stat``), its tasks' exact run time where the
+    v1 ``cpuacct`` hierarchy gives it, and how many NET_RX and NET_TX softirqs ran on it
+    (``/proc/softirqs``; absent from files sampled before them)."""
 
     cpu: int
     user_us: int
@@ -665,6 +673,8 @@ class CoreSample(TypedDict):
     softirq_us: int
     steal_us: int
     tasks_us: NotRequired[int]
+    net_rx_softirqs: NotRequired[int]
+    net_tx_softirqs: NotRequired[int]
 
 
 class FastSample(TypedDict, total=False):
@@ -760,10 +770,14 @@ class MeterSummary(TypedDict):
     is sampled at the scheduler tick); ``cpu_us`` is it when present, else user + system: the
     figure to divide by queries. ``generator_cpu_*`` are the generator's processes'.
     ``page_faults`` is the page faults the target's processes took (its cgroup's ``pgfault``;
-    absent from summaries made before it was sampled). ``energy_j`` is RAPL's package energy
+    absent from summaries made before it was sampled). ``voluntary_ctxt_switches``,
+    ``nonvoluntary_ctxt_switches``, ``sched_runs`` and ``sched_run_delay_us`` are the target's
+    threads' (``docs/metering.md``, "Wake-ups"; absent from summaries made before they were
+    sampled, null where the samples lack them). ``energy_j`` is RAPL's package energy
     (``energy_source`` = ``"rapl"``) or the model's estimate for the target (``"model"``);
     ``energy_model_j`` is always the model's. ``cores`` holds per-core deltas by CPU number
-    (``busy_us``, ``tasks_us`` where the scheduler gives it), ``counters`` the deltas of the
+    (``busy_us``, ``tasks_us`` where the scheduler gives it, ``net_rx_softirqs`` and
+    ``net_tx_softirqs`` where sampled), ``counters`` the deltas of the
     kernel's UDP/TCP/TcpExt counters (``udp_rcvbuf_errors``, ``tcpext_listen_overflows``, ...), and ``<level>_mean`` and
     ``<level>_max`` the time-weighted mean and the peak of every level of
     :data:`dnscost.meter.summary.LEVELS` (a test holds the two). Readers of stored ones take
@@ -786,6 +800,10 @@ class MeterSummary(TypedDict):
     generator_cpu_user_us: float | None
     generator_cpu_system_us: float | None
     page_faults: NotRequired[float | None]
+    voluntary_ctxt_switches: NotRequired[float | None]
+    nonvoluntary_ctxt_switches: NotRequired[float | None]
+    sched_runs: NotRequired[float | None]
+    sched_run_delay_us: NotRequired[float | None]
     energy_j: float | None
     energy_source: str | None
     energy_model_j: float | None
@@ -888,6 +906,19 @@ class TrialSummary(TypedDict):
     what tells memory churn apart (absent from trials summarized before it was sampled)."""
     target_cpu_us_per_new_connection: float | None
     target_cpu_share: float | None
+    wakeups_per_query: NotRequired[float | None]
+    """The target's voluntary context switches (each a wake-up to come: it blocked) over the
+    window, summed over its threads, per answered query (``docs/metering.md``, "Wake-ups").
+    This and the five below are absent from trials summarized before they were sampled, and
+    null where the meter's samples lack them or nothing was answered."""
+    runs_per_query: NotRequired[float | None]
+    """The times its threads were put on a CPU (schedstat), per answered query."""
+    softirq_us_per_query: NotRequired[float | None]
+    """Softirq time of the target's cores (``/proc/stat``, tick-sampled: on any task there,
+    and charged to no task while the core idled), per answered query."""
+    wakeups_per_s: NotRequired[float | None]
+    runs_per_s: NotRequired[float | None]
+    softirq_us_per_s: NotRequired[float | None]
     engine_cpu_us: int
     generator_cpu_us: float | None
     generator_cpu_us_per_query: float | None

@@ -179,6 +179,7 @@ def summarize_trial(
     levels = levels[:-1] if len(levels) > 1 else levels
     active = sum(levels) / max(len(levels), 1)
     cpu_us = window["cpu_us"]
+    wakeups, runs, softirq_us = _wakeups(window, ctx.target_cpus)
     gen_user, gen_system = window["generator_cpu_user_us"], window["generator_cpu_system_us"]
     generator_cpu_us = gen_user + gen_system if gen_user is not None and gen_system is not None else None
     # Metered means the meter saw the generator's process in the window (an idle generator may
@@ -356,6 +357,12 @@ def summarize_trial(
         ),
         "target_cpu_us_per_new_connection": cpu_us / established if established and cpu_us is not None else None,
         "target_cpu_share": cpu_us / capacity_us if cpu_us is not None else None,
+        "wakeups_per_query": _per(wakeups, answered),
+        "runs_per_query": _per(runs, answered),
+        "softirq_us_per_query": _per(softirq_us, answered),
+        "wakeups_per_s": _per(wakeups, seconds),
+        "runs_per_s": _per(runs, seconds),
+        "softirq_us_per_s": _per(softirq_us, seconds),
         "engine_cpu_us": m["engine"]["cpu_user_us"] + m["engine"]["cpu_system_us"],
         "generator_cpu_us": generator_cpu_us,
         "generator_cpu_us_per_query": generator_cpu_us / answered if answered and generator_cpu_us else None,
@@ -402,6 +409,20 @@ def summarize_trial(
         out["classes"] = classes
         out["transports"] = transports
     return out
+
+
+def _wakeups(window: MeterSummary, cpus: Sequence[int]) -> tuple[float | None, float | None, float | None]:
+    """What may explain a cost per query that falls with load, over the window as target CPU
+    is read: the target's wake-ups (voluntary context switches), the times its threads ran,
+    and the softirq time of its cores (``/proc/stat``; a core missing, none)
+    (``docs/metering.md``, "Wake-ups")."""
+    cores = [window["cores"].get(str(c), {}).get("softirq_us") for c in cpus]
+    softirq_us = sum(c for c in cores if c is not None) if cores and None not in cores else None
+    return window.get("voluntary_ctxt_switches"), window.get("sched_runs"), softirq_us
+
+
+def _per(value: float | None, n: float) -> float | None:
+    return value / n if value is not None and n else None
 
 
 def _wire(total: Mapping[str, Any]) -> Wire | None:

@@ -11,6 +11,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -55,6 +56,26 @@ def test_pid_stat_command_name_with_spaces_and_parentheses() -> None:
     st = procfs.parse_pid_stat("42 (a) b (c) " + " ".join(fields), clk_tck=250)
     assert (st.pid, st.comm, st.ppid, st.threads, st.starttime_ticks) == (42, "a) b (c", 1, 7, 99)
     assert (st.utime_us, st.stime_us) == (1_000_000, 200_000)
+
+
+def test_task_status_and_schedstat() -> None:
+    """A thread's own context switches and schedstat (captured from one thread: its runs are
+    its switches in and out, 371 = 239 + 132)."""
+    t = procfs.parse_task_sched(fixture("proc_pid_task_status.txt"), fixture("proc_pid_task_schedstat.txt"))
+    assert (t.voluntary, t.involuntary, t.runs, t.run_delay_us) == (239, 132, 371, 210_920)
+    assert t + t == procfs.TaskSched(478, 264, 742, 421_840)
+    # a kernel without schedstat: switches only
+    assert procfs.parse_task_sched(fixture("proc_pid_task_status.txt"), None) == procfs.TaskSched(239, 132, 0, 0)
+    with pytest.raises(ValueError, match="voluntary_ctxt_switches"):
+        procfs.parse_task_sched("Name:\tx\n", "1 2 3\n")
+
+
+def test_softirqs_per_cpu() -> None:
+    net = procfs.parse_softirqs(fixture("proc_softirqs.txt"), ["NET_RX", "NET_TX"])
+    assert net == {"NET_TX": {0: 4, 1: 1}, "NET_RX": {0: 3_666_266, 1: 3_222_046}}
+    assert procfs.parse_softirqs(fixture("proc_softirqs.txt"))["TIMER"] == {0: 33_600, 1: 38_688}
+    # CPU numbers are the header's (an offline CPU has no column)
+    assert procfs.parse_softirqs("     CPU0   CPU2\n NET_RX:  5  7\n") == {"NET_RX": {0: 5, 2: 7}}
 
 
 def test_smaps_rollup() -> None:
@@ -467,6 +488,56 @@ def test_sampler_live_on_this_process(tmp_path: Path) -> None:
     assert fast[0]["target"]["cgroup_cpu_total_us"] == 1_250_000  # usage_usec of cpu.stat
     assert s["proc_cpu_user_us"] is not None and s["proc_cpu_user_us"] > 0
     assert s["rss_bytes_mean"] is not None and s["rss_bytes_mean"] > 0
+
+
+def test_sampler_sums_wake_ups_over_threads_and_keeps_an_exited_thread_s(tmp_path: Path) -> None:
+    """The target's context switches are summed over its threads: a thread that blocked 100
+    times (its own status says how often) and exited while sampled still counts after it is
+    gone (the sum never falls), and the per-core NET_RX and NET_TX counts are sampled."""
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    own: dict[str, int] = {}
+
+    def sleeper() -> None:
+        for _ in range(100):
+            time.sleep(0.002)
+        status = Path("/proc/thread-self/status").read_text()
+        own["voluntary"] = procfs.parse_task_sched(status, None).voluntary
+
+    sampler = Sampler(
+        tmp_path / "m.jsonl",
+        start_monotonic=time.monotonic(),
+        target_cgroup=None,
+        target_pids=lambda: [os.getpid(), child.pid],
+        target_ports=[],
+        target_cpus=[0],
+        generator_pids=list,
+        interval_s=0.05,
+        socket_interval_s=0.05,
+        energy=CpuPowerModel(),
+    )
+    try:
+        with sampler:
+            thread = threading.Thread(target=sleeper)
+            thread.start()
+            time.sleep(0.15)  # listed by the slow thread, read by the fast one
+            thread.join()
+            time.sleep(0.15)  # and sampled again once it is gone
+    finally:
+        child.kill()
+        child.wait()
+    records = read_records(tmp_path / "m.jsonl")
+    assert records[-1]["errors"] == 0, records[-1]["first_error"]
+    fast = [r["target"] for r in records if r["type"] == "fast"]
+    voluntary = [t["voluntary_ctxt_switches"] for t in fast]
+    assert voluntary == sorted(voluntary)  # an exited thread's switches stay counted
+    assert voluntary[-1] - voluntary[0] >= own["voluntary"] * 0.5, (voluntary, own)
+    runs = [t["sched_runs"] for t in fast]
+    assert runs == sorted(runs) and runs[-1] >= voluntary[-1]  # each run follows a switch
+    cores = [r["cores"] for r in records if r["type"] == "fast"][-1]
+    assert all(c["net_rx_softirqs"] >= 0 and c["net_tx_softirqs"] >= 0 for c in cores)
+    times = [r["t_ms"] for r in records if r["type"] == "fast"]
+    s = summarize(records, times[0], times[-1])
+    assert s["voluntary_ctxt_switches"] is not None and s["voluntary_ctxt_switches"] > 0
 
 
 def test_sampler_with_rapl_and_without_cgroup(tmp_path: Path) -> None:

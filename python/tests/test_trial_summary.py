@@ -352,3 +352,23 @@ def test_a_quic_server_s_connections_are_the_engine_s_count() -> None:
         records = _records()
         records[0]["config"]["transport"] = transport
         assert summarize_trial(records, samples, COUNTERS, CTX)["connections_held"] == held, transport
+
+
+def test_wake_ups_runs_and_softirq_time_per_query_and_per_second() -> None:
+    """The target's voluntary context switches, schedstat runs and its cores' softirq time
+    over the window, per answered query and per second; none where the meter did not sample
+    them (a trial metered before they were), never zero."""
+    samples = _samples(target_busy=0.5, generator_busy=0.4)
+    for r in samples:
+        seconds = r["t_ms"] / 1000
+        r["target"].update(voluntary_ctxt_switches=7 + round(5_000 * seconds), sched_runs=round(6_000 * seconds))
+        r["cores"][0]["softirq_us"] = 50_000 * seconds  # 5 % of the target's core
+        r["cores"][1]["softirq_us"] = 900_000 * seconds  # the generator's: not the target's
+    s = summarize_trial(_records(), samples, COUNTERS, CTX)
+    # 2 s, 20 000 answers: 10 000 wake-ups, 12 000 runs, 100 ms of softirq on core 0
+    assert s["wakeups_per_query"] == pytest.approx(0.5) and s["wakeups_per_s"] == pytest.approx(5_000)
+    assert s["runs_per_query"] == pytest.approx(0.6) and s["runs_per_s"] == pytest.approx(6_000)
+    assert s["softirq_us_per_query"] == pytest.approx(5.0) and s["softirq_us_per_s"] == pytest.approx(50_000)
+    assert s["meter"]["voluntary_ctxt_switches"] == pytest.approx(10_000)
+    old = summarize_trial(_records(), _samples(target_busy=0.5, generator_busy=0.4), COUNTERS, CTX)
+    assert [old[k] for k in ("wakeups_per_query", "runs_per_s", "softirq_us_per_query")] == [None, None, None]

@@ -12,6 +12,7 @@ Times are returned in microseconds (the kernel counts them in ``USER_HZ`` ticks,
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,12 +28,15 @@ __all__ = [
     "PidStat",
     "Smaps",
     "Sockstat",
+    "TaskSched",
     "parse_meminfo",
     "parse_net_counters",
     "parse_pid_stat",
     "parse_proc_stat",
     "parse_smaps_rollup",
     "parse_sockstat",
+    "parse_softirqs",
+    "parse_task_sched",
     "process_tree",
     "read_meminfo",
     "read_net_counters",
@@ -173,6 +177,48 @@ def read_pid_stat(pid: int, proc: Path = Path("/proc")) -> PidStat | None:
     return parse_pid_stat(text) if text else None
 
 
+# --- /proc/PID/task/TID/status and schedstat -------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TaskSched:
+    """How often a thread was taken off a CPU and put back on one (summed over threads with
+    ``+``). From ``/proc/PID/task/TID/status``: ``voluntary`` (``voluntary_ctxt_switches``:
+    it blocked, on a socket, an ``epoll_wait``, a futex, a sleep; each one is a wake-up to
+    come) and ``involuntary`` (``nonvoluntary_ctxt_switches``: it was preempted). From
+    ``/proc/PID/task/TID/schedstat`` (three fields: ns run on a CPU, ns waited on a runqueue,
+    timeslices run): ``runs`` (the times it was put on a CPU, about ``voluntary +
+    involuntary``) and ``run_delay_us`` (how long it waited, runnable, for a CPU). Both files
+    are the thread's own: ``/proc/PID/status`` is its main thread's alone, and a thread's
+    counts leave ``/proc`` with it."""
+
+    voluntary: int
+    involuntary: int
+    runs: int
+    run_delay_us: int
+
+    def __add__(self, other: TaskSched) -> TaskSched:
+        return TaskSched(
+            self.voluntary + other.voluntary,
+            self.involuntary + other.involuntary,
+            self.runs + other.runs,
+            self.run_delay_us + other.run_delay_us,
+        )
+
+
+_CTXT = re.compile(r"^(voluntary|nonvoluntary)_ctxt_switches:\s*(\d+)", re.MULTILINE)
+
+
+def parse_task_sched(status: str, schedstat: str | None) -> TaskSched:
+    """One thread's ``status`` and ``schedstat`` (None: a kernel without ``CONFIG_SCHED_INFO``,
+    whose ``runs`` and ``run_delay_us`` are then 0)."""
+    switches = dict(_CTXT.findall(status))
+    if len(switches) != 2:
+        raise ValueError("no voluntary_ctxt_switches and nonvoluntary_ctxt_switches lines in a task's status")
+    _run_ns, delay_ns, runs = schedstat.split() if schedstat is not None else ("0", "0", "0")
+    return TaskSched(int(switches["voluntary"]), int(switches["nonvoluntary"]), int(runs), int(delay_ns) // 1000)
+
+
 # --- /proc/PID/smaps_rollup ----------------------------------------------------------------
 
 
@@ -270,6 +316,24 @@ def parse_proc_stat(text: str, clk_tck: int = CLK_TCK) -> dict[int, CoreTimes]:
 
 def read_proc_stat(proc: Path = Path("/proc")) -> dict[int, CoreTimes]:
     return parse_proc_stat((proc / "stat").read_text())
+
+
+# --- /proc/softirqs ------------------------------------------------------------------------
+
+
+def parse_softirqs(text: str, names: Collection[str] | None = None) -> dict[str, dict[int, int]]:
+    """``/proc/softirqs``: how many times each softirq ran on each CPU since boot, by name
+    (``NET_RX``, ``NET_TX``, ``TIMER``, ...) then CPU number (the header's ``CPUn``); only
+    ``names`` when given."""
+    header, *rows = text.splitlines()
+    cpus = [int(c[3:]) for c in header.split()]
+    out: dict[str, dict[int, int]] = {}
+    for row in rows:
+        name, _, values = row.partition(":")
+        name = name.strip()
+        if names is None or name in names:
+            out[name] = {cpu: int(v) for cpu, v in zip(cpus, values.split(), strict=False)}
+    return out
 
 
 # --- /proc/net/snmp, /proc/net/netstat -------------------------------------------------------

@@ -6,15 +6,19 @@ Two kinds of sample, on two threads so that a slow ``ss`` never delays the fast 
 ``fast`` (every ``interval_s``, default 0.1 s)
     target CPU from its cgroup (the exact total, and the user/system split) and from
     ``/proc/PID/stat`` summed over its processes; cgroup
-    memory (usage, anon, kernel, tcp, slab); thread count; per-core CPU of every core
+    memory (usage, anon, kernel, tcp, slab); thread count; its threads' wake-ups (context
+    switches and schedstat runs, :class:`~dnscost.meter.procfs.TaskSched`, summed over every
+    thread of every process, an exited thread's last reading kept); per-core CPU of every core
     (``/proc/stat``, and ``tasks_us``, the exact run time of every task on the core, where
-    the v1 ``cpuacct`` hierarchy gives it: :func:`dnscost.cgroup.tasks_percpu_file`); the
+    the v1 ``cpuacct`` hierarchy gives it: :func:`dnscost.cgroup.tasks_percpu_file`) and its
+    NET_RX and NET_TX softirq counts (``/proc/softirqs``); the
     generator's CPU; UDP, TCP and TcpExt counters; system slab; ``/proc/net/sockstat``; energy.
 ``slow`` (every ``socket_interval_s``, default 1 s)
     RSS, PSS, USS and swap summed over the target's processes (``smaps_rollup`` walks every
     mapping: not free for a big resolver) and the memory of the target's sockets (``ss``). The
     slow thread also refreshes the lists of target and generator PIDs (``target_pids`` and
-    ``generator_pids`` are called about once per ``socket_interval_s``, not at every sample).
+    ``generator_pids`` are called about once per ``socket_interval_s``, not at every sample)
+    and of the target's threads.
 
 Sample times are aligned on ``start_monotonic``: the fast samples fall on multiples of
 ``interval_s`` after it (``t_ms`` = 0, 100, 200, ... when on time), so with the engine started at
@@ -140,6 +144,12 @@ class Sampler:
         self._threads: list[threading.Thread] = []
         self._files = procfs.OpenFiles()  # used by the fast thread only
         self._target_pids: list[int] = []
+        self._target_tasks: list[tuple[int, str, str]] = []
+        """The target's threads: (TID, its status file, its schedstat file)."""
+        self._tasks_seen: dict[int, tuple[str, str, procfs.TaskSched]] = {}
+        """Every thread read so far that has not exited, by TID: its files and last reading."""
+        self._tasks_gone = procfs.TaskSched(0, 0, 0, 0)
+        self._schedstat = Path("/proc/self/schedstat").exists()
         self._generator_pids: list[int] = []
         self._generator_seen: dict[int, tuple[int, int]] = {}
         self._model_base: tuple[float, int] | None = None
@@ -250,6 +260,11 @@ class Sampler:
     def _refresh_pids(self) -> None:
         self._target_pids = list(self._target_pids_fn())
         self._generator_pids = list(self._generator_pids_fn())
+        self._target_tasks = [
+            (tid, f"/proc/{pid}/task/{tid}/status", f"/proc/{pid}/task/{tid}/schedstat")
+            for pid in self._target_pids
+            for tid in procfs.thread_ids(pid)
+        ]
 
     def _loop(self, kind: str, interval: float, take: Callable[[float], FastSample | SlowSample]) -> None:
         # The first sample is taken at once (so that a window starting now is covered), the
@@ -312,13 +327,19 @@ class Sampler:
                 cgroup_page_faults=mem.page_faults,
             )
         files = self._files
-        target_pids, generator_pids = self._target_pids, self._generator_pids
+        target_pids, generator_pids, tasks = self._target_pids, self._generator_pids, self._target_tasks
         keep = {*self._fixed_files, *(f"/proc/{p}/stat" for p in (*target_pids, *generator_pids))}
+        keep.update(path for _, *paths in tasks for path in paths)
+        keep.update(path for *paths, _ in self._tasks_seen.values() for path in paths)
         if self.cgroup is not None:
             keep |= {str(d / f) for d in self.cgroup.dirs.values() for f in ("cpuacct.usage", "cpu.stat")}
         files.retain(keep)
         user, system, processes, threads = _cpu_sum(files, target_pids)
         target.update(proc_cpu_user_us=user, proc_cpu_system_us=system, processes=processes, threads=threads)
+        sched = self._task_sched(files, tasks)
+        target.update(voluntary_ctxt_switches=sched.voluntary, nonvoluntary_ctxt_switches=sched.involuntary)
+        if self._schedstat:
+            target.update(sched_runs=sched.runs, sched_run_delay_us=sched.run_delay_us)
         gprocesses = 0
         for pid in generator_pids:
             # Generator processes come and go within a trial; each one's last reading is kept
@@ -331,7 +352,9 @@ class Sampler:
         guser = sum(u for u, _ in self._generator_seen.values())
         gsystem = sum(sy for _, sy in self._generator_seen.values())
         tasks_text = self._files.read(self._tasks_file) if self._tasks_file else None
-        tasks = parse_percpu(tasks_text) if tasks_text else {}
+        tasks_us = parse_percpu(tasks_text) if tasks_text else {}
+        softirqs = procfs.parse_softirqs(self._must_read("/proc/softirqs"), ("NET_RX", "NET_TX"))
+        net_rx, net_tx = softirqs.get("NET_RX", {}), softirqs.get("NET_TX", {})
         cores: list[CoreSample] = []
         for n, c in sorted(procfs.parse_proc_stat(self._must_read("/proc/stat")).items()):
             core: CoreSample = {
@@ -345,8 +368,10 @@ class Sampler:
                 "softirq_us": c.softirq_us,
                 "steal_us": c.steal_us,
             }
-            if n in tasks:
-                core["tasks_us"] = tasks[n]
+            if n in tasks_us:
+                core["tasks_us"] = tasks_us[n]
+            if n in net_rx and n in net_tx:
+                core["net_rx_softirqs"], core["net_tx_softirqs"] = net_rx[n], net_tx[n]
             cores.append(core)
         protos = ("Udp", "Tcp", "TcpExt")
         net = procfs.parse_net_counters(self._must_read(f"{self.net}/snmp"), protos)
@@ -383,6 +408,26 @@ class Sampler:
         record["energy_source"] = self.energy_source
         return record
 
+    def _task_sched(self, files: procfs.OpenFiles, tasks: Sequence[tuple[int, str, str]]) -> procfs.TaskSched:
+        """The target's threads' context switches and schedstat, summed over the live ones
+        and the last reading of every one seen that has exited since (a thread's counts leave
+        ``/proc`` with it: without it the sum would fall). A thread read once is read until
+        it exits, listed or not: its files, kept open, fail then and only then (a kept
+        ``/proc`` file stays bound to its thread), so none is counted twice."""
+        paths = {tid: (status_path, schedstat_path) for tid, status_path, schedstat_path in tasks}
+        for tid, (status_path, schedstat_path, _) in self._tasks_seen.items():
+            paths.setdefault(tid, (status_path, schedstat_path))
+        live: dict[int, tuple[str, str, procfs.TaskSched]] = {}
+        for tid, (status_path, schedstat_path) in paths.items():
+            status = files.read(status_path)
+            schedstat = files.read(schedstat_path) if self._schedstat else None
+            if status and (schedstat or not self._schedstat):
+                live[tid] = (status_path, schedstat_path, procfs.parse_task_sched(status, schedstat))
+        for tid in self._tasks_seen.keys() - live.keys():
+            self._tasks_gone += self._tasks_seen.pop(tid)[2]
+        self._tasks_seen.update(live)
+        return sum((reading for _, _, reading in live.values()), self._tasks_gone)
+
     def _cgroup_cpu_total_us(self, cgroup: Cgroup) -> int | None:
         """The cgroup's exact CPU time (v1 ``cpuacct.usage``, v2 ``cpu.stat`` ``usage_usec``,
         both from the scheduler's runtime accounting). The user/system split beside it is
@@ -396,7 +441,14 @@ class Sampler:
 
     @property
     def _fixed_files(self) -> tuple[str, ...]:
-        fixed = ("/proc/stat", "/proc/meminfo", f"{self.net}/snmp", f"{self.net}/netstat", f"{self.net}/sockstat")
+        fixed = (
+            "/proc/stat",
+            "/proc/softirqs",
+            "/proc/meminfo",
+            f"{self.net}/snmp",
+            f"{self.net}/netstat",
+            f"{self.net}/sockstat",
+        )
         return (*fixed, self._tasks_file) if self._tasks_file else fixed
 
     def _must_read(self, path: str) -> str:

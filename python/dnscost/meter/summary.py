@@ -52,6 +52,8 @@ LEVELS: dict[str, tuple[str, tuple[str, ...]]] = {
 
 _CORE_FIELDS = ("user_us", "nice_us", "system_us", "idle_us", "iowait_us", "irq_us", "softirq_us", "steal_us")
 _GAUGES = {"CurrEstab"}
+_SCHED = ("voluntary_ctxt_switches", "nonvoluntary_ctxt_switches", "sched_runs", "sched_run_delay_us")
+"""The target's threads' counters (``FastTarget``), each summarised under its own name."""
 
 
 Record = Mapping[str, object]
@@ -210,7 +212,7 @@ def summarize(records: Sequence[Record], t0_ms: float, t1_ms: float) -> MeterSum
             for r in fast
             if any(value_at(c, ("cpu",)) == cpu for c in _items(r, "cores"))
         ]
-        values = {k: delta(per, k) for k in (*_CORE_FIELDS, "tasks_us")}
+        values = {k: delta(per, k) for k in (*_CORE_FIELDS, "tasks_us", "net_rx_softirqs", "net_tx_softirqs")}
         cores[cpu] = {k: v for k, v in values.items() if v is not None}
         cores[cpu]["busy_us"] = sum(
             cores[cpu].get(k, 0.0) for k in ("user_us", "nice_us", "system_us", "irq_us", "softirq_us")
@@ -251,6 +253,7 @@ def summarize(records: Sequence[Record], t0_ms: float, t1_ms: float) -> MeterSum
         generator_cpu_user_us=delta(fast, "generator", "cpu_user_us"),
         generator_cpu_system_us=delta(fast, "generator", "cpu_system_us"),
         page_faults=delta(fast, "target", "cgroup_page_faults"),
+        **{k: delta(fast, "target", k) for k in _SCHED},
         energy_j=delta(fast, "energy_j"),
         energy_source=next(iter(sources)) if len(sources) == 1 else None,
         energy_model_j=delta(fast, "energy_model_j"),
