@@ -37,6 +37,7 @@ from dnscost.cluster.shares import split_config
 from dnscost.contract import EngineConfig, RunStatus, SearchStep, TrialRecord, TrialSummary
 from dnscost.engine import check_config
 from dnscost.errors import EngineError, MachineError, TargetError, UsageError
+from dnscost.jsonl import loads
 from dnscost.machine import check_generator
 from dnscost.network import DEFAULT_NETWORK, Network
 from dnscost.plan import TrialPlan, capacity_step, engine_knobs, estimate_s, population_replay, share_rate
@@ -703,7 +704,7 @@ def read_record(trial_dir: Path) -> TrialRecord | None:
     not that of the code that measured it."""
 
     try:
-        doc = json.loads((trial_dir / "trial.json").read_text(encoding="utf-8"))
+        doc = loads((trial_dir / "trial.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
     if trial_problem(doc) is not None:

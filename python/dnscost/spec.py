@@ -38,6 +38,7 @@ from dnscost.contract import (
     shape_problem,
 )
 from dnscost.errors import UsageError
+from dnscost.jsonl import loads
 from dnscost.network import NETWORKS
 from dnscost.population import replay_of
 from dnscost.proc import parse_cpus
@@ -711,7 +712,7 @@ def load_profile(name: str, spec_dir: Path) -> ClientProfile:
         shipped = ", ".join(sorted(p.stem for p in PROFILES_DIR.glob("*.json"))) or "none"
         raise ValueError(f"no shipped profile {name!r} (shipped: {shipped})")
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        doc = loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
         raise ValueError(f"{path}: {getattr(e, 'strerror', None) or e}") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("name"), str) or doc.get("transport") not in TRANSPORTS:

@@ -175,6 +175,27 @@ def test_a_run_json_of_the_wrong_shape_is_one_line(
     assert not (bad / "lock").exists()  # run --resume refused it before taking it
 
 
+@pytest.mark.parametrize("command", ["report", "compare", "resume"])
+def test_a_run_json_nested_too_deeply_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    """A run.json of 100 000 nested arrays gave a RecursionError traceback in report, compare
+    and run --resume: now one line naming run.json, as any other malformed JSON, exit 2."""
+    from dnscost.cli import main
+
+    good = _stored_run(tmp_path / "good")
+    bad = _stored_run(tmp_path / "bad")
+    _shaped(bad, "[" * 100_000 + "]" * 100_000)
+    argv = {"report": ["report", str(bad)], "compare": ["compare", str(good), str(bad)]}.get(
+        command, ["run", "--resume", str(bad)]
+    )
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"dnscost: {bad / 'run.json'}: ") and err.count("\n") == 1, err
+    assert "nested too deeply to read" in err, err
+    assert not (bad / "lock").exists()
+
+
 @pytest.mark.parametrize(
     ("trial_json", "says"),
     [
@@ -187,6 +208,10 @@ def test_a_run_json_of_the_wrong_shape_is_one_line(
         ),
         ('{"rep": "1"}', "rep is a string, not a number"),
         ('{"status": "done", "summary": {"validity": "x"}}', "summary.validity is a string, not an object"),
+        (
+            "[" * 100_000 + "]" * 100_000,
+            f"nested too deeply to read (more than about {sys.getrecursionlimit()} levels)",
+        ),
     ],
 )
 def test_a_trial_json_of_the_wrong_shape_is_unreadable_as_broken_json_is(

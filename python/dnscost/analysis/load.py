@@ -17,7 +17,7 @@ from typing import Any, cast
 from dnscost.analysis.series import series_rows
 from dnscost.contract import Row, RunRecord, TrialRecord, TrialState, TrialStatus, TrialSummary, shape_problem
 from dnscost.errors import UsageError
-from dnscost.jsonl import json_kind, parse_lines, read_lines
+from dnscost.jsonl import json_kind, loads, parse_lines, read_lines
 from dnscost.results import run_problem
 from dnscost.trial_summary import CounterDelta, SummaryContext, summarize_trial
 from dnscost.validity import flags_from_conditions
@@ -77,7 +77,7 @@ def read_run(run_dir: Path) -> RunRecord:
     when ``run_dir`` holds no readable run.json with a plan."""
     path = run_dir / "run.json"
     try:
-        run: dict[str, object] = json.loads(path.read_text())
+        run: dict[str, object] = loads(path.read_text())
     except FileNotFoundError:
         raise UsageError(f"{run_dir}: not a run directory (no run.json)") from None
     except (OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
@@ -96,7 +96,7 @@ def read_trial(run_dir: Path, entry: TrialRecord, status: TrialState | None) -> 
     ``status`` (``status``: its entry in run.json's ``trials``) and an ``error`` saying why."""
     path = run_dir / "trials" / str(entry.get("id")) / "trial.json"
     try:
-        doc = json.loads(path.read_text())
+        doc = loads(path.read_text())
     except FileNotFoundError:
         recorded = "missing" if status is None else status["status"]
         if recorded == "done":  # run.json says it finished: its record is gone

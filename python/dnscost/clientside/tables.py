@@ -25,6 +25,7 @@ from dnscost.clientside.pageload_analysis import presets_table, summarise_preset
 from dnscost.clientside.times import read_times
 from dnscost.clientside.times import rows as time_rows
 from dnscost.errors import UsageError
+from dnscost.jsonl import loads
 
 __all__ = [
     "BLOCKS",
@@ -210,7 +211,7 @@ def _target_dirs(run: Path) -> list[Path]:
 
 def _json(path: Path) -> Any:
     try:
-        return json.loads(path.read_text())
+        return loads(path.read_text())
     except FileNotFoundError:
         raise UsageError(f"{path}: missing (not a client run, or its part did not run)") from None
     except json.JSONDecodeError as e:

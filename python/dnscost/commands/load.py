@@ -23,6 +23,7 @@ from dnscost.commands.external import external_settings
 from dnscost.commands.target import add_roots_option
 from dnscost.contract import EngineConfig, RunSpecRecord, TrialRecord
 from dnscost.errors import UsageError
+from dnscost.jsonl import loads
 from dnscost.network import DEFAULT_NETWORK, NETWORKS
 from dnscost.targets.place import label_of
 from dnscost.transports import POPULATION, TRANSPORTS
@@ -168,7 +169,7 @@ def engine_settings(a: argparse.Namespace) -> EngineConfig:
     raw: dict[str, object] = {}
     if a.engine_config:
         try:
-            raw = json.loads(a.engine_config.read_text())
+            raw = loads(a.engine_config.read_text())
         except (OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
             raise UsageError(f"{a.engine_config}: {e}") from e
         if not isinstance(raw, dict):

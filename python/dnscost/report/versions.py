@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 from dnscost.errors import DnscostError, UsageError
+from dnscost.jsonl import loads
 
 __all__ = ["FIGURES", "main", "read_csv", "versions_tables"]
 
@@ -100,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
         headline = read_csv(run / "tables" / "headline.csv")
         consistency = read_csv(run / "tables" / "consistency.csv")
         try:
-            versions = json.loads((run / "run.json").read_text()).get("versions") or {}
+            versions = loads((run / "run.json").read_text()).get("versions") or {}
         except (OSError, json.JSONDecodeError) as e:
             raise UsageError(f"{run}: no readable run.json: {e}") from e
         print(versions_tables(headline, consistency, {str(k): str(v) for k, v in versions.items()}, together=together))
