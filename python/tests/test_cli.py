@@ -253,6 +253,13 @@ def test_a_trial_json_of_the_wrong_shape_is_unreadable_as_broken_json_is(
         (["--engine-config", '{"connections": -1}'], "dnscost load: {}: connections: invalid value: integer `-1`"),
         (["--engine-config", '{"transport": "tcp", "close": "x"}'], "dnscost load: {}: close: unknown variant `x`"),
         (["--engine-config", '{"bogus": 1}'], "dnscost load: {}: bogus: unknown field `bogus`, expected one of"),
+        # Fields dnscost reads itself (connections, for the target's processes and the
+        # generator's CPUs) are checked by the engine first: a wrong type was a traceback.
+        (
+            ["--engine-config", '{"connections": "four"}'],
+            'dnscost load: {}: connections: invalid type: string "four", expected u32',
+        ),
+        (["--engine-config", '{"connections": [1]}'], "dnscost load: {}: connections: invalid type: sequence"),
     ],
 )
 def test_a_bad_load_setting_names_its_flag_or_file(

@@ -182,8 +182,8 @@ def engine_settings(a: argparse.Namespace) -> EngineConfig:
         value = getattr(a, f"engine_{field}")
         if value is not None:
             raw[field] = value
-    # The file's fields are the engine's to check (check_config names a wrong one); from here
-    # on the configuration has the engine's type.
+    # The file's fields are the engine's to check (check_config names a wrong one, before
+    # anything reads them); from here on the configuration has the engine's type.
     config = cast(EngineConfig, raw)
     config.setdefault("duration_ms", 20_000)
     config.setdefault("warmup_ms", 2_000)
@@ -241,6 +241,13 @@ def main(a: argparse.Namespace) -> int:
     engine = engine_settings(a)
     if replay is not None:
         engine.pop("rate", None)  # the population's: each class its own
+    # The engine checks the configuration first: the checks below read its fields as typed.
+    checked: EngineConfig = {**engine, "synthetic": a.names, "tld": a.tld}
+    if replay is None:
+        checked["transport"] = a.transport
+    else:
+        checked["classes"] = replay.checkable()
+    check_config(checked, "dnscost load", engine_field_names(a, engine))
     transport = a.transport or POPULATION
     settings = LoadSettings(
         a.target,
@@ -265,12 +272,6 @@ def main(a: argparse.Namespace) -> int:
     check_generator(
         int(engine.get("connections") or 0), 1 if cluster_given is None else cluster_given.engines, "dnscost load"
     )
-    checked: EngineConfig = {**settings.engine, "synthetic": a.names, "tld": a.tld}
-    if replay is None:
-        checked["transport"] = a.transport
-    else:
-        checked["classes"] = replay.checkable()
-    check_config(checked, "dnscost load", engine_field_names(a, settings.engine))
     pin_self(generator_cpus)
     out = a.output or Path("results", "load", new_run_id()).resolve()
     trial_id = f"load-{label_of(a.target)}-{transport}"
