@@ -443,7 +443,9 @@ def _settings(c: _Checker, table: dict[str, Any], keys: set[str]) -> dict[str, A
     for key in sorted(keys & set(table)):
         value = table[key]
         if key in _DURATION_FIELDS:
-            out[key] = c.duration(key, value)
+            out[key] = seconds = c.duration(key, value)
+            if key == "max_p99" and seconds < 1e-6:
+                c.fail(key, f"{value!r}: no query is answered that fast (the engine measures latency in µs)")
         elif key == "repetitions":
             out[key] = c.integer(key, value, 1, 1000)
         elif key == "max_loss":

@@ -159,6 +159,9 @@ def test_a_profile_s_search_counts_clients_and_stops_at_its_connections(monkeypa
         ("clients = 10", "clients"),
         ("start_qps = 5000\nmax_qps = 1000", "above max_qps"),
         ('max_p99 = "soon"', "max_p99"),
+        # An objective no trial can meet: refused here, not searched until the search fails.
+        ('max_p99 = "0ms"', "max_p99: '0ms': no query is answered that fast"),
+        ('max_p99 = "0.0005ms"', "max_p99: '0.0005ms': no query is answered that fast"),
     ],
 )
 def test_a_capacity_group_s_mistakes_are_one_line(field: str, message: str) -> None:
