@@ -93,6 +93,22 @@ def _one_line(argv: list[str], env: dict[str, str] | None = None) -> subprocess.
     return subprocess.run([*DNSCOST, *argv], capture_output=True, text=True, timeout=60, env=env, check=False)
 
 
+def test_roots_that_are_a_file_are_one_line_and_exit_2(tmp_path: Path) -> None:
+    """``--roots FILE`` said "FILE: File exists" (exit 1) once prepare's lock could not be made
+    under it: now that the path is not a directory, before anything is made or fetched."""
+    file = tmp_path / "tiny.toml"
+    file.write_text('name = "tiny"\n')
+    says = f"dnscost: {file}: not a directory (release roots live in a directory: --roots, $DNSCOST_ROOTS)"
+    for argv in (
+        ["target", "prepare", "dnsdist@trixie", "--roots", str(file), "--mirror", "http://127.0.0.1:1/debian"],
+        ["target", "list", "--roots", str(file)],
+    ):
+        r = _one_line(argv)
+        assert r.returncode == 2, r.stderr
+        assert r.stderr.strip().splitlines() == [says], r.stderr
+    assert file.read_text() == 'name = "tiny"\n'
+
+
 def test_a_missing_root_and_an_unknown_release_are_one_line_and_exit_2(tmp_path: Path) -> None:
     empty = tmp_path / "roots"
     args = ["--transport", "udp", "--duration", "1s", "--output", str(tmp_path / "out")]

@@ -51,8 +51,12 @@ def set_roots_dir(path: Path | None) -> None:
 
 
 def roots_dir() -> Path:
-    """Where roots live: as set by :func:`set_roots_dir`, else ``roots/`` in the current directory."""
-    return _roots if _roots is not None else Path("roots").resolve()
+    """Where roots live: as set by :func:`set_roots_dir`, else ``roots/`` in the current directory.
+    One that exists and is not a directory is one line (:class:`UsageError`)."""
+    path = _roots if _roots is not None else Path("roots").resolve()
+    if path.exists() and not path.is_dir():
+        raise UsageError(f"{path}: not a directory (release roots live in a directory: --roots, $DNSCOST_ROOTS)")
+    return path
 
 
 def package_of(base: str, release: str, default: str) -> str:
@@ -123,9 +127,9 @@ def prepare(name: TargetName, package: str, *, mirror: str | None = None, log: b
     a time (a lock). Returns the root's manifest."""
     assert name.release is not None
     release, pkg = name.release, package_of(name.base, name.release, package)
+    roots = roots_dir()
     if shutil.which("debootstrap") is None:
         raise MachineError("debootstrap not found: apt-get install debootstrap (scripts/setup installs it)")
-    roots = roots_dir()
     path = roots / release
     with _locked(roots / f".{release}.lock"):
         manifest = read_manifest(path)
