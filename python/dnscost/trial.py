@@ -351,8 +351,9 @@ def fill_cache(
     failed (a closed loop over cached names at 200 000 a second loses a few hundred in
     millions, names already answered in an earlier pass); otherwise it runs again from the
     first name (those answered are hits now), for twice as long, up to :data:`FILL_ATTEMPTS`
-    times, then is one line. The target's own counters say afterwards whether the cache is
-    warm (:func:`warm_cache`, the trial's ``cold-cache`` flag)."""
+    times, then is one line. A target that dies or is stopped meanwhile is said so, as in a
+    trial (:meth:`Target.check_alive`). The target's own counters say afterwards whether the
+    cache is warm (:func:`warm_cache`, the trial's ``cold-cache`` flag)."""
     sets = target.fill_endpoints()
     # A process's own set may hold fewer transports (unbound's: plain DNS, its cache is one).
     jobs = [(i, t) for i, own in enumerate(sets) for t in transports if t in own]
@@ -389,9 +390,15 @@ def fill_cache(
             config["duration_ms"] = duration_ms << attempt
             try:
                 records = generate(
-                    config, workdir, cpus=cpus, name=f"{name}-{attempt}" if attempt else name, exec_prefix=exec_prefix
+                    config,
+                    workdir,
+                    cpus=cpus,
+                    name=f"{name}-{attempt}" if attempt else name,
+                    exec_prefix=exec_prefix,
+                    watchdog=target.check_alive,  # a target that dies is said dead, as in a trial
                 )
             except EngineError as e:  # nothing answered at all: the target is gone or deaf
+                target.check_alive()  # gone: how it ended, not the engine's refused queries
                 raise TargetError(f"{target.name}: the cache fill over {transport} failed: {e}") from e
             q = summary_of(records)["total"]["queries"]
             # In order and at most `in_flight` at once: once `names + in_flight` were sent, every
@@ -399,6 +406,7 @@ def fill_cache(
             lost = int(q["timed_out"]) + int(q["failed_total"])
             if int(q["sent"]) >= names + in_flight and lost <= FILL_LOST * int(q["sent"]):
                 return
+        target.check_alive()
         raise TargetError(
             f"{target.name}: the cache fill over {transport} sent {q['sent']} queries for {names} names "
             f"and lost {lost} (timed out or failed) in {FILL_ATTEMPTS} tries ({workdir / name}.jsonl)"

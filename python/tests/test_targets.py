@@ -17,10 +17,12 @@ import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import need
 from dnscost.certs import TlsFiles, make_tls
+from dnscost.contract import EngineConfig, EngineRecord
 from dnscost.engine import Endpoint, Responder, engine_path, generate, summary_of
 from dnscost.errors import EngineError, MachineError, TargetError, UsageError
 from dnscost.jsonl import read_records
@@ -729,7 +731,8 @@ def test_coredns_lifts_its_connection_caps(tmp_path: Path, upstream: Responder) 
 def test_a_cache_fill_short_of_its_names_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A fill whose tries all fall short (here: no loss allowed at all, so never enough) fails in
     one line naming its records, after sending every name each try; a fill of a target that
-    answers nothing (stopped, its port closed) fails in one line at once."""
+    answers nothing (its port closed) fails in one line at once, and so does one of a target
+    that is gone, said gone."""
     import dnscost.trial
 
     monkeypatch.setattr(dnscost.trial, "FILL_ATTEMPTS", 2)
@@ -748,6 +751,11 @@ def test_a_cache_fill_short_of_its_names_is_one_line(tmp_path: Path, monkeypatch
     try:
         with pytest.raises(TargetError) as e:
             fill_cache(target, tmp_path / "fill", [gen], 1000, ["udp"])
+        served = target.endpoints
+        target.endpoints = {"udp": Endpoint("udp", "127.0.0.1", free_port())}  # nothing listens there
+        with pytest.raises(TargetError) as deaf:
+            fill_cache(target, tmp_path / "deaf", [gen], 1000, ["udp"])
+        target.endpoints = served
     finally:
         target.stop()
     message = str(e.value)
@@ -759,12 +767,50 @@ def test_a_cache_fill_short_of_its_names_is_one_line(tmp_path: Path, monkeypatch
     for records in ("fill-udp.jsonl", "fill-udp-1.jsonl"):  # each try asked every name, in a closed loop
         q = summary_of(read_records(tmp_path / "fill" / records))["total"]["queries"]
         assert q["sent"] >= 1000 + 256 and q["answered"] >= 1000, q
+    assert "\n" not in str(deaf.value), str(deaf.value)
+    assert str(deaf.value).startswith("builtin: the cache fill over udp failed: dnscost-engine exited with code 4"), (
+        deaf.value
+    )
     with pytest.raises(TargetError) as e:
         fill_cache(target, tmp_path / "dead", [gen], 1000, ["udp"])
-    assert "\n" not in str(e.value), str(e.value)
-    assert str(e.value).startswith("builtin: the cache fill over udp failed: dnscost-engine exited with code 4"), (
-        e.value
+    assert str(e.value) == "builtin died: exited with code 0", e.value  # as it does when stopped
+
+
+@pytest.mark.resolver
+def test_a_target_killed_during_its_cache_fill_is_said_dead(
+    tmp_path: Path, upstream: Responder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """dnsdist killed (SIGKILL) once its fill's engine has started read as a failed fill ("the
+    cache fill over udp failed: ... Connection refused"): it is said dead, with its signal, as a
+    target killed while measured is."""
+    import dnscost.trial
+
+    _need_target("dnsdist")
+    cpu, gen = _cpus()
+    target = make_target(
+        "dnsdist",
+        tmp_path / "dnsdist",
+        cpus=[cpu],
+        tls=_tls(tmp_path),
+        upstream=upstream.endpoints["udp"],
+        transports=["udp"],
+        synthetic=NAMES,
     )
+    real = dnscost.trial.generate
+
+    def killing_the_target(config: EngineConfig, workdir: Path, **kw: Any) -> list[EngineRecord]:
+        child = target.child
+        assert child is not None
+        return real(config, workdir, **kw, started=lambda _: os.kill(child.pid, signal.SIGKILL))
+
+    target.start()
+    try:
+        monkeypatch.setattr(dnscost.trial, "generate", killing_the_target)
+        with pytest.raises(TargetError) as e:
+            fill_cache(target, tmp_path / "fill", [gen], NAMES, ["udp"])
+    finally:
+        target.stop()
+    assert str(e.value) == "dnsdist died: killed by signal 9 (SIGKILL)", e.value
 
 
 @pytest.mark.resolver
