@@ -38,7 +38,8 @@ from dnscost.contract import (
     TrialRecord,
 )
 from dnscost.population import Replay, replay_of
-from dnscost.spec import Group, Spec, lifetime_fields, load_share
+from dnscost.shares import load_share
+from dnscost.spec import Group, Spec, lifetime_fields
 from dnscost.targets import served as served_by
 from dnscost.targets.place import label_of
 from dnscost.transports import POPULATION, TLS_TRANSPORTS
@@ -313,17 +314,23 @@ def _share_trials(spec: Spec, g: Group, target: str, served: tuple[str, ...]) ->
     names (``capacity_of``) over its transports, renamed, at the share (and the group's
     in-flight ceiling), each referencing the saturation trial of its cell and round."""
     ref = next(r for r in spec.groups if r.name == g.settings["capacity_of"])
+    shares = g.axes["rate"]
     out = []
     for t in _group_trials(spec, ref, target, served):
         narrowed = all(t.params.get(k) in v for k, v in g.axes.items() if k != "rate" and t.params.get(k) is not None)
-        if t.transport in g.transports and narrowed:
-            tid = g.name + t.id[len(ref.name) :]
+        if t.transport not in g.transports or not narrowed:
+            continue
+        cell, rnd = t.id[len(ref.name) :].rsplit("-r", 1)
+        for share in shares:
+            # A ladder's trials carry their share in their id (``-at3pct``); one share's do not.
+            at = f"-at{share.rstrip('%')}pct" if len(shares) > 1 else ""
             params: TrialParams = {
                 **t.params,
-                "rate": g.axes["rate"][0],
+                "rate": share,
                 "in_flight": g.settings.get("in_flight", t.params["in_flight"]),
             }
-            out.append(dataclasses.replace(t, id=tid, group=g.name, params=params, reference=t.id, analysis=g.name))
+            tid = f"{g.name}{cell}{at}-r{rnd}"
+            out.append(dataclasses.replace(t, id=tid, group=g.name, params=params, reference=t.id, analysis=g.analysis))
     return out
 
 

@@ -42,6 +42,7 @@ from dnscost.jsonl import loads
 from dnscost.network import NETWORKS
 from dnscost.population import replay_of
 from dnscost.proc import parse_cpus
+from dnscost.shares import CURVE, load_share
 from dnscost.targets.external import EXTERNAL, ExternalSettings, resolve_external
 from dnscost.transports import POPULATION, TRANSPORTS
 
@@ -58,7 +59,6 @@ __all__ = [
     "duration_s",
     "lifetime_fields",
     "load_profile",
-    "load_share",
     "load_spec",
     "parse_spec",
 ]
@@ -168,19 +168,6 @@ def duration_s(text: str) -> float:
     if not m:
         raise ValueError(f"{text!r} is not a duration (examples: 10s, 250ms, 2m)")
     return float(m.group(1)) * {"ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}[m.group(2)]
-
-
-_SHARE = re.compile(r"([0-9]*\.?[0-9]+)%")
-
-
-def load_share(rate: Any) -> float | None:
-    """The share of capacity a rate such as ``"50%"`` names (0.5), or None when ``rate`` is not
-    one (``"max"``, a number, anything else). A share runs open loop at that share of the
-    answered rate of the same group's saturation (``"max"``) trial of the same cell and round."""
-    m = _SHARE.fullmatch(rate.strip()) if isinstance(rate, str) else None
-    if m is None or not 0 < float(m.group(1)) < 100:
-        return None
-    return float(m.group(1)) / 100
 
 
 def lifetime_fields(text: str) -> Lifetime:
@@ -668,9 +655,11 @@ def _cluster(origin: str, raw: Any) -> ClusterSettings:
 def _share_group(gc: _Checker, raw: dict[str, object], name: str, kind: TrialKind, earlier: list[Group]) -> Group:
     """A group at a share of capacity (``capacity_of = "establishment"``, ``rate = "50%"``): the
     cells of an earlier saturation group, each run open loop at the share of the answered rate
-    its saturation trial measured in the same round. Its cells, durations and repetitions are
-    the saturation group's; it chooses the share and may narrow the cells: fewer transports,
-    fewer values of a swept knob (``cert_key = "ecdsa-p256"``). ``in_flight`` is the open
+    its saturation trial measured in the same round. A list of shares (``rate = ["1%", "3%",
+    ...]``) is a ladder: every cell at every share, the cost curves' points (:data:`CURVE`).
+    Its cells, durations and repetitions are the saturation group's; it chooses the share and
+    may narrow the cells: fewer transports, fewer values of a swept knob
+    (``cert_key = "ecdsa-p256"``). ``in_flight`` is the open
     loop's ceiling on outstanding queries per connection (default: the saturation cell's, whose
     closed loop it defined): a ceiling the schedule runs into holds queries back and sends them
     late, so the latency measured would be the generator's queue."""
@@ -688,10 +677,14 @@ def _share_group(gc: _Checker, raw: dict[str, object], name: str, kind: TrialKin
     if ref.kind != "load" or ref.axes.get("rate") != ("max",) or "capacity_of" in ref.settings:
         gc.fail("capacity_of", f'group {ref_name!r} is not a saturation group (kind load, rate = "max")')
     rate = raw.get("rate")
-    if load_share(rate) is None:
-        gc.fail("rate", f'expected a share of capacity such as "50%", got {rate!r}')
+    rates = rate if isinstance(rate, list) else [rate]
+    for r in rates:
+        if load_share(r) is None:
+            gc.fail("rate", f'expected a share of capacity such as "50%", or a list of them (a ladder), got {r!r}')
+    if len({load_share(r) for r in rates}) < len(rates):
+        gc.fail("rate", "a ladder's shares are distinct")
     transports = gc.strings("transports", raw["transports"], ref.transports) if "transports" in raw else ref.transports
-    axes = {**ref.axes, "rate": (str(rate),)}
+    axes = {**ref.axes, "rate": tuple(str(r) for r in sorted(rates, key=load_share))}
     for key in sorted(narrowing & set(raw) - {"transports"}):
         values = _settings(gc, {key: raw[key]}, {key})[key]
         if key not in ref.axes or not set(values) <= set(ref.axes[key]):
@@ -702,7 +695,10 @@ def _share_group(gc: _Checker, raw: dict[str, object], name: str, kind: TrialKin
         if isinstance(raw["in_flight"], list):
             gc.fail("in_flight", "one value: the open loop's ceiling for every cell")
         settings["in_flight"] = _knob(gc, "in_flight", raw["in_flight"])
-    return Group(name, kind, transports, ref.repetitions, axes, settings, ref.targets, name)
+    # A ladder (several shares) feeds the cost curves; one share, the latency table's share columns.
+    return Group(
+        name, kind, transports, ref.repetitions, axes, settings, ref.targets, CURVE if len(rates) > 1 else name
+    )
 
 
 def load_profile(name: str, spec_dir: Path) -> ClientProfile:

@@ -16,7 +16,8 @@ import pytest
 from conftest import need
 from dnscost.errors import UsageError
 from dnscost.plan import TrialPlan, expand, share_rate
-from dnscost.spec import load_share, parse_spec
+from dnscost.shares import load_share
+from dnscost.spec import parse_spec
 from dnscost.validity import MAX_LOSS
 from test_load import installed
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from dnscost.analysis.clients import clients_rows
 from dnscost.analysis.consistency import apply_flags, consistency_rows, flag_not_persistent, handshake_rows
 from dnscost.analysis.costmodel import cost_model_rows, fit_transports
+from dnscost.analysis.curves import curve_rows
 from dnscost.analysis.headline import headline, headline_rows
 from dnscost.analysis.load import load_run_series
 from dnscost.analysis.population import population_rows
@@ -103,6 +104,7 @@ def derive(
         "clients": clients_rows(rows, rounds),
         "population": population_rows(trials, fitted),
         "rounds": rounds,
+        "cost_curve": curve_rows(rows),
         "consistency": contradictions,
         "headline": [],
         "series": series or [],

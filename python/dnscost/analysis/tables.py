@@ -8,12 +8,14 @@ from collections.abc import Callable, Hashable, Iterable
 from typing import Any, TypeVar
 
 from dnscost.analysis.consistency import CONSISTENCY_COLUMNS, lifetime_order
+from dnscost.analysis.curves import CURVE_COLUMNS
 from dnscost.analysis.load import is_valid, run_network, validity_flags
 from dnscost.analysis.rounds import ROUND_COLUMNS, round_of, udp_references
 from dnscost.analysis.series import SERIES_COLUMNS
 from dnscost.analysis.stats import fit_line, median
 from dnscost.certs import DEFAULT_KEY_TYPE
 from dnscost.contract import Row, RunRecord, TrialRecord
+from dnscost.shares import CURVE
 from dnscost.study import wire_one_query
 from dnscost.transports import DATAGRAM_TRANSPORTS
 from dnscost.validity import CONSISTENCY_FLAGS
@@ -113,6 +115,7 @@ COLUMNS: dict[str, list[str]] = {
             names cache_hit_ratio replayed_repeat_share upstream_queries target_answered capture_repeat_share
         """,
         "rounds": " ".join(ROUND_COLUMNS),
+        "cost_curve": " ".join(CURVE_COLUMNS),
         "headline": "target figure transport profile value low high n interval unit",
         "consistency": " ".join(CONSISTENCY_COLUMNS),
         "series": " ".join(SERIES_COLUMNS),
@@ -686,7 +689,8 @@ def latency_rows(rows: list[Row]) -> list[Row]:
     ``reference`` the saturation trial) is not a row of its own: its percentiles stand in the
     ``share_`` columns of its saturation cell's row, so latency at saturation (queueing) and
     below it sit side by side."""
-    load = [r for r in rows if r["kind"] == "load" and r.get("analysis") != "clients"]  # keyed by profile there
+    # Real clients are keyed by profile (their own table), a ladder's steps make the cost curves.
+    load = [r for r in rows if r["kind"] == "load" and r.get("analysis") not in ("clients", CURVE)]
     of = {r["id"]: r for r in load}
     keys = ("target", "transport", "group", "analysis", "lifetime", "resumption", "early_data", "connections")
     saturation = [r for r in load if not r.get("reference")]

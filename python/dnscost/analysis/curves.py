@@ -1,0 +1,108 @@
+"""Cost curves: a target's CPU per query against the load it serves (issue 54).
+
+A ladder (a ``capacity_of`` group with several shares, :data:`dnscost.shares.CURVE`) runs each
+cell of a saturation group open loop at several shares of the answered rate its saturation
+trial measured in the same round. With that saturation trial as the curve's last point (100 %),
+each cell gives one curve: per share, the offered and answered rates and the target's CPU per
+answered query over the valid rounds (median, min, max), and the same CPU per query over the
+saturation trial's of its round (``ratio_to_saturation``: what a query costs at that load
+against at full load, paired within rounds so that the machine's drift between rounds cancels).
+
+Pure: rows of the ``trials`` table in, rows of ``cost_curve`` out."""
+
+from __future__ import annotations
+
+from dnscost.analysis.stats import median
+from dnscost.contract import Row
+from dnscost.shares import CURVE, load_share
+from dnscost.transports import TRANSPORTS
+
+__all__ = ["CURVE_COLUMNS", "curve_rows"]
+
+CURVE_COLUMNS = [
+    "target",
+    "transport",
+    "lifetime",
+    "resumption",
+    "early_data",
+    "cert_key",
+    "connections",
+    "share",
+    "reps",
+    "valid_reps",
+    "offered_qps",
+    "answered_qps",
+    "cpu_us_per_query",
+    "cpu_us_per_query_min",
+    "cpu_us_per_query_max",
+    "ratio_to_saturation",
+    "ratio_to_saturation_min",
+    "ratio_to_saturation_max",
+]
+
+_CELL = ("target", "transport", "lifetime", "resumption", "early_data", "cert_key", "connections")
+
+
+def _spread(values: list[float]) -> tuple[float | None, float | None, float | None]:
+    """(median, min, max), or three None for no values."""
+    if not values:
+        return None, None, None
+    return median(values), min(values), max(values)
+
+
+def curve_rows(rows: list[Row]) -> list[Row]:
+    """One row per cell and share of every ladder, the saturation point (share 1) included;
+    cells sorted as the trials table lists them, shares from the lowest."""
+    of = {r["id"]: r for r in rows}
+    steps = [r for r in rows if r.get("analysis") == CURVE and r.get("reference") in of]
+    points: dict[tuple[object, ...], dict[float, list[tuple[Row, Row]]]] = {}
+    for r in steps:
+        ref = of[r["reference"]]
+        share = load_share(r["rate"])
+        if share is None:
+            continue
+        cell = points.setdefault(tuple(r[k] for k in _CELL), {})
+        cell.setdefault(share, []).append((r, ref))
+        cell.setdefault(1.0, [])
+        if not any(s is ref for s, _ in cell[1.0]):
+            cell[1.0].append((ref, ref))
+    out: list[Row] = []
+    for key, shares in points.items():
+        for share in sorted(shares):
+            pairs = shares[share]
+            valid = [(r, ref) for r, ref in pairs if r["valid"] and r["cpu_us_per_query"] is not None]
+            cpu = [float(r["cpu_us_per_query"]) for r, _ in valid]
+            ratios = [
+                float(r["cpu_us_per_query"]) / float(ref["cpu_us_per_query"])
+                for r, ref in valid
+                if ref["valid"] and ref["cpu_us_per_query"]
+            ]
+            mid, low, high = _spread(cpu)
+            rmid, rlow, rhigh = _spread(ratios)
+            row: Row = dict(zip(_CELL, key, strict=True))
+            row |= {
+                "share": share,
+                "reps": len(pairs),
+                "valid_reps": len(valid),
+                "offered_qps": median([float(r["offered_qps"]) for r, _ in valid if r["offered_qps"] is not None]),
+                "answered_qps": median([float(r["answered_qps"]) for r, _ in valid if r["answered_qps"] is not None]),
+                "cpu_us_per_query": mid,
+                "cpu_us_per_query_min": low,
+                "cpu_us_per_query_max": high,
+                "ratio_to_saturation": rmid,
+                "ratio_to_saturation_min": rlow,
+                "ratio_to_saturation_max": rhigh,
+            }
+            out.append(row)
+    return sorted(out, key=_order)
+
+
+def _order(r: Row) -> tuple[object, ...]:
+    """Target, transport (the tables' order), then the cell's knobs and the share."""
+    t = r["transport"]
+    return (
+        str(r["target"]),
+        TRANSPORTS.index(t) if t in TRANSPORTS else len(TRANSPORTS),
+        *(str(r[k]) for k in _CELL[2:]),
+        r["share"],
+    )

@@ -1,0 +1,96 @@
+"""Cost curves (issue 54): a ladder of shares of capacity in a spec, its plan (every cell at
+every share, each after its saturation trial in the same round, in the round's shuffled
+order), and the ``cost_curve`` table from rows made here (the saturation point included, the
+ratio to saturation paired within rounds), kept out of the latency table's share columns."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from dnscost.analysis.curves import curve_rows
+from dnscost.analysis.tables import latency_rows
+from dnscost.errors import UsageError
+from dnscost.plan import expand
+from dnscost.spec import parse_spec
+
+SPEC = """
+name = "curves"
+targets = ["builtin"]
+repetitions = 2
+[defaults]
+duration = "1s"
+warmup = "0.5s"
+[[group]]
+name = "saturation"
+transports = ["udp", "dot"]
+connections = 8
+lifetime = ["forever", "1q"]
+rate = "max"
+[[group]]
+name = "ladder"
+capacity_of = "saturation"
+rate = ["40%", "1%", "6%"]
+"""
+
+
+def test_a_ladder_runs_every_cell_at_every_share_after_its_saturation_trial() -> None:
+    plan = expand(parse_spec(SPEC, "s.toml"))
+    by_id = {t.id: t for t in plan}
+    order = [t.id for t in plan]
+    steps = [t for t in plan if t.group == "ladder"]
+    saturation = [t for t in plan if t.group == "saturation"]
+    # udp (one lifetime: connections close only over TCP, TLS or QUIC) and dot in two: 3 cells, 2 rounds.
+    assert len(saturation) == 3 * 2 and len(steps) == 3 * 2 * 3
+    assert {t.params["rate"] for t in steps} == {"1%", "6%", "40%"}
+    for t in steps:
+        ref = by_id[t.reference or ""]
+        assert ref.group == "saturation" and (ref.round, ref.transport) == (t.round, t.transport)
+        assert {**ref.params, "rate": t.params["rate"]} == t.params
+        assert order.index(ref.id) < order.index(t.id)
+        assert t.analysis == "curve" and f"-at{t.params['rate'].rstrip('%')}pct-r{t.round}" in t.id
+    # One share is still the latency table's (no share in the id), not a curve.
+    (single,) = [t for t in expand(parse_spec(SPEC.replace('["40%", "1%", "6%"]', '"50%"'), "s.toml"))][-1:]
+    assert single.analysis == "ladder" and "pct" not in single.id
+
+
+@pytest.mark.parametrize(
+    ("rate", "says"),
+    [('["1%", "max"]', "a list of them (a ladder)"), ('["1%", "1.0%"]', "a ladder's shares are distinct")],
+)
+def test_a_bad_ladder_is_refused_in_one_line(rate: str, says: str) -> None:
+    with pytest.raises(UsageError, match=r"rate: .*" + says.replace("(", r"\(").replace(")", r"\)")):
+        parse_spec(SPEC.replace('["40%", "1%", "6%"]', rate), "s.toml")
+
+
+def _row(tid: str, rnd: int, cpu: float, qps: float, rate: str = "max", ref: str | None = None, **kw: Any) -> Any:
+    cell = {"target": "d", "transport": "udp", "lifetime": "forever", "resumption": 0.0, "early_data": 0.0,
+            "cert_key": None, "connections": 8}  # fmt: skip
+    return {"id": tid, "group": "ladder" if ref else "saturation", "analysis": "curve" if ref else "saturation",
+            "kind": "load", "valid": True, "rate": rate, "reference": ref, "round": rnd, "offered_qps": qps,
+            "answered_qps": qps, "cpu_us_per_query": cpu, "latency_p50_us": 100.0, "latency_p90_us": 100.0,
+            "latency_p99_us": 100.0, "latency_p999_us": 100.0, **cell, **kw}  # fmt: skip
+
+
+def test_the_curve_table_has_the_saturation_point_and_ratios_paired_within_rounds() -> None:
+    """Round 0 ran on a slower machine than round 1 (every cost 1.5 times): the ratio to
+    saturation, paired within rounds, is the same in both; the CPU per query spreads."""
+    rows = [
+        _row("s-r0", 0, 7.5, 150_000.0),
+        _row("s-r1", 1, 5.0, 200_000.0),
+        _row("l1-r0", 0, 45.0, 1_500.0, "1%", "s-r0"),
+        _row("l1-r1", 1, 30.0, 2_000.0, "1%", "s-r1"),
+        _row("l40-r0", 0, 9.0, 60_000.0, "40%", "s-r0"),
+        _row("l40-r1", 1, 6.0, 80_000.0, "40%", "s-r1"),
+        _row("l40-r2", 2, 99.0, 80_000.0, "40%", "s-r1", valid=False),
+    ]
+    curve = curve_rows(rows)
+    assert [r["share"] for r in curve] == [0.01, 0.4, 1.0]
+    low, mid, top = curve
+    assert (low["cpu_us_per_query"], low["cpu_us_per_query_min"], low["cpu_us_per_query_max"]) == (37.5, 30.0, 45.0)
+    assert low["ratio_to_saturation"] == low["ratio_to_saturation_min"] == low["ratio_to_saturation_max"] == 6.0
+    assert (mid["reps"], mid["valid_reps"], mid["ratio_to_saturation"]) == (3, 2, pytest.approx(1.2))
+    assert (top["cpu_us_per_query"], top["ratio_to_saturation"], top["offered_qps"]) == (6.25, 1.0, 175_000.0)
+    # The ladder's steps are not the latency table's share columns.
+    (latency,) = latency_rows(rows)
+    assert latency["share"] is None and latency["reps"] == 2
