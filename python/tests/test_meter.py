@@ -672,6 +672,9 @@ def test_open_files_reread_and_bound_to_their_process(tmp_path: Path) -> None:
     assert files.read(str(f)) == "1\n"
     f.write_text("22\n")  # same inode, new content: re-read from offset 0
     assert files.read(str(f)) == "22\n"
+    for size in (65_536, 200_000):  # past one read's worth: read on to the end
+        f.write_text("x" * size)
+        assert files.read(str(f)) == "x" * size
     child = subprocess.Popen(["sleep", "30"])
     try:
         text = files.read(f"/proc/{child.pid}/stat")

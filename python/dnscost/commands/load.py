@@ -385,6 +385,11 @@ def print_summary(record: TrialRecord, out: Path) -> None:
                 else ""
             )
         )
+    if (wakeups := s.get("wakeups_per_query")) is not None:
+        print(
+            f"  wake-ups        {wakeups:.3f}/query (voluntary switches), {_fmt(s.get('runs_per_query'), '', 3)} "
+            f"runs/query; softirq {_fmt(s.get('softirq_us_per_query'), ' µs/query', 2)} on its cores"
+        )
     cluster = record.get("cluster")
     if cluster:
         print(

@@ -6,7 +6,8 @@ Prints figures, asserts nothing (tests live in ``python/tests``):
   ``--connections`` TCP connections open on 127.0.0.1 (each is two sockets, one of them matched
   by the port filter), opened by this process and closed at the end;
 - the sampler: its own CPU time per second (both threads, and ``ss``), sampling one idle target
-  process for ``--seconds``.
+  process of ``--threads`` threads (every one's context switches and schedstat are read at
+  every fast sample) for ``--seconds``.
 """
 
 from __future__ import annotations
@@ -71,9 +72,10 @@ def bench_ss(connections: int, runs: int = 10) -> None:
         listener.close()
 
 
-def bench_sampler(seconds: float) -> None:
+def bench_sampler(seconds: float, threads: int = 1) -> None:
     code = (
-        "import socket,time\n"
+        "import socket,threading,time\n"
+        f"[threading.Thread(target=time.sleep,args=(600,),daemon=True).start() for _ in range({threads - 1})]\n"
         "s=socket.socket();s.bind(('127.0.0.1',0));s.listen();print(s.getsockname()[1],flush=True)\n"
         "time.sleep(600)"
     )
@@ -102,7 +104,8 @@ def bench_sampler(seconds: float) -> None:
         slow = end["sampler_cpu_us"]["slow"] / 1000 / seconds
         ss = end["ss_cpu_us"] / 1000 / seconds
         print(
-            f"sampler: {end['fast']} fast and {end['slow']} slow samples in {seconds:.0f} s "
+            f"sampler: a target of {threads} threads, {end['fast']} fast and {end['slow']} slow samples "
+            f"in {seconds:.0f} s "
             f"({end['missed_fast']} missed, {end['errors']} errors); CPU per second: "
             f"fast thread {fast:.1f} ms, slow thread {slow:.1f} ms, ss {ss:.1f} ms "
             f"(whole Python process {process_cpu / seconds * 1000:.1f} ms); "
@@ -117,11 +120,12 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--connections", type=int, nargs="*", default=[2000], help="connection counts for the ss figure")
     p.add_argument("--seconds", type=float, default=10.0, help="how long to run the sampler")
+    p.add_argument("--threads", type=int, default=1, help="threads of the idle target the sampler reads")
     args = p.parse_args()
     print(f"{os.cpu_count()} CPUs, {os.uname().release}")
     for n in args.connections:
         bench_ss(n)
-    bench_sampler(args.seconds)
+    bench_sampler(args.seconds, args.threads)
 
 
 if __name__ == "__main__":

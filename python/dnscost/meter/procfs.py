@@ -12,7 +12,6 @@ Times are returned in microseconds (the kernel counts them in ``USER_HZ`` ticks,
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -90,6 +89,9 @@ def _ticks_to_us(ticks: int, clk_tck: int) -> int:
     return ticks * 1_000_000 // clk_tck
 
 
+_CHUNK = 65536
+
+
 def _read(path: Path) -> str | None:
     try:
         return path.read_text()
@@ -101,7 +103,10 @@ class OpenFiles:
     """Files re-read at every sample, kept open and read with ``pread`` from offset 0: a
     quarter of the cost of open, read, close (about 8 µs instead of 30 per file here). A kept
     ``/proc/PID/...`` file stays bound to its process: once that exits, reading fails
-    (``None``) rather than reading a new process that reused the PID."""
+    (``None``) rather than reading a new process that reused the PID. A read shorter than
+    asked for is the end: the kernel writes a ``/proc`` or cgroup file whole into its buffer,
+    and asking again past it would make it write the whole file once more, for nothing
+    (twice the cost: 19 µs instead of 11 for a thread's ``status``)."""
 
     def __init__(self) -> None:
         self._fds: dict[str, int] = {}
@@ -112,10 +117,10 @@ class OpenFiles:
             if fd is None:
                 fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
                 self._fds[path] = fd
-            chunks, offset = [], 0
-            while chunk := os.pread(fd, 65536, offset):
-                chunks.append(chunk)
-                offset += len(chunk)
+            chunks, offset = [os.pread(fd, _CHUNK, 0)], 0
+            while len(chunks[-1]) == _CHUNK:
+                offset += _CHUNK
+                chunks.append(os.pread(fd, _CHUNK, offset))
         except OSError:  # gone (ENOENT, ESRCH)
             self.forget(path)
             return None
@@ -206,17 +211,20 @@ class TaskSched:
         )
 
 
-_CTXT = re.compile(r"^(voluntary|nonvoluntary)_ctxt_switches:\s*(\d+)", re.MULTILINE)
+_VOLUNTARY = "\nvoluntary_ctxt_switches:"
 
 
 def parse_task_sched(status: str, schedstat: str | None) -> TaskSched:
     """One thread's ``status`` and ``schedstat`` (None: a kernel without ``CONFIG_SCHED_INFO``,
-    whose ``runs`` and ``run_delay_us`` are then 0)."""
-    switches = dict(_CTXT.findall(status))
-    if len(switches) != 2:
+    whose ``runs`` and ``run_delay_us`` are then 0). The two switch lines are found from the
+    end, where the kernel writes them one after the other (a regular expression over the
+    whole file cost 20 µs a thread here, this 1 µs)."""
+    at = status.rfind(_VOLUNTARY)
+    words = status[at + len(_VOLUNTARY) :].split(None, 3) if at >= 0 else []
+    if len(words) < 3 or words[1] != "nonvoluntary_ctxt_switches:":
         raise ValueError("no voluntary_ctxt_switches and nonvoluntary_ctxt_switches lines in a task's status")
     _run_ns, delay_ns, runs = schedstat.split() if schedstat is not None else ("0", "0", "0")
-    return TaskSched(int(switches["voluntary"]), int(switches["nonvoluntary"]), int(runs), int(delay_ns) // 1000)
+    return TaskSched(int(words[0]), int(words[2]), int(runs), int(delay_ns) // 1000)
 
 
 # --- /proc/PID/smaps_rollup ----------------------------------------------------------------
