@@ -36,9 +36,10 @@ Cost, measured on the 2-vCPU development VM (``python -m dnscost.meter.bench``: 
 process with one listening port, no cgroup, 10 Hz fast and 1 Hz slow sampling, two runs): the
 fast thread 5.2-5.6 ms of CPU per second (about 0.5 ms per sample; reading a v1 cgroup adds
 0.2-0.4 ms per sample), the slow thread 1.6 ms per second, and the ``ss`` process 6-8 ms per
-second (mostly its start-up), so about 1.5 % of one core in all. The ``/proc`` files read at
-every sample are kept open and re-read with ``pread`` (a quarter of the cost of reopening them).
-The sampler runs wherever the calling process runs: pin that to the generator's cores, never to
+second (mostly its start-up), so about 1.5 % of one core in all. Each of the target's threads
+adds about 20 µs per fast sample (its ``status`` and ``schedstat``), 0.2 ms per second. The
+``/proc`` files read at every sample are kept open and re-read with ``pread`` (a quarter of the
+cost of reopening them). The sampler runs wherever the calling process runs: pin that to the generator's cores, never to
 the target's.
 """
 
