@@ -504,8 +504,9 @@ fn why_nothing_answered(run: &Run, total: &Counters) -> String {
         }
     }
     for (kind, &n) in ErrorKind::ALL.iter().zip(&total.failed) {
-        // Unsent queries are a consequence; the connection failures above are the cause.
-        if n > worst.0 && (*kind != ErrorKind::Unsent || worst.0 == 0) {
+        // Unsent queries are a consequence; the connection failures above are the cause, and
+        // so are queries sent that timed out (they held the places the unsent ones waited for).
+        if n > worst.0 && (*kind != ErrorKind::Unsent || (worst.0 == 0 && total.timed_out == 0)) {
             let example = match kind {
                 ErrorKind::Rejected => Some(refusals(total)),
                 _ => run.error_example(kind.as_str()),
@@ -515,13 +516,21 @@ fn why_nothing_answered(run: &Run, total: &Counters) -> String {
         }
     }
     if total.timed_out > worst.0 {
-        let junk = if total.unmatched > 0 {
+        // A server that does not read PROXY v2 headers takes one for a query: what it replies
+        // (to the header's bytes) matches no query sent.
+        let proxied = run.classes.iter().any(|(_, s)| s.proxy.is_some());
+        let junk = if total.unmatched > 0 && !proxied {
             format!(" ({} replies matched no query)", total.unmatched)
         } else {
             String::new()
         };
         let limit = "QUIC MAX_STREAMS, HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS";
-        let why = if total.answered == 0 && total.stream_waits >= total.timed_out {
+        let why = if total.unmatched > 0 && proxied {
+            format!(
+                "the target's {} replies matched no query: does it read the PROXY v2 headers sent (proxy_v2)?",
+                total.unmatched
+            )
+        } else if total.answered == 0 && total.stream_waits >= total.timed_out {
             format!("the target allowed no stream for them ({limit})")
         } else if total.stream_waits > 0 {
             format!(

@@ -96,6 +96,30 @@ fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
+/// PROXY v2 headers sent to a server that does not read them (`serve` takes each datagram,
+/// header first, for a query): what it replies matches no query sent. The reason said "244
+/// queries failed (unsent)", the consequence; it names the unmatched replies and the headers.
+#[test]
+fn proxy_headers_to_a_server_that_does_not_read_them_are_named() {
+    let dir = temp_dir("proxy-unread");
+    let server = Server::start(&dir, &[]);
+    let a = ["--transport", "udp", "--target", server.addr("udp"), "--proxy-v2", "10.0.0.0/16"];
+    let run = generate(&dir, &[&a[..], &["--rate", "200", "--duration", "1s", "--timeout", "500ms"]].concat());
+    assert_eq!(run.status.code(), Some(4), "{}", run.stderr);
+    assert_eq!(run.balanced()["answered"], 0, "{}", run.summary());
+    let unmatched = run.total("queries.unmatched");
+    assert!(unmatched > 0, "{}", run.summary());
+    let line = run.stderr.lines().last().unwrap_or_default();
+    assert!(
+        line.ends_with(&format!(
+            "queries timed out: the target's {unmatched} replies matched no query: \
+             does it read the PROXY v2 headers sent (proxy_v2)?"
+        )),
+        "{}",
+        run.stderr
+    );
+}
+
 #[test]
 fn unreachable_target_counts_refused_connections() {
     let dir = temp_dir("refused");
