@@ -506,6 +506,8 @@ class CaptureRecord(TypedDict):
     dns_packets: int
     flows: int
     names: int
+    names_left_out: int
+    """With ``--names``: Do53 queries whose question reads as no name, not written."""
     unsupported_link: int
     read_s: float
 

@@ -23,12 +23,14 @@ from __future__ import annotations
 
 import ipaddress
 import itertools
+import json
 import math
 import statistics
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeGuard
 
 from dnscost.contract import CaptureRecord, ClientClass, ClientProfile, FlowRecord, ReplayRecord
 from dnscost.errors import UsageError
@@ -109,7 +111,7 @@ class Client:
     def idle_before_close_s(self) -> list[float]:
         """For the connections the client closed: the time from its last query to the close."""
         return [
-            (f["closed_us"] - f["query_us"][-1]) / 1e6
+            (f["closed_us"] - max(f["query_us"])) / 1e6
             for f in self.connections()
             if f["closer"] == "client" and f["query_us"]
         ]
@@ -366,7 +368,10 @@ def _toml_value(v: object) -> str:
     if isinstance(v, int):
         return str(v)
     if isinstance(v, float):
-        return repr(round(v, 6))
+        # Six decimals; a figure smaller than that (a rate over a very long capture) keeps six
+        # significant digits rather than reading 0.
+        r = round(v, 6)
+        return repr(r if r or not v else float(f"{v:.6g}"))
     if isinstance(v, str):
         return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
     if isinstance(v, Mapping):
@@ -481,6 +486,34 @@ class Replay:
         ]
 
 
+SHARE_SLACK = 0.01
+"""How far from 1 a population's shares may sum (each is written rounded to 6 digits)."""
+
+
+def _number(v: object) -> TypeGuard[int | float]:
+    """A finite number, not a boolean (TOML's ``true`` is Python's 1)."""
+    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _not_finite(v: object, path: str = "") -> str | None:
+    """The path of the first nan or infinite number in ``v`` (tables and arrays gone through),
+    None when there is none (JSON, which the engine reads, has neither)."""
+    if isinstance(v, float) and not math.isfinite(v):
+        return f"{path} = {_shown(v)}"
+    items = v.items() if isinstance(v, Mapping) else enumerate(v) if isinstance(v, list) else ()
+    for key, x in items:
+        if (bad := _not_finite(x, f"{path}.{key}" if path else str(key))) is not None:
+            return bad
+    return None
+
+
+def _shown(v: object) -> str:
+    """A field's value as the TOML file has it, on one line."""
+    if isinstance(v, str):
+        return json.dumps(v)
+    return _toml_value(v) if isinstance(v, bool | int | float) else f"a {type(v).__name__}"
+
+
 def replay_of(
     doc: Mapping[str, object],
     source: str,
@@ -502,17 +535,45 @@ def replay_of(
     raw = doc.get("class")
     if not isinstance(raw, list) or not raw:
         raise UsageError(f"{source}: no [[class]] table (is it a population.toml of dnscost population?)")
-    natural = 0.0
     parsed: list[tuple[str, ClientProfile, int, float]] = []
+    shares: list[float] = []
     for i, k in enumerate(raw):
         if not isinstance(k, Mapping):
             raise UsageError(f"{source}: class {i + 1} is not a table")
         name, profile, clients, per = k.get("name"), k.get("profile"), k.get("clients"), k.get("rate_qps")
-        if not isinstance(name, str) or not isinstance(profile, Mapping) or "transport" not in profile:
+        if (
+            not isinstance(name, str)
+            or not isinstance(profile, Mapping)
+            or not isinstance(profile.get("transport"), str)
+        ):
             raise UsageError(f"{source}: class {i + 1}: needs a name and a profile with a transport")
-        if not isinstance(clients, int) or clients < 1 or not isinstance(per, int | float) or per < 0:
-            raise UsageError(f"{source}: class {name}: clients must be a positive count and rate_qps a rate")
+        label = name if name.isprintable() else json.dumps(name)
+        # TOML's booleans are Python's ints, and its nan and inf are floats: neither is a figure
+        # dnscost population writes.
+        if not _number(clients) or not isinstance(clients, int) or clients < 1:
+            raise UsageError(
+                f"{source}: class {label}: clients = {_shown(clients)} is not a count of clients (1 or more)"
+            )
+        if not _number(per) or per < 0:
+            raise UsageError(
+                f"{source}: class {label}: rate_qps = {_shown(per)} is not a rate (a finite number, 0 or more)"
+            )
+        if (bad := _not_finite(profile)) is not None:
+            raise UsageError(f"{source}: class {label}: profile.{bad} is not a finite number")
+        if "share" in k:
+            share = k["share"]
+            if not _number(share) or not 0 <= share <= 1:
+                raise UsageError(
+                    f"{source}: class {label}: share = {_shown(share)} is not a share of the queries (0 to 1)"
+                )
+            shares.append(float(share))
         parsed.append((name, ClientProfile(**profile), clients, float(per)))  # type: ignore[typeddict-item]
+    # The shares are each class's of the capture's queries: every class's together make 1 (as
+    # written, rounded); fewer classes' (some without one) make no more.
+    if shares and (sum(shares) > 1 + SHARE_SLACK or (len(shares) == len(parsed) and sum(shares) < 1 - SHARE_SLACK)):
+        raise UsageError(
+            f"{source}: the classes' shares sum to {sum(shares):g}: a population's shares of its queries sum to 1"
+        )
     left_out: list[str] = []
     if served is not None:
         keep = set(served)
@@ -557,6 +618,6 @@ def replay_of(
     if not path.is_file():
         raise UsageError(f"{path}: no such names file (named by {source})")
     share, lines = table.get("repeat_share"), table.get("queries")
-    repeat = float(share) if isinstance(share, int | float) else None
-    count = lines if isinstance(lines, int) else None
+    repeat = float(share) if _number(share) else None
+    count = lines if _number(lines) and isinstance(lines, int) else None
     return Replay(source, k_scale, classes, total, left_out, str(path), repeat, count)

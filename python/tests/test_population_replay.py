@@ -38,6 +38,26 @@ POPULATION = {
 }
 
 
+def _with(**first: object) -> dict[str, object]:
+    """:data:`POPULATION` with these fields of its first class (``stub``) replaced."""
+    return {"class": [{**POPULATION["class"][0], **first}, *POPULATION["class"][1:]]}
+
+
+def _shares(*shares: float | None) -> dict[str, object]:
+    """:data:`POPULATION` with these shares (None: none given)."""
+    return {
+        "class": [
+            {**k, **({"share": x} if x is not None else {})} for k, x in zip(POPULATION["class"], shares, strict=True)
+        ]
+    }
+
+
+def test_shares_as_dnscost_population_writes_them_are_accepted() -> None:
+    assert len(replay_of(_shares(0.571429, 0.285714, 0.142857), "p.toml").classes) == 3
+    assert len(replay_of(_shares(0.333333, 0.333333, 0.333333), "p.toml").classes) == 3
+    assert len(replay_of(_shares(0.9, None, 0.1), "p.toml").classes) == 3
+
+
 def test_a_replay_scales_clients_and_rate_and_keeps_the_shares() -> None:
     r = replay_of(POPULATION, "p.toml")
     assert r.rate_qps == 10 * 2.0 + 3 * 0.5 + 1.0
@@ -68,6 +88,30 @@ def test_a_replay_scales_clients_and_rate_and_keeps_the_shares() -> None:
             "p.toml: class a: clients",
         ),
         ({"class": [{"name": "a", "clients": 1, "rate_qps": 1}]}, {}, "p.toml: class 1: needs a name and a profile"),
+        # What dnscost population could not have written, named by class and field (before:
+        # nan and inf were "classes: expected value"; the rest ran).
+        (
+            _with(rate_qps=float("nan")),
+            {},
+            "p.toml: class stub: rate_qps = nan is not a rate (a finite number, 0 or more)",
+        ),
+        (
+            _with(rate_qps=float("inf")),
+            {},
+            "p.toml: class stub: rate_qps = inf is not a rate (a finite number, 0 or more)",
+        ),
+        (_with(rate_qps=True), {}, "p.toml: class stub: rate_qps = true is not a rate"),
+        (_with(clients=True), {}, "p.toml: class stub: clients = true is not a count of clients (1 or more)"),
+        (_with(share=-0.5), {}, "p.toml: class stub: share = -0.5 is not a share of the queries (0 to 1)"),
+        (_with(share=float("nan")), {}, "p.toml: class stub: share = nan is not a share"),
+        (
+            _shares(1.0, 1.0, 1.0),
+            {},
+            "p.toml: the classes' shares sum to 3: a population's shares of its queries sum to 1",
+        ),
+        (_shares(0.5, 0.2, 0.1), {}, "p.toml: the classes' shares sum to 0.8: a population's shares"),
+        (_shares(0.7, 0.6, None), {}, "p.toml: the classes' shares sum to 1.3:"),
+        (_with(name="a\nb", clients=0), {}, 'p.toml: class "a\\nb": clients = 0 is not a count'),
         (POPULATION, {"scale": 2.0, "rate": 10.0}, "give either a scale or a rate"),
         (POPULATION, {"scale": 0.0}, "scale: 0.0 is out of range"),
     ],
@@ -94,12 +138,16 @@ def _dnscost(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
         (["--population", "p.toml", "--served-only", "--capture-names"], "p.toml: no names file (dnscost population"),
         (["--population", "p.toml", "--connections", "5"], "--connections: each class of a population has its own"),
         (["--population", "p.toml", "--rate", "max"], "--rate max: with --population"),
+        (["--population", "nan.toml"], "nan.toml: class stub: rate_qps = nan is not a rate"),
+        (["--population", "bool.toml"], "bool.toml: class stub: clients = true is not a count of clients"),
         (["--population", "p.toml"], "knot-resolver does not serve doq (it serves udp, tcp, dot, doh): --served-only"),
     ],
 )
 def test_bad_population_input_is_one_line_and_exit_2(tmp_path: Path, args: list[str], says: str) -> None:
     (tmp_path / "bad.toml").write_text("not toml at all\n")
     (tmp_path / "p.toml").write_text(_toml(POPULATION))
+    (tmp_path / "nan.toml").write_text(_toml(POPULATION).replace("rate_qps = 2.0", "rate_qps = nan", 1))
+    (tmp_path / "bool.toml").write_text(_toml(POPULATION).replace("clients = 10", "clients = true", 1))
     r = _dnscost("load", "--target", "knot-resolver", *args, cwd=tmp_path)
     assert r.returncode == 2, r.stderr
     assert r.stderr.startswith(f"dnscost: {says}") and len(r.stderr.strip().splitlines()) == 1, r.stderr

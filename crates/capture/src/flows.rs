@@ -205,9 +205,9 @@ impl Flows {
         self
     }
 
-    /// The Do53 queries' names (lower case, absolute) and types since the last call; a name
-    /// that does not read as text (a compression pointer, a blank or a control octet in a
-    /// label) is left out.
+    /// The Do53 queries' names (lower case, absolute, in presentation format: octets that need
+    /// it written `\DDD`) and types since the last call; a query without a question that reads
+    /// as a name (none, cut short, a compression pointer, longer than 255 octets) is left out.
     pub fn take_names(&mut self) -> Vec<(String, u16)> {
         self.names.as_mut().map(std::mem::take).unwrap_or_default()
     }
@@ -273,7 +273,10 @@ impl Flows {
             }
             l
         });
-        live.flow.closed_us = ts;
+        // Packets a little out of time order (`read::REORDER_MAX_US`): a flow spans from its
+        // earliest to its latest.
+        live.flow.opened_us = live.flow.opened_us.min(ts);
+        live.flow.closed_us = live.flow.closed_us.max(ts);
         if from_client {
             live.flow.octets_from_client += p.payload_len as u64;
             live.flow.packets_from_client += 1;
@@ -636,7 +639,10 @@ fn version_name(v: u16) -> String {
     }
 }
 
-/// A query's name (lower case, absolute, as text) and type, when the name reads as text.
+/// A query's name (lower case, absolute, in presentation format) and type, when the question
+/// reads as a name: no compression pointer, no reserved label type, at most 255 octets. Octets
+/// other than printable ASCII, and those the query file or a master file reads apart (`.`, `\`,
+/// `#`, `;`, `"`, `(`, `)`, `$`, `@`), are written `\DDD`, as `dnscost_wire::encode_name` reads.
 fn question(msg: &[u8]) -> Option<(String, u16)> {
     if msg.len() < 12 || msg[2] & 0x80 != 0 || u16::from_be_bytes([msg[4], msg[5]]) == 0 {
         return None;
@@ -649,8 +655,14 @@ fn question(msg: &[u8]) -> Option<(String, u16)> {
         if len == 0 {
             break;
         }
-        let label = msg.get(at..at + len).filter(|l| len < 64 && l.iter().all(|b| b.is_ascii_graphic()))?;
-        name.push_str(&String::from_utf8_lossy(label).to_ascii_lowercase());
+        let label = msg.get(at..at + len).filter(|_| len < 64 && at + len - 12 < 255)?;
+        for &b in label {
+            if b.is_ascii_graphic() && !br#".\#;"()$@"#.contains(&b) {
+                name.push(b.to_ascii_lowercase() as char);
+            } else {
+                name.push_str(&format!("\\{b:03}"));
+            }
+        }
         name.push('.');
         at += len;
     }

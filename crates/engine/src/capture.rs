@@ -37,6 +37,9 @@ struct Summary {
     flows: u64,
     /// Do53 query names written to --names (0 without it).
     names: u64,
+    /// With --names: Do53 queries whose question does not read as a name (none, cut short, a
+    /// compression pointer, longer than 255 octets), so not written.
+    names_left_out: u64,
     unsupported_link: u64,
     read_s: f64,
 }
@@ -66,8 +69,12 @@ pub fn main(args: CaptureArgs) -> Result<ExitCode, crate::EngineError> {
     let out = std::io::stdout().lock();
     let mut out = BufWriter::with_capacity(1 << 16, out);
     let mut written = 0u64;
+    let mut do53_queries = 0u64;
     let mut failed: Option<std::io::Error> = None;
     let mut write = |out: &mut BufWriter<_>, f: &Flow| {
+        if matches!(f.transport, "udp" | "tcp") {
+            do53_queries += f.queries;
+        }
         if failed.is_none() {
             if let Err(e) =
                 serde_json::to_writer(&mut *out, f).map_err(std::io::Error::from).and_then(|()| out.write_all(b"\n"))
@@ -127,6 +134,7 @@ pub fn main(args: CaptureArgs) -> Result<ExitCode, crate::EngineError> {
         dns_packets,
         flows: written,
         names,
+        names_left_out: if args.names.is_some() { do53_queries.saturating_sub(names) } else { 0 },
         unsupported_link: counts.unsupported_link,
         read_s: started.elapsed().as_secs_f64(),
     };
@@ -134,4 +142,59 @@ pub fn main(args: CaptureArgs) -> Result<ExitCode, crate::EngineError> {
     out.write_all(b"\n")?;
     out.flush()?;
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dnscost_capture::packet::{Packet, Segment};
+
+    /// A Do53 query over UDP for the wire name `name`, type A.
+    fn query(name: &[u8]) -> Vec<u8> {
+        let mut m = vec![0, 1, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0];
+        m.extend_from_slice(name);
+        m.extend_from_slice(&[0, 1, 0, 1]);
+        m
+    }
+
+    #[test]
+    fn every_query_name_is_written_as_the_query_file_reads_it_back() {
+        let names: [&[u8]; 8] = [
+            b"\x03www\x07example\x04test\x00",
+            b"\x03a\x00b\x04test\x00",
+            b"\x02\xff\xfe\x04test\x00",
+            b"\x07has one\x04test\x00",
+            b"\x03a.b\x04test\x00",
+            b"\x08comment#\x04test\x00",
+            b"\x08#comment\x04test\x00",
+            "\x0a\u{fc}berpr\u{fc}f\x04test\x00".as_bytes(),
+        ];
+        let mut flows = Flows::new([]).keep_names();
+        let (client, server) = ("192.0.2.1".parse().unwrap(), "192.0.2.53".parse().unwrap());
+        let mut written = Vec::new();
+        for (i, name) in names.iter().enumerate() {
+            let msg = query(name);
+            let p = Packet {
+                src: client,
+                dst: server,
+                sport: 40000,
+                dport: 53,
+                segment: Segment::Udp,
+                payload: &msg,
+                payload_len: msg.len(),
+            };
+            flows.push(i as u64, &p);
+            written.extend(flows.take_names());
+        }
+        assert_eq!(written.len(), names.len(), "{written:?}");
+        let file: String = written.iter().map(|(n, t)| format!("{n} {}\n", dnscost_wire::type_to_str(*t))).collect();
+        assert!(file.contains("\\035comment.test. A") && file.contains("a\\000b.test."), "{file}");
+        let set = dnscost_load::QuerySet::parse(&file, &dnscost_wire::QueryOptions::default()).unwrap();
+        assert_eq!(set.len(), names.len());
+        for (i, name) in names.iter().enumerate() {
+            let mut wire = Vec::new();
+            dnscost_wire::encode_name(&written[i].0, &mut wire).unwrap();
+            assert_eq!(wire, name.to_ascii_lowercase(), "{}", written[i].0);
+        }
+    }
 }

@@ -2,20 +2,60 @@
 
 use crate::WireError;
 
-/// Appends `name` (dotted, with or without the final dot) to `out` in uncompressed wire form.
+/// Appends `name` (dotted, with or without the final dot; `\DDD` (a decimal octet) and `\X`
+/// (X itself: a dot or a backslash, say) escapes read as in a master file, RFC 1035 §5.1) to
+/// `out` in uncompressed wire form.
 pub fn encode_name(name: &str, out: &mut Vec<u8>) -> Result<(), WireError> {
     let start = out.len();
-    let trimmed = name.strip_suffix('.').unwrap_or(name);
-    if !trimmed.is_empty() {
-        for label in trimmed.split('.') {
-            if label.is_empty() {
-                return Err(WireError::BadName("empty label"));
+    let text = if name == "." { &[][..] } else { name.as_bytes() };
+    // Where the length octet of the label being read is.
+    let mut label: Option<usize> = None;
+    let mut i = 0;
+    while i < text.len() {
+        let at = *label.get_or_insert_with(|| {
+            out.push(0);
+            out.len() - 1
+        });
+        let octet = match text[i] {
+            b'.' => {
+                if out.len() == at + 1 {
+                    return Err(WireError::BadName("empty label"));
+                }
+                label = None;
+                i += 1;
+                continue;
             }
-            if label.len() > 63 {
-                return Err(WireError::BadName("label longer than 63 octets"));
+            b'\\' => match text.get(i + 1..i + 4) {
+                Some(d) if d[0].is_ascii_digit() => {
+                    let value = d
+                        .iter()
+                        .try_fold(0u16, |v, &c| c.is_ascii_digit().then(|| v * 10 + u16::from(c - b'0')))
+                        .and_then(|v| u8::try_from(v).ok())
+                        .ok_or(WireError::BadName("bad escape (\\DDD is three digits, 000 to 255)"))?;
+                    i += 4;
+                    value
+                }
+                _ => {
+                    let &c = text.get(i + 1).ok_or(WireError::BadName("bad escape (a backslash at the end)"))?;
+                    if c.is_ascii_digit() {
+                        return Err(WireError::BadName("bad escape (\\DDD is three digits, 000 to 255)"));
+                    }
+                    i += 2;
+                    c
+                }
+            },
+            c => {
+                i += 1;
+                c
             }
-            out.push(label.len() as u8);
-            out.extend_from_slice(label.as_bytes());
+        };
+        if out.len() - at > 63 {
+            return Err(WireError::BadName("label longer than 63 octets"));
+        }
+        out.push(octet);
+        out[at] += 1;
+        if out.len() - start > 255 {
+            return Err(WireError::BadName("name longer than 255 octets"));
         }
     }
     out.push(0);
@@ -186,9 +226,31 @@ mod tests {
         encode_name(".", &mut root).unwrap();
         assert_eq!(root, b"\x00");
         assert!(encode_name("a..b", &mut Vec::new()).is_err());
+        assert!(encode_name("a..", &mut Vec::new()).is_err());
+        assert!(encode_name(".a", &mut Vec::new()).is_err());
         assert!(encode_name(&"a".repeat(64), &mut Vec::new()).is_err());
         let long = vec!["abcdefghi"; 30].join(".");
         assert!(encode_name(&long, &mut Vec::new()).is_err());
+    }
+
+    #[test]
+    fn escapes_read_as_in_a_master_file() {
+        let wire = |name: &str| {
+            let mut w = Vec::new();
+            encode_name(name, &mut w).map(|()| w)
+        };
+        assert_eq!(wire(r"a\032b\000\255.\#c.test.").unwrap(), b"\x05a b\x00\xff\x02#c\x04test\x00");
+        assert_eq!(wire(r"a\.b.test").unwrap(), b"\x03a.b\x04test\x00");
+        assert_eq!(wire(r"\\.").unwrap(), b"\x01\\\x00");
+        assert_eq!(wire(r"\..").unwrap(), b"\x01.\x00");
+        let bad = "bad escape (\\DDD is three digits, 000 to 255)";
+        for name in [r"a\256.test", r"a\03.test", r"a\3"] {
+            assert_eq!(wire(name), Err(WireError::BadName(bad)), "{name}");
+        }
+        assert_eq!(wire(r"a\"), Err(WireError::BadName("bad escape (a backslash at the end)")));
+        // An escaped octet counts once toward a label's 63.
+        assert!(wire(&"\\000".repeat(63)).is_ok());
+        assert_eq!(wire(&"\\000".repeat(64)), Err(WireError::BadName("label longer than 63 octets")));
     }
 
     #[test]

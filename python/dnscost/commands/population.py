@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import ipaddress
 import json
 import os
 import subprocess
@@ -93,6 +94,11 @@ def main(a: argparse.Namespace) -> int:
 
     if not a.capture.is_file():
         raise UsageError(f"{a.capture}: no such file")
+    for server in a.server:
+        try:
+            ipaddress.ip_address(server)
+        except ValueError:
+            raise UsageError(f"--server {server}: not an IP address") from None
     cmd = [str(engine_path()), "capture", str(a.capture), *(x for s in a.server for x in ("--server", s))]
     cmd += ["--names", str(a.names)] if a.names is not None else []
     cmd += ["--keylog", str(a.keylog)] if a.keylog is not None else []
@@ -104,6 +110,10 @@ def main(a: argparse.Namespace) -> int:
         # Where a replay finds it: relative to the population's directory.
         names = dataclasses.replace(names, file=os.path.relpath(a.names.resolve(), a.output.resolve().parent))
     p = population(flows, capture, a.prefix, names)
+    if not p.queries:
+        raise UsageError(f"{a.capture}: no DNS query in its {capture['dns_packets']} packets on DNS ports")
+    if p.duration_s <= 0:
+        raise UsageError(f"{a.capture}: its {p.queries} queries are all at one instant: no rate can be read from it")
     write_atomic(a.output, population_toml(p, str(a.capture)))
     print(
         f"{a.capture}: {capture['packets']} packets, {capture['flows']} flows, {p.clients} clients, "
@@ -113,7 +123,8 @@ def main(a: argparse.Namespace) -> int:
     if names is not None:
         print(
             f"{a.names}: {names.queries} Do53 queries, {names.distinct} distinct names and types, "
-            f"{names.repeat_share:.3f} asked before",
+            f"{names.repeat_share:.3f} asked before"
+            + (f"; {left} left out (no question that reads as a name)" if (left := capture["names_left_out"]) else ""),
             file=sys.stderr,
         )
     print(f"{'class':<28} {'clients':>7} {'share':>6} {'q/conn':>7} {'life s':>7} {'idle s':>7} {'resume':>6}")
