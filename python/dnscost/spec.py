@@ -75,6 +75,7 @@ ANALYSES = (
     "establishment",
     "energy",
     "latency",
+    "curve",
     "cost_model",
     "clients",
     "population",
@@ -684,7 +685,7 @@ def _share_group(gc: _Checker, raw: dict[str, object], name: str, kind: TrialKin
     if len({load_share(r) for r in rates}) < len(rates):
         gc.fail("rate", "a ladder's shares are distinct")
     transports = gc.strings("transports", raw["transports"], ref.transports) if "transports" in raw else ref.transports
-    axes = {**ref.axes, "rate": tuple(str(r) for r in sorted(rates, key=load_share))}
+    axes = {**ref.axes, "rate": tuple(str(r) for r in sorted(rates, key=lambda r: load_share(r) or 0.0))}
     for key in sorted(narrowing & set(raw) - {"transports"}):
         values = _settings(gc, {key: raw[key]}, {key})[key]
         if key not in ref.axes or not set(values) <= set(ref.axes[key]):

@@ -53,8 +53,20 @@ def make_analysis(*, targets: dict[str, float] | None = None) -> Analysis:
     targets = TARGETS if targets is None else targets
     trials: list[dict[str, Any]] = []
     memory_points, memory_fit, connections, establishment, energy, latency = [], [], [], [], [], []
-    cost_model, cost_model_fit, baseline, trial_rows = [], [], [], []
+    cost_model, cost_model_fit, baseline, trial_rows, curves = [], [], [], [], []
     for target, udp in targets.items():
+        for transport, base in (("udp", 4.0), ("dot", 8.0)):
+            for share, times in ((0.01, 4.0), (0.1, 3.0), (1.0, 1.0)):
+                cpu = base * times
+                curves.append(
+                    {"target": target, "transport": transport, "lifetime": "forever", "resumption": 0.0,
+                     "early_data": 0.0, "cert_key": None, "connections": 16, "share": share, "reps": 3,
+                     "valid_reps": 3, "offered_qps": share * udp, "answered_qps": share * udp,
+                     "cpu_us_per_query": cpu, "cpu_us_per_query_min": 0.9 * cpu, "cpu_us_per_query_max": 1.1 * cpu,
+                     "ratio_to_saturation": times, "ratio_to_saturation_min": 0.9 * times,
+                     "ratio_to_saturation_max": 1.1 * times, "wakeups_per_query": 0.5 * (1 - share),
+                     "runs_per_query": 0.5 * (1 - share), "softirq_us_per_query": None}
+                )  # fmt: skip
         baseline.append(
             {
                 "target": target,
@@ -277,6 +289,7 @@ def make_analysis(*, targets: dict[str, float] | None = None) -> Analysis:
             _table("establishment", establishment),
             _table("energy", energy),
             _table("latency", latency),
+            _table("cost_curve", curves),
             _table("cost_model", cost_model),
             _table("cost_model_fit", cost_model_fit),
             _table("rounds", []),

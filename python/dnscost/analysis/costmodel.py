@@ -27,6 +27,7 @@ from dnscost.analysis.stats import (
 )
 from dnscost.analysis.tables import group_by, reference_key
 from dnscost.contract import Row
+from dnscost.shares import CURVE
 
 __all__ = [
     "APPLIES",
@@ -156,10 +157,11 @@ def fit_transports(rows: list[Row]) -> list[TransportFit]:
     # Real clients replayed (the clients analysis) run far below saturation, where a query costs
     # more than the model's linear terms say (the target batches less): not fitted.
     # A population's trials mix transports: the model is put to the test on them, not fitted.
+    # A ladder's steps (the cost curves) run far below saturation on purpose: not fitted either.
     candidates = [
         r
         for r in reference_key(rows)
-        if r["kind"] in ("load", "idle") and r.get("analysis") not in ("clients", "population")
+        if r["kind"] in ("load", "idle") and r.get("analysis") not in ("clients", "population", CURVE)
     ]
     targets = list(dict.fromkeys(r["target"] for r in candidates))
     transports = list(dict.fromkeys(r["transport"] for r in candidates))

@@ -6,7 +6,8 @@ trial measured in the same round. With that saturation trial as the curve's last
 each cell gives one curve: per share, the offered and answered rates and the target's CPU per
 answered query over the valid rounds (median, min, max), and the same CPU per query over the
 saturation trial's of its round (``ratio_to_saturation``: what a query costs at that load
-against at full load, paired within rounds so that the machine's drift between rounds cancels).
+against at full load, paired within rounds so that the machine's drift between rounds cancels),
+and what explains it: the target's wake-ups, scheduler runs and softirq time per query.
 
 Pure: rows of the ``trials`` table in, rows of ``cost_curve`` out."""
 
@@ -38,7 +39,14 @@ CURVE_COLUMNS = [
     "ratio_to_saturation",
     "ratio_to_saturation_min",
     "ratio_to_saturation_max",
+    "wakeups_per_query",
+    "runs_per_query",
+    "softirq_us_per_query",
 ]
+
+_OBSERVED = ("wakeups_per_query", "runs_per_query", "softirq_us_per_query")
+"""What the meter saw beside the CPU (the target's voluntary context switches and scheduler runs,
+its cores' softirq time), per answered query: medians over the valid rounds."""
 
 _CELL = ("target", "transport", "lifetime", "resumption", "early_data", "cert_key", "connections")
 
@@ -92,6 +100,7 @@ def curve_rows(rows: list[Row]) -> list[Row]:
                 "ratio_to_saturation": rmid,
                 "ratio_to_saturation_min": rlow,
                 "ratio_to_saturation_max": rhigh,
+                **{k: median([float(r[k]) for r, _ in valid if r.get(k) is not None]) for k in _OBSERVED},
             }
             out.append(row)
     return sorted(out, key=_order)

@@ -55,6 +55,7 @@ COLUMNS: dict[str, list[str]] = {
             cpu_us_per_new_connection target_cpu_share softirq_us engine_cpu_us rss_bytes rss_baseline_bytes
             kernel_bytes kernel_baseline_bytes energy_j energy_marginal_j energy_source latency_p50_us
             latency_p90_us latency_p99_us latency_p999_us setup_p50_us setup_p99_us reference capacity_lower_bound
+            wakeups_per_query runs_per_query softirq_us_per_query
         """,
         "baseline": "target udp_max_qps offered_qps loss cpu_us_per_query valid udp_saturation_qps udp_reference_qps",
         "memory_points": """
@@ -304,6 +305,9 @@ def trial_row(trial: TrialRecord, run: RunRecord) -> Row:
         "latency_p999_us": _num(latency.get("p999_us")),
         "setup_p50_us": _num(setup.get("p50_us")),
         "setup_p99_us": _num(setup.get("p99_us")),
+        "wakeups_per_query": _num(s.get("wakeups_per_query")),
+        "runs_per_query": _num(s.get("runs_per_query")),
+        "softirq_us_per_query": _num(s.get("softirq_us_per_query")),
     }
 
 

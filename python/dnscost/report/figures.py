@@ -473,11 +473,63 @@ def fig_cost_model(a: Analysis) -> Figure | None:
     return fig
 
 
+def fig_cost_curves(a: Analysis) -> Figure | None:
+    """Cost curves: the target's CPU per answered query against the load offered (both log),
+    one line per transport and connection shape, the median over rounds with min-max error
+    bars; the last point of each line is its saturation trial."""
+    rows = [
+        r
+        for r in _rows(a, "cost_curve")
+        if _num(r.get("offered_qps")) and _num(r.get("cpu_us_per_query")) is not None and r.get("transport")
+    ]
+    targets = _targets(rows)
+    if not targets:
+        return None
+    fig, axes = _panels(len(targets))
+    styles = ("-", "--", ":", "-.")
+    for ax, target in zip(axes, targets, strict=True):
+        mine = [r for r in rows if r.get("target") == target]
+        shapes = sorted(
+            {(str(r["transport"]), r.get("lifetime"), _num(r.get("resumption")) or 0.0) for r in mine},
+            key=lambda k: (transport_key(k[0]), lifetime_key(k[1]), k[2]),
+        )
+        for transport, lifetime, resumption in shapes:
+            pts = sorted(
+                (
+                    r
+                    for r in mine
+                    if (r["transport"], r.get("lifetime"), _num(r.get("resumption")) or 0.0)
+                    == (transport, lifetime, resumption)
+                ),
+                key=lambda r: float(r["offered_qps"]),
+            )
+            xs = [float(r["offered_qps"]) for r in pts]
+            med = [float(r["cpu_us_per_query"]) for r in pts]
+            err = [
+                [m - (_num(r.get("cpu_us_per_query_min")) or m) for m, r in zip(med, pts, strict=True)],
+                [(_num(r.get("cpu_us_per_query_max")) or m) - m for m, r in zip(med, pts, strict=True)],
+            ]
+            style = styles[lifetime_key(lifetime)[0] % len(styles)]
+            label = f"{display_transport(transport)} {display_profile(lifetime, resumption)}"
+            ax.errorbar(
+                xs, med, yerr=err, marker="o", markersize=3, capsize=2, linestyle=style, color=_colour(transport),
+                label=label,
+            )  # fmt: skip
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_title(f"{target}: CPU per query against load")
+        ax.set_xlabel("offered queries per second (log)")
+        ax.set_ylabel("target CPU-µs per query (log)")
+        ax.legend(fontsize="x-small")
+    return fig
+
+
 FIGURES: dict[str, Callable[[Analysis], Figure | None]] = {
     "fig3_memory": fig_memory,
     "fig4_connections": fig_connections,
     "fig5_establishment": fig_establishment,
     "latency": fig_latency,
+    "cost_curves": fig_cost_curves,
     "energy": fig_energy,
     "cost_model": fig_cost_model,
 }
@@ -490,6 +542,7 @@ FIGURE_ANALYSIS = {
     "fig5_establishment": "establishment",
     "energy": "energy",
     "latency": "latency",
+    "cost_curves": "curve",
     "cost_model": "cost_model",
 }
 """The spec's analysis (``analyses = [...]``) each figure belongs to."""

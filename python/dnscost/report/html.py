@@ -83,6 +83,13 @@ _CAPTIONS: dict[str, tuple[str, str, str]] = {
         "over valid repetitions.",
         "latency",
     ),
+    "cost_curves": (
+        "Cost at the load you run",
+        "Target CPU-µs per answered query against the queries per second offered (both log), per transport and "
+        "connection shape: each cell of a ladder open loop at shares of the rate its saturation trial answered in "
+        "the same round (the last point); median over rounds with min/max error bars.",
+        "cost_curve",
+    ),
     "cost_model": (
         "Cost model",
         "Target CPU time per unit of each term (non-negative least squares over the valid trials of each "
@@ -736,6 +743,49 @@ def _establishment_table(a: Analysis, pages: Mapping[str, str]) -> Table | None:
     )
 
 
+def _with_range(r: Row, column: str) -> str:
+    """A median with its ``_min`` and ``_max`` columns beside it: ``12.3 (10.1`` dash ``14)``."""
+    mid, low, high = (_num(r.get(c)) for c in (column, f"{column}_min", f"{column}_max"))
+    if mid is None:
+        return DASH
+    return fmt(mid) if low is None or high is None else f"{fmt(mid)} ({fmt(low)}{DASH}{fmt(high)})"
+
+
+def _curve_table(a: Analysis) -> Table | None:
+    rows = [r for r in _rows(a, "cost_curve") if r.get("cpu_us_per_query") is not None]
+    if not rows:
+        return None
+    body = [
+        [
+            r.get("target"),
+            display_transport(r.get("transport")),
+            display_profile(r.get("lifetime"), _num(r.get("resumption")), _num(r.get("early_data"))),
+            r.get("connections"),
+            f"{float(r['share']):.3g}" if _num(r.get("share")) is not None else None,
+            r.get("valid_reps"),
+            _num(r.get("offered_qps")),
+            _with_range(r, "cpu_us_per_query"),
+            _with_range(r, "ratio_to_saturation"),
+        ]
+        for r in rows
+    ]
+    return _table(
+        [
+            "target",
+            "transport",
+            "profile",
+            "connections",
+            "share of capacity",
+            "valid rounds",
+            "offered qps",
+            f"CPU-µs per query (min{DASH}max)",
+            f"over its cost at saturation (min{DASH}max)",
+        ],
+        body,
+        text_columns={0, 1, 2},
+    )
+
+
 def _latency_table(a: Analysis, pages: Mapping[str, str]) -> Table | None:
     rows = [r for r in _rows(a, "latency") if r.get("p50_us") is not None]
     if not rows:
@@ -1247,6 +1297,7 @@ _NAV = (
     ("clients", "Real clients", "clients"),
     ("population", "Your traffic", "population"),
     ("latency", "Latency", "latency"),
+    ("cost-curves", "Cost at load", "curve"),
     ("cost-model", "Cost model", "cost_model"),
     ("what-if", "What if", "cost_model"),
     ("wire", "Wire", None),
@@ -1332,6 +1383,7 @@ def render_report(a: Analysis, run_dir: Path, *, headline: Sequence[Head] | None
         "clients": _clients_table(a),
         "population": _population_table(a),
         "latency": _latency_table(a, pages),
+        "curves": _curve_table(a),
         "cost": _cost_context(a),
         "what_if": _what_if(a) if "cost_model" in shown else None,
         "wire": _wire_context(a),
