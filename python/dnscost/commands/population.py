@@ -75,15 +75,11 @@ def _read_flows(cmd: list[str], keep: Path | None) -> tuple[list[FlowRecord], Ca
                 last = line
                 if saved is not None:
                     saved.write(line)
-        err.seek(0)
-        why = err.read().strip()
-    if proc.returncode != 0 or last is None:
-        if part is not None:
-            part.unlink(missing_ok=True)
-        reason = why.splitlines()[-1] if why else f"exit {proc.returncode}"
-        raise UsageError(reason.removeprefix("dnscost-engine: "))
-    if part is not None and keep is not None:
-        part.replace(keep)
+        if proc.returncode != 0 or last is None:
+            err.seek(0)
+            why = err.read().strip()
+            reason = why.splitlines()[-1] if why else f"exit {proc.returncode}"
+            raise UsageError(reason.removeprefix("dnscost-engine: "))
     return flows, cast(CaptureRecord, json.loads(last))
 
 
