@@ -6,7 +6,6 @@ only (``dnscost client report DIR`` redraws it); never starts a process."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -15,6 +14,7 @@ from markupsafe import Markup
 from dnscost.clientside.figure import draw_times
 from dnscost.clientside.presets import PresetRecord
 from dnscost.report.html import _ENV, Table, _table, inline_svg
+from dnscost.results import read_json
 
 __all__ = ["write_report"]
 
@@ -36,7 +36,7 @@ def _check(run: Path) -> dict[str, object] | None:
     path = run / "check" / "check.json"
     if not path.exists():
         return None
-    doc = json.loads(path.read_text())
+    doc = read_json(path)
     rows = doc["rows"]
     table = _table(
         ["RTT, ms", "transport", "connection", "round trips", "baseline, ms", "expected, ms", "median, ms",
@@ -137,7 +137,7 @@ def _pageloads(run: Path, figures: Path) -> dict[str, object] | None:
 
 def write_report(run: Path) -> Path:
     """Writes ``run/report.html`` (and its figures under ``run/figures``); returns its path."""
-    doc = json.loads((run / "client.json").read_text())
+    doc = read_json(run / "client.json")
     figures = run / "figures"
     context = {
         "title": "dnscost client: what each DNS transport costs clients",

@@ -145,7 +145,9 @@ def keep_client_run(run_dir: Path, dest: Path) -> Kept:
     """The kept form of a ``dnscost client`` run (see the module's documentation)."""
     if (dest / "client.json").exists():
         raise UsageError(f"{dest} already holds client.json: give another DEST")
-    doc = json.loads((run_dir / "client.json").read_text())
+    from dnscost.results import read_json
+
+    doc = read_json(run_dir / "client.json")
     written = 0
     for pattern in CLIENT_DOCUMENTS:
         for src in sorted(run_dir.glob(pattern)):

@@ -25,6 +25,7 @@ from pathlib import Path
 from dnscost.errors import UsageError
 from dnscost.jsonl import read_records
 from dnscost.observe.lab import CLIENT_ADDRESS
+from dnscost.results import read_json
 
 __all__ = ["Member", "main", "merge"]
 
@@ -92,7 +93,7 @@ def _readdress(frame: bytes, address: bytes) -> bytes:
 
 
 def _member(cell: Path, address: str) -> Member:
-    meta = json.loads((cell / "observation.json").read_text())
+    meta = read_json(cell / "observation.json")
     queries = Counter(str(r.get("transport")) for r in read_records(cell / "queries.jsonl") if r.get("type") == "query")
     per: dict[str, list[int]] = {}
     for r in read_records(cell / "connections.jsonl"):

@@ -6,7 +6,6 @@ Drawn from what :mod:`.figure` wrote and the observations' own logs; never start
 from __future__ import annotations
 
 import csv
-import json
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +14,7 @@ from markupsafe import Markup
 from dnscost.observe.analysis import COLUMNS, Observed, load, table
 from dnscost.observe.figure import draw_figure
 from dnscost.report.html import _ENV, Table, _table, inline_svg
+from dnscost.results import read_json
 
 __all__ = ["write_all", "write_report"]
 
@@ -60,7 +60,7 @@ def _profiles(observed: list[Observed]) -> Table | None:
     for o in sorted(observed, key=lambda o: (o.meta["client"], o.delay_s, o.policy)):
         path = o.path / "profile.json"
         if path.exists():
-            found.append(json.loads(path.read_text()))
+            found.append(read_json(path))
     if not found:
         return None
     return _table(
