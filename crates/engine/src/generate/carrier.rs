@@ -17,10 +17,11 @@ use dnscost_load::CloseMode;
 use dnscost_stats::{Counters, ErrorKind, Handshake};
 use dnscost_transport::socket::{self, TcpCounts};
 use dnscost_transport::tls_client::TlsClient;
+use dnscost_transport::udp;
 use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
 use std::task::{ready, Context, Poll};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, Interest, ReadBuf};
 use tokio::net::{TcpStream, UdpSocket};
 
 /// An established connection.
@@ -413,11 +414,16 @@ impl TcpMeter {
 /// documentation), with its own counts: datagrams and payload octets each way, datagrams too
 /// short to carry an ID, and what the network refused (an ICMP port unreachable surfaces on
 /// the next send or receive of a connected socket).
+///
+/// Datagrams go and come in batches (`dnscost_transport::udp`): every frame of a write in one
+/// `sendmmsg`, every datagram queued at a read in one `recvmmsg`, each still a datagram of its
+/// own on the wire. A batch is what is due when the driver writes, never waited for.
 pub struct Datagrams {
     sock: UdpSocket,
-    /// The datagram being handed out, framed: `scratch[pending.0..pending.1]`.
-    scratch: Box<[u8]>,
-    pending: (usize, usize),
+    /// Datagrams received and not yet handed out, framed: `pending[taken..]` (empty unless a
+    /// read's buffer had no room for all of a batch).
+    pending: Vec<u8>,
+    taken: usize,
     counts: TcpCounts,
     short: u64,
     /// Receives that reported a refusal, and the first refusal's message.
@@ -425,29 +431,34 @@ pub struct Datagrams {
     /// DNS IDs of the queries whose send was refused: they never left.
     refused_sends: Vec<u16>,
     refusal: Option<String>,
-    /// With a PROXY v2 header: the header, then the datagram being sent (the header's length
-    /// first, kept while the rest is rewritten for each datagram).
-    proxied: Option<(usize, Vec<u8>)>,
+    /// With a PROXY v2 header: the header, sent ahead of every datagram.
+    proxy: Option<Box<[u8]>>,
+}
+
+thread_local! {
+    /// The thread's receive batch: a read takes what is queued into it and frames it out at
+    /// once, so that one serves every socket of the thread.
+    static RECEIVED: std::cell::RefCell<udp::RecvBatch> = std::cell::RefCell::new(udp::RecvBatch::new());
 }
 
 impl Datagrams {
     pub fn new(sock: UdpSocket) -> Self {
         Datagrams {
             sock,
-            scratch: vec![0; 2 + 65_535].into_boxed_slice(),
-            pending: (0, 0),
+            pending: Vec::new(),
+            taken: 0,
             counts: TcpCounts::default(),
             short: 0,
             refused_reads: 0,
             refused_sends: Vec::new(),
             refusal: None,
-            proxied: None,
+            proxy: None,
         }
     }
 
     /// Every datagram sent behind `header` (a PROXY v2 header), when given.
     pub fn behind(mut self, header: Option<Box<[u8]>>) -> Self {
-        self.proxied = header.map(|h| (h.len(), h.into_vec()));
+        self.proxy = header;
         self
     }
 
@@ -477,45 +488,93 @@ impl Datagrams {
             self.refusal = Some(e.to_string());
         }
     }
+
+    /// A send of the query `msg` was refused: it did not leave.
+    fn refused_send(&mut self, e: &std::io::Error, msg: &[u8]) {
+        self.refused(e);
+        if let Some(id) = msg.get(..2) {
+            self.refused_sends.push(u16::from_be_bytes([id[0], id[1]]));
+        }
+    }
+
+    /// Hands out `pending` as far as `buf` has room; returns whether anything was.
+    fn hand_out(&mut self, buf: &mut ReadBuf<'_>) -> bool {
+        let n = buf.remaining().min(self.pending.len() - self.taken);
+        buf.put_slice(&self.pending[self.taken..self.taken + n]);
+        self.taken += n;
+        if self.taken == self.pending.len() {
+            self.pending.clear();
+            self.taken = 0;
+        }
+        n > 0
+    }
 }
 
 impl AsyncRead for Datagrams {
-    /// Hands out every datagram already received, each framed, as far as `buf` has room.
+    /// Hands out every datagram already received, each framed, as far as `buf` has room (the
+    /// rest waits for the next read).
     fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
+        use std::io::ErrorKind::{ConnectionRefused, WouldBlock};
         let this = self.get_mut();
+        if !this.pending.is_empty() {
+            this.hand_out(buf);
+            return Poll::Ready(Ok(()));
+        }
         let mut got = false;
         loop {
-            let (start, end) = this.pending;
-            if start < end {
-                let n = buf.remaining().min(end - start);
-                buf.put_slice(&this.scratch[start..start + n]);
-                this.pending.0 += n;
-                got |= n > 0;
-                if this.pending.0 < end {
-                    break;
-                }
-                continue;
+            match this.sock.poll_recv_ready(cx) {
+                Poll::Ready(Ok(())) => {}
+                Poll::Ready(Err(e)) if !got => return Poll::Ready(Err(e)),
+                Poll::Ready(Err(_)) | Poll::Pending => break,
             }
-            let mut rb = ReadBuf::new(&mut this.scratch[2..]);
-            match this.sock.poll_recv(cx, &mut rb) {
-                Poll::Ready(Ok(())) => {
-                    let n = rb.filled().len();
+            let more = RECEIVED.with_borrow_mut(|batch| {
+                let mut full = false;
+                let n = this.sock.try_io(Interest::READABLE, || {
+                    let n = batch.recv(&this.sock)?;
+                    full = n == udp::BATCH;
+                    Ok(n)
+                })?;
+                for i in 0..n {
+                    let d = batch.get(i);
                     this.counts.segments_received += 1;
-                    this.counts.bytes_received += n as u64;
-                    if n < 2 {
+                    this.counts.bytes_received += d.len() as u64;
+                    if d.len() < 2 {
                         this.short += 1;
                         continue;
                     }
-                    this.scratch[..2].copy_from_slice(&(n as u16).to_be_bytes());
-                    this.pending = (0, n + 2);
+                    let len = (d.len() as u16).to_be_bytes();
+                    if this.pending.is_empty() && buf.remaining() >= 2 + d.len() {
+                        buf.put_slice(&len);
+                        buf.put_slice(d);
+                    } else {
+                        this.pending.extend_from_slice(&len);
+                        this.pending.extend_from_slice(d);
+                    }
+                    got = true;
                 }
-                Poll::Ready(Err(e)) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+                Ok::<_, std::io::Error>(full)
+            });
+            // The loop ends where the socket's readiness is found cleared: then the task is
+            // woken when a datagram arrives.
+            match more {
+                Ok(true) => {}
+                // Fewer than a batch: the queue is empty. Left set, its readiness would cost a
+                // call that finds nothing; a datagram that arrives from now on sets it again
+                // (epoll is edge-triggered).
+                Ok(false) => {
+                    let _ = this.sock.try_io(Interest::READABLE, || Err::<(), _>(WouldBlock.into()));
+                }
+                Err(e) if e.kind() == WouldBlock => {}
+                Err(e) if e.kind() == ConnectionRefused => {
                     this.refused_reads += 1;
                     this.refused(&e);
                 }
-                Poll::Ready(Err(e)) => return if got { Poll::Ready(Ok(())) } else { Poll::Ready(Err(e)) },
-                Poll::Pending => break,
+                Err(e) if !got => return Poll::Ready(Err(e)),
+                Err(_) => break,
             }
+        }
+        if !this.pending.is_empty() && buf.remaining() > 0 {
+            got |= this.hand_out(buf);
         }
         if got {
             Poll::Ready(Ok(()))
@@ -526,43 +585,65 @@ impl AsyncRead for Datagrams {
 }
 
 impl AsyncWrite for Datagrams {
-    /// Sends every whole frame of `buf` as one datagram; returns the octets of the frames
-    /// sent (a refused one counts as sent: it is reported by [`Carrier::take_events`]).
+    /// Sends every whole frame of `buf` as one datagram, a batch a call; returns the octets of
+    /// the frames sent (a refused one counts as sent: it is reported by
+    /// [`Carrier::take_events`]).
     fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+        use std::io::ErrorKind::{ConnectionRefused, WouldBlock};
         let this = self.get_mut();
         let mut done = 0;
-        while buf.len() - done >= 2 {
-            let len = u16::from_be_bytes([buf[done], buf[done + 1]]) as usize;
-            let end = done + 2 + len;
-            if end > buf.len() {
-                break;
+        // The messages of the next batch: where each starts and ends in `buf`.
+        let mut frames = [(0usize, 0usize); udp::BATCH];
+        loop {
+            let mut n = 0;
+            let mut at = done;
+            while n < udp::BATCH && buf.len() - at >= 2 {
+                let end = at + 2 + u16::from_be_bytes([buf[at], buf[at + 1]]) as usize;
+                if end > buf.len() {
+                    break;
+                }
+                frames[n] = (at + 2, end);
+                n += 1;
+                at = end;
             }
-            let msg = &buf[done + 2..end];
-            let datagram = match &mut this.proxied {
-                Some((header, out)) => {
-                    out.truncate(*header);
-                    out.extend_from_slice(msg);
-                    &out[..]
-                }
-                None => msg,
-            };
-            match this.sock.poll_send(cx, datagram) {
-                Poll::Ready(Ok(n)) => {
-                    this.counts.segments_sent += 1;
-                    this.counts.bytes_sent += n as u64;
-                }
-                Poll::Ready(Err(e)) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
-                    this.refused(&e);
-                    if let Some(id) = msg.get(..2) {
-                        this.refused_sends.push(u16::from_be_bytes([id[0], id[1]]));
+            if n == 0 {
+                return Poll::Ready(Ok(done));
+            }
+            match this.sock.poll_send_ready(cx) {
+                Poll::Ready(Ok(())) => {}
+                Poll::Ready(Err(_)) | Poll::Pending if done > 0 => return Poll::Ready(Ok(done)),
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Pending => return Poll::Pending,
+            }
+            let prefix = this.proxy.as_deref().unwrap_or_default();
+            let messages = frames[..n].iter().map(|&(s, e)| &buf[s..e]);
+            match this.sock.try_io(Interest::WRITABLE, || udp::send_batch(&this.sock, prefix, messages)) {
+                Ok(sent) => {
+                    for &(s, e) in &frames[..sent.went] {
+                        this.counts.segments_sent += 1;
+                        this.counts.bytes_sent += (prefix.len() + e - s) as u64;
+                    }
+                    if sent.went > 0 {
+                        done = frames[sent.went - 1].1;
+                    }
+                    if sent.lost_error {
+                        // The next failed with an error the batch call does not return: the
+                        // refusal it took from the socket (see `udp::Sent`). It did not leave.
+                        let (s, e) = frames[sent.went];
+                        this.refused_send(&std::io::Error::from_raw_os_error(libc::ECONNREFUSED), &buf[s..e]);
+                        done = e;
                     }
                 }
-                Poll::Ready(Err(e)) => return if done > 0 { Poll::Ready(Ok(done)) } else { Poll::Ready(Err(e)) },
-                Poll::Pending => return if done > 0 { Poll::Ready(Ok(done)) } else { Poll::Pending },
+                Err(e) if e.kind() == WouldBlock => {}
+                Err(e) if e.kind() == ConnectionRefused => {
+                    let (s, e2) = frames[0];
+                    this.refused_send(&e, &buf[s..e2]);
+                    done = e2;
+                }
+                Err(_) if done > 0 => return Poll::Ready(Ok(done)),
+                Err(e) => return Poll::Ready(Err(e)),
             }
-            done = end;
         }
-        Poll::Ready(Ok(done))
     }
 
     fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
@@ -684,6 +765,133 @@ mod tests {
             assert_eq!((events.refused_reads, events.refused_sends.as_slice()), (0, [2].as_slice()));
             assert!(events.refusal.is_some_and(|m| m.contains("refused")));
             assert_eq!(carrier.take_events(), Events::default(), "taken once");
+        });
+    }
+
+    fn framed(id: u16, len: usize) -> Vec<u8> {
+        let mut f = (len as u16).to_be_bytes().to_vec();
+        f.extend(id.to_be_bytes());
+        f.resize(2 + len, 0xab);
+        f
+    }
+
+    fn block_on<F: std::future::Future>(f: F) -> F::Output {
+        tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(f)
+    }
+
+    /// A carrier connected to `peer`, and `peer` connected back to it.
+    async fn udp_pair() -> (Carrier, UdpSocket) {
+        let peer = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let sock = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        sock.connect(peer.local_addr().unwrap()).await.unwrap();
+        peer.connect(sock.local_addr().unwrap()).await.unwrap();
+        (Carrier::Udp(Box::new(Datagrams::new(sock))), peer)
+    }
+
+    /// One read of the carrier. A read that is not woken fails the test after 10 s (a kill
+    /// switch, not a timing: the read is not polled again once it fires).
+    async fn read(carrier: &mut Carrier, buf: &mut [u8]) -> usize {
+        let read = std::future::poll_fn(|cx| carrier.poll_receive(cx, buf));
+        tokio::select! {
+            biased;
+            _ = tokio::time::sleep(std::time::Duration::from_secs(10)) => panic!("the read was never woken"),
+            r = read => match r {
+                Ok(Got::Bytes(n)) => n,
+                other => panic!("a read gave {:?}", other.map_err(|e| e.message())),
+            },
+        }
+    }
+
+    fn traffic(carrier: &mut Carrier) -> (u64, u64, u64, u64, u64) {
+        let mut c = Counters::default();
+        TcpMeter::new(0).sample(carrier, &mut c);
+        (c.packets_sent, c.bytes_sent, c.packets_received, c.bytes_received, c.unmatched)
+    }
+
+    /// A write of many frames goes in batches, and every frame is a datagram of its own at the
+    /// peer, in order, with the PROXY v2 header ahead of each when there is one.
+    #[test]
+    fn every_frame_of_a_write_is_one_datagram_whatever_the_batch() {
+        block_on(async {
+            for proxy in [None, Some(b"PROXY".to_vec().into_boxed_slice())] {
+                let (carrier, peer) = udp_pair().await;
+                let Carrier::Udp(d) = carrier else { unreachable!() };
+                let mut carrier = Carrier::Udp(Box::new(d.behind(proxy.clone())));
+                let n = udp::BATCH * 2 + 3;
+                let frames: Vec<Vec<u8>> = (0..n).map(|i| framed(i as u16, 12 + i % 7)).collect();
+                carrier.send(&frames.concat()).await.unwrap();
+                let header = proxy.as_deref().unwrap_or_default();
+                let mut buf = [0u8; 100];
+                for f in &frames {
+                    let len = peer.recv(&mut buf).await.unwrap();
+                    assert_eq!(&buf[..len], [header, &f[2..]].concat());
+                }
+                let octets: usize = frames.iter().map(|f| header.len() + f.len() - 2).sum();
+                assert_eq!(traffic(&mut carrier), (n as u64, octets as u64, 0, 0, 0));
+                assert_eq!(peer.try_recv(&mut buf).unwrap_err().kind(), std::io::ErrorKind::WouldBlock, "no more");
+            }
+        });
+    }
+
+    /// The port unreachable that the first datagram of a batch provokes fails the second (the
+    /// batch call stops and drops the error): that query is refused and did not leave, and the
+    /// third goes, as when each datagram was a call of its own.
+    #[test]
+    fn a_refusal_inside_a_batch_refuses_the_query_it_stopped() {
+        block_on(async {
+            let closed = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+            let port = closed.local_addr().unwrap().port();
+            drop(closed);
+            let sock = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+            sock.connect(("127.0.0.1", port)).await.unwrap();
+            let mut carrier = Carrier::Udp(Box::new(Datagrams::new(sock)));
+            carrier.send(&[framed(1, 12), framed(2, 12), framed(3, 12)].concat()).await.unwrap();
+            let events = carrier.take_events();
+            assert_eq!(events.refused_sends, [2]);
+            assert!(events.refusal.is_some_and(|m| m.contains("refused")));
+            assert_eq!(traffic(&mut carrier).0, 2, "two datagrams left");
+        });
+    }
+
+    /// Reads hand out every datagram queued, framed, as far as the buffer has room, the rest
+    /// at the next read in order; one too short for an ID is counted, not handed out. A
+    /// datagram that comes after a read found the queue empty wakes the next read.
+    #[test]
+    fn datagrams_queued_come_out_framed_in_order_and_a_later_one_wakes_the_reader() {
+        block_on(async {
+            let (mut carrier, peer) = udp_pair().await;
+            let sizes = [12usize, 1, 30, 12, 65_000];
+            for &s in &sizes {
+                peer.send(&vec![s as u8; s]).await.unwrap();
+            }
+            let mut stream = Vec::new();
+            let mut buf = vec![0u8; 40];
+            while stream.len() < (2 + 12) * 2 + 2 + 30 + 2 + 65_000 {
+                let got = read(&mut carrier, &mut buf).await;
+                stream.extend_from_slice(&buf[..got]);
+            }
+            let expected: Vec<u8> = sizes
+                .iter()
+                .filter(|&&s| s >= 2)
+                .flat_map(|&s| [(s as u16).to_be_bytes().to_vec(), vec![s as u8; s]])
+                .flatten()
+                .collect();
+            assert!(stream == expected, "framed, in order, the short one left out");
+            let octets = sizes.iter().sum::<usize>() as u64;
+            assert_eq!(traffic(&mut carrier), (0, 0, sizes.len() as u64, octets, 1));
+            // The queue is empty now, and a read that finds only a datagram too short to hand
+            // out waits: the next datagram must still wake it.
+            peer.send(&[1]).await.unwrap();
+            // Sent by a task of its own: its timer does not poll the read again.
+            let later = tokio::spawn(async move {
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                peer.send(&[7; 12]).await.unwrap();
+            });
+            let mut buf = [0u8; 100];
+            let got = read(&mut carrier, &mut buf).await;
+            later.await.unwrap();
+            assert_eq!(&buf[..got], [&[0, 12][..], &[7; 12]].concat());
+            assert_eq!(traffic(&mut carrier), (0, 0, 2, 13, 1));
         });
     }
 }
