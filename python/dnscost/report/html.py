@@ -766,6 +766,7 @@ def _curve_table(a: Analysis) -> Table | None:
             _num(r.get("offered_qps")),
             _with_range(r, "cpu_us_per_query"),
             _with_range(r, "ratio_to_saturation"),
+            _num(r.get("wakeups_per_query")),
         ]
         for r in rows
     ]
@@ -780,6 +781,7 @@ def _curve_table(a: Analysis) -> Table | None:
             "offered qps",
             f"CPU-µs per query (min{DASH}max)",
             f"over its cost at saturation (min{DASH}max)",
+            "target wake-ups per query",
         ],
         body,
         text_columns={0, 1, 2},
