@@ -1,23 +1,20 @@
 //! Sockets, TLS and QUIC for dnscost, for both the generator and the responder.
 //!
 //! Modules are named by carrier: [`socket`] (UDP and TCP sockets: source binding, linger,
-//! TCP_INFO), [`udp`] (datagrams in batches: `sendmmsg`, `recvmmsg`), [`tls`] (rustls
-//! configurations with the version and key-exchange group pinned, resumption on or off, key
-//! logging, certificates), [`tls_client`] (the generator's TLS client stream, holding no buffer
-//! while idle), [`quic`] (quinn configurations on those, and the kind of each QUIC handshake).
-//! The generator's HTTP/2 client, which does no I/O, is `dnscost_wire::http2`.
+//! TCP_INFO), [`tls`] (rustls configurations with the version and key-exchange group pinned,
+//! resumption on or off, key logging, certificates), [`tls_client`] (the generator's TLS
+//! client stream, holding no buffer while idle), [`quic`] (quinn configurations on those, and
+//! the kind of each QUIC handshake). The generator's HTTP/2 client, which does no I/O, is
+//! `dnscost_wire::http2`.
 
 #![deny(unsafe_code)]
 
 pub mod quic;
-/// The only modules with unsafe code: socket options and TCP_INFO through libc, and UDP
-/// datagrams sent and received in batches.
+/// The only module with unsafe code: socket options and TCP_INFO through libc.
 #[allow(unsafe_code)]
 pub mod socket;
 pub mod tls;
 pub mod tls_client;
-#[allow(unsafe_code)]
-pub mod udp;
 
 /// Why a transport could not be set up.
 #[non_exhaustive]

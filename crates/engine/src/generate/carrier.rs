@@ -17,11 +17,10 @@ use dnscost_load::CloseMode;
 use dnscost_stats::{Counters, ErrorKind, Handshake};
 use dnscost_transport::socket::{self, TcpCounts};
 use dnscost_transport::tls_client::TlsClient;
-use dnscost_transport::udp;
 use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
 use std::task::{ready, Context, Poll};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, Interest, ReadBuf};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::{TcpStream, UdpSocket};
 
 /// An established connection.
@@ -414,16 +413,11 @@ impl TcpMeter {
 /// documentation), with its own counts: datagrams and payload octets each way, datagrams too
 /// short to carry an ID, and what the network refused (an ICMP port unreachable surfaces on
 /// the next send or receive of a connected socket).
-///
-/// Datagrams go and come in batches (`dnscost_transport::udp`): every frame of a write in one
-/// `sendmmsg`, every datagram queued at a read in one `recvmmsg`, each still a datagram of its
-/// own on the wire. A batch is what is due when the driver writes, never waited for.
 pub struct Datagrams {
     sock: UdpSocket,
-    /// Datagrams received and not yet handed out, framed: `pending[taken..]` (empty unless a
-    /// read's buffer had no room for all of a batch).
-    pending: Vec<u8>,
-    taken: usize,
+    /// The datagram being handed out, framed: `scratch[pending.0..pending.1]`.
+    scratch: Box<[u8]>,
+    pending: (usize, usize),
     counts: TcpCounts,
     short: u64,
     /// Receives that reported a refusal, and the first refusal's message.
@@ -431,34 +425,29 @@ pub struct Datagrams {
     /// DNS IDs of the queries whose send was refused: they never left.
     refused_sends: Vec<u16>,
     refusal: Option<String>,
-    /// With a PROXY v2 header: the header, sent ahead of every datagram.
-    proxy: Option<Box<[u8]>>,
-}
-
-thread_local! {
-    /// The thread's receive batch: a read takes what is queued into it and frames it out at
-    /// once, so that one serves every socket of the thread.
-    static RECEIVED: std::cell::RefCell<udp::RecvBatch> = std::cell::RefCell::new(udp::RecvBatch::new());
+    /// With a PROXY v2 header: the header, then the datagram being sent (the header's length
+    /// first, kept while the rest is rewritten for each datagram).
+    proxied: Option<(usize, Vec<u8>)>,
 }
 
 impl Datagrams {
     pub fn new(sock: UdpSocket) -> Self {
         Datagrams {
             sock,
-            pending: Vec::new(),
-            taken: 0,
+            scratch: vec![0; 2 + 65_535].into_boxed_slice(),
+            pending: (0, 0),
             counts: TcpCounts::default(),
             short: 0,
             refused_reads: 0,
             refused_sends: Vec::new(),
             refusal: None,
-            proxy: None,
+            proxied: None,
         }
     }
 
     /// Every datagram sent behind `header` (a PROXY v2 header), when given.
     pub fn behind(mut self, header: Option<Box<[u8]>>) -> Self {
-        self.proxy = header;
+        self.proxied = header.map(|h| (h.len(), h.into_vec()));
         self
     }
 
@@ -488,93 +477,45 @@ impl Datagrams {
             self.refusal = Some(e.to_string());
         }
     }
-
-    /// A send of the query `msg` was refused: it did not leave.
-    fn refused_send(&mut self, e: &std::io::Error, msg: &[u8]) {
-        self.refused(e);
-        if let Some(id) = msg.get(..2) {
-            self.refused_sends.push(u16::from_be_bytes([id[0], id[1]]));
-        }
-    }
-
-    /// Hands out `pending` as far as `buf` has room; returns whether anything was.
-    fn hand_out(&mut self, buf: &mut ReadBuf<'_>) -> bool {
-        let n = buf.remaining().min(self.pending.len() - self.taken);
-        buf.put_slice(&self.pending[self.taken..self.taken + n]);
-        self.taken += n;
-        if self.taken == self.pending.len() {
-            self.pending.clear();
-            self.taken = 0;
-        }
-        n > 0
-    }
 }
 
 impl AsyncRead for Datagrams {
-    /// Hands out every datagram already received, each framed, as far as `buf` has room (the
-    /// rest waits for the next read).
+    /// Hands out every datagram already received, each framed, as far as `buf` has room.
     fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
-        use std::io::ErrorKind::{ConnectionRefused, WouldBlock};
         let this = self.get_mut();
-        if !this.pending.is_empty() {
-            this.hand_out(buf);
-            return Poll::Ready(Ok(()));
-        }
         let mut got = false;
         loop {
-            match this.sock.poll_recv_ready(cx) {
-                Poll::Ready(Ok(())) => {}
-                Poll::Ready(Err(e)) if !got => return Poll::Ready(Err(e)),
-                Poll::Ready(Err(_)) | Poll::Pending => break,
+            let (start, end) = this.pending;
+            if start < end {
+                let n = buf.remaining().min(end - start);
+                buf.put_slice(&this.scratch[start..start + n]);
+                this.pending.0 += n;
+                got |= n > 0;
+                if this.pending.0 < end {
+                    break;
+                }
+                continue;
             }
-            let more = RECEIVED.with_borrow_mut(|batch| {
-                let mut full = false;
-                let n = this.sock.try_io(Interest::READABLE, || {
-                    let n = batch.recv(&this.sock)?;
-                    full = n == udp::BATCH;
-                    Ok(n)
-                })?;
-                for i in 0..n {
-                    let d = batch.get(i);
+            let mut rb = ReadBuf::new(&mut this.scratch[2..]);
+            match this.sock.poll_recv(cx, &mut rb) {
+                Poll::Ready(Ok(())) => {
+                    let n = rb.filled().len();
                     this.counts.segments_received += 1;
-                    this.counts.bytes_received += d.len() as u64;
-                    if d.len() < 2 {
+                    this.counts.bytes_received += n as u64;
+                    if n < 2 {
                         this.short += 1;
                         continue;
                     }
-                    let len = (d.len() as u16).to_be_bytes();
-                    if this.pending.is_empty() && buf.remaining() >= 2 + d.len() {
-                        buf.put_slice(&len);
-                        buf.put_slice(d);
-                    } else {
-                        this.pending.extend_from_slice(&len);
-                        this.pending.extend_from_slice(d);
-                    }
-                    got = true;
+                    this.scratch[..2].copy_from_slice(&(n as u16).to_be_bytes());
+                    this.pending = (0, n + 2);
                 }
-                Ok::<_, std::io::Error>(full)
-            });
-            // The loop ends where the socket's readiness is found cleared: then the task is
-            // woken when a datagram arrives.
-            match more {
-                Ok(true) => {}
-                // Fewer than a batch: the queue is empty. Left set, its readiness would cost a
-                // call that finds nothing; a datagram that arrives from now on sets it again
-                // (epoll is edge-triggered).
-                Ok(false) => {
-                    let _ = this.sock.try_io(Interest::READABLE, || Err::<(), _>(WouldBlock.into()));
-                }
-                Err(e) if e.kind() == WouldBlock => {}
-                Err(e) if e.kind() == ConnectionRefused => {
+                Poll::Ready(Err(e)) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
                     this.refused_reads += 1;
                     this.refused(&e);
                 }
-                Err(e) if !got => return Poll::Ready(Err(e)),
-                Err(_) => break,
+                Poll::Ready(Err(e)) => return if got { Poll::Ready(Ok(())) } else { Poll::Ready(Err(e)) },
+                Poll::Pending => break,
             }
-        }
-        if !this.pending.is_empty() && buf.remaining() > 0 {
-            got |= this.hand_out(buf);
         }
         if got {
             Poll::Ready(Ok(()))
@@ -585,65 +526,43 @@ impl AsyncRead for Datagrams {
 }
 
 impl AsyncWrite for Datagrams {
-    /// Sends every whole frame of `buf` as one datagram, a batch a call; returns the octets of
-    /// the frames sent (a refused one counts as sent: it is reported by
-    /// [`Carrier::take_events`]).
+    /// Sends every whole frame of `buf` as one datagram; returns the octets of the frames
+    /// sent (a refused one counts as sent: it is reported by [`Carrier::take_events`]).
     fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
-        use std::io::ErrorKind::{ConnectionRefused, WouldBlock};
         let this = self.get_mut();
         let mut done = 0;
-        // The messages of the next batch: where each starts and ends in `buf`.
-        let mut frames = [(0usize, 0usize); udp::BATCH];
-        loop {
-            let mut n = 0;
-            let mut at = done;
-            while n < udp::BATCH && buf.len() - at >= 2 {
-                let end = at + 2 + u16::from_be_bytes([buf[at], buf[at + 1]]) as usize;
-                if end > buf.len() {
-                    break;
+        while buf.len() - done >= 2 {
+            let len = u16::from_be_bytes([buf[done], buf[done + 1]]) as usize;
+            let end = done + 2 + len;
+            if end > buf.len() {
+                break;
+            }
+            let msg = &buf[done + 2..end];
+            let datagram = match &mut this.proxied {
+                Some((header, out)) => {
+                    out.truncate(*header);
+                    out.extend_from_slice(msg);
+                    &out[..]
                 }
-                frames[n] = (at + 2, end);
-                n += 1;
-                at = end;
-            }
-            if n == 0 {
-                return Poll::Ready(Ok(done));
-            }
-            match this.sock.poll_send_ready(cx) {
-                Poll::Ready(Ok(())) => {}
-                Poll::Ready(Err(_)) | Poll::Pending if done > 0 => return Poll::Ready(Ok(done)),
-                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
-                Poll::Pending => return Poll::Pending,
-            }
-            let prefix = this.proxy.as_deref().unwrap_or_default();
-            let messages = frames[..n].iter().map(|&(s, e)| &buf[s..e]);
-            match this.sock.try_io(Interest::WRITABLE, || udp::send_batch(&this.sock, prefix, messages)) {
-                Ok(sent) => {
-                    for &(s, e) in &frames[..sent.went] {
-                        this.counts.segments_sent += 1;
-                        this.counts.bytes_sent += (prefix.len() + e - s) as u64;
-                    }
-                    if sent.went > 0 {
-                        done = frames[sent.went - 1].1;
-                    }
-                    if sent.lost_error {
-                        // The next failed with an error the batch call does not return: the
-                        // refusal it took from the socket (see `udp::Sent`). It did not leave.
-                        let (s, e) = frames[sent.went];
-                        this.refused_send(&std::io::Error::from_raw_os_error(libc::ECONNREFUSED), &buf[s..e]);
-                        done = e;
+                None => msg,
+            };
+            match this.sock.poll_send(cx, datagram) {
+                Poll::Ready(Ok(n)) => {
+                    this.counts.segments_sent += 1;
+                    this.counts.bytes_sent += n as u64;
+                }
+                Poll::Ready(Err(e)) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+                    this.refused(&e);
+                    if let Some(id) = msg.get(..2) {
+                        this.refused_sends.push(u16::from_be_bytes([id[0], id[1]]));
                     }
                 }
-                Err(e) if e.kind() == WouldBlock => {}
-                Err(e) if e.kind() == ConnectionRefused => {
-                    let (s, e2) = frames[0];
-                    this.refused_send(&e, &buf[s..e2]);
-                    done = e2;
-                }
-                Err(_) if done > 0 => return Poll::Ready(Ok(done)),
-                Err(e) => return Poll::Ready(Err(e)),
+                Poll::Ready(Err(e)) => return if done > 0 { Poll::Ready(Ok(done)) } else { Poll::Ready(Err(e)) },
+                Poll::Pending => return if done > 0 { Poll::Ready(Ok(done)) } else { Poll::Pending },
             }
+            done = end;
         }
+        Poll::Ready(Ok(done))
     }
 
     fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
@@ -808,16 +727,17 @@ mod tests {
         (c.packets_sent, c.bytes_sent, c.packets_received, c.bytes_received, c.unmatched)
     }
 
-    /// A write of many frames goes in batches, and every frame is a datagram of its own at the
-    /// peer, in order, with the PROXY v2 header ahead of each when there is one.
+    /// Every frame of a write is a datagram of its own at the peer, in order, with the PROXY v2
+    /// header ahead of each when there is one, and counted so (what any way of sending them,
+    /// batched or not, must keep).
     #[test]
-    fn every_frame_of_a_write_is_one_datagram_whatever_the_batch() {
+    fn every_frame_of_a_write_is_one_datagram_at_the_peer() {
         block_on(async {
             for proxy in [None, Some(b"PROXY".to_vec().into_boxed_slice())] {
                 let (carrier, peer) = udp_pair().await;
                 let Carrier::Udp(d) = carrier else { unreachable!() };
                 let mut carrier = Carrier::Udp(Box::new(d.behind(proxy.clone())));
-                let n = udp::BATCH * 2 + 3;
+                let n = 131;
                 let frames: Vec<Vec<u8>> = (0..n).map(|i| framed(i as u16, 12 + i % 7)).collect();
                 carrier.send(&frames.concat()).await.unwrap();
                 let header = proxy.as_deref().unwrap_or_default();
@@ -833,11 +753,12 @@ mod tests {
         });
     }
 
-    /// The port unreachable that the first datagram of a batch provokes fails the second (the
-    /// batch call stops and drops the error): that query is refused and did not leave, and the
-    /// third goes, as when each datagram was a call of its own.
+    /// The port unreachable that the first datagram of a write provokes (on loopback at once)
+    /// fails the second's send: that query is refused and did not leave; the third goes. (A
+    /// batched send, `sendmmsg`, stops at the second and drops its error: it must still come
+    /// out so.)
     #[test]
-    fn a_refusal_inside_a_batch_refuses_the_query_it_stopped() {
+    fn a_refusal_in_the_middle_of_a_write_refuses_the_query_it_failed() {
         block_on(async {
             let closed = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
             let port = closed.local_addr().unwrap().port();

@@ -15,5 +15,5 @@ mod population;
 mod schema;
 mod serve;
 mod stream_limits;
-mod udp_batches;
 mod udp_retry;
+mod udp_wire;

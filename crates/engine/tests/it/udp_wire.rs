@@ -1,8 +1,8 @@
-//! UDP queries go out in batches (one `sendmmsg` for what a socket has due) and answers come
-//! in batches (`recvmmsg`): observed from outside the engine, every query is still a datagram
-//! of its own, closed loop and open loop. `serve`'s query log counts the queries it received;
-//! as root, with tcpdump, a capture on a loopback address of the test's own counts the query
-//! datagrams and reads one whole DNS message of one query's length in each.
+//! Every UDP query is a datagram of its own, one DNS message, observed from outside the
+//! engine, closed loop and open loop: `serve`'s query log counts the queries it received; as
+//! root, with tcpdump, a capture on a loopback address of the test's own counts the query
+//! datagrams and reads one whole query in each. What any way of sending them (batched system
+//! calls, segmentation offload) must keep: docs/engine.md, "UDP sends".
 
 use crate::common::{generate, signal, temp_dir, Run, ENGINE};
 use serde_json::Value;
@@ -10,8 +10,8 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
-/// The loads checked: a closed loop (batches as large as the answers that free the window),
-/// and an open loop (batches of what is due in a pacing slot).
+/// The loads checked: a closed loop (a socket writes as many queries at once as answers freed
+/// its window), and an open loop (what is due in a pacing slot goes at once).
 const LOADS: [(&str, &[&str]); 2] = [
     ("closed", &["--rate", "max", "--connections", "4", "--in-flight", "32", "--duration", "300ms"]),
     ("open", &["--rate", "6000", "--connections", "3", "--duration", "1s"]),
@@ -70,7 +70,7 @@ fn run(dir: &Path, target: &str, load: &[&str]) -> Run {
 #[test]
 fn serve_receives_every_query_sent_once() {
     for (name, load) in LOADS {
-        let dir = temp_dir(&format!("udp-batches-{name}"));
+        let dir = temp_dir(&format!("udp-wire-{name}"));
         let serve = Serve::start(&dir, "127.0.0.1");
         let run = run(&dir, &serve.addr, load);
         let sent = run.total("queries.sent");
@@ -169,7 +169,7 @@ fn a_capture_counts_one_datagram_per_query_sent_each_one_query() {
     // A loopback address of this test's own (the rest of 127.0.0.0/8 is carried by lo too).
     let ip = "127.0.55.55";
     for (name, load) in LOADS {
-        let dir = temp_dir(&format!("udp-capture-{name}"));
+        let dir = temp_dir(&format!("udp-wire-capture-{name}"));
         let serve = Serve::start(&dir, ip);
         let port: u16 = serve.addr.rsplit(':').next().unwrap().parse().unwrap();
         let Some(capture) = Tcpdump::start(&dir, &format!("udp and host {ip} and port {port}")) else { return };
