@@ -75,18 +75,26 @@ def test_a_build_says_what_it_serves_and_one_in_a_root_runs_there(tmp_path: Path
     exe.write_text(exe.read_text().replace("dns-over-tls", "dns-over-quic dns-over-http3 dns-over-tls"))
     assert served(f"dnsdist@{exe}") == ("udp", "tcp", "dot", "doh", "doq", "doh3")
     assert served("dnsdist") == served("dnsdist@trixie") == ("udp", "tcp", "dot", "doh")  # Debian: no quiche
-    assert Build.at(exe).root is None
+    assert Build.at(exe, "dnsdist").root is None
     root = tmp_path / "roots" / "trixie"
     prefix = root / "opt" / "dnsdist-quic"
     (prefix / "bin").mkdir(parents=True)
     shutil.copy2(exe, prefix / "bin" / "dnsdist")
     (root / MANIFEST).write_text(json.dumps({"release": "trixie", "mirror": "m", "created": "c", "packages": {}}))
-    build = Build.at(prefix)
+    build = Build.at(prefix, "dnsdist")
     assert build.root is not None and build.root.path == root
     assert build.find("dnsdist", "dnsdist", "dnsdist") == "/opt/dnsdist-quic/bin/dnsdist"  # as seen in the root
     assert build.wrap(["dnsdist"])[-2:] == ["--", "dnsdist"]
     assert str(root) in build.wrap(["dnsdist"])
-    assert build.describe() == {"place": "build", "path": str(prefix), "release": "trixie", "root": str(root)}
+    binary = prefix / "bin" / "dnsdist"
+    assert build.describe() == {
+        "place": "build",
+        "path": str(prefix),
+        "binary": str(binary),
+        "sha256": hashlib.sha256(binary.read_bytes()).hexdigest(),
+        "release": "trixie",
+        "root": str(root),
+    }
 
 
 def _one_line(argv: list[str], env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -241,7 +249,9 @@ def test_own_build_is_a_copied_binary(root: None, tmp_path: Path) -> None:
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     trial = json.loads(next(out.glob("trials/*/trial.json")).read_text())
-    assert trial["target_place"] == {"place": "build", "path": str(build / "dnsdist")}
+    copy = build / "dnsdist"
+    digest = hashlib.sha256(copy.read_bytes()).hexdigest()
+    assert trial["target_place"] == {"place": "build", "path": str(copy), "binary": str(copy), "sha256": digest}
     assert (
         trial["target_version"] == subprocess.run([host, "--version"], capture_output=True, text=True).stdout.split()[1]
     )
