@@ -62,6 +62,9 @@ __all__ = [
     "Softnet",
     "check_network",
     "cpu_mask",
+    "ip",
+    "orphans",
+    "pid_alive",
     "read_softnet",
     "remove_all",
     "remove_leftovers",
@@ -169,7 +172,9 @@ def softnet_delta(before: dict[int, Softnet], after: dict[int, Softnet]) -> dict
     }
 
 
-def _ip(*args: str, check: bool = True) -> str:
+def ip(*args: str, check: bool = True) -> str:
+    """Runs ``ip ARGS`` (iproute2) and returns what it printed; a failure (with ``check``), a
+    missing ``ip`` or one that hangs is a :class:`MachineError`."""
     try:
         r = subprocess.run(["ip", *args], capture_output=True, text=True, timeout=10, check=False)
     except FileNotFoundError as e:
@@ -181,7 +186,8 @@ def _ip(*args: str, check: bool = True) -> str:
     return r.stdout
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (another user's process counts as running)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -193,17 +199,17 @@ def _pid_alive(pid: int) -> bool:
 
 def _remove(netns: str, generator_device: str) -> None:
     # Deleting one end of a veth pair deletes both; the namespace goes once its processes have.
-    _ip("link", "del", generator_device, check=False)
-    _ip("netns", "del", netns, check=False)
+    ip("link", "del", generator_device, check=False)
+    ip("netns", "del", netns, check=False)
 
 
 def orphans(pattern: re.Pattern[str]) -> list[re.Match[str]]:
     """The network namespaces named by ``pattern`` (group 1: the PID of the process that made
     them) whose maker no longer runs."""
     found = []
-    for line in _ip("netns", "list", check=False).splitlines():
+    for line in ip("netns", "list", check=False).splitlines():
         m = pattern.match(line.split()[0] if line.split() else "")
-        if m and not _pid_alive(int(m.group(1))):
+        if m and not pid_alive(int(m.group(1))):
             found.append(m)
     return found
 
@@ -220,7 +226,7 @@ def remove_leftovers() -> list[str]:
 
 def _used_subnets() -> set[ipaddress.IPv4Network]:
     used = set()
-    for line in _ip("-4", "-o", "addr", "show", check=False).splitlines():
+    for line in ip("-4", "-o", "addr", "show", check=False).splitlines():
         m = re.search(r"inet (\S+)", line)
         if m:
             iface = ipaddress.IPv4Interface(m.group(1))
@@ -281,8 +287,8 @@ class Network:
             net = cls(NetworkInfo(kind, taddr, gaddr, sources, netns, tdev, gdev))
             _live.add(net)
             try:
-                _ip("netns", "add", netns)
-                _ip("link", "add", gdev, "type", "veth", "peer", "name", tdev)
+                ip("netns", "add", netns)
+                ip("link", "add", gdev, "type", "veth", "peer", "name", tdev)
                 rps: dict[str, str] = {}
                 masks = {tdev: "0", gdev: "0"}
                 if kind == "veth-rps":
@@ -291,18 +297,18 @@ class Network:
                     Path(f"/sys/class/net/{dev}/queues/rx-0/rps_cpus").write_text(mask + "\n")
                 # No IPv6 link-local address: no DAD, router or MLD packets on the pair.
                 for dev in (gdev, tdev):
-                    _ip("link", "set", dev, "addrgenmode", "none")
-                _ip("link", "set", tdev, "netns", netns)
-                _ip("addr", "add", f"{gaddr}/30", "dev", gdev)
+                    ip("link", "set", dev, "addrgenmode", "none")
+                ip("link", "set", tdev, "netns", netns)
+                ip("addr", "add", f"{gaddr}/30", "dev", gdev)
                 for a in sources:
-                    _ip("addr", "add", f"{a}/32", "dev", gdev)
-                _ip("link", "set", gdev, "up")
-                _ip("-n", netns, "link", "set", "lo", "up")
-                _ip("-n", netns, "addr", "add", f"{taddr}/30", "dev", tdev)
-                _ip("-n", netns, "link", "set", tdev, "up")
-                _ip("-n", netns, "route", "add", str(source_net), "via", gaddr)
+                    ip("addr", "add", f"{a}/32", "dev", gdev)
+                ip("link", "set", gdev, "up")
+                ip("-n", netns, "link", "set", "lo", "up")
+                ip("-n", netns, "addr", "add", f"{taddr}/30", "dev", tdev)
+                ip("-n", netns, "link", "set", tdev, "up")
+                ip("-n", netns, "route", "add", str(source_net), "via", gaddr)
                 rps[gdev] = Path(f"/sys/class/net/{gdev}/queues/rx-0/rps_cpus").read_text().strip()
-                rps[tdev] = _ip("netns", "exec", netns, "cat", f"/sys/class/net/{tdev}/queues/rx-0/rps_cpus").strip()
+                rps[tdev] = ip("netns", "exec", netns, "cat", f"/sys/class/net/{tdev}/queues/rx-0/rps_cpus").strip()
                 for dev, mask in masks.items():
                     if int(rps[dev].replace(",", ""), 16) != int(mask.replace(",", ""), 16):
                         raise MachineError(f"{dev}: rps_cpus reads {rps[dev]}, not {mask}")
@@ -342,21 +348,21 @@ class Network:
             net = cls(NetworkInfo("cluster-host", host_addr, root_addr, own, netns, hdev, rdev))
             _live.add(net)
             try:
-                _ip("netns", "add", netns)
-                _ip("link", "add", rdev, "type", "veth", "peer", "name", hdev)
+                ip("netns", "add", netns)
+                ip("link", "add", rdev, "type", "veth", "peer", "name", hdev)
                 for dev in (rdev, hdev):
-                    _ip("link", "set", dev, "addrgenmode", "none")
-                _ip("link", "set", hdev, "netns", netns)
-                _ip("addr", "add", f"{root_addr}/30", "dev", rdev)
-                _ip("link", "set", rdev, "up")
-                _ip("-n", netns, "link", "set", "lo", "up")
-                _ip("-n", netns, "addr", "add", f"{host_addr}/30", "dev", hdev)
+                    ip("link", "set", dev, "addrgenmode", "none")
+                ip("link", "set", hdev, "netns", netns)
+                ip("addr", "add", f"{root_addr}/30", "dev", rdev)
+                ip("link", "set", rdev, "up")
+                ip("-n", netns, "link", "set", "lo", "up")
+                ip("-n", netns, "addr", "add", f"{host_addr}/30", "dev", hdev)
                 for a in own:
-                    _ip("-n", netns, "addr", "add", f"{a}/32", "dev", hdev)
-                _ip("-n", netns, "link", "set", hdev, "up")
-                _ip("-n", netns, "route", "add", "default", "via", root_addr)
+                    ip("-n", netns, "addr", "add", f"{a}/32", "dev", hdev)
+                ip("-n", netns, "link", "set", hdev, "up")
+                ip("-n", netns, "route", "add", "default", "via", root_addr)
                 for a in own:
-                    _ip("route", "add", f"{a}/32", "via", host_addr, "dev", rdev)
+                    ip("route", "add", f"{a}/32", "via", host_addr, "dev", rdev)
             except BaseException:
                 net.remove()
                 raise

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 from dnscost.clientside.latency import CASES, Case, engine_config, judge
-from dnscost.clientside.presets import Preset, load_presets, parse_preset
 from dnscost.errors import UsageError
+from dnscost.lab.presets import Preset, load_presets, parse_preset
 
 GOOD = {"label": "x", "source": "a paper", "rtt_ms": 40}
 

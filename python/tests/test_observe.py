@@ -22,15 +22,15 @@ from dnscost.cli import main
 from dnscost.engine import engine_path
 from dnscost.errors import UsageError
 from dnscost.jsonl import read_records
-from dnscost.network import _ip
+from dnscost.lab.lab import ETC_NETNS, Lab, remove_leftovers
+from dnscost.lab.resolve import lab_name
+from dnscost.network import ip
 from dnscost.observe.analysis import connections, is_lab_name, load, summarise, summary_line
-from dnscost.observe.lab import ETC_NETNS, Lab, remove_leftovers
 from dnscost.observe.observation import load_policies, policy_flags
-from dnscost.observe.resolve import lab_name
 
 
 def _namespaces() -> set[str]:
-    return {line.split()[0] for line in _ip("netns", "list").splitlines() if line.split()}
+    return {line.split()[0] for line in ip("netns", "list").splitlines() if line.split()}
 
 
 def test_a_stub_in_the_client_namespace_reaches_only_the_lab_server(root: None, tmp_path: Path) -> None:
@@ -79,7 +79,7 @@ def test_leftovers_of_a_killed_process_are_removed(root: None) -> None:
     dead.wait()
     time.sleep(0.1)
     name = f"dnscost-lab-{dead.pid}-1-c"
-    _ip("netns", "add", name)
+    ip("netns", "add", name)
     (ETC_NETNS / name).mkdir(parents=True, exist_ok=True)
     (ETC_NETNS / name / "resolv.conf").write_text("nameserver 198.18.0.1\n")
     assert name in remove_leftovers()

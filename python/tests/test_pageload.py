@@ -15,13 +15,14 @@ from pathlib import Path
 import pytest
 from conftest import need
 from dnscost.clientside.corpus import CorpusParams, host_name
-from dnscost.clientside.pageload import PageloadSettings, run_in_new_lab
+from dnscost.clientside.pageload import run_in_new_lab
 from dnscost.clientside.pageload_analysis import compare, read_loads
-from dnscost.network import _ip
+from dnscost.clientside.pageload_plan import PageloadSettings
+from dnscost.network import ip
 
 
 def _namespaces() -> set[str]:
-    return {line.split()[0] for line in _ip("netns", "list").splitlines() if line.split()}
+    return {line.split()[0] for line in ip("netns", "list").splitlines() if line.split()}
 
 
 @pytest.mark.root

@@ -29,7 +29,9 @@ from dnscost.clientside.corpus import (
     resource_url,
     zone_records,
 )
-from dnscost.clientside.pageload import PageloadSettings, SessionLabels, dns_check, load_record, plan_sessions
+from dnscost.clientside.pageload_check import dns_check
+from dnscost.clientside.pageload_plan import PageloadSettings, plan_sessions
+from dnscost.clientside.pageload_records import SessionLabels, load_record
 from dnscost.engine import Responder
 
 
@@ -233,7 +235,7 @@ def _entry(url: str, start: float, dns: tuple[float, float] | None, end: float) 
 def test_a_load_record_reads_the_page_s_report() -> None:
     corpus = make_corpus(CorpusParams(), 3, 1)
     page = corpus.pages[0]
-    from dnscost.clientside.pageload import PlannedLoad
+    from dnscost.clientside.pageload_plan import PlannedLoad
 
     planned = PlannedLoad(load=9, page=0, index=2, warmup=False)
     common = SessionLabels(preset="lte", browser="chromium", round=1, transport="doh", session=4)

@@ -19,25 +19,23 @@ import pytest
 from conftest import need
 from dnscost.certs import make_tls
 from dnscost.clientside.corpus import CorpusParams
-from dnscost.clientside.pageload import (
-    PageloadSettings,
-    StubbyDot,
-    _start_dot_relay,
-    run_pageload_presets,
-)
+from dnscost.clientside.pageload import run_pageload_presets
 from dnscost.clientside.pageload_analysis import read_loads, summarise_presets
-from dnscost.clientside.presets import Preset
+from dnscost.clientside.pageload_plan import PageloadSettings
+from dnscost.clientside.pageload_run import _start_dot_relay
 from dnscost.engine import Responder
-from dnscost.network import _ip
-from dnscost.observe.clients import Schedule, Upstream
-from dnscost.observe.lab import Lab
+from dnscost.lab.clients import Schedule, Upstream
+from dnscost.lab.lab import Lab
+from dnscost.lab.presets import Preset
+from dnscost.lab.stubs import StubbyDot
+from dnscost.network import ip
 
 LINK = Preset("rtt-20", "20 ms RTT", "a test's link", rtt_ms=20)
 
 
 def _mine() -> list[str]:
     prefix = f"dnscost-lab-{os.getpid()}-"
-    netns = [line.split()[0] for line in _ip("netns", "list").splitlines() if line.split()]
+    netns = [line.split()[0] for line in ip("netns", "list").splitlines() if line.split()]
     etc = [d.name for d in Path("/etc/netns").iterdir()] if Path("/etc/netns").is_dir() else []
     return [n for n in netns + etc if n.startswith(prefix)]
 

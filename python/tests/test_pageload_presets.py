@@ -10,14 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from dnscost.clientside.pageload import (
-    DEFAULT_SETUPS,
-    SETUPS,
-    PageloadSettings,
-    PlannedLoad,
-    Session,
-    dot_connections,
-)
 from dnscost.clientside.pageload_analysis import (
     HOUNSEL,
     PAIRING,
@@ -25,6 +17,8 @@ from dnscost.clientside.pageload_analysis import (
     summarise_presets,
     write_outputs,
 )
+from dnscost.clientside.pageload_check import dot_connections
+from dnscost.clientside.pageload_plan import DEFAULT_SETUPS, SETUPS, PageloadSettings, PlannedLoad, Session
 from dnscost.errors import UsageError
 
 

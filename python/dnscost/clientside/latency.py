@@ -33,11 +33,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from dnscost.certs import make_tls
-from dnscost.clientside.presets import Preset
 from dnscost.contract import EngineConfig, EngineRecord, SummaryRecord
 from dnscost.engine import Responder, generate, summary_of
 from dnscost.errors import UsageError
-from dnscost.observe.lab import SERVER_ADDRESS, Lab
+from dnscost.lab.lab import SERVER_ADDRESS, Lab
+from dnscost.lab.presets import Preset
 
 __all__ = ["CASES", "SLACK_MS", "Case", "cases_for", "engine_config", "judge", "run_check"]
 

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, NotRequired, TypedDict, cast
 
 from dnscost import jsonl
-from dnscost.clientside.presets import PresetRecord
+from dnscost.lab.presets import PresetRecord
 from dnscost.results import read_document
 
 __all__ = [
@@ -81,7 +81,7 @@ class ResourceTiming(TypedDict):
 
 class LoadRecord(TypedDict):
     """One line of a run's ``loads.jsonl`` (written by
-    :func:`dnscost.clientside.pageload.load_record`, which documents each field)."""
+    :func:`dnscost.clientside.pageload_records.load_record`, which documents each field)."""
 
     preset: str
     browser: str
@@ -417,7 +417,7 @@ def _published(preset: str) -> dict[str, Published]:
 
 class PageloadRecord(TypedDict):
     """pageload.json: one run of page loads in one lab (written when it starts, completed when
-    it ends). What a reader needs is required; :func:`dnscost.clientside.pageload.run_pageloads`
+    it ends). What a reader needs is required; :func:`dnscost.clientside.pageload_run.run_pageloads`
     writes every field."""
 
     format: NotRequired[int]

@@ -12,7 +12,7 @@ from pathlib import Path
 from markupsafe import Markup
 
 from dnscost.clientside.figure import draw_times
-from dnscost.clientside.presets import PresetRecord
+from dnscost.lab.presets import PresetRecord
 from dnscost.report.html import _ENV, Table, _table, inline_svg
 from dnscost.results import read_json
 

@@ -62,7 +62,8 @@ def run_client(spec: ClientSpec, out: Path, *, say: Any = print) -> dict[str, ob
         finished.append("times")
         write_json(out / "client.json", doc)
     if spec.pageload is not None:
-        from dnscost.clientside.pageload import PageloadSettings, run_pageload_presets
+        from dnscost.clientside.pageload import run_pageload_presets
+        from dnscost.clientside.pageload_plan import PageloadSettings
 
         p = spec.pageload
         say(f"client: page loads, {p.browser}, presets {', '.join(x.name for x in p.presets)}")

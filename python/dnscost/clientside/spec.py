@@ -24,7 +24,7 @@ one): up to three parts, each optional, every field checked with an error naming
     rounds = 3
     transports = ["do53", "dot", "doh"]
 
-``presets_file`` at the top adds presets of the user's (the form of ``clientside/presets.toml``)."""
+``presets_file`` at the top adds presets of the user's (the form of ``lab/presets.toml``)."""
 
 from __future__ import annotations
 
@@ -32,9 +32,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dnscost.clientside.fields import fields, number, read_toml, strings
-from dnscost.clientside.presets import Preset, load_presets
 from dnscost.errors import UsageError
+from dnscost.lab.fields import fields, number, read_toml, strings
+from dnscost.lab.presets import Preset, load_presets
 from dnscost.transports import TRANSPORTS
 
 __all__ = ["CheckSpec", "ClientSpec", "PageSpec", "TimesSpec", "load_spec"]
@@ -108,7 +108,8 @@ def _presets(where: str, names: Any, known: dict[str, Preset]) -> tuple[Preset, 
 def parse_spec(doc: dict[str, object], path: Path | None = None) -> ClientSpec:
     """A spec from its parsed TOML (see the module's documentation)."""
     from dnscost.clientside.latency import LISTEN
-    from dnscost.clientside.pageload import BROWSERS, SETUPS
+    from dnscost.clientside.pageload_plan import SETUPS
+    from dnscost.lab.browsers import BROWSERS
     from dnscost.targets import TARGETS
 
     fields("client spec", doc, {"check", "times", "pageload", "presets_file"})

@@ -3,7 +3,7 @@
 For each network preset, a lab: the engine in the client namespace; a real resolver (any
 target: builtin, unbound, knot-resolver, ...) in the server namespace, behind the preset's
 emulated link; dnscost's authoritative responder on the client namespace's loopback
-(:data:`~dnscost.observe.lab.UPSTREAM_ADDRESS`), which the resolver reaches through the link's
+(:data:`~dnscost.lab.lab.UPSTREAM_ADDRESS`), which the resolver reaches through the link's
 upstream split (its own preset, ``upstream`` by default). Per transport, a client asks at a low
 rate with Poisson arrivals and the reuse a real client has (:func:`client_config`):
 
@@ -30,12 +30,12 @@ from typing import Any, NotRequired, TypedDict
 
 from dnscost.analysis.hdr import cdf, decode, quantile
 from dnscost.certs import make_tls
-from dnscost.clientside.presets import Preset, PresetRecord
 from dnscost.contract import EngineConfig, Row, SummaryRecord, UdpRetry
 from dnscost.engine import Responder, generate, summary_of
 from dnscost.errors import DnscostError, UsageError
-from dnscost.observe.lab import SERVER_ADDRESS, UPSTREAM_ADDRESS, Lab
-from dnscost.observe.resolve import lab_name
+from dnscost.lab.lab import SERVER_ADDRESS, UPSTREAM_ADDRESS, Lab
+from dnscost.lab.presets import Preset, PresetRecord
+from dnscost.lab.resolve import lab_name
 from dnscost.results import read_document
 from dnscost.targets import TARGETS, make_target
 from dnscost.targets.base import Counters

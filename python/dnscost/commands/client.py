@@ -43,7 +43,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     rp = csub.add_parser("report", help="recompute a client run's report.html from its records")
     rp.add_argument("run_dir", type=Path)
     pr = csub.add_parser("presets", help="the network presets, their parameters and sources")
-    pr.add_argument("--presets", type=Path, help="a TOML file of more presets (see clientside/presets.toml)")
+    pr.add_argument("--presets", type=Path, help="a TOML file of more presets (see lab/presets.toml)")
 
 
 def _durations_ms(text: str, what: str) -> list[float]:
@@ -58,7 +58,7 @@ def _durations_ms(text: str, what: str) -> list[float]:
 
 def main(a: argparse.Namespace) -> int:
     if a.action == "presets":
-        from dnscost.clientside.presets import load_presets
+        from dnscost.lab.presets import load_presets
 
         for p in load_presets(a.presets).values():
             rates = f"{p.down_kbps or 0:g}/{p.up_kbps or 0:g} kbit/s" if (p.down_kbps or p.up_kbps) else "no rate limit"

@@ -1,1 +1,1 @@
-"""Real clients observed from the server's side: the lab they run in (:mod:`.lab`)."""
+"""Real clients observed from the server's side, in the lab (:mod:`dnscost.lab`)."""

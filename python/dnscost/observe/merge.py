@@ -24,7 +24,7 @@ from pathlib import Path
 
 from dnscost.errors import UsageError
 from dnscost.jsonl import read_records
-from dnscost.observe.lab import CLIENT_ADDRESS
+from dnscost.lab.lab import CLIENT_ADDRESS
 from dnscost.results import read_json
 
 __all__ = ["Member", "main", "merge"]

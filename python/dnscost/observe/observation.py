@@ -28,10 +28,10 @@ from dnscost.certs import make_tls
 from dnscost.contract import ObservationCapture, ObservationRecord
 from dnscost.engine import Responder, connection_log
 from dnscost.errors import MachineError, UsageError
+from dnscost.lab.clients import STUB_LISTEN, Schedule, Upstream, client
+from dnscost.lab.lab import SERVER_ADDRESS, ZONE, Lab
 from dnscost.observe.analysis import load
 from dnscost.observe.capture import analyse, reconcile
-from dnscost.observe.clients import STUB_LISTEN, Schedule, Upstream, client
-from dnscost.observe.lab import SERVER_ADDRESS, Lab
 from dnscost.observe.profile import extract
 from dnscost.proc import Child
 
@@ -39,21 +39,6 @@ __all__ = ["ObservationPlan", "load_policies", "observe", "policy_flags", "resum
 
 NAMES = 100_000
 """Synthetic names the responder serves: fresh names for 30 minutes at 50 ms (36 000)."""
-
-ZONE = """$TTL 3600
-$ORIGIN .
-@ IN SOA ns.lab. hostmaster.lab. 1 3600 600 86400 0
-@ IN NS ns.lab.
-$ORIGIN lab.
-@ IN SOA ns.lab. hostmaster.lab. 1 3600 600 86400 0
-ns IN A {address}
-$ORIGIN gstatic.com.
-@ IN SOA ns.lab. hostmaster.lab. 1 3600 600 86400 0
-www IN A {address}
-"""
-"""The root's SOA and NS (resolvers prime and check time against them), its name server's
-address, and the name of Chromium's DoH probe (``www.gstatic.com``, which must resolve to
-an address)."""
 
 POLICY_KEYS = {"max_queries_per_connection", "idle_timeout", "max_age", "idle_activity", "source"}
 
@@ -103,7 +88,7 @@ class ObservationPlan:
 
 
 def _resolution_loop(lab: Lab, out: Path, schedule: Schedule) -> Child:
-    argv = [sys.executable, "-m", "dnscost.observe.resolve", "--delay", str(schedule.delay_s),
+    argv = [sys.executable, "-m", "dnscost.lab.resolve", "--delay", str(schedule.delay_s),
             "--duration", str(schedule.duration_s), "--names", str(schedule.names),
             "--out", str(out / "resolutions.jsonl")]  # fmt: skip
     return Child("resolve", [*lab.exec_prefix("client"), *argv], log=out / "resolve.log")

@@ -32,19 +32,33 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dnscost.errors import MachineError
-from dnscost.network import _ip, _pid_alive, orphans
+from dnscost.network import ip, orphans, pid_alive
 
 if TYPE_CHECKING:
-    from dnscost.clientside.presets import Preset
+    from dnscost.lab.presets import Preset
     from dnscost.proc import Child
 
-__all__ = ["Lab", "remove_leftovers"]
+__all__ = ["CLIENT_ADDRESS", "SERVER_ADDRESS", "UPSTREAM_ADDRESS", "ZONE", "Lab", "LabInfo", "remove_leftovers"]
 
 SERVER_ADDRESS = "198.18.0.1"
 CLIENT_ADDRESS = "198.18.0.2"
 UPSTREAM_ADDRESS = "198.18.0.5"
 """Where an authoritative server behind an emulated link's upstream split listens (on the client
 namespace's loopback, reached from the server's namespace through the link)."""
+ZONE = """$TTL 3600
+$ORIGIN .
+@ IN SOA ns.lab. hostmaster.lab. 1 3600 600 86400 0
+@ IN NS ns.lab.
+$ORIGIN lab.
+@ IN SOA ns.lab. hostmaster.lab. 1 3600 600 86400 0
+ns IN A {address}
+$ORIGIN gstatic.com.
+@ IN SOA ns.lab. hostmaster.lab. 1 3600 600 86400 0
+www IN A {address}
+"""
+"""The root's SOA and NS (resolvers prime and check time against them), its name server's
+address, and the name of Chromium's DoH probe (``www.gstatic.com``, which must resolve to
+an address): the head of every zone the lab's resolver serves, ``{address}`` its own."""
 _NAME = re.compile(r"dnscost-lab-(\d+)-(\d+)-([cs])$")
 ETC_NETNS = Path("/etc/netns")
 _live: set[Lab] = set()
@@ -67,9 +81,9 @@ class LabInfo:
 
 def _remove(server_netns: str, client_netns: str, client_device: str) -> None:
     # Deleting one end of a veth pair deletes both; a namespace goes once its processes have.
-    _ip("-n", client_netns, "link", "del", client_device, check=False)
+    ip("-n", client_netns, "link", "del", client_device, check=False)
     for ns in (server_netns, client_netns):
-        _ip("netns", "del", ns, check=False)
+        ip("netns", "del", ns, check=False)
         shutil.rmtree(ETC_NETNS / ns, ignore_errors=True)
 
 
@@ -77,13 +91,13 @@ def remove_leftovers() -> list[str]:
     """Removes the labs left by dnscost processes that no longer run. Returns their namespaces."""
     removed = []
     for m in orphans(_NAME):
-        _ip("netns", "del", m.group(0), check=False)
+        ip("netns", "del", m.group(0), check=False)
         shutil.rmtree(ETC_NETNS / m.group(0), ignore_errors=True)
         removed.append(m.group(0))
     if ETC_NETNS.is_dir():
         for d in ETC_NETNS.iterdir():
             own = _NAME.match(d.name)
-            if own and not _pid_alive(int(own.group(1))):
+            if own and not pid_alive(int(own.group(1))):
                 shutil.rmtree(d, ignore_errors=True)
     return removed
 
@@ -119,17 +133,17 @@ class Lab:
         lab = cls(info)
         _live.add(lab)
         try:
-            _ip("netns", "add", sns)
-            _ip("netns", "add", cns)
+            ip("netns", "add", sns)
+            ip("netns", "add", cns)
             for ns in (sns, cns):
-                _ip("-n", ns, "link", "set", "lo", "up")
+                ip("-n", ns, "link", "set", "lo", "up")
             if preset is None:
-                _ip("link", "add", cdev, "type", "veth", "peer", "name", sdev)
+                ip("link", "add", cdev, "type", "veth", "peer", "name", sdev)
                 for dev, ns, addr in ((sdev, sns, SERVER_ADDRESS), (cdev, cns, CLIENT_ADDRESS)):
-                    _ip("link", "set", dev, "addrgenmode", "none")  # no IPv6 chatter on the pair
-                    _ip("link", "set", dev, "netns", ns)
-                    _ip("-n", ns, "addr", "add", f"{addr}/30", "dev", dev)
-                    _ip("-n", ns, "link", "set", dev, "up")
+                    ip("link", "set", dev, "addrgenmode", "none")  # no IPv6 chatter on the pair
+                    ip("link", "set", dev, "netns", ns)
+                    ip("-n", ns, "addr", "add", f"{addr}/30", "dev", dev)
+                    ip("-n", ns, "link", "set", dev, "up")
             else:
                 lab._start_link(preset, upstream, workdir or Path.cwd())
         except BaseException:
@@ -171,12 +185,12 @@ class Lab:
         for ns, dev, addr, peer in ((i.server_netns, i.server_device, SERVER_ADDRESS, CLIENT_ADDRESS),
                                     (i.client_netns, i.client_device, CLIENT_ADDRESS, SERVER_ADDRESS)):  # fmt: skip
             # No IPv6 on the link: the kernel's own solicitations would cross it.
-            _ip("netns", "exec", ns, "sysctl", "-qw", f"net.ipv6.conf.{dev}.disable_ipv6=1")
-            _ip("-n", ns, "addr", "add", addr, "peer", f"{peer}/32", "dev", dev)
-            _ip("-n", ns, "link", "set", dev, "up")
+            ip("netns", "exec", ns, "sysctl", "-qw", f"net.ipv6.conf.{dev}.disable_ipv6=1")
+            ip("-n", ns, "addr", "add", addr, "peer", f"{peer}/32", "dev", dev)
+            ip("-n", ns, "link", "set", dev, "up")
         if upstream is not None:
-            _ip("-n", i.client_netns, "addr", "add", f"{UPSTREAM_ADDRESS}/32", "dev", "lo")
-            _ip("-n", i.server_netns, "route", "add", f"{UPSTREAM_ADDRESS}/32", "dev", i.server_device)
+            ip("-n", i.client_netns, "addr", "add", f"{UPSTREAM_ADDRESS}/32", "dev", "lo")
+            ip("-n", i.server_netns, "route", "add", f"{UPSTREAM_ADDRESS}/32", "dev", i.server_device)
 
     def link_stats(self) -> dict[str, object] | None:
         """The emulated link's counters (written when it stops: after :meth:`remove`)."""

@@ -6,7 +6,7 @@ runs inside the lab's client namespace, whose ``resolv.conf`` points at the stub
 One JSON line per resolution: when it was due and started (µs since the Unix epoch), the
 name, whether it resolved, and how long it took.
 
-    python -m dnscost.observe.resolve --delay 1 --duration 60 --names 100000 --out r.jsonl
+    python -m dnscost.lab.resolve --delay 1 --duration 60 --names 100000 --out r.jsonl
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ def _resolve(name: str, due_us: int, out: list[str], lock: threading.Lock) -> No
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="dnscost.observe.resolve")
+    p = argparse.ArgumentParser(prog="dnscost.lab.resolve")
     p.add_argument("--delay", type=float, required=True, help="seconds between resolutions")
     p.add_argument("--duration", type=float, required=True, help="seconds to run")
     p.add_argument("--names", type=int, default=100_000, help="synthetic names the responder serves")

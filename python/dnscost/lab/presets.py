@@ -14,8 +14,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, TypedDict
 
-from dnscost.clientside.fields import fields, number, read_toml
 from dnscost.errors import UsageError
+from dnscost.lab.fields import fields, number, read_toml
 
 __all__ = ["Preset", "load_presets", "parse_preset"]
 
@@ -110,7 +110,7 @@ def parse_preset(name: str, table: Any) -> Preset:
 def load_presets(extra: Path | None = None) -> dict[str, Preset]:
     """The shipped presets, with those of ``extra`` (a TOML file of the same form) added or
     replacing them by name."""
-    text = resources.files("dnscost.clientside").joinpath("presets.toml").read_text()
+    text = resources.files("dnscost.lab").joinpath("presets.toml").read_text()
     tables = tomllib.loads(text)
     if extra is not None:
         tables.update(read_toml(extra, "presets"))

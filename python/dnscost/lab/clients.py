@@ -1,5 +1,5 @@
 """The clients an observation can watch, each started in the lab's client namespace against
-the lab's "public resolver" (dnscost's responder on :data:`~dnscost.observe.lab.SERVER_ADDRESS`).
+the lab's "public resolver" (dnscost's responder on :data:`~dnscost.lab.lab.SERVER_ADDRESS`).
 
 Stub clients (``dnss``, ``unbound-dot``, ``knot-dot``, ``external``) listen on 127.0.0.1:53
 in the client namespace and are fed by the resolution loop (:mod:`.resolve`) through the
@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from dnscost.errors import MachineError, UsageError
-from dnscost.observe.lab import SERVER_ADDRESS, Lab
+from dnscost.lab.lab import SERVER_ADDRESS, Lab
 from dnscost.proc import Child
 
 __all__ = [
@@ -28,12 +28,15 @@ __all__ = [
     "CHROMIUM_POLICY_FILE",
     "CLIENTS",
     "FIREFOX_PREFS",
+    "STUB_LISTEN",
     "Client",
     "Schedule",
+    "UnboundDot",
     "Upstream",
     "chromium_policy",
     "client",
     "nss_trust",
+    "package_version",
 ]
 
 STUB_LISTEN = "127.0.0.1"
@@ -96,12 +99,8 @@ class Client(ABC):
         return None
 
     def version(self) -> str | None:
-        if self.package is None:
-            return None
-        r = subprocess.run(
-            ["dpkg-query", "-W", "-f", "${Version}", self.package], capture_output=True, text=True, check=False
-        )
-        return r.stdout.strip() or None
+        """The installed version of :attr:`package` (None without one)."""
+        return None if self.package is None else package_version(self.package)
 
     def start(self, lab: Lab, workdir: Path, upstream: Upstream, schedule: Schedule) -> Child:
         """Starts the client in the lab's client namespace and waits until it listens (stubs)."""
@@ -115,6 +114,12 @@ class Client(ABC):
         if self.stub:
             child.wait_for(lambda: _listening_udp(lab, 53), 15, f"while starting to listen on {STUB_LISTEN}:53")
         return child
+
+
+def package_version(package: str) -> str | None:
+    """The installed version of the Debian package ``package`` (None: not installed)."""
+    r = subprocess.run(["dpkg-query", "-W", "-f", "${Version}", package], capture_output=True, text=True, check=False)
+    return r.stdout.strip() or None
 
 
 def _listening_udp(lab: Lab, port: int) -> bool:
