@@ -4,6 +4,7 @@ name, somewhere), but for the files dnscost writes at run time, which it names a
 
 from __future__ import annotations
 
+import ast
 import re
 import subprocess
 import sys
@@ -70,6 +71,97 @@ def test_every_module_imports_on_its_own() -> None:
         [sys.executable, "-c", script, *modules], capture_output=True, text=True, check=True, timeout=300
     )
     assert out.stdout.strip() == "", out.stdout
+
+
+PACKAGE = ROOT / "python" / "dnscost"
+
+
+def _package_of(module: str) -> str:
+    """The package a module of dnscost belongs to (a package's ``__init__`` belongs to it)."""
+    path = PACKAGE.parent / module.replace(".", "/")
+    return module if path.is_dir() else module.rpartition(".")[0]
+
+
+def _is_module(name: str) -> bool:
+    path = PACKAGE.parent / name.replace(".", "/")
+    return path.is_dir() or path.with_suffix(".py").is_file()
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def _private_imports(module: str, source: str) -> list[str]:
+    """Where ``module`` takes a ``_name`` of a module of another dnscost package: imported by
+    name (``from dnscost.report.html import _table``) or reached through a module it imported
+    (``html._table``, ``dnscost.network._ip``)."""
+    own = _package_of(module)
+    modules: dict[str, str] = {}  # a name bound to a module of dnscost -> that module
+    found = []
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name == "dnscost" or alias.name.startswith("dnscost."):
+                    # ``import dnscost.x`` binds ``dnscost``; ``import dnscost.x as y`` binds ``y``.
+                    modules[alias.asname or "dnscost"] = alias.name if alias.asname else "dnscost"
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                up = own.split(".")[: len(own.split(".")) - node.level + 1]
+                base = ".".join([*up, base] if base else up)
+            if base != "dnscost" and not base.startswith("dnscost."):
+                continue
+            for alias in node.names:
+                full = f"{base}.{alias.name}"
+                is_module = _is_module(full)
+                if is_module:
+                    modules[alias.asname or alias.name] = full
+                if _private(alias.name) and _package_of(full if is_module else base) != own:
+                    found.append(f"{module}: from {base} import {alias.name}")
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and _private(node.attr):
+            parts = []
+            value: ast.expr = node.value
+            while isinstance(value, ast.Attribute):
+                parts.insert(0, value.attr)
+                value = value.value
+            if isinstance(value, ast.Name) and value.id in modules:
+                target = modules[value.id]
+                for part in parts:  # the deepest module the chain names; the rest are its attributes
+                    if not _is_module(f"{target}.{part}"):
+                        break
+                    target = f"{target}.{part}"
+                if _package_of(target) != own:
+                    found.append(f"{module}: {'.'.join([modules[value.id], *parts])}.{node.attr}")
+    return found
+
+
+def test_no_module_imports_a_private_name_of_another_package() -> None:
+    """A ``_name`` is its package's own: no module of dnscost takes one from a module of another
+    package (siblings in one package may share one). The check itself catches each way of
+    taking one."""
+    assert _private_imports("dnscost.observe.report", "from dnscost.report.html import _ENV, Table\n") == [
+        "dnscost.observe.report: from dnscost.report.html import _ENV"
+    ]
+    assert _private_imports("dnscost.lab.lab", "from dnscost.report import html\nhtml._table([], [])\n") == [
+        "dnscost.lab.lab: dnscost.report.html._table"
+    ]
+    assert _private_imports("dnscost.lab.lab", "import dnscost.network\ndnscost.network._ip('x')\n") == [
+        "dnscost.lab.lab: dnscost.network._ip"
+    ]
+    assert _private_imports("dnscost.report.html", "from dnscost.report.figures import _x\n") == []
+    assert _private_imports("dnscost.report", "from .html import _table\n") == []
+    assert _private_imports("dnscost.lab", "from ..report.html import _table\n") == [
+        "dnscost.lab: from dnscost.report.html import _table"
+    ]
+    files = sorted(PACKAGE.rglob("*.py"))
+    assert len(files) > 100
+    found = []
+    for f in files:
+        module = ".".join(f.relative_to(PACKAGE.parent).with_suffix("").parts).removesuffix(".__init__")
+        found += _private_imports(module, f.read_text(encoding="utf-8"))
+    assert not found, found
 
 
 def _rust_module_edges() -> dict[Path, set[Path]]:

@@ -15,7 +15,7 @@ from dnscost.clientside.pageload_analysis import summarise_presets
 from dnscost.clientside.report import write_report
 from dnscost.clientside.tables import BLOCKS, main, render_blocks
 from dnscost.commands.keep import keep_run
-from dnscost.report.html import fmt
+from dnscost.report.render import fmt
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN = ROOT / "docs" / "client-run"

@@ -13,18 +13,18 @@ from markupsafe import Markup
 
 from dnscost.clientside.figure import draw_times
 from dnscost.lab.presets import PresetRecord
-from dnscost.report.html import _ENV, Table, _table, inline_svg
+from dnscost.report import render
 from dnscost.results import read_json
 
 __all__ = ["write_report"]
 
 
-def _presets(presets: Mapping[str, PresetRecord]) -> Table:
+def _presets(presets: Mapping[str, PresetRecord]) -> render.Table:
     rows = []
     for p in presets.values():
         rates = f"{p['down_kbps'] or 0:g} / {p['up_kbps'] or 0:g}" if (p["down_kbps"] or p["up_kbps"]) else "none"
         rows.append([p["name"], p["label"], p["rtt_ms"], p["jitter_ms"], p["loss_pct"], rates, p["source"]])
-    return _table(
+    return render.table(
         ["preset", "label", "RTT, ms", "jitter, ms", "loss each way, %", "rate down / up, kbit/s", "source"],
         rows,
         text_columns={0, 1, 5, 6},
@@ -38,7 +38,7 @@ def _check(run: Path) -> dict[str, object] | None:
         return None
     doc = read_json(path)
     rows = doc["rows"]
-    table = _table(
+    table = render.table(
         ["RTT, ms", "transport", "connection", "round trips", "baseline, ms", "expected, ms", "median, ms",
          "min, ms", "p90, ms", "answered", "verdict"],
         [[r["rtt_ms"], r["transport"], r["shape"], r["round_trips"], r["baseline_ms"], r["expected_ms"], r["p50_ms"],
@@ -60,7 +60,7 @@ def _check(run: Path) -> dict[str, object] | None:
             link_rows.append(
                 [name, way, d["packets_delivered"], d["delay_min_us"], d["delay_mean_us"], d["delay_max_us"]]
             )
-    link = _table(
+    link = render.table(
         ["link", "direction", "packets", "delay min, µs", "mean, µs", "max, µs"],
         link_rows,
         text_columns={0, 1},
@@ -83,8 +83,8 @@ def _times(run: Path, figures: Path) -> list[dict[str, object]]:
         doc = read_times(d / "times.json")
         rows = time_rows(doc)
         paths = draw_times(rows, figures, stem=f"response-times-{d.name}")
-        svg = Markup(inline_svg(paths[0].read_text(), f"t{k}-")) if paths else None  # matplotlib's own markup
-        table = _table(
+        svg = Markup(render.inline_svg(paths[0].read_text(), f"t{k}-")) if paths else None  # matplotlib's own markup
+        table = render.table(
             ["preset", "cache", "transport", "median, ms", "p90, ms", "p99, ms", "answered / offered", "timed out",
              "resent (udp)", "connections opened", "cache hits"],
             [[r["preset"], r["cache"], r["transport"], r["median_ms"], r["p90_ms"], r["p99_ms"],
@@ -107,7 +107,7 @@ def _pageloads(run: Path, figures: Path) -> dict[str, object] | None:
 
     summary = summarise_presets(base)
     paths = draw_figure(summary, figures, stem="pageload-cdf") if any(summary["presets"].values()) else []
-    svg = Markup(inline_svg(paths[0].read_text(), "p-")) if paths else None  # matplotlib's own markup
+    svg = Markup(render.inline_svg(paths[0].read_text(), "p-")) if paths else None  # matplotlib's own markup
     rows = []
     for preset, per in summary["presets"].items():
         published = summary["published"].get(preset, {})
@@ -123,7 +123,7 @@ def _pageloads(run: Path, figures: Path) -> dict[str, object] | None:
             rows.append([preset, transport, e["page_load"]["median_ms"], e["dns"]["median_ms"], shown,
                          diff["pairs"] if diff else None, e["failed"],
                          f"{theirs['text']} ({theirs['network']})" if theirs else None])  # fmt: skip
-    table = _table(
+    table = render.table(
         ["preset", "transport", "page load median, ms", "DNS per lookup median, ms",
          "difference vs do53, median [95 % interval], ms", "pairs", "failed loads", "Hounsel et al., ms"],
         rows,
@@ -148,5 +148,5 @@ def write_report(run: Path) -> Path:
         "pageload": _pageloads(run, figures),
     }
     path = run / "report.html"
-    path.write_text(_ENV.get_template("client.html.j2").render(context), encoding="utf-8")
+    path.write_text(render.TEMPLATES.get_template("client.html.j2").render(context), encoding="utf-8")
     return path

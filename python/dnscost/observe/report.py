@@ -13,7 +13,7 @@ from markupsafe import Markup
 
 from dnscost.observe.analysis import COLUMNS, Observed, load, table
 from dnscost.observe.figure import draw_figure
-from dnscost.report.html import _ENV, Table, _table, inline_svg
+from dnscost.report import render
 from dnscost.results import read_json
 
 __all__ = ["write_all", "write_report"]
@@ -35,9 +35,9 @@ _PROFILE = [
 ]  # fmt: skip
 
 
-def _observations(observed: list[Observed]) -> Table:
+def _observations(observed: list[Observed]) -> render.Table:
     rows = table(observed)
-    return _table(
+    return render.table(
         [h for _, h in _OBSERVATIONS],
         [[r[k] for k, _ in _OBSERVATIONS] for r in rows],
         text_columns={0, 1, 3, 13},
@@ -55,7 +55,7 @@ def _lifetime(value: Any) -> Any:
     return value
 
 
-def _profiles(observed: list[Observed]) -> Table | None:
+def _profiles(observed: list[Observed]) -> render.Table | None:
     found = []
     for o in sorted(observed, key=lambda o: (o.meta["client"], o.delay_s, o.policy)):
         path = o.path / "profile.json"
@@ -63,7 +63,7 @@ def _profiles(observed: list[Observed]) -> Table | None:
             found.append(read_json(path))
     if not found:
         return None
-    return _table(
+    return render.table(
         [h for _, h in _PROFILE],
         [[_lifetime(p.get(k)) for k, _ in _PROFILE] for p in found],
         text_columns={0, 1, 6, 7},
@@ -81,7 +81,7 @@ def write_report(out: Path, observed: list[Observed]) -> Path:
     for k, client in enumerate(clients):
         svg = out / f"figure2-{client}.svg"
         if svg.exists():
-            figures.append((client, Markup(inline_svg(svg.read_text(), f"f{k}-"))))  # matplotlib's own markup
+            figures.append((client, Markup(render.inline_svg(svg.read_text(), f"f{k}-"))))  # matplotlib's own markup
     context = {
         "title": f"dnscost observe: {', '.join(clients)}",
         "figures": figures,
@@ -89,7 +89,7 @@ def write_report(out: Path, observed: list[Observed]) -> Path:
         "profiles": _profiles(observed),
     }
     path = out / "report.html"
-    path.write_text(_ENV.get_template("observe.html.j2").render(context), encoding="utf-8")
+    path.write_text(render.TEMPLATES.get_template("observe.html.j2").render(context), encoding="utf-8")
     return path
 
 

@@ -1,8 +1,9 @@
 """The run's report: figures (:mod:`~dnscost.report.figures`), the study's published figures
 (:mod:`~dnscost.study`) and ours beside them point by point (:mod:`~dnscost.report.points`), the
-self-contained HTML report (:mod:`~dnscost.report.html`) and its check in a real browser
-(:mod:`~dnscost.report.browser`). Reads stored results only; the browser check is the one place
-that starts a process (Chromium).
+self-contained HTML report (:mod:`~dnscost.report.html`), the render kit every report page uses
+(:mod:`~dnscost.report.render`: formatted cells and tables, inline SVG, the templates) and the
+report's check in a real browser (:mod:`~dnscost.report.browser`). Reads stored results only;
+the browser check is the one place that starts a process (Chromium).
 
 ::
 

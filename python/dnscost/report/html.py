@@ -30,7 +30,7 @@ from dnscost.analysis.headline import Head
 from dnscost.analysis.table1 import AGREE_FACTOR, key_match, verdict_counts
 from dnscost.analysis.tables import CELL, group_by
 from dnscost.contract import Row, RunRecord
-from dnscost.report import points, series
+from dnscost.report import points, render, series
 from dnscost.report.figures import (
     display_profile,
     display_transport,
@@ -39,13 +39,12 @@ from dnscost.report.figures import (
     transport_key,
     wanted_analyses,
 )
+from dnscost.report.render import DASH, TEMPLATES, Links, Span, Table, fmt, inline_svg
 from dnscost.spec import load_profile
 
 __all__ = ["render_report", "write_report"]
 
 
-DASH = "\u2013"
-"""Shown for a missing value."""
 NOT_IDENTIFIED = "not identified"
 """Shown for a cost-model term the trials do not identify (never 0)."""
 
@@ -99,26 +98,6 @@ _CAPTIONS: dict[str, tuple[str, str, str]] = {
 }
 
 
-def fmt(value: Any, digits: int = 3) -> str:
-    """A cell's text: a dash for missing, ``yes``/``no``, integers with separators, floats with
-    ``digits`` significant digits (whole numbers above 1000)."""
-    if value is None:
-        return DASH
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, int):
-        return f"{value:,}"
-    if isinstance(value, float):
-        if value != value:
-            return DASH
-        if abs(value) >= 1000:
-            return f"{value:,.0f}"
-        return f"{value:.{digits}g}"
-    if isinstance(value, list | tuple):
-        return ", ".join(str(v) for v in value)
-    return str(value)
-
-
 def _num(value: Any) -> float | None:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
@@ -132,81 +111,6 @@ def _dict(value: Any) -> dict[str, object]:
 def _rows(a: Analysis, name: str) -> list[Row]:
     table = a.tables.get(name)
     return list(table.rows) if table is not None else []
-
-
-@dataclass(frozen=True)
-class Span:
-    """A cell's text in a styled span (a verdict)."""
-
-    text: str
-    cls: str
-
-
-@dataclass(frozen=True)
-class Links:
-    """A cell of links (text, href relative to the report): the pages over time of the trials
-    a row came from."""
-
-    items: tuple[tuple[str, str], ...]
-
-
-Cell = str | Span | Links
-
-
-@dataclass(frozen=True)
-class TableRow:
-    cells: list[Cell]
-    cls: str = ""
-
-
-@dataclass(frozen=True)
-class Table:
-    """A table for the template: cells already formatted (text, escaped by the template)."""
-
-    headers: list[str]
-    rows: list[TableRow]
-    text_columns: frozenset[int]
-    caption: str | None = None
-
-    def align(self, i: int) -> str:
-        return "text" if i in self.text_columns else "num"
-
-
-def _table(
-    headers: Sequence[str],
-    rows: Iterable[Sequence[Any]],
-    *,
-    text_columns: int | set[int] = 1,
-    row_classes: Sequence[str] | None = None,
-    caption: str | None = None,
-) -> Table:
-    """A table whose cells are formatted with :func:`fmt` (a :class:`Span` or :class:`Links`
-    stays as it is).
-    Text columns (the first ``text_columns``, or those indices) are left-aligned, the others
-    (numbers) right-aligned."""
-    text = frozenset(range(text_columns)) if isinstance(text_columns, int) else frozenset(text_columns)
-    body = [
-        TableRow([c if isinstance(c, Span | Links) else fmt(c) for c in row], row_classes[k] if row_classes else "")
-        for k, row in enumerate(rows)
-    ]
-    return Table(list(headers), body, text, caption)
-
-
-_PROLOG = re.compile(r"\A.*?(?=<svg\b)", re.S)
-_METADATA = re.compile(r"<metadata>.*?</metadata>\s*", re.S)
-
-
-_ID = re.compile(r'\bid="([^"]+)"')
-_REF = re.compile(r'(url\(#|href="#)([^)"]+)')
-
-
-def inline_svg(svg_text: str, prefix: str) -> str:
-    """A saved SVG made fit to sit inside HTML: no XML prolog, DOCTYPE or metadata, and every
-    id (and every reference to one) prefixed, since matplotlib numbers its ids afresh in each
-    figure and ids must be unique in the page."""
-    text = _METADATA.sub("", _PROLOG.sub("", svg_text, count=1), count=1).strip()
-    text = _ID.sub(lambda m: f'id="{prefix}-{m.group(1)}"', text)
-    return _REF.sub(lambda m: f"{m.group(1)}{prefix}-{m.group(2)}", text)
 
 
 @dataclass(frozen=True)
@@ -285,7 +189,7 @@ def _summary(a: Analysis, headline: Sequence[Head]) -> dict[str, object]:
                 ]
             )
     table = (
-        _table(
+        render.table(
             [
                 "target",
                 "version",
@@ -349,7 +253,7 @@ def _headline_table(a: Analysis) -> Table | None:
         for r in rows
     ]
     rounds = max((int(r.get("n") or 0) for r in rows if r.get("interval") == "range"), default=0)
-    return _table(
+    return render.table(
         ["target", "figure", "transport", "profile", "median / estimate", "low", "high", "n", "interval"],
         body,
         text_columns={0, 1, 2, 3, 8},
@@ -368,7 +272,7 @@ def _consistency(a: Analysis) -> Table | None:
          _num(r.get("high")), _num(r.get("margin")), r.get("interval")]
         for r in rows
     ]  # fmt: skip
-    return _table(
+    return render.table(
         ["flag", "cell", "against", "what", "value", "low", "high", "margin beyond the interval", "interval"],
         body,
         text_columns={0, 1, 2, 3, 8},
@@ -425,7 +329,7 @@ def _memory_table(a: Analysis, pages: Mapping[str, str]) -> Table | None:
         ]
         for r in rows
     ]
-    return _table(
+    return render.table(
         [
             "target",
             "transport",
@@ -478,7 +382,7 @@ def _study_table1_context(a: Analysis) -> dict[str, object]:
         ]
         for r in rows
     ]
-    table = _table(
+    table = render.table(
         [
             "target",
             "transport",
@@ -604,7 +508,7 @@ def _clients_table(a: Analysis) -> Table | None:
         ]
         for r in rows
     ]
-    return _table(
+    return render.table(
         [
             "target",
             "transport",
@@ -655,7 +559,7 @@ def _population_table(a: Analysis) -> Table | None:
         ]
         for r in rows
     ]
-    return _table(
+    return render.table(
         [
             "target",
             "version",
@@ -694,7 +598,7 @@ def _connections_table(a: Analysis, pages: Mapping[str, str]) -> Table | None:
         ]
         for r in rows
     ]
-    return _table(
+    return render.table(
         ["target", "transport", "connections", "answered qps, median [min-max]", "valid", "share of UDP", "over time"],
         body,
         text_columns={0, 1, 3, 4, 6},
@@ -723,7 +627,7 @@ def _establishment_table(a: Analysis, pages: Mapping[str, str]) -> Table | None:
         ]
         for r in rows
     ]
-    return _table(
+    return render.table(
         [
             "target",
             "transport",
@@ -770,7 +674,7 @@ def _curve_table(a: Analysis) -> Table | None:
         ]
         for r in rows
     ]
-    return _table(
+    return render.table(
         [
             "target",
             "transport",
@@ -818,7 +722,7 @@ def _latency_table(a: Analysis, pages: Mapping[str, str]) -> Table | None:
         ]
         for r in rows
     ]
-    return _table(
+    return render.table(
         [
             "target",
             "transport",
@@ -884,7 +788,7 @@ def _wire_context(a: Analysis) -> dict[str, object]:
         for r in rows
     ]
     table = (
-        _table(
+        render.table(
             [
                 "target",
                 "transport",
@@ -931,7 +835,7 @@ def _cost_context(a: Analysis) -> dict[str, object]:
     terms = _rows(a, "cost_model")
     fits = _rows(a, "cost_model_fit")
     terms_table = (
-        _table(
+        render.table(
             ["target", "transport", "term", "CPU-µs", "95 % low", "95 % high", "why not identified"],
             [
                 [
@@ -958,7 +862,7 @@ def _cost_context(a: Analysis) -> dict[str, object]:
         else None
     )
     fits_table = (
-        _table(
+        render.table(
             [
                 "target",
                 "transport",
@@ -1033,7 +937,7 @@ def _what_if(a: Analysis) -> Table | None:
             ]
         )
         classes.append("not-identified" if r["cores"] is None else "")
-    return _table(
+    return render.table(
         [
             "mix (dnscost plan --mix)",
             "what",
@@ -1087,7 +991,7 @@ def _capacity_table(a: Analysis) -> Table | None:
         ]
         for r in rows
     ]
-    return _table(
+    return render.table(
         [
             "target",
             "transport",
@@ -1139,7 +1043,7 @@ def _over_time(a: Analysis, pages: Mapping[str, str]) -> Table | None:
         classes.append("" if t.get("valid") is True else "invalid")
     if not body:
         return None
-    return _table(
+    return render.table(
         [
             "trial (its page)",
             "transport",
@@ -1165,7 +1069,7 @@ def _trial_page(a: Analysis) -> series.PageRenderer:
     """Fills ``trial.html.j2`` for one trial's page."""
     run_name = f"{a.run.get('experiment', 'run')} {a.run.get('run_id', '')}".strip()
 
-    def render(trial_id: str, trial: Mapping[str, object], rows: Sequence[Row], svg: str) -> str:
+    def page(trial_id: str, trial: Mapping[str, object], rows: Sequence[Row], svg: str) -> str:
         facts = [
             (k, fmt(trial.get(k)))
             for k in (
@@ -1187,16 +1091,16 @@ def _trial_page(a: Analysis) -> series.PageRenderer:
             )
             if trial.get(k) not in (None, "")
         ]
-        table = _table(
+        table = render.table(
             series.TABLE_HEADERS,
             [[r.get(c) if c in ("phase",) else _num(r.get(c)) for c in series.TABLE_COLUMNS] for r in rows],
             text_columns={1},
         )
-        return _ENV.get_template("trial.html.j2").render(
+        return TEMPLATES.get_template("trial.html.j2").render(
             title=f"{trial_id}: over time", run_name=run_name, facts=facts, svg=Markup(svg), rows_table=table
         )
 
-    return render
+    return page
 
 
 def _validity(a: Analysis, pages: Mapping[str, str]) -> Table | None:
@@ -1227,7 +1131,7 @@ def _validity(a: Analysis, pages: Mapping[str, str]) -> Table | None:
         classes.append("invalid" if status != "done" or valid is not True else "")
     if not body:
         return None
-    return _table(
+    return render.table(
         ["trial", "status", "error", "valid", "flags", "generator kept up", "loss", "cache hits", "answer agreement"],
         body,
         text_columns=5,
@@ -1246,7 +1150,7 @@ def _verdict_class(verdict: str) -> str:
 def _points_table(a: Analysis) -> Table:
     """Every number and statement of the study's record (``iscc2023.toml``) beside ours."""
     rows = [[p.section, p.study, p.ours, Span(p.verdict, _verdict_class(p.verdict))] for p in points.study_points(a)]
-    return _table(["record", "study", "ours", "verdict"], rows, text_columns={0, 1, 2, 3})
+    return render.table(["record", "study", "ours", "verdict"], rows, text_columns={0, 1, 2, 3})
 
 
 def _comparison(a: Analysis) -> dict[str, object]:
@@ -1313,17 +1217,6 @@ _NAV = (
 ``analyses`` must ask for (None: always there)."""
 
 
-_ENV = jinja2.Environment(
-    loader=jinja2.PackageLoader("dnscost.report", "templates"),
-    autoescape=True,
-    undefined=jinja2.StrictUndefined,
-    trim_blocks=True,
-    lstrip_blocks=True,
-    keep_trailing_newline=True,
-)
-_ENV.tests["span"] = lambda value: isinstance(value, Span)
-_ENV.tests["links"] = lambda value: isinstance(value, Links)
-
 _MARKDOWN = jinja2.Environment(
     loader=jinja2.PackageLoader("dnscost.report", "templates"),
     autoescape=False,
@@ -1340,7 +1233,7 @@ _MARKDOWN.filters["cell"] = lambda value: (
 
 def _macro(name: str) -> Any:
     """A macro of ``templates/macros.html.j2``, callable from Python."""
-    return getattr(_ENV.get_template("macros.html.j2").module, name)
+    return getattr(TEMPLATES.get_template("macros.html.j2").module, name)
 
 
 def render_report(a: Analysis, run_dir: Path, *, headline: Sequence[Head] | None = None) -> Path:
@@ -1397,7 +1290,7 @@ def render_report(a: Analysis, run_dir: Path, *, headline: Sequence[Head] | None
         "machine": _machine(a),
     }
     path = run_dir / "report.html"
-    path.write_text(_ENV.get_template("report.html.j2").render(context), encoding="utf-8")
+    path.write_text(TEMPLATES.get_template("report.html.j2").render(context), encoding="utf-8")
     (run_dir / "study.md").write_text(_MARKDOWN.get_template("study.md.j2").render(context), encoding="utf-8")
     return path
 
