@@ -78,7 +78,7 @@ def _interrupt(*_: object) -> None:
 
 PATH_ARGS = (
     "output", "spec", "resume", "engine_config", "dir", "run_dir", "run_a", "run_b", "policies", "from_dir", "pcap",
-    "capture", "flows", "names", "presets", "mix_file", "external_cgroup", "cluster_tls", "roots", "dest",
+    "capture", "flows", "names", "presets", "mix_file", "population", "external_cgroup", "cluster_tls", "roots", "dest",
 )  # fmt: skip
 """Every path a user gives: made absolute once, here, so that no later step (a resolver
 started in its own working directory, say) depends on where dnscost was started."""

@@ -21,6 +21,7 @@ from dnscost.analysis.costmodel import cost_model_rows, fit_transports
 from dnscost.analysis.curves import curve_rows
 from dnscost.analysis.headline import headline, headline_rows
 from dnscost.analysis.load import load_run_series
+from dnscost.analysis.loadmodel import fit_load, load_model_rows
 from dnscost.analysis.population import population_rows
 from dnscost.analysis.records import Analysis, Table
 from dnscost.analysis.rounds import round_rows
@@ -86,6 +87,8 @@ def derive(
     apply_flags(rows, contradictions)
     fitted = fit_transports(rows)
     cost_terms, cost_fits = cost_model_rows(rows, fitted)
+    load_fitted = fit_load(rows)
+    load_terms, load_fits = load_model_rows(rows, load_fitted)
     energy = energy_rows(rows)
     built = {
         "trials": rows,
@@ -102,7 +105,9 @@ def derive(
         "cost_model_fit": cost_fits,
         "wire": wire,
         "clients": clients_rows(rows, rounds),
-        "population": population_rows(trials, fitted),
+        "population": population_rows(trials, fitted, load_fitted),
+        "load_model": load_terms,
+        "load_model_fit": load_fits,
         "rounds": rounds,
         "cost_curve": curve_rows(rows),
         "consistency": contradictions,

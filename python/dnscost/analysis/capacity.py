@@ -50,10 +50,12 @@ from typing import Any
 import numpy as np
 
 from dnscost.analysis.costmodel import RESAMPLES, TransportFit, fit_transports
+from dnscost.analysis.loadmodel import Price, busy_ranges, fit_load, price, solve_mix
 from dnscost.analysis.stats import median
 from dnscost.analysis.tables import JOULES_PER_KWH, SECONDS_PER_DAY, memory_fit_rows, reference_key
 from dnscost.contract import ClientProfile, Row
 from dnscost.errors import UsageError
+from dnscost.population import replay_of
 from dnscost.transports import TRANSPORTS
 
 __all__ = [
@@ -123,6 +125,10 @@ class Mix:
     qps: float
     peak: float
     shares: tuple[Share, ...]
+    population: bool = False
+    """A population's classes: per target, those over a transport the run has no trial of on it
+    are left out and the rest take the rate (as a replay leaves out the classes a target does
+    not serve)."""
 
     @property
     def peak_qps(self) -> float:
@@ -334,6 +340,69 @@ def parse_mix(text: str, qps: Any, peak: Any, load_profile: ProfileLoader, where
     return mix_from_fields(qps, peak, shares, load_profile, where, labels)
 
 
+def mix_from_population(
+    doc: Mapping[str, object],
+    source: str,
+    qps: Any,
+    peak: Any,
+    moves: Sequence[str] = (),
+    load_profile: ProfileLoader | None = None,
+) -> Mix:
+    """A population (``dnscost population``'s TOML, parsed; from ``source``) as a mix at ``qps``:
+    each class a share, its part of the queries as the replay sends them (its clients times a
+    member's rate), its shape its profile's. ``moves``: what-ifs, each ``CLASS:FRACTION=SHAPE``
+    (``udp-rate-1e0:0.33=doh:persistent``): that fraction of the class's queries moved to
+    ``SHAPE``, a shape as ``--mix`` takes it."""
+    if qps is None:
+        raise _fail(source, "qps: missing (the mean rate, queries per second: --qps)")
+    replay = replay_of(doc, source, rate=_number(source, "qps", qps))
+    total = sum(float(k["config"].get("rate") or 0.0) for k in replay.classes)
+    shares: dict[str, Share] = {}
+    for k in replay.classes:
+        profile = k["config"].get("profile")
+        assert profile is not None  # replay_of gives every class its profile
+        share = float(k["config"].get("rate") or 0.0) / total
+        shares[k["name"]] = Share(k["name"], share, _profile_shape(f"{source}: class {k['name']}", profile))
+    extra: list[Share] = []
+    for move in moves:
+        where = f"--move {move}"
+        head, eq, shape = move.partition("=")
+        name, colon, fraction = head.rpartition(":")
+        if not eq or not colon or not shape:
+            raise _fail(where, "give it as CLASS:FRACTION=SHAPE (example: udp-rate-1e0:0.33=doh:persistent)")
+        if name not in shares:
+            raise _fail(where, f"no class {name!r} in {source} (its classes: {', '.join(shares)})")
+        part = _share_value(where, fraction)
+        if not 0 < part <= 1:
+            raise _fail(where, f"fraction: expected above 0 and at most 1, got {part:g}")
+        moved = parse_mix(f"{shape}=1", 1.0, None, load_profile or _no_profiles, where).shares[0]
+        was = shares[name]
+        shares[name] = Share(was.label, was.share * (1 - part), was.shape)
+        extra.append(Share(f"{name}:{part:g}={moved.label}", was.share * part, moved.shape))
+    kept = tuple(s for s in (*shares.values(), *extra) if s.share > 0)
+    factor = _number(source, "peak", 1.0 if peak is None else peak)
+    if factor < 1:
+        raise _fail(source, f"peak: expected at least 1 (the peak rate ÷ the mean rate), got {factor:g}")
+    return Mix(float(qps), factor, kept, population=True)
+
+
+def _served(tm: TargetModel, mix: Mix) -> tuple[Mix, list[str]]:
+    """``mix`` as ``tm`` is planned: a population's classes over transports the run measured on
+    it, their shares scaled to sum to 1, and the names of those left out."""
+    if not mix.population:
+        return mix, []
+    kept = [s for s in mix.shares if s.shape.transport in tm.fits]
+    left = [s.label for s in mix.shares if s.shape.transport not in tm.fits]
+    if not left or not kept:
+        return mix, []
+    total = sum(s.share for s in kept)
+    return Mix(mix.qps, mix.peak, tuple(Share(s.label, s.share / total, s.shape) for s in kept), True), left
+
+
+def _no_profiles(name: str) -> ClientProfile:
+    raise ValueError(f"no client profile {name!r} here (give a transport and its shape)")
+
+
 # --- The run's model -------------------------------------------------------------------------
 
 
@@ -349,6 +418,8 @@ class TargetModel:
     target: str
     version: str | None
     fits: dict[str, TransportFit]
+    load_fits: dict[str, TransportFit]
+    busy_range: dict[str, tuple[float, float]]
     memory: dict[str, Row]
     base_bytes: float | None
     joules_per_cpu_us: dict[str, list[float]]
@@ -368,6 +439,7 @@ def run_model(trials: list[Row], memory_points: list[Row]) -> RunModel:
     model it uses the default certificate key's trials; energy, idle memory and one-query hold
     times come from valid load trials."""
     fits = fit_transports(trials)
+    load_fits = fit_load(trials)
     memory = memory_fit_rows(memory_points)
     usable = [r for r in reference_key(trials) if r["valid"] and r["kind"] == "load"]
     order = list(dict.fromkeys(str(r["target"]) for r in trials if r["kind"] in ("load", "idle")))
@@ -399,6 +471,8 @@ def run_model(trials: list[Row], memory_points: list[Row]) -> RunModel:
                 target=target,
                 version=versions[0] if versions else None,
                 fits={f.transport: f for f in fits if str(f.target) == target},
+                load_fits={f.transport: f for f in load_fits if str(f.target) == target},
+                busy_range=busy_ranges(trials, target),
                 memory={str(m["transport"]): m for m in memory if str(m["target"]) == target},
                 base_bytes=min(base, default=None),
                 joules_per_cpu_us=joules,
@@ -460,6 +534,14 @@ class TargetPlan:
     resamples: int
     shares: list[SharePlan] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    cores_serving: int = 1
+    """The cores the target's CPU at peak is spread over (``--cores``, else the fewest that carry
+    it): the load model's busy share is of their time."""
+    busy_share: float | None = None
+    """The share of those cores' time the target is busy at peak, as the load model solves it."""
+    busy_share_measured: tuple[float, float] | None = None
+    """The busy shares the load fits of the mix's transports were measured over, lowest to
+    highest (a note names each transport whose own range the plan's busy share is outside)."""
 
 
 @dataclass(frozen=True)
@@ -488,52 +570,68 @@ def _counts(shape: Shape, qps: float, hold_s: float | None) -> dict[str, float] 
 @dataclass
 class _Cpu:
     """CPU of every share at one rate: per share its value (None: not identified) and its value
-    in every resample (NaN where the resample does not identify a term it needs)."""
+    in every resample (NaN where the resample does not identify a term it needs); the target's
+    busy share solved with them and the cores it is a share of."""
 
     values: list[float | None] = field(default_factory=list)
     draws: list[np.ndarray[Any, np.dtype[np.float64]]] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
     fixed: list[str] = field(default_factory=list)
+    constant: list[str] = field(default_factory=list)
+    bounded: list[str] = field(default_factory=list)
     bootstrapped: bool = False
+    busy_share: float | None = None
+    cores: int = 1
 
 
-def _cpu(tm: TargetModel, mix: Mix, qps: float) -> _Cpu:
+def _cpu(tm: TargetModel, mix: Mix, qps: float, cores: int | None = None) -> _Cpu:
+    """Every share's CPU at ``qps``: the load model's where it identifies every term a share
+    needs (its cost at the busy share the whole mix sets on ``cores``, by default the fewest
+    that carry it), else the constant cost model's (its cost at saturation, said in
+    ``constant``)."""
     out = _Cpu()
+    priced: list[Price | None] = []
     for s in mix.shares:
         t = s.shape.transport
         counts = _counts(s.shape, s.share * qps, tm.one_query_hold_s.get(t))
-        fit = tm.fits.get(t)
-        draws = np.zeros(RESAMPLES)
-        value: float | None = 0.0
+        fit, load = tm.fits.get(t), tm.load_fits.get(t)
         if fit is None:
             out.missing.append(f"{t}: no valid trial of it in this run")
-            value = None
-        elif counts is None:
+            priced.append(None)
+            continue
+        if counts is None:
             out.missing.append(
                 f"{t} connection_second: no valid one-query trial says how long such a connection stays open"
             )
-            value = None
+            priced.append(None)
+            continue
+        if load is None:
+            p = Price(missing=f"{t}: no load fit")
+        elif load.boot is None:  # a fit too small for intervals is not one to plan on
+            n = len(load.y)
+            p = Price(missing=f"{t}: its load fit has {n} trial{'s' if n != 1 else ''}, too few for an interval")
         else:
-            for term, n in counts.items():
-                if n == 0:
-                    continue
-                k = fit.terms.index(term)
-                estimate = fit.estimates[k]
-                if estimate is None:
-                    out.missing.append(f"{t} {term}: {fit.reasons[k]}")
-                    value = None
-                    continue
-                if value is not None:
-                    value += n * estimate
-                if fit.boot is not None and fit.boot.values.shape[0] == RESAMPLES:
-                    draws = draws + n * fit.boot.values[:, k]
-                    out.bootstrapped = True
-                else:
-                    draws = draws + n * estimate
-                    trials = f"{len(fit.y)} trial" + ("s" if len(fit.y) != 1 else "")
-                    out.fixed.append(f"{t} {term} (a fit of {trials}, too few for an interval)")
-        out.values.append(value)
-        out.draws.append(draws)
+            p = price(load, counts)
+        if p.missing is not None:
+            why = p.missing
+            p = price(fit, counts)
+            if p.missing is None:
+                out.constant.append(f"{s.label} ({why})")
+        if p.missing is not None:
+            out.missing.append(p.missing)
+            priced.append(None)
+            continue
+        out.fixed += p.fixed
+        out.bounded += p.bounded
+        out.bootstrapped |= p.bootstrapped
+        priced.append(p)
+    known = [p for p in priced if p is not None]
+    out.cores = cores if cores is not None else max(1, math.ceil(sum(p.busy for p in known) / 1e6))
+    idle, idle_draws = solve_mix(known, out.cores * 1e6)
+    out.busy_share = 1 - idle
+    for q in priced:
+        out.values.append(None if q is None else q.busy + q.wake * idle)
+        out.draws.append(np.full(RESAMPLES, np.nan) if q is None else q.busy_draws + q.wake_draws * idle_draws)
     return out
 
 
@@ -630,9 +728,27 @@ def _memory(tm: TargetModel, shares: list[SharePlan]) -> tuple[Estimate, list[st
     return Estimate(value, low, high), notes
 
 
-def _target_plan(tm: TargetModel, mix: Mix) -> TargetPlan:
-    peak = _cpu(tm, mix, mix.peak_qps)
+def _target_plan(tm: TargetModel, given: Mix, cores: int | None = None) -> TargetPlan:
+    mix, left_out = _served(tm, given)
+    peak = _cpu(tm, mix, mix.peak_qps, cores)
     notes: list[str] = []
+    if peak.constant:
+        notes.append("at their cost at saturation (the load model does not price them): " + "; ".join(peak.constant))
+    if peak.bounded:
+        notes.append("wake-up terms at their fitted value, not told from 0: " + "; ".join(dict.fromkeys(peak.bounded)))
+    if left_out:
+        notes.append(f"left out, their transports not measured on it in this run: {', '.join(left_out)}")
+    used = [t for t in dict.fromkeys(s.shape.transport for s in mix.shares) if t in tm.busy_range]
+    ranges = {t: tm.busy_range[t] for t in used}
+    measured = (min(r[0] for r in ranges.values()), max(r[1] for r in ranges.values())) if ranges else None
+    u = peak.busy_share
+    outside = [
+        f"{t} {low:.3g}-{high:.3g}" for t, (low, high) in ranges.items() if u is not None and not low <= u <= high
+    ]
+    if outside and not peak.missing:
+        notes.append(
+            f"busy share {u:.3g} at peak is outside what the load fits measured (extrapolated): {', '.join(outside)}"
+        )
     shares = []
     held_total: float | None = 0.0
     for s, v in zip(mix.shares, peak.values, strict=True):
@@ -672,7 +788,7 @@ def _target_plan(tm: TargetModel, mix: Mix) -> TargetPlan:
             notes.append(f"held at its estimate in the interval: {f}")
     memory, memory_notes = _memory(tm, shares)
     notes += memory_notes
-    energy, _ = _energy(tm, mix, _cpu(tm, mix, mix.qps))
+    energy, _ = _energy(tm, mix, _cpu(tm, mix, mix.qps, peak.cores))
     return TargetPlan(
         target=tm.target,
         version=tm.version,
@@ -685,12 +801,16 @@ def _target_plan(tm: TargetModel, mix: Mix) -> TargetPlan:
         resamples=resamples,
         shares=shares,
         notes=notes,
+        cores_serving=peak.cores,
+        busy_share=peak.busy_share if not peak.missing else None,
+        busy_share_measured=measured,
     )
 
 
-def plan(mix: Mix, model: RunModel) -> CapacityPlan:
-    """The mix planned on every target of the run (module docstring: equations, intervals)."""
-    return CapacityPlan(mix, [_target_plan(tm, mix) for tm in model.targets])
+def plan(mix: Mix, model: RunModel, cores: int | None = None) -> CapacityPlan:
+    """The mix planned on every target of the run (module docstring: equations, intervals),
+    its CPU spread over ``cores`` (None: the fewest that carry the peak)."""
+    return CapacityPlan(mix, [_target_plan(tm, mix, cores) for tm in model.targets])
 
 
 # --- The report's what-if table --------------------------------------------------------------

@@ -12,7 +12,7 @@ identify it (:func:`identification`); otherwise it is "not identified", never 0.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,9 +38,12 @@ __all__ = [
     "TERMS",
     "TransportFit",
     "cost_model_rows",
+    "fit_cells",
     "fit_transports",
+    "fitted_trials",
     "identification",
     "predict_cpu_us",
+    "term_count",
 ]
 
 TERMS: dict[str, str] = {
@@ -86,12 +89,24 @@ def _count(r: Row, column: str) -> float:
     return float(r[column] or 0.0)
 
 
-def _design(rows: list[Row], terms: Sequence[str]) -> tuple[list[list[float]], list[float]]:
-    """The trials' counts of ``terms`` (a missing count is 0) and CPU times, for the valid load
-    and idle trials that used CPU time."""
-    usable = [r for r in rows if r["valid"] and r["kind"] in ("load", "idle") and (r["target_cpu_us"] or 0) > 0]
-    x = [[_count(r, TERMS[t]) for t in terms] for r in usable]
+def _design(
+    rows: list[Row], terms: Sequence[str], count: Callable[[Row, str], float]
+) -> tuple[list[list[float]], list[float]]:
+    """The trials' ``count`` of each of ``terms`` and their CPU times, for the valid load and
+    idle trials that used CPU time."""
+    usable = fitted_trials(rows)
+    x = [[count(r, t) for t in terms] for r in usable]
     return x, [float(r["target_cpu_us"]) for r in usable]
+
+
+def fitted_trials(rows: list[Row]) -> list[Row]:
+    """The trials a fit uses, in order: the valid load and idle trials that used CPU time."""
+    return [r for r in rows if r["valid"] and r["kind"] in ("load", "idle") and (r["target_cpu_us"] or 0) > 0]
+
+
+def term_count(r: Row, term: str) -> float:
+    """A trial's count of a cost-model term (a missing count is 0)."""
+    return _count(r, TERMS[term])
 
 
 def identification(
@@ -163,14 +178,22 @@ def fit_transports(rows: list[Row]) -> list[TransportFit]:
         for r in reference_key(rows)
         if r["kind"] in ("load", "idle") and r.get("analysis") not in ("clients", "population", CURVE)
     ]
+    return fit_cells(candidates, lambda transport: APPLIES.get(transport, tuple(TERMS)), term_count)
+
+
+def fit_cells(
+    candidates: list[Row], terms_of: Callable[[str], tuple[str, ...]], count: Callable[[Row, str], float]
+) -> list[TransportFit]:
+    """A model fitted per target x transport over ``candidates`` (``trials`` rows), each with the
+    terms ``terms_of`` its transport, counted by ``count``: target by target in the order the
+    plan measured them."""
     targets = list(dict.fromkeys(r["target"] for r in candidates))
     transports = list(dict.fromkeys(r["transport"] for r in candidates))
     groups = group_by(candidates, lambda r: (r["target"], r["transport"]))
     out = []
-    # Target by target, whatever order the plan measured them in.
     for target, transport in sorted(groups, key=lambda k: (targets.index(k[0]), transports.index(k[1]))):
-        terms = APPLIES.get(transport, tuple(TERMS))
-        x, y = _design(groups[(target, transport)], terms)
+        terms = terms_of(str(transport))
+        x, y = _design(groups[(target, transport)], terms, count)
         fit = fit_non_negative(x, y, relative=True)
         enough = len(y) >= len(terms) + MIN_SPARE_TRIALS
         boot = bootstrap_non_negative(x, y, relative=True, resamples=RESAMPLES, seed=SEED) if fit and enough else None

@@ -27,6 +27,7 @@ import numpy as np
 
 from dnscost.analysis.costmodel import RESAMPLES, TransportFit
 from dnscost.analysis.load import is_valid
+from dnscost.analysis.loadmodel import price, solve_mix
 from dnscost.contract import ClassResult, ReplayRecord, Row, TrialRecord
 
 __all__ = ["population_rows"]
@@ -47,7 +48,37 @@ def _counts(classes: Sequence[ClassResult], transport: str) -> dict[str, float]:
     }
 
 
-def population_rows(trials: Sequence[TrialRecord], fits: Sequence[TransportFit]) -> list[Row]:
+def _load_prediction(
+    classes: Sequence[ClassResult], target: object, load_fits: Sequence[TransportFit], capacity_us: float | None
+) -> tuple[float | None, float | None, float | None, str | None]:
+    """The load model's prediction of a trial's CPU-µs from its classes' counts, with its 95 %
+    interval (:func:`dnscost.analysis.loadmodel.solve_mix` over every transport at once: they
+    share the target's busy share), or None and why."""
+    if not capacity_us:
+        return None, None, None, "no measured window"
+    prices = []
+    for transport in dict.fromkeys(c["transport"] for c in classes):
+        fit = next((f for f in load_fits if f.target == target and f.transport == transport), None)
+        if fit is None:
+            return None, None, None, f"{transport}: no valid trial of it in this run"
+        if fit.boot is None:
+            return None, None, None, f"{transport}: its load fit has {len(fit.y)} trials, too few for an interval"
+        p = price(fit, {k: n for k, n in _counts(classes, transport).items() if k in fit.terms})
+        if p.missing is not None:
+            return None, None, None, p.missing
+        prices.append(p)
+    idle, idle_draws = solve_mix(prices, capacity_us)
+    value = sum(p.busy + p.wake * idle for p in prices)
+    draws = sum((p.busy_draws + p.wake_draws * idle_draws for p in prices), np.zeros(RESAMPLES))
+    kept = draws[~np.isnan(draws)]
+    if not kept.size:
+        return value, None, None, None
+    return value, float(np.percentile(kept, 2.5)), float(np.percentile(kept, 97.5)), None
+
+
+def population_rows(
+    trials: Sequence[TrialRecord], fits: Sequence[TransportFit], load_fits: Sequence[TransportFit] = ()
+) -> list[Row]:
     """One row per population trial (see the module)."""
     out: list[Row] = []
     for t in trials:
@@ -95,6 +126,11 @@ def population_rows(trials: Sequence[TrialRecord], fits: Sequence[TransportFit])
         def err(p: float | None, measured: float | None = measured) -> float | None:
             return 100 * (p - measured) / measured if p is not None and measured else None
 
+        seconds = summary.get("measured_s")
+        cores = len(t.get("target_cpus") or [0])
+        load, load_low, load_high, load_why = _load_prediction(
+            classes, target, load_fits, float(seconds) * 1e6 * cores if seconds else None
+        )
         replay: ReplayRecord | dict[str, list[str]] = t.get("population") or {"left_out": []}
         status = "identified" if identified else "bounded" if not reasons else "not identified"
         why = reasons or [f"between 0 and its interval's upper end: {'; '.join(bounds)}"] if not identified else []
@@ -138,6 +174,11 @@ def population_rows(trials: Sequence[TrialRecord], fits: Sequence[TransportFit])
                 ),
                 "status": status,
                 "reason": "; ".join(why) or None,
+                "load_predicted_cpu_us": load,
+                "load_predicted_low_us": load_low,
+                "load_predicted_high_us": load_high,
+                "load_error_pct": err(load),
+                "load_reason": load_why,
                 "transports": ";".join(transports),
                 "names": "capture" if names else "synthetic",
                 "cache_hit_ratio": hits,

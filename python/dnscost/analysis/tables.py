@@ -114,6 +114,13 @@ COLUMNS: dict[str, list[str]] = {
             predicted_cpu_us
             predicted_low_us predicted_high_us error_pct error_low_pct error_high_pct verdict status reason transports
             names cache_hit_ratio replayed_repeat_share upstream_queries target_answered capture_repeat_share
+            load_predicted_cpu_us load_predicted_low_us load_predicted_high_us load_error_pct load_reason
+        """,
+        "load_model": "target transport term us ci95_low ci95_high status reason",
+        "load_model_fit": """
+            target transport trials terms terms_identified busy_share_min busy_share_max holdout_trials
+            holdout_median_abs_error_pct holdout_max_abs_error_pct constant_holdout_median_abs_error_pct
+            constant_holdout_max_abs_error_pct
         """,
         "rounds": " ".join(ROUND_COLUMNS),
         "cost_curve": " ".join(CURVE_COLUMNS),

@@ -3,6 +3,10 @@ run, from the run's cost model (:mod:`dnscost.analysis.capacity`; ``docs/capacit
 
 dnscost plan RUN_DIR --qps 50000 [--peak 1.5] --mix "udp=0.7,chromium-1s-google=0.3" [--json]
 dnscost plan RUN_DIR --mix-file mix.toml [--qps N] [--peak F] [--json]
+dnscost plan RUN_DIR --population population.toml --qps N [--move CLASS:FRACTION=SHAPE ...] [--json]
+
+CPU is priced at the load it runs at where the run's load model (``load_model``: the cost
+curves) identifies the terms, spread over ``--cores`` (default: the fewest that carry the peak).
 
 RUN_DIR is a run directory (analysed again from its stored records, as ``dnscost report``
 does) or a directory of a run's tables (``tables/trials.parquet`` and
@@ -38,7 +42,33 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         'e.g. "udp=0.7,chromium-1s-google=0.3"',
     )
     mix.add_argument("--mix-file", type=Path, help="a TOML file: qps, peak and [[share]] tables (docs/capacity.md)")
+    mix.add_argument(
+        "--population", type=Path, help="a population (dnscost population's TOML): its classes are the shares"
+    )
+    p.add_argument(
+        "--move",
+        action="append",
+        default=[],
+        metavar="CLASS:FRACTION=SHAPE",
+        help="with --population, a what-if: that fraction of a class's queries moved to SHAPE "
+        "(a --mix shape), e.g. udp-rate-1e0:0.33=doh:persistent (repeatable)",
+    )
+    p.add_argument(
+        "--cores",
+        type=_cores_arg,
+        help="the cores the target spreads its load over (default: the fewest that carry it)",
+    )
     p.add_argument("--json", action="store_true", help="one JSON document")
+
+
+def _cores_arg(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of cores") from None
+    if not 1 <= n <= 4096:
+        raise argparse.ArgumentTypeError(f"{n} is not 1 to 4096 cores")
+    return n
 
 
 def _load_profile(spec_dir: Path) -> Any:
@@ -52,17 +82,23 @@ def read_mix(a: argparse.Namespace) -> Any:
     override the file's)."""
     from dnscost.analysis.capacity import mix_from_fields, parse_mix
 
+    if a.move and a.population is None:
+        raise UsageError("--move: moves a population's class (give --population)")
     if a.mix is not None:
         return parse_mix(a.mix, a.qps, a.peak, _load_profile(Path.cwd()))
+    if a.population is not None:
+        from dnscost.analysis.capacity import mix_from_population
+
+        return mix_from_population(
+            _read_toml(a.population, "population"),
+            _shown(a.population),
+            a.qps,
+            a.peak,
+            a.move,
+            _load_profile(Path.cwd()),
+        )
     path: Path = a.mix_file
-    try:
-        doc = tomllib.loads(path.read_text(encoding="utf-8"))
-    except OSError as e:
-        raise UsageError(f"{_shown(path)}: {e.strerror or e}") from None
-    except UnicodeDecodeError as e:
-        raise UsageError(f"{_shown(path)}: not a TOML mix (not UTF-8 text at byte {e.start})") from None
-    except tomllib.TOMLDecodeError as e:
-        raise UsageError(f"{_shown(path)}: not valid TOML: {e}") from None
+    doc = _read_toml(path, "mix")
     unknown = sorted(set(doc) - {"qps", "peak", "share"})
     if unknown:
         raise UsageError(f"{_shown(path)}: unknown field {unknown[0]!r} (known: qps, peak, share)")
@@ -72,6 +108,18 @@ def read_mix(a: argparse.Namespace) -> Any:
     qps = a.qps if a.qps is not None else doc.get("qps")
     peak = a.peak if a.peak is not None else doc.get("peak")
     return mix_from_fields(qps, peak, shares, _load_profile(path.parent), _shown(path))
+
+
+def _read_toml(path: Path, what: str) -> dict[str, Any]:
+    """A TOML file's document; UsageError in one line when it cannot be read or parsed."""
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise UsageError(f"{_shown(path)}: {e.strerror or e}") from None
+    except UnicodeDecodeError as e:
+        raise UsageError(f"{_shown(path)}: not a TOML {what} (not UTF-8 text at byte {e.start})") from None
+    except tomllib.TOMLDecodeError as e:
+        raise UsageError(f"{_shown(path)}: not valid TOML: {e}") from None
 
 
 def _shown(path: Path) -> str:
@@ -157,6 +205,12 @@ def render(p: Any, source: str) -> list[str]:
             f"{_g(t.connections_held):>19}"
         )
     for t in p.targets:
+        if t.busy_share is not None:
+            measured = t.busy_share_measured
+            over = f"; the load fits measured {measured[0]:.1%} to {measured[1]:.1%}" if measured else ""
+            cores = f"{t.cores_serving} core" + ("s" if t.cores_serving != 1 else "")
+            lines.append(f"{t.target}: busy {t.busy_share:.1%} of {cores} at peak{over}")
+    for t in p.targets:
         for what, e in (("CPU", t.cpu_us_per_s), ("memory", t.memory_bytes), ("energy", t.energy_kwh_per_day)):
             if e.value is None and not (what == "energy" and t.cpu_us_per_s.value is None):
                 lines.append(f"{t.target}: {what} not identified: {e.reason}")
@@ -192,7 +246,7 @@ def main(a: argparse.Namespace) -> int:
 
     mix = read_mix(a)
     trials, memory_points, source = load_tables(a.run_dir)
-    p = plan(mix, run_model(trials, memory_points))
+    p = plan(mix, run_model(trials, memory_points), a.cores)
     if not p.targets:
         raise UsageError(f"{a.run_dir}: no load or idle trial, so no target to plan for")
     if a.json:
