@@ -582,6 +582,8 @@ class _Cpu:
     bootstrapped: bool = False
     busy_share: float | None = None
     cores: int = 1
+    loaded: bool = False
+    """Whether the load model priced any share (else every one is at its cost at saturation)."""
 
 
 def _cpu(tm: TargetModel, mix: Mix, qps: float, cores: int | None = None) -> _Cpu:
@@ -617,6 +619,8 @@ def _cpu(tm: TargetModel, mix: Mix, qps: float, cores: int | None = None) -> _Cp
             p = price(fit, counts)
             if p.missing is None:
                 out.constant.append(f"{s.label} ({why})")
+        else:
+            out.loaded = True
         if p.missing is not None:
             out.missing.append(p.missing)
             priced.append(None)
@@ -628,7 +632,7 @@ def _cpu(tm: TargetModel, mix: Mix, qps: float, cores: int | None = None) -> _Cp
     known = [p for p in priced if p is not None]
     out.cores = cores if cores is not None else max(1, math.ceil(sum(p.busy for p in known) / 1e6))
     idle, idle_draws = solve_mix(known, out.cores * 1e6)
-    out.busy_share = 1 - idle
+    out.busy_share = 1 - idle if out.loaded else None
     for q in priced:
         out.values.append(None if q is None else q.busy + q.wake * idle)
         out.draws.append(np.full(RESAMPLES, np.nan) if q is None else q.busy_draws + q.wake_draws * idle_draws)

@@ -217,10 +217,10 @@ def render(p: Any, source: str) -> list[str]:
         for note in t.notes:
             lines.append(f"{t.target}: {note}")
     lines.append(
-        "intervals: CPU and cores 95 % over the cost model's bootstrap resamples; memory adds to the idle target's "
-        "the ends of the 95 % t intervals of bytes per connection; energy is above idle "
-        f"({', '.join(sorted({t.energy_source or 'unknown' for t in p.targets}))}), joules per CPU-µs over the "
-        "transport's trials, min and max"
+        "intervals: CPU and cores 95 % over the bootstrap resamples of the load model (else the cost model); "
+        "memory adds to the idle target's the ends of the 95 % t intervals of bytes per connection; "
+        f"energy is above idle ({', '.join(sorted({t.energy_source or 'unknown' for t in p.targets}))}), "
+        "joules per CPU-µs over the transport's trials, min and max"
     )
     return lines
 
