@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from dnscost.analysis.curves import curve_rows
+from dnscost.analysis.curves import curve_rows, mechanism_rows
 from dnscost.analysis.tables import latency_rows
 from dnscost.errors import UsageError
 from dnscost.plan import expand
@@ -94,3 +94,23 @@ def test_the_curve_table_has_the_saturation_point_and_ratios_paired_within_round
     # The ladder's steps are not the latency table's share columns.
     (latency,) = latency_rows(rows)
     assert latency["share"] is None and latency["reps"] == 2
+
+
+def test_the_mechanism_table_finds_what_carries_the_curve() -> None:
+    """Steps whose CPU per query is 4 µs plus 10 µs a wake-up, with 1 wake-up a query at 1 %
+    and 0.05 at saturation, and softirq time that does not follow: the wake-ups' slope is the
+    10 µs, they explain the whole rise, and the softirq time explains none of it."""
+    rows = []
+    for r, noise in enumerate((1.0, 1.02)):
+        saturation = {"wakeups_per_query": 0.05, "softirq_us_per_query": None}  # the meter saw no softirq tick
+        rows.append(_row(f"s-r{r}", r, (4 + 10 * 0.05) * noise, 150_000.0) | saturation)
+        for share, wakeups in (("1%", 1.0), ("16%", 0.6), ("40%", 0.3)):
+            row = _row(f"l{share}-r{r}", r, (4 + 10 * wakeups) * noise, 1_000.0, share, f"s-r{r}")
+            rows.append(row | {"wakeups_per_query": wakeups, "softirq_us_per_query": 0.2 + 0.01 * r})
+    by = {m["observer"]: m for m in mechanism_rows(rows)}
+    wake, soft = by["wakeups_per_query"], by["softirq_us_per_query"]
+    assert wake["trials"] == 8 and wake["us_per_unit"] == pytest.approx(10.0, rel=0.05)
+    assert wake["us_per_unit_low"] < 10.0 < wake["us_per_unit_high"] and wake["r2"] > 0.99
+    assert wake["rise_explained"] == pytest.approx(1.0, abs=0.05)
+    assert soft["trials"] == 6 and (soft["r2"] or 0.0) < 0.5 and soft["rise_explained"] is None
+    assert by["runs_per_query"]["us_per_unit"] is None

@@ -18,7 +18,7 @@ from pathlib import Path
 from dnscost.analysis.clients import clients_rows
 from dnscost.analysis.consistency import apply_flags, consistency_rows, flag_not_persistent, handshake_rows
 from dnscost.analysis.costmodel import cost_model_rows, fit_transports
-from dnscost.analysis.curves import curve_rows
+from dnscost.analysis.curves import curve_rows, mechanism_rows
 from dnscost.analysis.headline import headline, headline_rows
 from dnscost.analysis.load import load_run_series
 from dnscost.analysis.loadmodel import fit_load, load_model_rows
@@ -110,6 +110,7 @@ def derive(
         "load_model_fit": load_fits,
         "rounds": rounds,
         "cost_curve": curve_rows(rows),
+        "curve_mechanism": mechanism_rows(rows),
         "consistency": contradictions,
         "headline": [],
         "series": series or [],

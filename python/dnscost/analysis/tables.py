@@ -8,7 +8,7 @@ from collections.abc import Callable, Hashable, Iterable
 from typing import Any, TypeVar
 
 from dnscost.analysis.consistency import CONSISTENCY_COLUMNS, lifetime_order
-from dnscost.analysis.curves import CURVE_COLUMNS
+from dnscost.analysis.curves import CURVE_COLUMNS, MECHANISM_COLUMNS
 from dnscost.analysis.load import is_valid, run_network, validity_flags
 from dnscost.analysis.rounds import ROUND_COLUMNS, round_of, udp_references
 from dnscost.analysis.series import SERIES_COLUMNS
@@ -124,6 +124,7 @@ COLUMNS: dict[str, list[str]] = {
         """,
         "rounds": " ".join(ROUND_COLUMNS),
         "cost_curve": " ".join(CURVE_COLUMNS),
+        "curve_mechanism": " ".join(MECHANISM_COLUMNS),
         "headline": "target figure transport profile value low high n interval unit",
         "consistency": " ".join(CONSISTENCY_COLUMNS),
         "series": " ".join(SERIES_COLUMNS),
