@@ -104,6 +104,12 @@ not-persistent      a trial with persistent connections (lifetime ``forever``) o
                     network namespace accepted, less ``KERNEL_ACCEPT_NOISE``): its cell is
                     not persistent (knot-resolver's RSA-2048 DoT and DoH trials reconnect
                     about 50 a second)
+not-one-query       a trial of one query per connection (lifetime ``1q``) established fewer
+                    than ``MIN_ONE_QUERY_OPENS`` connections per query answered in its window
+                    (the engine's count): its queries rode connections opened before the
+                    window, so it measured no establishment (a ladder's lowest steps: 200
+                    connections opened in the warm-up carry the 150 queries of a 2 s window
+                    at 76 qps)
 ==================  ====================================================================
 """
 
@@ -194,11 +200,14 @@ CONSISTENCY_FLAGS = (
     "memory-below-kernel",
 )
 """Flags the analysis raises across trials; they do not invalidate (see above)."""
-ANALYSIS_FLAGS = ("not-persistent",)
+ANALYSIS_FLAGS = ("not-persistent", "not-one-query")
 """Flags the analysis raises on a single trial from its own counts; they invalidate (see above)."""
 MAX_NEW_CONNECTIONS = 0.01
 """A persistent trial that establishes more than this share of its connections in its window
 is ``not-persistent``."""
+MIN_ONE_QUERY_OPENS = 0.5
+"""A one-query trial that establishes fewer connections than this per query answered in its
+window is ``not-one-query``."""
 KERNEL_ACCEPT_NOISE = 10
 """Connections the kernel may accept in a trial's window for others than the target (its count,
 ``Tcp: PassiveOpens``, covers the whole network namespace) before they count against it."""

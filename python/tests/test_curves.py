@@ -114,3 +114,21 @@ def test_the_mechanism_table_finds_what_carries_the_curve() -> None:
     assert wake["rise_explained"] == pytest.approx(1.0, abs=0.05)
     assert soft["trials"] == 6 and (soft["r2"] or 0.0) < 0.5 and soft["rise_explained"] is None
     assert by["runs_per_query"]["us_per_unit"] is None
+
+
+def test_a_one_query_step_that_opened_no_connection_is_invalid() -> None:
+    """A ladder's lowest step of one query per connection whose 152 queries rode the 200
+    connections opened in its warm-up measured no establishment: flagged and invalid; a step
+    that opened one connection per query, and a persistent cell, stay valid."""
+    from dnscost.analysis.consistency import NOT_ONE_QUERY, flag_not_one_query
+
+    base = {"status": "done", "valid": True, "flags": "", "transport": "dot"}
+    rows = [
+        {**base, "id": "low", "lifetime": "1q", "queries_answered": 152, "connections_established": 0},
+        {**base, "id": "high", "lifetime": "1q", "queries_answered": 964, "connections_established": 953},
+        {**base, "id": "kept", "lifetime": "forever", "queries_answered": 964, "connections_established": 0},
+        {**base, "id": "udp", "transport": "udp", "lifetime": "1q", "queries_answered": 9, "connections_established": 0},
+    ]
+    assert flag_not_one_query(rows) == ["low"]
+    assert rows[0]["valid"] is False and rows[0]["flags"] == NOT_ONE_QUERY
+    assert all(r["valid"] for r in rows[1:])

@@ -16,7 +16,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from dnscost.analysis.clients import clients_rows
-from dnscost.analysis.consistency import apply_flags, consistency_rows, flag_not_persistent, handshake_rows
+from dnscost.analysis.consistency import (
+    apply_flags,
+    consistency_rows,
+    flag_not_one_query,
+    flag_not_persistent,
+    handshake_rows,
+)
 from dnscost.analysis.costmodel import cost_model_rows, fit_transports
 from dnscost.analysis.curves import curve_rows, mechanism_rows
 from dnscost.analysis.headline import headline, headline_rows
@@ -54,6 +60,7 @@ def analyze(run_dir: Path) -> Analysis:
     run, trials, series = load_run_series(run_dir)
     rows = [trial_row(t, run) for t in trials]
     flag_not_persistent(rows)
+    flag_not_one_query(rows)
     return derive(
         run,
         trials,

@@ -48,13 +48,15 @@ from dnscost.analysis.stats import fit_line
 from dnscost.certs import DEFAULT_KEY_TYPE
 from dnscost.contract import Row
 from dnscost.transports import STREAM_TRANSPORTS
-from dnscost.validity import KERNEL_ACCEPT_NOISE, MAX_NEW_CONNECTIONS, ONE_ROUND_SPREAD
+from dnscost.validity import KERNEL_ACCEPT_NOISE, MAX_NEW_CONNECTIONS, MIN_ONE_QUERY_OPENS, ONE_ROUND_SPREAD
 
 __all__ = [
     "CONSISTENCY_COLUMNS",
+    "NOT_ONE_QUERY",
     "NOT_PERSISTENT",
     "apply_flags",
     "consistency_rows",
+    "flag_not_one_query",
     "flag_not_persistent",
     "handshake_rows",
     "lifetime_order",
@@ -63,6 +65,8 @@ __all__ = [
 
 NOT_PERSISTENT = "not-persistent"
 """The flag of a persistent trial that reconnects in its window (:func:`flag_not_persistent`)."""
+NOT_ONE_QUERY = "not-one-query"
+"""The flag of a one-query trial that opened no connection for its queries (:func:`flag_not_one_query`)."""
 
 CONSISTENCY_COLUMNS = [
     "target",
@@ -100,6 +104,27 @@ def lifetime_order(lifetime: Any) -> tuple[int, float]:
     if life["queries"] is not None:
         return (0, float(life["queries"]))
     return (1, float(life["duration_ms"] or 0))
+
+
+def flag_not_one_query(trial_rows: Iterable[Row]) -> list[str]:
+    """Marks every finished trial of one query per connection (lifetime ``1q``, any transport
+    but UDP) that established fewer than ``MIN_ONE_QUERY_OPENS`` connections per query it
+    answered in its window ``not-one-query`` and invalid (rows changed in place); returns their
+    ids. A cell of one-query connections must pay for a connection per query: when the
+    connections opened before the window carry its queries, it measured none."""
+    flagged = []
+    for r in trial_rows:
+        if r.get("transport") in (None, "udp") or r.get("lifetime") != "1q" or r.get("status") != "done":
+            continue
+        answered, opened = r.get("queries_answered"), r.get("connections_established")
+        if not answered or opened is None or opened >= MIN_ONE_QUERY_OPENS * answered:
+            continue
+        flags = [f for f in str(r.get("flags") or "").split(";") if f]
+        if NOT_ONE_QUERY not in flags:
+            r["flags"] = ";".join([*flags, NOT_ONE_QUERY])
+        r["valid"] = False
+        flagged.append(str(r["id"]))
+    return flagged
 
 
 def flag_not_persistent(trial_rows: Iterable[Row]) -> list[str]:

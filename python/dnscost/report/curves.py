@@ -1,0 +1,143 @@
+"""Cost at the load you run (``docs/cost-curves.md``), from a run's tables: per target and cell,
+the target's CPU per query at each step of its ladder beside its saturation point (median and
+range over rounds, the ratio to saturation paired within rounds, the wake-ups per query the meter
+saw); which observer carries each curve (``curve_mechanism``); and the load model's hold-out error
+beside the constant cost model's on the same trials (``load_model_fit``).
+
+python -m dnscost.report.curves RUN_DIR   (after ``dnscost report RUN_DIR``: reads its tables)
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from dnscost.errors import DnscostError, UsageError
+from dnscost.report.versions import Row, read_csv
+
+__all__ = ["curve_tables", "main"]
+
+OBSERVERS = {"wakeups_per_query": "wake-ups", "runs_per_query": "scheduler runs", "softirq_us_per_query": "softirq µs"}
+
+
+def _num(text: str | None) -> float | None:
+    return float(text) if text not in (None, "") else None
+
+
+def _g(v: float | None, digits: int = 3) -> str:
+    if v is None:
+        return "n/a"
+    if abs(v) >= 1000:
+        return f"{v:,.0f}".replace(",", " ")
+    return f"{v:.{digits}g}"
+
+
+def _pct(v: float | None) -> str:
+    return "n/a" if v is None else f"{v:.0%}".replace("%", " %")
+
+
+def _shape(r: Row) -> str:
+    """A cell as a reader names it: transport, and for connections their lifetime and resumption."""
+    if r["transport"] == "udp":
+        return "udp"
+    life = (
+        "persistent"
+        if r["lifetime"] in ("forever", "")
+        else "one query per connection"
+        if r["lifetime"] == "1q"
+        else r["lifetime"]
+    )
+    resumed = _num(r.get("resumption")) or 0.0
+    return f"{r['transport']}, {life}" + (f", resumed {resumed:.0%}".replace("%", " %") if resumed else "")
+
+
+def curve_tables(curve: list[Row], mechanism: list[Row], fits: list[Row]) -> str:
+    """Markdown: one table per target of the ``cost_curve`` rows, then the mechanism and the
+    load model's hold-out, from the tables' CSV text rows."""
+    out: list[str] = []
+    for target in dict.fromkeys(r["target"] for r in curve):
+        out += [
+            f"**{target}**: CPU-µs per answered query at each share of the cell's capacity (median "
+            "[min-max] over rounds), its ratio to saturation (paired within rounds) and the "
+            "target's wake-ups per query",
+            "",
+            "| cell | share | answered qps | CPU-µs per query | ÷ saturation | wake-ups per query |",
+            "|---|---:|---:|---:|---:|---:|",
+        ]
+        for r in (r for r in curve if r["target"] == target):
+            low, high = _g(_num(r["cpu_us_per_query_min"])), _g(_num(r["cpu_us_per_query_max"]))
+            cpu = f"{_g(_num(r['cpu_us_per_query']))} [{low}-{high}]"
+            ratio = _num(r["ratio_to_saturation"])
+            ratio_text = (
+                "n/a"
+                if ratio is None
+                else (
+                    f"{ratio:.2f} [{_num(r['ratio_to_saturation_min']) or 0:.2f}-"
+                    f"{_num(r['ratio_to_saturation_max']) or 0:.2f}]"
+                )
+            )
+            share = float(r["share"])
+            out.append(
+                f"| {_shape(r)} | {'saturation' if share == 1 else f'{share:.1%}'.replace('%', ' %')} "
+                f"| {_g(_num(r['answered_qps']))} | {cpu} | {ratio_text} | {_g(_num(r['wakeups_per_query']))} |"
+            )
+        out.append("")
+    out += [
+        "What carries each curve: CPU per query regressed on each observer per query over the cell's "
+        "trials (CPU-µs a unit costs, 95 % interval; the share of the variance it explains; the share "
+        "of the rise from saturation to the lowest step it accounts for)",
+        "",
+        "| target | cell | observer | CPU-µs a unit | r² | rise explained |",
+        "|---|---|---|---:|---:|---:|",
+    ]
+    for r in mechanism:
+        slope = _num(r["us_per_unit"])
+        if slope is None:
+            continue
+        interval = (
+            f" [{_g(_num(r['us_per_unit_low']))}-{_g(_num(r['us_per_unit_high']))}]" if r["us_per_unit_low"] else ""
+        )
+        out.append(
+            f"| {r['target']} | {_shape(r)} | {OBSERVERS.get(r['observer'], r['observer'])} | {_g(slope)}{interval} "
+            f"| {_g(_num(r['r2']), 2)} | {_pct(_num(r['rise_explained']))} |"
+        )
+    out += [
+        "",
+        "The load model against the constant cost model: each trial predicted by a fit without it "
+        "(median and largest |predicted ÷ measured - 1|), over the busy shares it was fitted on",
+        "",
+        "| target | transport | trials | busy share measured | load model: median, max | constant: median, max |",
+        "|---|---|---:|---|---:|---:|",
+    ]
+    for r in fits:
+        least, most = _num(r["busy_share_min"]), _num(r["busy_share_max"])
+        span = "n/a" if least is None or most is None else f"{least:.1%} to {most:.1%}".replace("%", " %")
+        out.append(
+            f"| {r['target']} | {r['transport']} | {r['trials']} | {span} "
+            f"| {_g(_num(r['holdout_median_abs_error_pct']), 2)} %, {_g(_num(r['holdout_max_abs_error_pct']), 2)} % "
+            f"| {_g(_num(r['constant_holdout_median_abs_error_pct']), 2)} %, "
+            f"{_g(_num(r['constant_holdout_max_abs_error_pct']), 2)} % |"
+        )
+    return "\n".join(out) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    try:
+        if len(args) != 1:
+            raise UsageError("usage: python -m dnscost.report.curves RUN_DIR")
+        tables = Path(args[0]) / "tables"
+        print(
+            curve_tables(
+                *(read_csv(tables / f"{name}.csv") for name in ("cost_curve", "curve_mechanism", "load_model_fit"))
+            ),
+            end="",
+        )
+    except DnscostError as e:
+        print(f"dnscost: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
