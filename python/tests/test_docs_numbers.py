@@ -739,3 +739,25 @@ def test_ticket_keys_quotes_its_stored_bench_and_says_what_it_shows() -> None:
         assert f"```text\n{stored}```" in doc, name
     for verdict in _rotation_verdicts():
         _says("ticket-keys.md", verdict)
+
+
+def test_the_cost_curves_page_is_what_its_run_gives(tmp_path: Path) -> None:
+    """docs/cost-curves.md's tables are what the kept run in docs/model-run gives, analysed again
+    from its records (``python -m dnscost.report.curves`` on its tables)."""
+    from dnscost.analysis import analyze, write_tables
+    from dnscost.report.curves import curve_tables
+    from dnscost.report.versions import read_csv as _csv
+
+    write_tables(analyze(ROOT / "docs" / "model-run"), tmp_path)
+    tables = curve_tables(*(_csv(tmp_path / f"{t}.csv") for t in ("cost_curve", "curve_mechanism", "load_model_fit")))
+    page = (ROOT / "docs" / "cost-curves.md").read_text(encoding="utf-8")
+    assert tables.strip() in page
+    # The prose's wake-ups a second: dnsdist's UDP wake-ups per query times the qps it answered.
+    curve = [r for r in _csv(tmp_path / "cost_curve.csv") if (r["target"], r["transport"]) == ("dnsdist", "udp")]
+    per_s = [
+        float(r["wakeups_per_query"]) * float(r["answered_qps"])
+        for r in curve
+        if r["share"] in ("0.025", "0.063", "0.16", "0.4")
+    ]
+    said = ", ".join(f"{v:,.0f}".replace(",", " ") for v in per_s[:-1]) + f" and {per_s[-1]:,.0f}".replace(",", " ")
+    _says("cost-curves.md", f"is {said} a second at 2.5 %, 6.3 %, 16 % and 40 %")

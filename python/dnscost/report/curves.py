@@ -27,7 +27,7 @@ def _num(text: str | None) -> float | None:
 def _g(v: float | None, digits: int = 3) -> str:
     if v is None:
         return "n/a"
-    if abs(v) >= 1000:
+    if abs(v) >= 10**digits:
         return f"{v:,.0f}".replace(",", " ")
     return f"{v:.{digits}g}"
 
