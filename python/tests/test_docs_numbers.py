@@ -761,3 +761,33 @@ def test_the_cost_curves_page_is_what_its_run_gives(tmp_path: Path) -> None:
     ]
     said = ", ".join(f"{v:,.0f}".replace(",", " ") for v in per_s[:-1]) + f" and {per_s[-1]:,.0f}".replace(",", " ")
     _says("cost-curves.md", f"is {said} a second at 2.5 %, 6.3 %, 16 % and 40 %")
+
+
+def test_the_cost_curves_prose_ranges_are_the_tables() -> None:
+    """docs/cost-curves.md's ranges (the fall from 1 % to saturation, the cost of a wake-up, the
+    hold-out errors) are the smallest and largest of the kept run's stored cells."""
+    from dnscost.report.versions import read_csv as _csv
+
+    tables = ROOT / "docs" / "model-run" / "tables"
+    curve = _csv(tables / "cost_curve.csv")
+    kept = [r for r in curve if r["share"] == "0.01" and r["lifetime"] in ("forever", "") and r["ratio_to_saturation"]]
+    falls = [float(r["ratio_to_saturation"]) for r in kept]
+    _says("cost-curves.md", f"curve falls {min(falls):.1f} to {max(falls):.1f} times from 1 % of capacity")
+    fits = _csv(tables / "load_model_fit.csv")
+    tls = [r for r in fits if r["transport"] in ("dot", "doh")]
+    rest = [r for r in fits if r["transport"] in ("udp", "tcp")]
+
+    def span(rows: list[dict[str, str]], column: str) -> tuple[float, float]:
+        values = [float(r[column]) for r in rows]
+        return min(values), max(values)
+
+    low, high = span(tls, "holdout_median_abs_error_pct")
+    _says("cost-curves.md", f"median error {low:.1f} % (dnsdist DoT) to {high:.1f} % (dnsdist DoH)")
+    low, high = span(tls, "constant_holdout_median_abs_error_pct")
+    _says("cost-curves.md", f"against {low:.0f} % to {high:.0f} % for the constant model")
+    low, high = span(rest, "holdout_median_abs_error_pct")
+    c_low, c_high = span(rest, "constant_holdout_median_abs_error_pct")
+    _says(
+        "cost-curves.md",
+        f"Over UDP and TCP it is {low:.0f} % to {high:.0f} % (the constant model {c_low:.0f} % to {c_high:.0f} %)",
+    )
