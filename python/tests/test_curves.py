@@ -127,7 +127,14 @@ def test_a_one_query_step_that_opened_no_connection_is_invalid() -> None:
         {**base, "id": "low", "lifetime": "1q", "queries_answered": 152, "connections_established": 0},
         {**base, "id": "high", "lifetime": "1q", "queries_answered": 964, "connections_established": 953},
         {**base, "id": "kept", "lifetime": "forever", "queries_answered": 964, "connections_established": 0},
-        {**base, "id": "udp", "transport": "udp", "lifetime": "1q", "queries_answered": 9, "connections_established": 0},
+        {
+            **base,
+            "id": "udp",
+            "transport": "udp",
+            "lifetime": "1q",
+            "queries_answered": 9,
+            "connections_established": 0,
+        },
     ]
     assert flag_not_one_query(rows) == ["low"]
     assert rows[0]["valid"] is False and rows[0]["flags"] == NOT_ONE_QUERY
