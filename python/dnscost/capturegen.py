@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import BinaryIO
 
-__all__ = ["FORMATS", "OPERATOR_MIX", "ClassSpec", "Truth", "scaled", "write_capture"]
+__all__ = ["FORMATS", "MIXES", "OPERATOR_MIX", "ClassSpec", "Truth", "scaled", "write_capture"]
 
 PORTS = {"udp": 53, "tcp": 53, "dot": 853, "doh": 443, "doq": 853, "doh3": 443}
 SERVER = bytes([192, 0, 2, 53])
@@ -300,16 +300,40 @@ Do53 stubs over UDP, one-query TCP, persistent and resuming DoT, DoH, DoQ and Do
 2.6 MB of capture per unit."""
 
 
+DOH_HEAVY_MIX = (
+    ClassSpec("udp", 100, 1, 20),
+    ClassSpec("doh", 40, 1, 60),
+    ClassSpec("doh", 40, 5, 6, resume=True),
+    ClassSpec("dot", 10, 1, 40),
+)
+"""Browsers' DoH beside a few stubs: three fifths of the queries over DoH, persistent and in
+short resumed connections (docs/population.md, "The load model on trial")."""
+
+ONE_QUERY_MIX = (
+    ClassSpec("udp", 150, 1, 20),
+    ClassSpec("tcp", 200, 10, 1),
+    ClassSpec("dot", 60, 6, 1, resume=True),
+    ClassSpec("doh", 30, 6, 1, resume=True),
+)
+"""Clients that open a connection a query: nearly half the queries each on a connection of its
+own (TCP, resumed DoT and DoH), beside stubs over UDP."""
+
+MIXES = {"operator": OPERATOR_MIX, "doh-heavy": DOH_HEAVY_MIX, "one-query": ONE_QUERY_MIX}
+"""The compositions ``--mix`` names."""
+
+
 def scaled(mix: Sequence[ClassSpec], k: int) -> list[ClassSpec]:
     """``mix`` with ``k`` times the clients of each class."""
     return [replace(c, clients=c.clients * k) for c in mix]
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m dnscost.capturegen OUT [--scale K] [--seed N]``: :data:`OPERATOR_MIX` with
-    ``K`` times its clients, written to OUT; its composition printed."""
+    """``python -m dnscost.capturegen OUT [--mix NAME] [--scale K] [--seed N]``: a mix of
+    :data:`MIXES` (:data:`OPERATOR_MIX` unless told) with ``K`` times its clients, written to
+    OUT; its composition printed."""
     ap = argparse.ArgumentParser(prog="python -m dnscost.capturegen", description=main.__doc__)
     ap.add_argument("out", type=Path)
+    ap.add_argument("--mix", choices=sorted(MIXES), default="operator")
     ap.add_argument("--scale", type=int, default=1)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--format", choices=FORMATS, default="pcap")
@@ -317,7 +341,7 @@ def main(argv: list[str] | None = None) -> int:
     if a.scale < 1:
         print("capturegen: --scale is at least 1", file=sys.stderr)
         return 2
-    t = write_capture(a.out, scaled(OPERATOR_MIX, a.scale), a.seed, form=a.format)
+    t = write_capture(a.out, scaled(MIXES[a.mix], a.scale), a.seed, form=a.format)
     print(f"{a.out}: {t.packets} packets, {t.octets} octets")
     for transport, n in t.queries.items():
         print(f"{transport:<5} {t.clients[transport]:>6} clients {n:>8} queries")

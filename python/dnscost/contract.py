@@ -1037,6 +1037,12 @@ class TrialParams(TypedDict, total=False):
     """A capacity search's latency objective: p99 at or below this."""
     max_connections: int
     """A capacity search over a replayed profile: the connections its clients may hold."""
+    arrival: Literal["constant", "poisson"]
+    """How an open loop spaces its queries (the group's; absent: the engine's default,
+    constant)."""
+    pacing_resolution_us: int
+    """The grid the engine's sender threads wake on (the group's; absent: the engine's default
+    for the rate, which the trial's engine start record holds)."""
 
 
 class SummaryContextRecord(TypedDict, total=False):
@@ -1262,6 +1268,8 @@ class GroupSettings(TypedDict, total=False):
     capacity_of: str
     in_flight: int
     population: PopulationRecord
+    arrival: Literal["constant", "poisson"]
+    pacing_resolution_us: int
 
 
 class TrialRecord(TypedDict, total=False):

@@ -103,6 +103,13 @@ GROUP_ANALYSES = ("connections", "establishment", "clients")
 clients replayed): a group feeds the one its ``analysis`` names, by default ``clients`` for a
 group of profiles and otherwise the one its name names."""
 
+SCHEDULE_FIELDS = ("arrival", "pacing_resolution_us")
+"""How an open loop's queries are spaced (the engine's fields of the same names,
+``docs/engine.md``): ``arrival`` constant or Poisson gaps, and the grid each sender thread wakes
+on (``pacing_resolution_us``; the engine's default is 50 µs up to 2 000 queries/s a thread and
+1 ms above, where a tick's queries leave together). One value a group; a group at a share of
+capacity gives its own."""
+
 PROFILES_DIR = Path(__file__).parent / "experiments" / "profiles"
 """The shipped client profiles (``<name>.json``), each from an observation on the project's machine."""
 
@@ -128,6 +135,7 @@ _GROUP_FIELDS = {
     "max_connections",
     "population",
     "capture_names",
+    *SCHEDULE_FIELDS,
     *SWEEPABLE,
     *_DURATION_FIELDS,
 }
@@ -446,6 +454,10 @@ def _settings(c: _Checker, table: dict[str, Any], keys: set[str]) -> dict[str, A
             out[key] = c.integer(key, value, 1, 100)
         elif key == "max_connections":
             out[key] = c.integer(key, value, 1, 1_000_000)
+        elif key == "arrival":
+            out[key] = c.choice(key, value, ("constant", "poisson"))
+        elif key == "pacing_resolution_us":
+            out[key] = c.integer(key, value, 10, 10_000)
         elif key in SWEEPABLE:
             values = value if isinstance(value, list) else [value]
             if not values:
@@ -663,9 +675,10 @@ def _share_group(gc: _Checker, raw: dict[str, object], name: str, kind: TrialKin
     (``cert_key = "ecdsa-p256"``). ``in_flight`` is the open
     loop's ceiling on outstanding queries per connection (default: the saturation cell's, whose
     closed loop it defined): a ceiling the schedule runs into holds queries back and sends them
-    late, so the latency measured would be the generator's queue."""
+    late, so the latency measured would be the generator's queue. ``arrival`` and
+    ``pacing_resolution_us`` (:data:`SCHEDULE_FIELDS`) space its queries."""
     narrowing = {"transports", *SWEEPABLE} - {"rate", "in_flight"}
-    extra = sorted(set(raw) - {"name", "kind", "capacity_of", "rate", "in_flight", *narrowing})
+    extra = sorted(set(raw) - {"name", "kind", "capacity_of", "rate", "in_flight", *SCHEDULE_FIELDS, *narrowing})
     if extra:
         gc.fail(extra[0], "a group at a share of capacity takes its cells, targets and durations from capacity_of")
     if kind != "load":
@@ -696,6 +709,7 @@ def _share_group(gc: _Checker, raw: dict[str, object], name: str, kind: TrialKin
         if isinstance(raw["in_flight"], list):
             gc.fail("in_flight", "one value: the open loop's ceiling for every cell")
         settings["in_flight"] = _knob(gc, "in_flight", raw["in_flight"])
+    settings.update(_settings(gc, raw, set(SCHEDULE_FIELDS)))  # type: ignore[typeddict-item]
     # A ladder (several shares) feeds the cost curves; one share, the latency table's share columns.
     return Group(
         name, kind, transports, ref.repetitions, axes, settings, ref.targets, CURVE if len(rates) > 1 else name

@@ -5,13 +5,15 @@ ratio to saturation paired within rounds), kept out of the latency table's share
 
 from __future__ import annotations
 
+import dataclasses
+import re
 from typing import Any
 
 import pytest
 from dnscost.analysis.curves import curve_rows, mechanism_rows
 from dnscost.analysis.tables import latency_rows
 from dnscost.errors import UsageError
-from dnscost.plan import expand
+from dnscost.plan import TrialPlan, engine_knobs, expand
 from dnscost.spec import parse_spec
 
 SPEC = """
@@ -61,6 +63,45 @@ def test_a_ladder_runs_every_cell_at_every_share_after_its_saturation_trial() ->
 def test_a_bad_ladder_is_refused_in_one_line(rate: str, says: str) -> None:
     with pytest.raises(UsageError, match=r"rate: .*" + says.replace("(", r"\(").replace(")", r"\)")):
         parse_spec(SPEC.replace('["40%", "1%", "6%"]', rate), "s.toml")
+
+
+def test_a_ladder_spaces_its_queries_as_it_says_and_its_saturation_trials_do_not_pace() -> None:
+    spec = SPEC.replace(
+        'rate = ["40%", "1%", "6%"]', 'rate = ["40%", "1%", "6%"]\narrival = "poisson"\npacing_resolution_us = 50'
+    )
+    plan = [_resolved(t) for t in expand(parse_spec(spec, "s.toml"))]
+    for t in plan:
+        knobs = engine_knobs(t)
+        if t.group == "ladder":
+            assert (knobs["arrival"], knobs["pacing_resolution_us"]) == ("poisson", 50), t.id
+            assert (t.params["arrival"], t.params["pacing_resolution_us"]) == ("poisson", 50)
+        else:  # closed loop: nothing to space
+            assert "arrival" not in knobs and "pacing_resolution_us" not in knobs and "arrival" not in t.params
+        if t.transport == "dot":
+            # A one-query client in an open loop opens its connection when its query is due.
+            assert knobs["open_first"] == (t.params["lifetime"] != "1q" or t.group == "saturation"), t.id
+    # Without them the engine's defaults hold (none given).
+    assert all("arrival" not in engine_knobs(_resolved(t)) for t in expand(parse_spec(SPEC, "s.toml")))
+
+
+def _resolved(t: TrialPlan) -> TrialPlan:
+    """A ladder's trial with its share resolved to a rate, as the runner does once its
+    saturation trial has run."""
+    rate = t.params["rate"]
+    return dataclasses.replace(t, params={**t.params, "rate": 100.0}) if isinstance(rate, str) and "%" in rate else t
+
+
+@pytest.mark.parametrize(
+    ("field", "says"),
+    [
+        ('arrival = "bursty"', "arrival: expected one of constant, poisson, got 'bursty'"),
+        ("pacing_resolution_us = 5", "pacing_resolution_us: expected an integer in 10..=10000, got 5"),
+    ],
+)
+def test_a_bad_spacing_is_refused_in_one_line(field: str, says: str) -> None:
+    spec = SPEC.replace('rate = ["40%", "1%", "6%"]', f'rate = ["40%", "1%", "6%"]\n{field}')
+    with pytest.raises(UsageError, match=re.escape(says)):
+        parse_spec(spec, "s.toml")
 
 
 def _row(tid: str, rnd: int, cpu: float, qps: float, rate: str = "max", ref: str | None = None, **kw: Any) -> Any:

@@ -51,6 +51,21 @@ def test_shipped_specs_are_valid() -> None:
     assert {p.name for p in EXPERIMENTS.glob("*.toml")} >= {"study.toml", "study-quick.toml"}
 
 
+def test_the_model_check_fits_the_model_as_model_toml_does_and_spaces_its_replays_as_the_ladders() -> None:
+    """experiments/model-check.toml is experiments/model.toml's groups, then populations: a
+    change to one spec's fitting groups that the other does not follow fails here."""
+    model, check = load_spec(EXPERIMENTS / "model.toml"), load_spec(EXPERIMENTS / "model-check.toml")
+    assert check.groups[: len(model.groups)] == model.groups
+    replays = [g for g in check.groups[len(model.groups) :]]
+    assert replays and all("population" in g.settings for g in replays)
+    ladders = [g for g in model.groups if "capacity_of" in g.settings]
+    spacing = {(g.settings.get("arrival"), g.settings.get("pacing_resolution_us")) for g in ladders + replays}
+    assert spacing == {("poisson", 50)}
+    for t in expand(check):
+        if t.transport == "population":
+            assert engine_knobs(t)["arrival"] == "poisson"
+
+
 def test_expansion_normalises_and_dedups() -> None:
     plan = expand(parse_spec(GOOD))
     ids = [t.id for t in plan]

@@ -457,7 +457,16 @@ def test_sampler_live_on_this_process(tmp_path: Path) -> None:
     try:
         sampler.start()
         _burn(0.5)
-        partial = read_records(out)  # readable while sampling: every line is flushed
+        # Five fast samples and two slow ones at least (a second at most past the burn: on a
+        # busy machine the sampler's 50 ms may stretch), readable while sampling: every line
+        # is flushed.
+        deadline = time.monotonic() + 1.0
+        while True:
+            partial = read_records(out)
+            kinds = [r["type"] for r in partial]
+            if (kinds.count("fast") >= 5 and kinds.count("slow") >= 2) or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
         assert partial[0]["type"] == "header" and any(r["type"] == "fast" for r in partial)
     finally:
         end = sampler.stop()

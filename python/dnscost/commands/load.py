@@ -326,7 +326,9 @@ def population_replay(a: argparse.Namespace) -> Replay | None:
         return None
     try:
         doc = tomllib.loads(a.population.read_text())
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
+    except OSError as e:
+        raise UsageError(f"{a.population}: {e.strerror or e}") from e
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
         raise UsageError(f"{a.population}: {e}") from e
     for flag, field, _, _ in ENGINE_KNOBS:
         if field not in (*RUN_FIELDS, "rate") and getattr(a, f"engine_{field}") is not None:

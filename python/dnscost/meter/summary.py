@@ -122,6 +122,54 @@ def _at(series: Series, t: float) -> tuple[float, bool]:
     return va + (vb - va) * (t - ta) / (tb - ta), False
 
 
+class _Timeline:
+    """Records in time order, for values at two instants without building a field's whole
+    series: :meth:`delta` is ``_delta(_series(records, path), t0, t1)`` (the same values, the
+    same arithmetic), reading only the samples next to ``t0`` and ``t1``. A trial's summary
+    takes a hundred deltas over thousands of samples; each built its series from all of them."""
+
+    def __init__(self, records: Sequence[Record]) -> None:
+        times = [sample_time(r) for r in records]
+        self.exact = any(t != t for t in times)  # a sample without a time: the series' own order
+        order = sorted(range(len(records)), key=lambda i: times[i])
+        self.records = [records[i] for i in order]
+        self.times = [times[i] for i in order]
+        self.source = records
+
+    def _at(self, path: Sequence[str], t: float) -> tuple[float, bool] | None:
+        i = bisect.bisect_left(self.times, t)
+        nxt = next(
+            (
+                (self.times[j], v)
+                for j in range(i, len(self.records))
+                if (v := value_at(self.records[j], path)) is not None
+            ),
+            None,
+        )
+        if nxt is not None and nxt[0] == t:
+            return nxt[1], False
+        prev = next(
+            ((self.times[j], v) for j in range(i - 1, -1, -1) if (v := value_at(self.records[j], path)) is not None),
+            None,
+        )
+        if prev is None and nxt is None:
+            return None
+        if prev is None:
+            return nxt[1], True  # type: ignore[index]
+        if nxt is None:
+            return prev[1], True
+        (ta, va), (tb, vb) = prev, nxt
+        return va + (vb - va) * (t - ta) / (tb - ta), False
+
+    def delta(self, path: Sequence[str], t0: float, t1: float) -> tuple[float | None, bool]:
+        if self.exact:
+            return _delta(_series(self.source, path), t0, t1)
+        a, b = self._at(path, t0), self._at(path, t1)
+        if a is None or b is None:
+            return None, False
+        return b[0] - a[0], a[1] or b[1]
+
+
 def _delta(series: Series, t0: float, t1: float) -> tuple[float | None, bool]:
     if not series:
         return None, False
@@ -195,9 +243,14 @@ def summarize(records: Sequence[Record], t0_ms: float, t1_ms: float) -> MeterSum
     period_ms = next((value_at(r, ("socket_interval_ms",)) for r in records if r.get("type") == "header"), None)
     extrapolated = False
 
+    timelines: dict[int, _Timeline] = {}
+
     def delta(rs: Sequence[Record], *path: str) -> float | None:
         nonlocal extrapolated
-        d, e = _delta(_series(rs, path), t0_ms, t1_ms)
+        line = timelines.get(id(rs))
+        if line is None or line.source is not rs:
+            line = timelines[id(rs)] = _Timeline(rs)
+        d, e = line.delta(path, t0_ms, t1_ms)
         extrapolated |= e
         return d
 

@@ -2,7 +2,9 @@
 the target's CPU per query at each step of its ladder beside its saturation point (median and
 range over rounds, the ratio to saturation paired within rounds, the wake-ups per query the meter
 saw); which observer carries each curve (``curve_mechanism``); and the load model's hold-out error
-beside the constant cost model's on the same trials (``load_model_fit``).
+beside the constant cost model's on the same trials (``load_model_fit``); and, where the run
+replayed populations, the load model on trial (``population``): per population, target and
+rate, the CPU measured beside the CPU the run's load model predicts from the classes' counts.
 
 python -m dnscost.report.curves RUN_DIR   (after ``dnscost report RUN_DIR``: reads its tables)
 """
@@ -15,7 +17,7 @@ from pathlib import Path
 from dnscost.errors import DnscostError, UsageError
 from dnscost.report.versions import Row, read_csv
 
-__all__ = ["curve_tables", "main"]
+__all__ = ["curve_tables", "main", "validation_table"]
 
 OBSERVERS = {"wakeups_per_query": "wake-ups", "runs_per_query": "scheduler runs", "softirq_us_per_query": "softirq µs"}
 
@@ -121,6 +123,52 @@ def curve_tables(curve: list[Row], mechanism: list[Row], fits: list[Row]) -> str
     return "\n".join(out) + "\n"
 
 
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
+def validation_table(population: list[Row]) -> str:
+    """Markdown: the ``population`` rows the load model predicts, one line per population (its
+    group: a trial's id starts with it), target and rate: CPU-µs per answered query measured and
+    predicted (medians over the valid rounds), the load model's error (median [min-max] over
+    rounds) beside the constant model's; then the median and largest |error| over the lines.
+    Empty when no row has a load prediction."""
+    rows = [r for r in population if r.get("valid") == "true" and _num(r.get("load_predicted_cpu_us")) is not None]
+    if not rows:
+        return ""
+    cells: dict[tuple[str, str, float], list[Row]] = {}
+    for r in rows:
+        cells.setdefault((r["id"].split("-", 1)[0], r["target"], float(r["rate_qps"])), []).append(r)
+    out = [
+        "The load model on trial: each population replayed at each rate, CPU-µs per answered query "
+        "measured and predicted by the run's load model (medians over valid rounds), the load model's "
+        "error (predicted ÷ measured - 1, median [min-max] over rounds) and the constant model's",
+        "",
+        "| population | target | qps | rounds | measured | load model | error | constant model's error |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    errors: list[float] = []
+    for (group, target, rate), rs in sorted(cells.items()):
+        per_query = [float(r["measured_cpu_us"]) / float(r["queries_answered"]) for r in rs]
+        predicted = [float(r["load_predicted_cpu_us"]) / float(r["queries_answered"]) for r in rs]
+        errs = [float(r["load_error_pct"]) for r in rs]
+        constant = [float(e) for r in rs if (e := r.get("error_pct")) not in (None, "")]
+        mid = _median(errs)
+        errors.append(abs(mid))
+        out.append(
+            f"| {group.removeprefix('population_')} | {target} | {_g(rate)} | {len(rs)} | {_g(_median(per_query))} "
+            f"| {_g(_median(predicted))} | {mid:+.0f} % [{min(errs):+.0f}-{max(errs):+.0f}] "
+            f"| {f'{_median(constant):+.0f} %' if constant else 'n/a'} |"
+        )
+    out += [
+        "",
+        f"Over the {len(errors)} lines: median |error| {_median(errors):.1f} %, largest {max(errors):.1f} %.",
+    ]
+    return "\n".join(out) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     try:
@@ -133,6 +181,10 @@ def main(argv: list[str] | None = None) -> int:
             ),
             end="",
         )
+        if (tables / "population.csv").exists() and (
+            validation := validation_table(read_csv(tables / "population.csv"))
+        ):
+            print("\n" + validation, end="")
     except DnscostError as e:
         print(f"dnscost: {e}", file=sys.stderr)
         return 2

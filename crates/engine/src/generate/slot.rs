@@ -72,9 +72,11 @@ pub async fn run_slot(ctx: Rc<Ctx>, mut sched: Schedule, slot: u64, mut rng: Rng
     // renewals run at the steady-state rate from the start instead of all at once.
     let first_draw = 1.0 - rng.next_f64();
     // The first connection opens at the start (so that idle connections can be held), unless
-    // the client closes idle connections and need not open first: then, as every later one,
-    // when the slot's next query is due, as such a client does.
-    let lazy = cfg.idle_timeout_ms.is_some() && !cfg.open_first;
+    // the client need not open first and closes idle connections, or opens one a query: then,
+    // as every later one, when the slot's next query is due, as such a client does (an open
+    // loop's one-query connections pre-opened at the start carried the first queries of a
+    // slow schedule, hundreds of them, with no connection opened in the measured window).
+    let lazy = !cfg.open_first && (cfg.idle_timeout_ms.is_some() || cfg.lifetime.queries == Some(1));
     'slot: loop {
         let now = ctx.now();
         let mut not_before = now + backoff_ms * 1_000_000;

@@ -65,6 +65,22 @@ fn lifecycle(transport: &str) {
     assert_eq!(conns.len() as u64, answered, "one connection per answered query");
     assert!(conns.iter().all(|c| c["queries"] == 1 && c["closed_by"] == "client"), "{conns:?}");
 
+    // One query per connection, open loop, more slots than queries: each connection opens when
+    // its query is due, none ahead of it (the server sees as many connections as answers, and
+    // their openings spread over the run rather than all at its start).
+    let (run, conns) = scenario(
+        transport,
+        "1q-slow",
+        &[],
+        &["--connections", "40", "--lifetime", "1q", "--rate", "20", "--duration", "1s"],
+    );
+    let answered = run.total("queries.answered");
+    assert!(answered >= 18, "{}", run.summary());
+    assert_eq!(conns.len() as u64, answered, "a connection opened ahead of its query: {conns:?}");
+    let opened: Vec<u64> = conns.iter().map(|c| c["opened_us"].as_u64().unwrap()).collect();
+    let spread = opened.iter().max().unwrap() - opened.iter().min().unwrap();
+    assert!(spread >= 700_000, "connections opened within {spread} µs");
+
     // Lifetime in time: connections last about a second each.
     let (_, conns) = scenario(
         transport,
