@@ -297,7 +297,8 @@ def summarize_trial(
         rates = [c["config"].get("rate") for c in start["classes"]]
         rate = sum(rates) if all(isinstance(r, int | float) for r in rates) else None
     scheduled = rate * seconds if isinstance(rate, (int, float)) else None
-    off_schedule = scheduled is not None and abs(offered - scheduled) > V.MAX_LOSS * scheduled + 1
+    spread = V.POISSON_SIGMAS * scheduled**0.5 if scheduled is not None and config.get("arrival") == "poisson" else 0.0
+    off_schedule = scheduled is not None and abs(offered - scheduled) > max(V.MAX_LOSS * scheduled, spread) + 1
     generator_behind = not summ["generator_kept_up"] or off_schedule
     generator_bound = (generator_behind or generator_saturated) and not target_saturated
     expected_samples = seconds / ctx.meter_interval_s
