@@ -739,7 +739,7 @@ def _target_plan(tm: TargetModel, given: Mix, cores: int | None = None) -> Targe
     if peak.constant:
         notes.append("at their cost at saturation (the load model does not price them): " + "; ".join(peak.constant))
     if peak.bounded:
-        notes.append("wake-up terms at their fitted value, not told from 0: " + "; ".join(dict.fromkeys(peak.bounded)))
+        notes.append("terms at their fitted value, not told from 0: " + "; ".join(dict.fromkeys(peak.bounded)))
     if left_out:
         notes.append(f"left out, their transports not measured on it in this run: {', '.join(left_out)}")
     used = [t for t in dict.fromkeys(s.shape.transport for s in mix.shares) if t in tm.busy_range]

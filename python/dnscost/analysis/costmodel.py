@@ -42,6 +42,7 @@ __all__ = [
     "fit_transports",
     "fitted_trials",
     "identification",
+    "indistinct_from_zero",
     "predict_cpu_us",
     "term_count",
 ]
@@ -107,6 +108,25 @@ def fitted_trials(rows: list[Row]) -> list[Row]:
 def term_count(r: Row, term: str) -> float:
     """A trial's count of a cost-model term (a missing count is 0)."""
     return _count(r, TERMS[term])
+
+
+def indistinct_from_zero(f: TransportFit, k: int) -> bool:
+    """Term ``k`` is identified by the design and its resamples but its bootstrap 95 % interval
+    starts at 0 (case 3 of :func:`identification`): a value the trials cannot tell from zero,
+    which a prediction may still take at its estimate, its resamples carrying the uncertainty
+    (the sum of collinear terms is known better than each)."""
+    fit, boot = f.fit, f.boot
+    if f.estimates[k] is not None or fit is None or boot is None:
+        return False
+    low = boot.low[k]
+    return (
+        bool(fit.counted[k])
+        and bool(fit.identified[k])
+        and fit.coef[k] is not None
+        and boot.identified_share[k] >= MIN_IDENTIFIED_SHARE
+        and low is not None
+        and low <= 0.0
+    )
 
 
 def identification(

@@ -47,6 +47,7 @@ from dnscost.analysis.costmodel import (
     TransportFit,
     fit_cells,
     fitted_trials,
+    indistinct_from_zero,
     term_count,
 )
 from dnscost.analysis.stats import fit_non_negative, median, significant
@@ -78,7 +79,11 @@ _BASE = {wake: base for base, wake in WAKE.items()}
 
 STATUS_BOUNDED = "bounded"
 """A wake-up term the trials cannot tell from 0 (its interval starts there) but fit all the
-same: priced at its fitted value, which may be 0 (:class:`Price`'s ``bounded``)."""
+same, or an event term identified by the design whose interval starts at 0
+(:func:`~dnscost.analysis.costmodel.indistinct_from_zero`: a busy part and its wake-up part
+trade cost along a ladder, their sum known better than each): priced at its fitted value, which
+may be 0, its resamples carrying the uncertainty into the prediction's interval
+(:class:`Price`'s ``bounded``)."""
 
 
 def load_terms(transport: str) -> tuple[str, ...]:
@@ -185,12 +190,15 @@ class Price:
 
 def price(fit: TransportFit, counts: Mapping[str, float]) -> Price:
     """``counts`` of the cost model's terms priced by ``fit``: a load fit (its wake-up terms
-    priced too) or a constant cost-model fit (no wake-up part)."""
+    priced too, and every term the trials cannot tell from 0 at its fitted value:
+    :data:`STATUS_BOUNDED`) or a constant cost-model fit (no wake-up part; a term not identified
+    leaves the price ``missing``)."""
     busy = wake = 0.0
     busy_draws, wake_draws = np.zeros(RESAMPLES), np.zeros(RESAMPLES)
     fixed: list[str] = []
     bounded: list[str] = []
     bootstrapped = False
+    load = any(t in _BASE for t in fit.terms)  # a load fit: events with their wake-up parts
     for term, n in counts.items():
         if n == 0:
             continue
@@ -200,7 +208,12 @@ def price(fit: TransportFit, counts: Mapping[str, float]) -> Price:
         for name, is_wake in parts:
             k = fit.terms.index(name)
             estimate = fit.estimates[k]
-            if estimate is None and is_wake and fit.fit is not None and (value := fit.fit.coef[k]) is not None:
+            if (
+                estimate is None
+                and (is_wake or (load and indistinct_from_zero(fit, k)))
+                and fit.fit is not None
+                and (value := fit.fit.coef[k]) is not None
+            ):
                 estimate = value
                 bounded.append(f"{fit.transport} {name} ({fit.reasons[k]})")
             if estimate is None:
@@ -287,7 +300,11 @@ def load_model_rows(rows: list[Row], fitted: Sequence[TransportFit] | None = Non
             estimate, status = f.estimates[k], STATUS_IDENTIFIED
             if estimate is None:
                 status = STATUS_NOT_IDENTIFIED
-                if term in _BASE and f.fit is not None and (value := f.fit.coef[k]) is not None:
+                if (
+                    (term in _BASE or indistinct_from_zero(f, k))
+                    and f.fit is not None
+                    and (value := f.fit.coef[k]) is not None
+                ):
                     estimate, status = value, STATUS_BOUNDED  # as price() uses it
             terms_out.append(
                 {
