@@ -129,6 +129,11 @@ def _median(values: list[float]) -> float:
     return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
 
 
+def _signed(v: float) -> str:
+    """A percentage rounded to a whole number with its sign (0 without one)."""
+    return "0" if round(v) == 0 else f"{v:+.0f}"
+
+
 def validation_table(population: list[Row]) -> str:
     """Markdown: the ``population`` rows the load model predicts, one line per population (its
     group: a trial's id starts with it), target and rate: CPU-µs per answered query measured and
@@ -144,7 +149,8 @@ def validation_table(population: list[Row]) -> str:
     out = [
         "The load model on trial: each population replayed at each rate, CPU-µs per answered query "
         "measured and predicted by the run's load model (medians over valid rounds), the load model's "
-        "error (predicted ÷ measured - 1, median [min-max] over rounds) and the constant model's",
+        "error (predicted ÷ measured - 1, median [min-max] over rounds) and the constant model's (or "
+        "why it has none: a term it does not identify bounds or leaves out its prediction)",
         "",
         "| population | target | qps | rounds | measured | load model | error | constant model's error |",
         "|---|---|---:|---:|---:|---:|---:|---:|",
@@ -155,12 +161,13 @@ def validation_table(population: list[Row]) -> str:
         predicted = [float(r["load_predicted_cpu_us"]) / float(r["queries_answered"]) for r in rs]
         errs = [float(r["load_error_pct"]) for r in rs]
         constant = [float(e) for r in rs if (e := r.get("error_pct")) not in (None, "")]
+        status = sorted({r.get("status") or "n/a" for r in rs})
         mid = _median(errs)
         errors.append(abs(mid))
         out.append(
             f"| {group.removeprefix('population_')} | {target} | {_g(rate)} | {len(rs)} | {_g(_median(per_query))} "
-            f"| {_g(_median(predicted))} | {mid:+.0f} % [{min(errs):+.0f}-{max(errs):+.0f}] "
-            f"| {f'{_median(constant):+.0f} %' if constant else 'n/a'} |"
+            f"| {_g(_median(predicted))} | {_signed(mid)} % [{_signed(min(errs))} to {_signed(max(errs))}] "
+            f"| {f'{_signed(_median(constant))} %' if len(constant) == len(rs) else ', '.join(status)} |"
         )
     out += [
         "",
