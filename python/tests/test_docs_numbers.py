@@ -790,6 +790,37 @@ def test_the_load_model_on_trial_is_what_its_run_gives(tmp_path: Path) -> None:
     )
 
 
+def test_the_cost_curves_under_independent_arrivals_are_what_their_run_gives(tmp_path: Path) -> None:
+    """docs/cost-curves.md's tables of docs/model-check-run (dnsdist, Poisson arrivals on a 50 µs
+    grid) are what the kept records give, and its prose's figures are the tables': UDP wake-ups a
+    second at 40 %, the fall from 1 % to saturation, the hold-out medians."""
+    from dnscost.analysis import analyze, write_tables
+    from dnscost.report.curves import curve_tables
+    from dnscost.report.versions import read_csv as _csv
+
+    write_tables(analyze(ROOT / "docs" / "model-check-run"), tmp_path)
+    tables = curve_tables(*(_csv(tmp_path / f"{t}.csv") for t in ("cost_curve", "curve_mechanism", "load_model_fit")))
+    page = (ROOT / "docs" / "cost-curves.md").read_text(encoding="utf-8")
+    assert tables.strip() in page
+    udp = {r["share"]: r for r in _csv(tmp_path / "cost_curve.csv") if r["transport"] == "udp"}
+    wakes = float(udp["0.4"]["wakeups_per_query"]) * float(udp["0.4"]["answered_qps"])
+    _says("cost-curves.md", f"woke {wakes:,.0f} times a second".replace(",", " "))
+    _says("cost-curves.md", f"falls from 1 % to saturation, {float(udp['0.01']['ratio_to_saturation']):.2f} times")
+    fit = {r["transport"]: r for r in _csv(tmp_path / "load_model_fit.csv")}
+
+    def pct(t: str, column: str = "holdout_median_abs_error_pct") -> str:
+        return f"{float(fit[t][column]):.0f} %"
+
+    constant = "constant_holdout_median_abs_error_pct"
+    _says("cost-curves.md", f"it is {pct('udp')[:-2]} % and {pct('tcp')} (median) (the constant model")
+    _says("cost-curves.md", f"model {pct('udp', constant)[:-2]} % and {pct('tcp', constant)})")
+    _says(
+        "cost-curves.md",
+        f"over DoT and DoH {pct('dot')[:-2]} % and {pct('doh')}, against {pct('dot', constant)[:-2]} % and "
+        f"{pct('doh', constant)}",
+    )
+
+
 def test_the_cost_curves_prose_ranges_are_the_tables() -> None:
     """docs/cost-curves.md's ranges (the fall from 1 % to saturation, the cost of a wake-up, the
     hold-out errors) are the smallest and largest of the kept run's stored cells."""
