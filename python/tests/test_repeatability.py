@@ -51,6 +51,16 @@ def test_the_docs_state_the_stored_comparison(repeatability: Repeatability) -> N
         text = _text(doc)
         assert figures in text, f"{doc.name} should say: {figures!r}"
         assert "docs/repeatability" in text and commit in text, f"{doc.name} should name the runs and {commit}"
+    # The ratios that cannot differ: shares resumed at 1 in both runs (servers that resume every
+    # reconnection), and the figure without them.
+    both = [r for r in rep.rows if r.rel_diff is not None]
+    fixed = [r for r in both if r.a == r.b == 1.0]
+    assert fixed and all("resumed_share" in r.metric for r in fixed)
+    rest = [abs(r.rel_diff or 0.0) for r in both if r not in fixed]
+    within = sum(1 for d in rest if d <= rep.tolerance)
+    assert f"{len(fixed)} of the {len(both)} cannot differ" in _text(ROOT / "docs" / "experiments.md")
+    assert f"without them, {within} of {len(rest)} are within ±10 %" in _text(ROOT / "docs" / "experiments.md")
+    assert f"{len(fixed)} of the {len(both)} are 1.000 in both by construction" in _text(ROOT / "README.md")
 
 
 def test_readme_sample_is_run_a() -> None:

@@ -59,6 +59,13 @@ def _cell(r: Row | None, scale: float, digits: int) -> str:
     return text
 
 
+def _shown(target: str) -> str:
+    """A target as a table heads it: an own build's place (``NAME@/path/to/root``) by its last
+    component, not the machine's path (``dnsdist@dnsdist-quic``)."""
+    name, _, place = target.partition("@")
+    return f"{name}@{Path(place).name}" if place.startswith("/") else target
+
+
 def versions_tables(
     headline: list[Row], consistency: list[Row], versions: dict[str, str], *, together: bool = False
 ) -> str:
@@ -74,7 +81,7 @@ def versions_tables(
     for base, tokens in by_base.items():
         if len(tokens) < 2:
             continue
-        head = [f"{t} {versions.get(t, '')}".strip() for t in tokens]
+        head = [f"{_shown(t)} {versions.get(t, '')}".strip() for t in tokens]
         out += [f"### {base}", "", "| figure | transport | " + " | ".join(head) + " |"]
         out.append("| --- | --- | " + " | ".join("---:" for _ in tokens) + " |")
         for label, figure, transports, profile, scale, digits in FIGURES:
