@@ -15,8 +15,10 @@ what is written to ``engine-config.json`` is what it was before it had a type.
 ``StartRecord`` first, an ``IntervalRecord`` per second, a ``SummaryRecord`` last;
 ``ConnectionRecord`` and ``QueryRecord`` are the lines of ``serve``'s and ``generate``'s
 connections and queries logs. :func:`dnscost.engine.engine_records` reads a run's output into
-them (parsed once, at the file's edge); ``python/tests/test_contract.py`` holds every field to
-the schema.
+them (parsed once, at the file's edge; :func:`dnscost.engine.generate` hands them to the trial
+and the client experiments); the analysis reads a stored trial's records as checked
+dictionaries (:mod:`dnscost.analysis.load`).
+``python/tests/test_contract.py`` holds every field to the schema.
 """
 
 from types import UnionType

@@ -31,6 +31,7 @@ from dnscost.contract import (
 from dnscost.errors import EngineError, MachineError, UsageError
 from dnscost.jsonl import read_records
 from dnscost.proc import Child
+from dnscost.results import write_json
 from dnscost.transports import TLS_TRANSPORTS
 
 __all__ = [
@@ -243,7 +244,7 @@ def generate(
         config.setdefault("cpus", list(cpus))
         config.setdefault("threads", min(len(cpus), int(config.get("connections", 1))))
     path = workdir / f"{name}-config.json"
-    path.write_text(json.dumps(config, indent=2) + "\n")
+    write_json(path, config)
     child = Child(
         name,
         [*exec_prefix, str(engine_path()), "generate", "--config", str(path), "--quiet"],

@@ -124,9 +124,11 @@ def write_atomic(path: Path, data: str | bytes) -> None:
         f.write(data)
 
 
-def write_json(path: Path, doc: Any) -> None:
-    """Writes ``doc`` to ``path`` as indented JSON, atomically as :func:`write_atomic` says."""
-    write_atomic(path, json.dumps(doc, indent=2) + "\n")
+def write_json(path: Path, doc: Any, indent: int = 2) -> None:
+    """Writes ``doc`` to ``path`` as JSON indented by ``indent`` and ended by a newline,
+    atomically as :func:`write_atomic` says: every JSON document dnscost writes goes through
+    here (``test_architecture.py`` holds the package to it)."""
+    write_atomic(path, json.dumps(doc, indent=indent) + "\n")
 
 
 def read_json(path: Path) -> Any:

@@ -1,5 +1,5 @@
 """The ranges and choices a spec accepts for the engine's knobs (``dnscost.spec``) are the
-engine's own (``crates/engine/src/load/config.rs``): a value a spec accepts never fails when the
+engine's own (``crates/load/src/config.rs``): a value a spec accepts never fails when the
 engine starts, and a value the engine refuses is refused with the spec's one line. The engine is
 the observer: its ``generate --check`` says each range (``out of range LO..=HI``), and the spec
 must accept both ends and refuse just outside them."""

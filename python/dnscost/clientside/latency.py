@@ -38,6 +38,8 @@ from dnscost.engine import Responder, generate, summary_of
 from dnscost.errors import UsageError
 from dnscost.lab.lab import SERVER_ADDRESS, Lab
 from dnscost.lab.presets import Preset
+from dnscost.results import write_json
+from dnscost.transports import TLS_TRANSPORTS
 
 __all__ = ["CASES", "SLACK_MS", "Case", "cases_for", "engine_config", "judge", "run_check"]
 
@@ -121,7 +123,7 @@ def engine_config(case: Case, rtt_ms: float, queries: int, ca: Path) -> EngineCo
             config["open_first"] = True
         else:
             config["idle_timeout_ms"] = round(rtt_ms + 30)
-    if case.transport in ("dot", "doh", "doq", "doh3"):
+    if case.transport in TLS_TRANSPORTS:
         config.update({"ca_file": str(ca), "sni": "localhost"})
         if case.shape != "reused":
             config["resumption"] = 0.0 if case.shape == "full" else 1.0
@@ -223,7 +225,7 @@ def run_check(
                 lab.remove()
             links[preset.name] = lab.link_stats()
     doc = {"rtts_ms": list(rtts_ms), "slack_ms": slack_ms, "tolerance": TOLERANCE, "rows": rows, "link": links}
-    (out / "check.json").write_text(json.dumps(doc, indent=2) + "\n")
+    write_json(out / "check.json", doc)
     return rows
 
 

@@ -1,7 +1,8 @@
 """Page loads compared pairwise per page, as Hounsel et al. did (2019; WWW 2020): for each
 transport against a baseline (``do53``) and each network preset, the CDF of the per-page
 differences of page-load time, with the median marked; and the DNS time of each transport.
-Pure (reads records, never starts anything); :func:`draw_figure` draws with matplotlib.
+Starts nothing: it reads a run's records; :func:`draw_figure` draws with matplotlib and
+:func:`write_outputs` writes the summary, its table and the figure.
 
 What is paired: within one round, the same page loaded in each transport's session. A page's
 value in a session is the median of its loads there that reached their load event, warm-ups
@@ -24,7 +25,6 @@ Hounsel et al.'s medians (:data:`HOUNSEL`, paired with our presets by :data:`PAI
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
 from collections import Counter, defaultdict
@@ -35,7 +35,7 @@ from typing import Any, NotRequired, TypedDict, cast
 
 from dnscost import jsonl
 from dnscost.lab.presets import PresetRecord
-from dnscost.results import read_document
+from dnscost.results import read_document, write_atomic, write_json
 
 __all__ = [
     "HOUNSEL",
@@ -572,8 +572,8 @@ def write_outputs(out: Path, baseline: str = "do53") -> PresetsSummary:
     if any(summary["presets"].values()):
         draw_figure(summary, out / "figures", FIGURE_STEM)
         summary = summarise_presets(out, baseline)
-    (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
-    (out / "table.md").write_text(presets_table(summary))
+    write_json(out / "summary.json", summary, indent=1)
+    write_atomic(out / "table.md", presets_table(summary))
     return summary
 
 

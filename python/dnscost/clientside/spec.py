@@ -43,7 +43,7 @@ __all__ = ["CheckSpec", "ClientSpec", "PageSpec", "TimesSpec", "load_spec"]
 @dataclass(frozen=True)
 class CheckSpec:
     rtt_ms: tuple[float, ...] = (20.0, 50.0)
-    transports: tuple[str, ...] = ("udp", "tcp", "dot", "doh", "doq", "doh3")
+    transports: tuple[str, ...] = TRANSPORTS
     queries: int = 10
 
 

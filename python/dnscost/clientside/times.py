@@ -21,7 +21,6 @@ kept whole; :func:`rows` recomputes medians and CDFs from the engine records."""
 
 from __future__ import annotations
 
-import json
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -36,9 +35,10 @@ from dnscost.errors import DnscostError, UsageError
 from dnscost.lab.lab import SERVER_ADDRESS, UPSTREAM_ADDRESS, Lab
 from dnscost.lab.presets import Preset, PresetRecord
 from dnscost.lab.resolve import lab_name
-from dnscost.results import read_document
+from dnscost.results import read_document, write_json
 from dnscost.targets import TARGETS, make_target
 from dnscost.targets.base import Counters
+from dnscost.transports import TLS_TRANSPORTS
 from dnscost.trial import fill_cache
 
 __all__ = ["NAMES", "TimesDocument", "TimesSettings", "client_config", "read_times", "rows", "run_times"]
@@ -121,7 +121,7 @@ def client_config(transport: str, s: TimesSettings, endpoint: str, ca: Path, see
         config["udp_retry"] = GLIBC_RETRY.copy()
     else:
         config["idle_timeout_ms"] = s.idle_timeout_ms
-    if transport in ("dot", "doh", "doq", "doh3"):
+    if transport in TLS_TRANSPORTS:
         config.update({"ca_file": str(ca), "sni": "localhost", "resumption": 1.0})
     return config
 
@@ -200,7 +200,7 @@ def run_times(out: Path, presets: Sequence[Preset], upstream: Preset, s: TimesSe
                             after = _counters(target)
                             row = _row(preset.name, cache, transport, summary_of(records), before, after)
                             result.append(row)
-                            (out / "times.json").write_text(json.dumps(doc, indent=2) + "\n")
+                            write_json(out / "times.json", doc)
                 finally:
                     target.stop()
             finally:
@@ -208,7 +208,7 @@ def run_times(out: Path, presets: Sequence[Preset], upstream: Preset, s: TimesSe
         finally:
             lab.remove()
         link[preset.name] = lab.link_stats()
-        (out / "times.json").write_text(json.dumps(doc, indent=2) + "\n")
+        write_json(out / "times.json", doc)
     return result
 
 

@@ -38,6 +38,7 @@ from dnscost.cluster.shares import merge_records, split_config
 from dnscost.contract import ClusterRecord, EngineConfig, EngineRecord, WorkerShare, WorkerSummary
 from dnscost.engine import start_of, summary_of
 from dnscost.errors import DnscostError, EngineError, UsageError
+from dnscost.results import write_atomic, write_json
 
 __all__ = [
     "LEAD_S",
@@ -352,8 +353,8 @@ class Cluster:
         for k, (w, r) in enumerate(zip(self.workers, results, strict=True)):
             d = workers_dir / str(k)
             d.mkdir(parents=True, exist_ok=True)
-            (d / "engine-config.json").write_text(json.dumps(r["config"], indent=2) + "\n")
-            (d / "engine.jsonl").write_text("".join(json.dumps(x) + "\n" for x in r["records"]))
+            write_json(d / "engine-config.json", r["config"])
+            write_atomic(d / "engine.jsonl", "".join(json.dumps(x) + "\n" for x in r["records"]))
             if r["connections_log_gz"] is not None:
                 (d / "engine-connections.jsonl.gz").write_bytes(r["connections_log_gz"])
             start = start_of(r["records"])
@@ -374,8 +375,8 @@ class Cluster:
             )
         skew = max_skew_ms(config)
         merged = merge_records([r["records"] for r in results], config, max_skew_ms=skew)
-        (trial_dir / "engine-config.json").write_text(json.dumps(config, indent=2) + "\n")
-        (trial_dir / "engine.jsonl").write_text("".join(json.dumps(x) + "\n" for x in merged))
+        write_json(trial_dir / "engine-config.json", config)
+        write_atomic(trial_dir / "engine.jsonl", "".join(json.dumps(x) + "\n" for x in merged))
         starts = [s["started_unix_ms"] for s in shares_out]
         record: ClusterRecord = {
             "address": self.address,

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import gzip
-import json
 import os
 import shutil
 from dataclasses import asdict, dataclass
@@ -91,6 +90,7 @@ def keep_run(run_dir: Path, dest: Path) -> Kept:
     documentation). Raises :class:`dnscost.errors.UsageError` when ``run_dir`` is not a run, or
     when ``dest`` is ``run_dir``, lies inside it, or already holds a run or trials."""
     from dnscost.analysis.load import read_run, read_trial, record_files
+    from dnscost.results import write_json
 
     source, target = run_dir.resolve(), dest.resolve()
     if target == source or source in target.parents:
@@ -130,7 +130,7 @@ def keep_run(run_dir: Path, dest: Path) -> Kept:
         run_bytes=_tree_bytes(run_dir),
         kept_bytes=written,
     )
-    (dest / "kept.json").write_text(json.dumps(asdict(kept), indent=2) + "\n")
+    write_json(dest / "kept.json", asdict(kept))
     return kept
 
 
@@ -145,7 +145,7 @@ def keep_client_run(run_dir: Path, dest: Path) -> Kept:
     """The kept form of a ``dnscost client`` run (see the module's documentation)."""
     if (dest / "client.json").exists():
         raise UsageError(f"{dest} already holds client.json: give another DEST")
-    from dnscost.results import read_json
+    from dnscost.results import read_json, write_json
 
     doc = read_json(run_dir / "client.json")
     written = 0
@@ -171,7 +171,7 @@ def keep_client_run(run_dir: Path, dest: Path) -> Kept:
         kept_bytes=written,
         parts=tuple(str(x) for x in doc.get("finished", [])),
     )
-    (dest / "kept.json").write_text(json.dumps(asdict(kept), indent=2) + "\n")
+    write_json(dest / "kept.json", asdict(kept))
     return kept
 
 

@@ -5,7 +5,6 @@ observation's summaries and figures again (``--from``)."""
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 from dnscost.argtypes import parse_duration_ms
@@ -44,6 +43,7 @@ def _observe_pcap(a: argparse.Namespace) -> int:
     from collections import Counter
 
     from dnscost.observe.capture import analyse
+    from dnscost.results import write_json
 
     if not a.server:
         raise UsageError("observe: --pcap needs --server ADDRESS:PORT")
@@ -61,7 +61,7 @@ def _observe_pcap(a: argparse.Namespace) -> int:
     if a.output:
         a.output.mkdir(parents=True, exist_ok=True)
         path = a.output / "capture.json"
-        path.write_text(json.dumps({"connections": [c.as_dict() for c in captured]}, indent=2) + "\n")
+        write_json(path, {"connections": [c.as_dict() for c in captured]})
         print(f"observe: wrote {path}")
     return 0
 

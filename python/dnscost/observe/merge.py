@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import heapq
-import json
 import statistics
 import struct
 import sys
@@ -25,7 +24,7 @@ from pathlib import Path
 from dnscost.errors import UsageError
 from dnscost.jsonl import read_records
 from dnscost.lab.lab import CLIENT_ADDRESS
-from dnscost.results import read_json
+from dnscost.results import read_json, write_json
 
 __all__ = ["Member", "main", "merge"]
 
@@ -148,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as e:
         print(f"merge: {e}", file=sys.stderr)
         return 2
-    a.composition.write_text(json.dumps([asdict(m) for m in members], indent=1) + "\n")
+    write_json(a.composition, [asdict(m) for m in members], indent=1)
     for m in members:
         print(f"{m.address:<11} {m.client:<12} queries {m.queries} connections {m.connections}")
     return 0

@@ -14,7 +14,6 @@ from the three logs by :func:`dnscost.observe.analysis.summarise`):
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 import tomllib
@@ -34,6 +33,7 @@ from dnscost.observe.analysis import load
 from dnscost.observe.capture import analyse, reconcile
 from dnscost.observe.profile import extract
 from dnscost.proc import Child
+from dnscost.results import write_json
 
 __all__ = ["ObservationPlan", "load_policies", "observe", "policy_flags", "resummarise"]
 
@@ -193,7 +193,7 @@ def observe(plan: ObservationPlan, policies: Mapping[str, dict[str, object]]) ->
             dump.stop()
         lab.remove()
     record["interrupted"] = interrupted
-    (out / "observation.json").write_text(json.dumps(record, indent=2) + "\n")
+    write_json(out / "observation.json", record)
     record = _finish(out)
     if interrupted:
         raise KeyboardInterrupt
@@ -215,9 +215,7 @@ def _reconciled_capture(cell: Path, origin_unix_us: int) -> ObservationCapture:
     pcap = cell / "capture.pcap"
     captured = [c for port in (443, 853) for c in analyse(pcap, f"{SERVER_ADDRESS}:{port}")]
     rows = reconcile(captured, connection_log(cell / "connections.jsonl"), origin_unix_us)
-    (cell / "capture.json").write_text(
-        json.dumps({"connections": [c.as_dict() for c in captured], "reconciled": rows}, indent=2) + "\n"
-    )
+    write_json(cell / "capture.json", {"connections": [c.as_dict() for c in captured], "reconciled": rows})
     return {
         "connections": len(captured),
         "matched": sum(1 for r in rows if r["capture_closer"] is not None),
@@ -232,6 +230,6 @@ def _finish(cell: Path) -> ObservationRecord:
     observed = load(cell)
     if (cell / "capture.pcap").exists():
         observed.meta["capture"] = _reconciled_capture(cell, int(observed.meta.get("origin_unix_us") or 0))
-    (cell / "observation.json").write_text(json.dumps(observed.meta, indent=2) + "\n")
-    (cell / "profile.json").write_text(json.dumps(extract(observed), indent=2) + "\n")
+    write_json(cell / "observation.json", observed.meta)
+    write_json(cell / "profile.json", extract(observed))
     return observed.meta

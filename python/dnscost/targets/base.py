@@ -32,7 +32,7 @@ from dnscost.jsonl import parse_lines, read_records, split_lines
 from dnscost.proc import Child, process_state, remove_orphan_dirs
 from dnscost.targets._util import find_binary, version_of, version_said
 from dnscost.targets.place import Build, Host, Place
-from dnscost.transports import TLS_TRANSPORTS
+from dnscost.transports import DATAGRAM_TRANSPORTS, TLS_TRANSPORTS
 
 
 def _is_script(path: Path) -> bool:
@@ -589,7 +589,7 @@ class Target(ABC):
         for c in self.children:
             if not c.alive():
                 raise TargetError(f"{self.name} process {c.pid} exited: {c.last_words()}")
-        ports = {ep.port for t, ep in self.endpoints.items() if t not in ("udp", "doq", "doh3")}
+        ports = {ep.port for t, ep in self.endpoints.items() if t not in DATAGRAM_TRANSPORTS}
         held = tcp_listeners(self.children[0].pid)
         return all(held.get(port, 0) >= self.processes for port in ports)
 

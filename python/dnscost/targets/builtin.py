@@ -8,7 +8,7 @@ from pathlib import Path
 
 from dnscost.engine import Endpoint, engine_path, engine_version
 from dnscost.targets.base import Counters, Target, free_port
-from dnscost.transports import TLS_TRANSPORTS
+from dnscost.transports import TLS_TRANSPORTS, TRANSPORTS
 
 __all__ = ["Builtin"]
 
@@ -25,7 +25,7 @@ class Builtin(Target):
     name = "builtin"
     package = None
     binary = "dnscost-engine"
-    transports = ("udp", "tcp", "dot", "doh", "doq", "doh3")
+    transports = TRANSPORTS
     keeps_counters = False
     splits = True
 

@@ -14,7 +14,7 @@ from dnscost.engine import Endpoint
 from dnscost.errors import TargetError, UsageError
 from dnscost.targets._util import IDLE_TIMEOUT_S, http_get, sum_of
 from dnscost.targets.base import Counters, Target, free_port
-from dnscost.transports import QUIC_TRANSPORTS
+from dnscost.transports import QUIC_TRANSPORTS, TLS_TRANSPORTS, TRANSPORTS
 
 __all__ = ["Coredns", "parse_prometheus"]
 
@@ -115,7 +115,7 @@ class Coredns(Target):
     name = "coredns"
     package = None
     binary = "coredns"
-    transports = ("udp", "tcp", "dot", "doh", "doq", "doh3")
+    transports = TRANSPORTS
     version_flags = ("-version",)
     version_pattern = r"CoreDNS-(\S+)"
     identity = b"CoreDNS"
@@ -137,7 +137,7 @@ class Coredns(Target):
         for t in ("udp", "tcp"):
             if t in self.wanted:
                 self.endpoints[t] = Endpoint(t, self.host, dns_port)
-        for t in ("dot", "doh", "doq", "doh3"):
+        for t in TLS_TRANSPORTS:
             if t not in self.wanted:
                 continue
             port = free_port(socket.SOCK_DGRAM if t in QUIC_TRANSPORTS else socket.SOCK_STREAM)

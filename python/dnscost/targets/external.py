@@ -25,7 +25,7 @@ from dnscost.contract import EngineConfig
 from dnscost.engine import Endpoint
 from dnscost.errors import TargetError, UsageError
 from dnscost.targets.base import Counters, Target, stopped_text
-from dnscost.transports import TLS_TRANSPORTS, TRANSPORTS
+from dnscost.transports import DATAGRAM_TRANSPORTS, TLS_TRANSPORTS, TRANSPORTS
 
 __all__ = ["EXTERNAL", "SCHEMES", "ExternalSettings", "ExternalTarget", "parse_endpoint", "resolve_external"]
 
@@ -263,7 +263,7 @@ def _datagram_refused(ep: Endpoint) -> str:
     """For an endpoint over UDP (udp, doq, doh3): "" unless a datagram sent to it is refused by
     the network (ICMP port unreachable: nothing listens), which the engine counts as a timeout.
     A silent network (ICMP filtered) says nothing either way."""
-    if ep.transport not in ("udp", "doq", "doh3"):
+    if ep.transport not in DATAGRAM_TRANSPORTS:
         return ""
     try:
         infos = socket.getaddrinfo(ep.host, ep.port, type=socket.SOCK_DGRAM)
