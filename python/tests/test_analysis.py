@@ -318,8 +318,11 @@ def test_quic_cells_of_another_group_feed_figure_5_with_0rtt_apart(synthetic: An
     assert doq["full"].median == pytest.approx(cost["full_handshake"], rel=0.05)
     assert doq["resumed"].median == pytest.approx(cost["resumed_handshake"], rel=0.05)
     assert doq["zero_rtt"].n == 3 and doq["zero_rtt"].median == pytest.approx(MAKER.ZERO_RTT_US, rel=0.05)
-    # 0-RTT (dearer here than a plain resumption, cheaper than a full handshake) is no contradiction.
-    assert not rows(synthetic, "consistency", target="coredns")
+    # 0-RTT, dearer here than a plain resumption (cheaper than a full handshake), is flagged
+    # against it, the one contradiction of coredns's cells.
+    assert [(r["flag"], r["cell"], r["against"]) for r in rows(synthetic, "consistency", target="coredns")] == [
+        ("inconsistent-resumption", "coredns doq 1q resumption 1 0-RTT 1", "coredns doq 1q resumption 1")
+    ]
 
 
 def test_headline_falls_back_to_the_connections_table(tmp_path: Path) -> None:

@@ -21,6 +21,8 @@ from dnscost.spec import parse_spec
 from dnscost.validity import CONSISTENCY_FLAGS
 
 SYNTHETIC = Path(__file__).parent / "fixtures" / "runs" / "synthetic"
+ZERO_RTT = "quic_establishment-coredns-doq-l1q-res1-e1"
+"""The synthetic run's one-query DoQ cell whose resumed handshakes carry 0-RTT data."""
 
 SPEC = """
 name = "rounds"
@@ -105,8 +107,13 @@ def test_every_round_that_loads_a_target_gets_a_udp_reference() -> None:
 
 
 def copy_run(tmp_path: Path) -> Path:
+    """The synthetic run, copied with its one contradiction taken out: the fixture makes a
+    resumed DoQ handshake with 0-RTT data dearer than one without (``ZERO_RTT_US``), which the
+    analysis flags; here those trials cost a fifth less, so the copy contradicts nothing."""
     out = tmp_path / "run"
     shutil.copytree(SYNTHETIC, out, ignore=shutil.ignore_patterns("golden"))
+    for rep in range(3):
+        edit_trial(out, f"{ZERO_RTT}-r{rep}", scale_cpu(0.8))
     return out
 
 
@@ -230,10 +237,17 @@ def contradicting(tmp_path_factory: pytest.TempPathFactory) -> Analysis:
     return analyze(run)
 
 
-def test_the_clean_run_has_no_contradiction() -> None:
-    a = analyze(SYNTHETIC)
+def test_the_clean_run_has_no_contradiction(tmp_path: Path) -> None:
+    a = analyze(copy_run(tmp_path))
     assert a.tables["consistency"].rows == []
     assert not any(f in str(r["flags"]) for r in a.tables["trials"].rows for f in CONSISTENCY_FLAGS)
+    # The fixture as made: its 0-RTT cell dearer than plain resumption in every round, and only that.
+    a = analyze(SYNTHETIC)
+    assert [(r["flag"], r["cell"], r["against"]) for r in a.tables["consistency"].rows] == [
+        ("inconsistent-resumption", "coredns doq 1q resumption 1 0-RTT 1", "coredns doq 1q resumption 1")
+    ]
+    flagged = {r["id"] for r in a.tables["trials"].rows if r["flags"] == "inconsistent-resumption"}
+    assert flagged == {f"{cell}-r{rep}" for cell in (ZERO_RTT, ZERO_RTT.replace("-e1", "-e0")) for rep in range(3)}
 
 
 def test_contradictions_are_named(contradicting: Analysis) -> None:
@@ -241,6 +255,8 @@ def test_contradictions_are_named(contradicting: Analysis) -> None:
     assert found == {
         ("inconsistent-lifetime", "dnsdist tcp forever", "dnsdist tcp 1s"),
         ("inconsistent-resumption", "knot dot 1q resumption 1", "knot dot 1q"),
+        # the same resumed DoT trials, dearer than resumed DoH, which carries DoT plus HTTP/2
+        ("inconsistent-layering", "knot dot 1q resumption 1", "knot doh 1q resumption 1"),
         # the same resumed trials, per handshake: each resumed one costs more than a full one
         ("inconsistent-resumption", "knot dot 1q resumed handshake", "knot dot 1q full handshake"),
         ("memory-below-kernel", "knot doh memory per connection", "knot doh TCP socket buffers per connection"),
@@ -265,11 +281,12 @@ def test_contradicting_trials_are_flagged_and_stay_valid(contradicting: Analysis
     expected = {
         *(est("dnsdist", "tcp", life, 0.0, rep) for life in ("1s", "forever") for rep in range(3)),
         *(est("knot", "dot", "1q", res, rep) for res in (0.0, 1.0) for rep in range(3)),
+        *(est("knot", "doh", "1q", 1.0, rep) for rep in range(3)),
         *(f"memory-knot-doh-c{n}-r0" for n in (500, 1000, 2000, 4000, 8000)),
     }
     assert set(flagged) == expected
     assert all(r["valid"] for r in flagged.values())
-    assert flagged[est("knot", "dot", "1q", 1.0, 0)]["flags"] == "inconsistent-resumption"
+    assert flagged[est("knot", "dot", "1q", 1.0, 0)]["flags"] == "inconsistent-resumption;inconsistent-layering"
     lines = format_headline(headline(contradicting), contradicting.tables["consistency"].rows)
     assert any(line.startswith("inconsistent: dnsdist tcp forever against dnsdist tcp 1s") for line in lines)
 
@@ -283,7 +300,8 @@ def test_the_report_names_contradictions_and_shows_intervals(contradicting: Anal
         assert cell in section
     assert "Headline figures with their intervals (up to 3 rounds" in text
     assert "CPU per query ÷ UDP's" in html.unescape(text) and "min, max over rounds" in text
-    clean = render_report(analyze(SYNTHETIC), tmp_path / "clean", headline=headline(analyze(SYNTHETIC))).read_text()
+    physical = analyze(copy_run(tmp_path / "physical"))
+    clean = render_report(physical, tmp_path / "clean", headline=headline(physical)).read_text()
     assert "<h3>Contradictions</h3>" not in clean and "no contradiction beyond the intervals" in clean
 
 

@@ -14,11 +14,20 @@ Across cells (the trials stay valid; the two cells are named):
   resumption and key type; every lifetime is compared with every longer one (one query, 1 s,
   30 s, persistent: all six ordered pairs).
 - ``inconsistent-resumption``: a resumed handshake cannot cost more than a full one: with more
-  resumption, CPU per query cannot rise (same target, transport, lifetime, key type); and the
-  CPU per resumed handshake cannot exceed the CPU per full one (:func:`handshake_rows`, from
-  the headline's per-round handshake costs).
-- ``inconsistent-layering``: plain TCP cannot cost more CPU per query than DoT or DoH, which
-  carry the same queries over TCP plus TLS (same target, lifetime and connections; every key).
+  resumption, CPU per query cannot rise (same target, transport, lifetime, key type), nor with
+  0-RTT beside the same resumption (the same resumed handshake carrying the first query: not
+  a law, a server may do more to accept early data, but flagged for a reader to weigh); and
+  the CPU per resumed handshake cannot exceed the CPU per full one (:func:`handshake_rows`,
+  from the headline's per-round handshake costs). Checked in the establishment cells and,
+  rate by rate, in the cost model's one-query cells (``cost_handshakes``).
+- ``inconsistent-layering``: a transport cannot cost more CPU per query than one that carries
+  the same queries over it plus more: plain TCP than DoT or DoH (TCP plus TLS; same target,
+  lifetime and connections, every key), DoT than DoH (TLS plus HTTP/2) and DoQ than DoH/3
+  (QUIC plus HTTP/3), each with the same key, resumption and 0-RTT.
+- ``inconsistent-handshakes``: a TLS or QUIC connection cannot be established without a
+  handshake: connections the engine established in the window with neither a full nor a
+  resumed handshake counted, more than :data:`dnscost.validity.MAX_NEW_CONNECTIONS` of them in
+  every round (its handshake counts, and the cost model's terms fitted on them, are short).
 - ``inconsistent-memory``: memory per connection (user + kernel above the idle baseline, ÷ the
   connections held) cannot fall as connections grow.
 - ``negative-memory``: a connection cannot cost negative memory: the user or kernel bytes per
@@ -33,7 +42,7 @@ when its whole interval lies beyond the bound: the min and max of its per-round 
 contradiction holds in every round), a single round ± ``ONE_ROUND_SPREAD``. Each is a row of
 the ``consistency`` table naming both cells, with its median, interval and ``margin``: how far
 the interval lies beyond the bound (``low`` - 1 for a ratio; bytes for ``negative-memory`` and
-``memory-below-kernel``).
+``memory-below-kernel``; a share of the connections for ``inconsistent-handshakes``).
 Pure: rows in, rows out.
 """
 
@@ -47,7 +56,7 @@ from dnscost.analysis.rounds import round_of
 from dnscost.analysis.stats import fit_line
 from dnscost.certs import DEFAULT_KEY_TYPE
 from dnscost.contract import Row
-from dnscost.transports import STREAM_TRANSPORTS
+from dnscost.transports import STREAM_TRANSPORTS, TLS_TRANSPORTS
 from dnscost.validity import KERNEL_ACCEPT_NOISE, MAX_NEW_CONNECTIONS, MIN_ONE_QUERY_OPENS, ONE_ROUND_SPREAD
 
 __all__ = [
@@ -86,8 +95,10 @@ CONSISTENCY_COLUMNS = [
 ]
 """Columns of the ``consistency`` table: one row per contradiction found."""
 
-LAYERED = {"tcp": ("dot", "doh")}
-"""A transport, and the transports that carry its queries over it plus more (TLS, HTTP/2)."""
+LAYERED = {"tcp": ("dot", "doh"), "dot": ("doh",), "doq": ("doh3",)}
+"""A transport, and the transports that carry its queries over it plus more."""
+LAYER = {"tcp": "TLS", "dot": "HTTP/2", "doq": "HTTP/3"}
+"""What the transports of :data:`LAYERED` add to a transport's."""
 
 
 def lifetime_order(lifetime: Any) -> tuple[int, float]:
@@ -180,6 +191,8 @@ def _interval(ratios: list[float]) -> tuple[float, float, float, str]:
 def _name(r: Row, *, connections: bool = False) -> str:
     parts = [str(r["target"]), str(r["transport"])]
     parts.append(f"{r['connections']} connections" if connections else str(r["lifetime"]))
+    if r.get("rate") not in (None, "max"):  # a trial row below saturation (the rounds table has no rate)
+        parts.append(f"at {r['rate']} qps")
     if r["resumption"]:
         parts.append(f"resumption {r['resumption']:g}")
     if r.get("early_data"):
@@ -242,22 +255,28 @@ def _paired(flag: str, what: str, cheap: list[Row], dear: list[Row], *, connecti
 
 
 def _cells(rounds: Sequence[Row], analysis: str) -> dict[tuple[Any, ...], list[Row]]:
+    """The rows of ``analysis`` by cell: (target, transport, key, 0-RTT, point, resumption),
+    the point a lifetime (``establishment``), a connection count (``connections``) or a
+    lifetime and a rate (``cost_handshakes``, from the ``trials`` table's rows)."""
     cells: dict[tuple[Any, ...], list[Row]] = {}
     for r in rounds:
-        if r["analysis"] == analysis and r["transport"] != "udp":
+        if r.get("analysis") == analysis and r["transport"] != "udp":
+            point = {"establishment": r["lifetime"], "cost_handshakes": (r["lifetime"], r.get("rate"))}
             key = (
                 r["target"],
                 r["transport"],
                 r["cert_key"] if r["transport"] != "tcp" else None,
                 r["early_data"] or 0.0,
-                r["lifetime"] if analysis == "establishment" else r["connections"],
+                point.get(analysis, r["connections"]),
                 r["resumption"] or 0.0,
             )
             cells.setdefault(key, []).append(r)
     return cells
 
 
-def _lifetime_and_resumption(cells: dict[tuple[Any, ...], list[Row]]) -> list[Row]:
+def _lifetime_and_resumption(cells: dict[tuple[Any, ...], list[Row]], *, lifetimes: bool = True) -> list[Row]:
+    """Lifetime pairs (unless not ``lifetimes``: cells whose point is not a lifetime alone) and
+    resumption pairs (more resumption; 0-RTT beside the same resumption) among ``cells``."""
     out = []
     for key, cell in cells.items():
         early, lifetime, resumption = key[3], key[4], key[5]
@@ -266,8 +285,10 @@ def _lifetime_and_resumption(cells: dict[tuple[Any, ...], list[Row]]) -> list[Ro
                 continue
             o_early, o_lifetime, o_resumption = other_key[3], other_key[4], other_key[5]
             # lifetime: this one shorter, same resumption and 0-RTT (a persistent cell has none)
-            if lifetime_order(lifetime) < lifetime_order(o_lifetime) and (
-                (o_resumption, o_early) == (resumption, early) or o_lifetime == "forever"
+            if (
+                lifetimes
+                and lifetime_order(lifetime) < lifetime_order(o_lifetime)
+                and ((o_resumption, o_early) == (resumption, early) or o_lifetime == "forever")
             ):
                 what = "CPU per query, longer lifetime ÷ shorter: above 1"
                 found = _paired("inconsistent-lifetime", what, other, cell)
@@ -285,24 +306,31 @@ def _lifetime_and_resumption(cells: dict[tuple[Any, ...], list[Row]]) -> list[Ro
                 found = _paired("inconsistent-resumption", what, other, cell)
                 if found is not None:
                     out.append(found)
+            # 0-RTT: the same resumed handshakes, the first query sent in them, must not cost more
+            if o_lifetime == lifetime and lifetime != "forever" and o_resumption == resumption > 0 and o_early > early:
+                what = "CPU per query, more 0-RTT ÷ less (same resumption): above 1"
+                found = _paired("inconsistent-resumption", what, other, cell)
+                if found is not None:
+                    out.append(found)
     return out
 
 
 def _layering(cells: dict[tuple[Any, ...], list[Row]], *, connections: bool) -> list[Row]:
-    """Plain TCP against DoT and DoH at the same target, lifetime (or connections), no
-    resumption: TCP must not cost more per query."""
+    """A transport against those of :data:`LAYERED` that carry it plus more, at the same
+    target and lifetime (or connections), with the same resumption and 0-RTT, and the same
+    key (plain TCP has none: it meets every key): it must not cost more per query."""
     out = []
     for key, cell in cells.items():
-        target, transport, _, early, point, resumption = key
-        if transport not in LAYERED or early or resumption:
+        target, transport, cert_key, early, point, resumption = key
+        if transport not in LAYERED:
             continue
         for other_key, other in cells.items():
-            o_target, o_transport, _, o_early, o_point, o_resumption = other_key
+            o_target, o_transport, o_cert_key, o_early, o_point, o_resumption = other_key
             if (o_target, o_point) != (target, point) or o_transport not in LAYERED[transport]:
                 continue
-            if o_early or o_resumption:
+            if (o_early, o_resumption) != (early, resumption) or cert_key not in (None, o_cert_key):
                 continue
-            what = f"CPU per query, {transport} ÷ {o_transport} (which carries it plus TLS): above 1"
+            what = f"CPU per query, {transport} ÷ {o_transport} (which carries it plus {LAYER[transport]}): above 1"
             found = _paired("inconsistent-layering", what, cell, other, connections=connections)
             if found is not None:
                 out.append(found)
@@ -453,17 +481,68 @@ def _memory_below_kernel(points: Sequence[Row], trial_rows: Sequence[Row]) -> li
     return out
 
 
+def _handshakes_uncounted(trial_rows: Sequence[Row]) -> list[Row]:
+    """Per cell of valid TLS and QUIC load trials (one group, one configuration), the share of
+    the connections established in the window with no handshake counted, full or resumed
+    (1 - handshakes ÷ connections, each trial a round): a contradiction when its min over the
+    rounds lies above ``MAX_NEW_CONNECTIONS``. Trials that counted no handshake kind at all (a
+    record without the counts) are left out."""
+    cells: dict[tuple[Any, ...], list[tuple[Row, float]]] = {}
+    for r in trial_rows:
+        opened, full, resumed = r.get("connections_established"), r.get("handshakes_full"), r.get("handshakes_resumed")
+        if r.get("kind") != "load" or r.get("transport") not in TLS_TRANSPORTS or not r.get("valid") or not opened:
+            continue
+        if full is None and resumed is None:
+            continue
+        key = tuple(r.get(k) for k in ("group", "target", "transport", "cert_key", "early_data", "lifetime"))
+        key += tuple(r.get(k) for k in ("resumption", "connections", "rate"))
+        cells.setdefault(key, []).append((r, 1.0 - ((full or 0) + (resumed or 0)) / float(opened)))
+    out = []
+    for cell in cells.values():
+        shares = [share for _, share in cell]
+        low = min(shares)
+        if low <= MAX_NEW_CONNECTIONS:
+            continue
+        first = cell[0][0]
+        rows = [r for r, _ in cell]
+        out.append(
+            {
+                "target": first["target"],
+                "transport": first["transport"],
+                "flag": "inconsistent-handshakes",
+                "cell": _name(first, connections=first.get("analysis") == "connections"),
+                "against": "its handshakes counted (full + resumed)",
+                "what": "connections established with no handshake counted, share of those established",
+                "value": _median(shares),
+                "low": low,
+                "high": max(shares),
+                "margin": low - MAX_NEW_CONNECTIONS,
+                "rounds": len(shares),
+                "interval": f"min, max over {len(shares)} rounds; bound {MAX_NEW_CONNECTIONS:.0%}",
+                "cell_trials": ";".join(str(r["id"]) for r in rows),
+                "against_trials": "",
+            }
+        )
+    return out
+
+
 def consistency_rows(rounds: Sequence[Row], memory_points: Sequence[Row], trial_rows: Sequence[Row]) -> list[Row]:
     """Every contradiction in the run: the ``rounds`` table's establishment cells (lifetime,
-    resumption, layering) and connections cells (layering), and the ``memory_points`` table
-    (memory per connection against connections held and against socket buffers; the flag goes
-    to the idle trials of ``trial_rows``)."""
+    resumption, layering) and connections cells (layering), the cost model's one-query cells
+    of ``trial_rows`` rate by rate (resumption, layering), their handshake counts (every TLS
+    and QUIC load cell), and the ``memory_points`` table (memory per connection against
+    connections held and against socket buffers; the flag goes to the idle trials of
+    ``trial_rows``)."""
     establishment = _cells(rounds, "establishment")
     connections = _cells(rounds, "connections")
+    handshakes = _cells(trial_rows, "cost_handshakes")
     return (
         _lifetime_and_resumption(establishment)
         + _layering(establishment, connections=False)
         + _layering(connections, connections=True)
+        + _lifetime_and_resumption(handshakes, lifetimes=False)
+        + _layering(handshakes, connections=False)
+        + _handshakes_uncounted(trial_rows)
         + _memory_falling(memory_points, trial_rows)
         + _memory_negative(memory_points, trial_rows)
         + _memory_below_kernel(memory_points, trial_rows)

@@ -35,7 +35,7 @@ from typing import Any, cast
 
 import jinja2
 
-from dnscost.analysis.stats import fit_line
+from dnscost.analysis.stats import LinearFit, fit_line
 from dnscost.analysis.table1 import key_match, verdict_counts
 from dnscost.analysis.write import read_table
 from dnscost.contract import Row, RunRecord, SpecGroupRecord
@@ -202,10 +202,12 @@ def model_term(r: Row) -> str:
     return f"{g(r['us'])} [{g(r['ci95_low'])}-{g(r['ci95_high'])}]"
 
 
-def memory_matched(points: list[Row], target: str, x: str, y: str) -> dict[str, object]:
+def memory_matched(points: list[Row], target: str, x: str, y: str, upto: float | None = None) -> dict[str, object]:
     """User memory per connection of transports ``x`` and ``y`` of ``target``, each the slope
-    over only the connection counts measured valid for both (``memory_points``): ``points``
-    (those counts), ``ratio`` (x ÷ y) and ``detail`` (both slopes in KiB)."""
+    over only the connection counts measured valid for both (``memory_points``; with ``upto``,
+    those up to it): ``points`` (those counts), ``ratio`` (x ÷ y), ``detail`` (both slopes in
+    KiB, with their 95 % intervals when three points or more give one), ``x`` and ``y`` (each
+    slope in KiB) and ``apart`` (the two intervals do not overlap: the data order the two)."""
 
     def valid(transport: str) -> dict[float, tuple[float, float]]:
         out = {}
@@ -216,15 +218,32 @@ def memory_matched(points: list[Row], target: str, x: str, y: str) -> dict[str, 
         return out
 
     px, py = valid(x), valid(y)
-    counts = sorted(set(px) & set(py))
-    slopes = []
+    counts = sorted(c for c in set(px) & set(py) if upto is None or c <= upto)
+    fits = []
     for pts in (px, py):
         f = fit_line([pts[c][0] for c in counts], [pts[c][1] for c in counts])
         if f is None:
             raise UsageError(f"memory_points: {target} {x} and {y} share fewer than two valid points")
-        slopes.append(f.slope)
-    detail = f"{display_name(x)} {slopes[0] / 1024:.1f}, {display_name(y)} {slopes[1] / 1024:.1f} KiB per connection"
-    return {"points": counts, "ratio": slopes[0] / slopes[1], "detail": detail}
+        fits.append(f)
+
+    def kib(f: LinearFit) -> str:
+        if f.ci95_low is None or f.ci95_high is None:
+            return f"{f.slope / 1024:.1f}"
+        return f"{f.slope / 1024:.1f} [{f.ci95_low / 1024:.1f} to {f.ci95_high / 1024:.1f}]"
+
+    fx, fy = fits
+    detail = f"{display_name(x)} {kib(fx)}, {display_name(y)} {kib(fy)} KiB per connection"
+    apart = False
+    if None not in (fx.ci95_low, fx.ci95_high, fy.ci95_low, fy.ci95_high):
+        apart = _number(fx.ci95_low) > _number(fy.ci95_high) or _number(fy.ci95_low) > _number(fx.ci95_high)
+    return {
+        "points": counts,
+        "ratio": fx.slope / fy.slope,
+        "detail": detail,
+        "x": fx.slope / 1024,
+        "y": fy.slope / 1024,
+        "apart": apart,
+    }
 
 
 def require(condition: Any, statement: str) -> str:
@@ -267,7 +286,9 @@ def render_page(template: Path, run_dir: Path) -> str:
             invalid_trials=lambda: invalid_trials(tables.rows("trials")),
             verdict_counts=lambda: verdict_counts(tables.rows("table1")),
             key_match=lambda: key_match(tables.rows("table1")),
-            memory_matched=lambda target, x, y: memory_matched(tables.rows("memory_points"), target, x, y),
+            memory_matched=lambda target, x, y, upto=None: memory_matched(
+                tables.rows("memory_points"), target, x, y, upto
+            ),
             require=require,
         )
     except jinja2.TemplateError as e:

@@ -276,7 +276,7 @@ def _consistency(a: Analysis) -> Table | None:
         ["flag", "cell", "against", "what", "value", "low", "high", "margin beyond the interval", "interval"],
         body,
         text_columns={0, 1, 2, 3, 8},
-        row_classes=["invalid"] * len(body),
+        row_classes=["flagged"] * len(body),
         caption="Cells that contradict physics beyond their intervals; their trials carry the flag (still valid)",
     )
 

@@ -15,16 +15,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from dnscost.analysis import Analysis
-from dnscost.analysis.stats import fit_line
+from dnscost.analysis.stats import LinearFit, fit_line
 from dnscost.analysis.tables import reference_key
 from dnscost.contract import Row
 from dnscost.study import StudyUdp, WireCount, published
 
-__all__ = ["AGREE", "DIFFER", "NOT_CHECKED", "NOT_MEASURED", "StudyPoint", "study_points"]
+__all__ = ["AGREE", "DIFFER", "NOT_CHECKED", "NOT_MEASURED", "UNRESOLVED", "StudyPoint", "study_points"]
 
 AGREE, DIFFER, NOT_MEASURED, NOT_CHECKED = "agrees", "differs", "not measured", "not checked here"
+UNRESOLVED = "not resolved: the 95 % intervals overlap"
+"""Two fitted figures whose intervals overlap: the run orders neither above the other."""
 CONTEXT = "context (another machine)"
-CLIENTS = "not measured here: needs client observation (issue 12)"
+CLIENTS = "not measured by a study run: clients are observed apart (dnscost observe, docs/observe.md)"
 FACTOR = 1.5
 """A ratio agrees with the study's when within this factor either way."""
 SAME = 0.1
@@ -65,6 +67,16 @@ def _within(ours: float | None, theirs: float | None) -> str:
 
 def _all(checks: list[bool]) -> str:
     return NOT_MEASURED if not checks else (AGREE if all(checks) else DIFFER)
+
+
+STUDY_RESOLVERS = ("dnsdist", "knot-resolver")
+"""The resolvers the study measured: its statements about "both resolvers" and "every
+transport" are about them, not about a target it did not run (CoreDNS, dnscost's own)."""
+
+
+def _study_targets(a: Analysis) -> list[str]:
+    """The run's targets the study measured too, else (a run without them) every target."""
+    return [t for t in _targets(a) if t in STUDY_RESOLVERS] or _targets(a)
 
 
 def _targets(a: Analysis) -> list[str]:
@@ -138,18 +150,35 @@ def _memory_points(a: Analysis, target: str, transport: str) -> dict[float, tupl
     return out
 
 
-def _matched_user(a: Analysis, target: str, x: str, y: str) -> tuple[float | None, float | None, list[float]]:
-    """User bytes per connection of two transports, each an OLS slope over only the connection
+def _matched_user(a: Analysis, target: str, x: str, y: str) -> tuple[LinearFit | None, LinearFit | None, list[float]]:
+    """User bytes per connection of two transports, each an OLS fit over only the connection
     counts measured valid for both (a fit that kept a point the other lost compares unlike
     with unlike), and those counts."""
 
     px, py = _memory_points(a, target, x), _memory_points(a, target, y)
     counts = sorted(set(px) & set(py))
-    slopes = []
-    for points in (px, py):
-        f = fit_line([points[c][0] for c in counts], [points[c][1] for c in counts])
-        slopes.append(f.slope if f is not None else None)
-    return slopes[0], slopes[1], counts
+    fits = [fit_line([points[c][0] for c in counts], [points[c][1] for c in counts]) for points in (px, py)]
+    return fits[0], fits[1], counts
+
+
+def _ordered(fx: LinearFit, fy: LinearFit, sign: int) -> bool | None:
+    """Whether slope x lies above slope y (``sign`` 1) or below (-1) with the two 95 %
+    intervals apart; None when the intervals overlap or a fit has none (two points)."""
+    if None in (fx.ci95_low, fx.ci95_high, fy.ci95_low, fy.ci95_high):
+        return None
+    x_low, x_high = float(fx.ci95_low or 0.0), float(fx.ci95_high or 0.0)
+    y_low, y_high = float(fy.ci95_low or 0.0), float(fy.ci95_high or 0.0)
+    if x_low > y_high:
+        return sign > 0
+    if y_low > x_high:
+        return sign < 0
+    return None
+
+
+def _fit_kib(f: LinearFit) -> str:
+    if f.ci95_low is None or f.ci95_high is None:
+        return _g(f.slope / 1024)
+    return f"{_g(f.slope / 1024)} [{_g(f.ci95_low / 1024)} to {_g(f.ci95_high / 1024)}]"
 
 
 def _kib(value: float | None) -> str:
@@ -178,17 +207,19 @@ def _memory_statement(a: Analysis, statement: str) -> tuple[str, str]:
     }
     for prefix, comparisons in pairs.items():
         if statement.startswith(prefix):
-            parts, checks = [], []
+            parts, ordered = [], []
             for t, x, y, sign in comparisons:
-                ux, uy, counts = _matched_user(a, t, x, y)
-                if ux is not None and uy is not None:
-                    checks.append((ux - uy) * sign > 0)
+                fx, fy, counts = _matched_user(a, t, x, y)
+                if fx is not None and fy is not None:
+                    ordered.append(_ordered(fx, fy, sign))
                     parts.append(
-                        f"{t}: user KiB/conn {x} {_g(ux / 1024)}, {y} {_g(uy / 1024)} over the connections valid "
-                        f"for both ({_counts_text(counts)}; every valid point: {x} {_kib(_user(fit, t, x))}, "
-                        f"{y} {_kib(_user(fit, t, y))})"
+                        f"{t}: user KiB/conn {x} {_fit_kib(fx)}, {y} {_fit_kib(fy)} (95 % intervals) over the "
+                        f"connections valid for both ({_counts_text(counts)}; every valid point: "
+                        f"{x} {_kib(_user(fit, t, x))}, {y} {_kib(_user(fit, t, y))})"
                     )
-            return "; ".join(parts), _all(checks)
+            if ordered and None in ordered and False not in ordered:
+                return "; ".join(parts), UNRESOLVED
+            return "; ".join(parts), _all([o is True for o in ordered])
     if statement.startswith("memory is not the limiting factor below 400 000"):
         parts = []
         for (t, x), r in fit.items():
@@ -245,7 +276,7 @@ def _persistent_statement(a: Analysis, statement: str) -> tuple[str, str]:
         return "; ".join(parts), _all(checks)
     if statement.startswith("DoH about half of the other connected transports"):
         parts, checks = [], []
-        for t in targets:
+        for t in _study_targets(a):
             doh, n = _persistent_qps(a, t, "doh", "tcp", "dot")
             known = [o for x, y in (("tcp", "dot"), ("dot", "tcp")) if (o := _persistent_qps(a, t, x, y, "doh")[0])]
             if doh and known:
@@ -325,7 +356,7 @@ def _establishment_statement(a: Analysis, statement: str) -> tuple[str, str]:
     if statement.startswith("one query per connection: throughput collapses"):
         parts, checks = [], []
         udp = {str(r.get("target")): _num(r.get("udp_reference_qps")) for r in _rows(a, "baseline")}
-        for t in targets:
+        for t in _study_targets(a):
             for x in ("tcp", "dot", "doh"):
                 one, ref = _establishment_qps(a, t, x, "1q"), udp.get(t)
                 if one is not None and ref:
