@@ -12,17 +12,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dnscost.errors import MachineError
+from dnscost.transports import DEFAULT_KEY_TYPE, KEY_TYPES
 
-__all__ = ["DEFAULT_KEY_TYPE", "KEY_TYPES", "TlsFiles", "make_cluster_tls", "make_tls"]
+__all__ = ["TlsFiles", "make_cluster_tls", "make_tls"]
 
 _NEWKEY = {
     "ecdsa-p256": ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1"],
     "rsa-2048": ["-newkey", "rsa:2048"],
     "ed25519": ["-newkey", "ed25519"],
 }
-KEY_TYPES = tuple(_NEWKEY)
-"""Certificate key types (CA and server alike): ``ecdsa-p256``, ``rsa-2048``, ``ed25519``."""
-DEFAULT_KEY_TYPE = "ecdsa-p256"
+assert tuple(_NEWKEY) == KEY_TYPES, "every key type named in dnscost.transports is made here"
 
 
 @dataclass(frozen=True)

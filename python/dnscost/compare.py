@@ -40,9 +40,9 @@ from dnscost.analysis import Analysis, analyze
 from dnscost.analysis.load import damage_notes, run_network, status_note
 from dnscost.analysis.stats import median
 from dnscost.analysis.tables import CELL, JOULES_PER_KWH, REFERENCE_QPS, SECONDS_PER_DAY
-from dnscost.certs import DEFAULT_KEY_TYPE
 from dnscost.contract import Row
 from dnscost.errors import UsageError
+from dnscost.transports import DEFAULT_KEY_TYPE
 
 __all__ = [
     "CompareRow",

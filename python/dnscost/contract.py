@@ -1244,6 +1244,9 @@ class PopulationRecord(TypedDict):
     names: NotRequired[dict[str, object]]
     """With ``capture_names``: the capture's names file (its path on the machine that read the
     spec), its ``repeat_share`` and ``queries``, as population.toml's ``names``."""
+    only: NotRequired[list[str]]
+    """With ``population_classes``: the classes replayed, each as it is in the whole population
+    at the group's rate (the same clients, each at the same rate); the others are not sent."""
 
 
 class GroupSettings(TypedDict, total=False):

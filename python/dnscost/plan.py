@@ -27,7 +27,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, cast
 
-from dnscost.certs import DEFAULT_KEY_TYPE
 from dnscost.contract import (
     ClientProfile,
     DerivedRate,
@@ -42,7 +41,7 @@ from dnscost.shares import load_share
 from dnscost.spec import Group, Spec, lifetime_fields
 from dnscost.targets import served as served_by
 from dnscost.targets.place import label_of
-from dnscost.transports import POPULATION, TLS_TRANSPORTS
+from dnscost.transports import DEFAULT_KEY_TYPE, POPULATION, TLS_TRANSPORTS
 
 __all__ = [
     "REFERENCE_GROUP",
@@ -207,9 +206,12 @@ def _label(key: str, value: Any) -> str:
 
 def _population_trials(g: Group, target: str, served: tuple[str, ...]) -> list[TrialPlan]:
     """A population group's trials on ``target``: one per rate (the population's own without
-    one) and round, over the classes whose transports the target serves (none: no trial)."""
+    one) and round, over the classes whose transports the target serves (none: no trial), of
+    its ``population_classes`` when it names some."""
     population = g.settings["population"]
-    if not {str(c["transport"]) for c in population["classes"]} & set(served):
+    only = population.get("only")
+    classes = [c for c in population["classes"] if only is None or c["name"] in only]
+    if not {str(c["transport"]) for c in classes} & set(served):
         return []
     rates = g.axes.get("rate", (None,))
     out = []
@@ -232,7 +234,8 @@ def _population_trials(g: Group, target: str, served: tuple[str, ...]) -> list[T
 
 def population_replay(spec: Spec, t: TrialPlan, served: tuple[str, ...]) -> Replay:
     """A population trial's replay: its group's population at its rate, over the transports
-    the target serves (the classes over the others left out, by name)."""
+    the target serves (the classes over the others left out, by name), only the group's
+    ``population_classes`` when it names some."""
     g = next(g for g in spec.groups if g.name == t.group)
     population = g.settings["population"]
     rate = t.params.get("rate")
@@ -241,7 +244,9 @@ def population_replay(spec: Spec, t: TrialPlan, served: tuple[str, ...]) -> Repl
     if "names" in population:
         doc["names"] = population["names"]
     # The names file's path is absolute: the source's directory does not move it.
-    return replay_of(doc, population["source"], rate=qps, served=served, names="names" in population)
+    return replay_of(
+        doc, population["source"], rate=qps, served=served, names="names" in population, only=population.get("only")
+    )
 
 
 def _group_trials(spec: Spec, g: Group, target: str, served: tuple[str, ...]) -> list[TrialPlan]:

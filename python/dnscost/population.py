@@ -522,6 +522,7 @@ def replay_of(
     rate: float | None = None,
     served: Iterable[str] | None = None,
     names: bool = False,
+    only: Iterable[str] | None = None,
 ) -> Replay:
     """The replay of a parsed ``population.toml`` (``doc``, from ``source``): each class's
     clients times ``scale`` (at least one) and its queries per second (its clients times a
@@ -529,7 +530,9 @@ def replay_of(
     the classes replayed send ``rate`` queries per second. Neither: the capture's own size.
     ``served``: the transports a target serves; classes over others are left out, by name.
     ``names``: ask the capture's own names, its ``names.file`` (relative to ``source``'s
-    directory), instead of the synthetic set."""
+    directory), instead of the synthetic set. ``only``: replay these classes alone, each as
+    the whole population replays it (the scale is the whole's): what one class costs within the
+    mix."""
     if scale is not None and rate is not None:
         raise UsageError("give either a scale or a rate, not both")
     raw = doc.get("class")
@@ -591,6 +594,13 @@ def replay_of(
     k_scale = 1.0 if scale is None else scale
     if not 0 < k_scale <= 1e6:
         raise UsageError(f"scale: {k_scale} is out of range (0, 1000000]")
+    if only is not None:
+        chosen = set(only)
+        if missing := sorted(chosen - {name for name, _, _, _ in parsed} - set(left_out)):
+            raise UsageError(f"{source}: no class {', '.join(missing)}")
+        parsed = [c for c in parsed if c[0] in chosen]
+        if not parsed:
+            raise UsageError(f"{source}: {', '.join(sorted(chosen))}: over no transport served")
     classes: list[ClientClass] = []
     for name, profile, clients, per in parsed:
         class_rate = max(clients * per * k_scale, 0.001)

@@ -32,7 +32,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 from dnscost.analysis.load import resummarize, trial_problem
-from dnscost.certs import DEFAULT_KEY_TYPE
 from dnscost.cluster.shares import split_config
 from dnscost.contract import EngineConfig, RunStatus, SearchStep, TrialRecord, TrialSummary
 from dnscost.engine import check_config
@@ -46,7 +45,7 @@ from dnscost.spec import Spec
 from dnscost.targets import locate, served
 from dnscost.targets.external import EXTERNAL
 from dnscost.targets.place import label_of
-from dnscost.transports import POPULATION
+from dnscost.transports import DEFAULT_KEY_TYPE, POPULATION
 from dnscost.trial import LoadSettings, Testbed, cluster_network, describe_failure, measure, start_bed
 from dnscost.validity import SATURATED
 

@@ -26,7 +26,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast, get_args, get_type_hints
 
-from dnscost.certs import KEY_TYPES
 from dnscost.cluster import ClusterSettings
 from dnscost.contract import (
     ClientProfile,
@@ -44,7 +43,7 @@ from dnscost.population import replay_of
 from dnscost.proc import parse_cpus
 from dnscost.shares import CURVE, load_share
 from dnscost.targets.external import EXTERNAL, ExternalSettings, resolve_external
-from dnscost.transports import POPULATION, TRANSPORTS
+from dnscost.transports import KEY_TYPES, POPULATION, TRANSPORTS
 
 __all__ = [
     "ANALYSES",
@@ -134,6 +133,7 @@ _GROUP_FIELDS = {
     "analysis",
     "max_connections",
     "population",
+    "population_classes",
     "capture_names",
     *SCHEDULE_FIELDS,
     *SWEEPABLE,
@@ -147,6 +147,7 @@ _DEFAULTS_FIELDS = _GROUP_FIELDS - {
     "targets",
     "analysis",
     "population",
+    "population_classes",
     "capture_names",
 }
 _TOP_FIELDS = {
@@ -796,6 +797,16 @@ def _population(gc: _Checker, raw: dict[str, object], kind: str, spec_dir: Path)
     raw_classes = cast(list[dict[str, object]], doc["class"])
     assert len(replay.classes) == len(raw_classes)
     record: PopulationRecord = {"source": name, "classes": [{k: c[k] for k in keep if k in c} for c in raw_classes]}
+    if "population_classes" in raw:
+        only = raw["population_classes"]
+        known = [c["name"] for c in replay.classes]
+        if not isinstance(only, list) or not only or not all(isinstance(n, str) for n in only):
+            gc.fail("population_classes", f"a list of the population's class names, got {only!r}")
+            raise AssertionError
+        unknown = [n for n in only if n not in known]
+        if unknown:
+            gc.fail("population_classes", f"{', '.join(unknown)}: no such class in {name} ({', '.join(known)})")
+        record["only"] = list(dict.fromkeys(only))
     if replay.names is not None:
         # Where the names file is on this machine: read by every trial, not copied into the spec.
         record["names"] = {"file": replay.names, "repeat_share": replay.repeat_share, "queries": replay.names_queries}

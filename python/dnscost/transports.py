@@ -1,6 +1,8 @@
 """The DNS transports dnscost measures, named once: the token every spec, table and engine
-configuration uses, the name the docs and figures print, and which ones run over TLS or over
-datagrams. Imports nothing, so every layer can use it."""
+configuration uses, the name the docs and figures print, which ones run over TLS or over
+datagrams, and the certificate key types the TLS ones are measured with (``dnscost.certs``
+makes them). Imports nothing, so every layer can use it (the analysis too, which must not
+import ``certs``: it runs openssl)."""
 
 from __future__ import annotations
 
@@ -8,6 +10,8 @@ from enum import StrEnum
 
 __all__ = [
     "DATAGRAM_TRANSPORTS",
+    "DEFAULT_KEY_TYPE",
+    "KEY_TYPES",
     "POPULATION",
     "QUIC_TRANSPORTS",
     "STREAM_TRANSPORTS",
@@ -56,6 +60,13 @@ QUIC_TRANSPORTS: tuple[str, ...] = ("doq", "doh3")
 """The transports over QUIC: a server holds them all on one UDP socket."""
 STREAM_TRANSPORTS: tuple[str, ...] = ("tcp", "dot", "doh")
 """The transports over TCP connections, which the kernel counts (``Tcp: PassiveOpens``)."""
+
+
+KEY_TYPES: tuple[str, ...] = ("ecdsa-p256", "rsa-2048", "ed25519")
+"""Certificate key types (CA and server alike), an experiment axis: a full handshake costs the
+server mostly the certificate's signature."""
+DEFAULT_KEY_TYPE = "ecdsa-p256"
+"""The key type of the figures, the headline and the cost model (most DoT and DoH deployments')."""
 
 
 def display_name(token: str) -> str:

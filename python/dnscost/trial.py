@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from dnscost import meter
-from dnscost.certs import DEFAULT_KEY_TYPE, TlsFiles, make_tls
+from dnscost.certs import TlsFiles, make_tls
 from dnscost.contract import EngineConfig, FirstAttempt, SummaryRecord, TargetCounters, TrialRecord
 from dnscost.engine import Endpoint, Responder, generate, summary_of
 from dnscost.errors import EngineError, TargetError, UsageError
@@ -46,7 +46,7 @@ from dnscost.targets.base import (
     proxy_v2_refusal,
 )
 from dnscost.targets.external import EXTERNAL, ExternalSettings, ExternalTarget, pid_affinity
-from dnscost.transports import STREAM_TRANSPORTS
+from dnscost.transports import DEFAULT_KEY_TYPE, STREAM_TRANSPORTS
 from dnscost.trial_summary import CounterDelta, SummaryContext, summarize_trial
 from dnscost.validity import KERNEL_ACCEPT_NOISE, MAX_NEW_CONNECTIONS
 
@@ -86,7 +86,7 @@ class LoadSettings:
     fill: bool = True
     baseline_s: float = 1.0
     cert_key: str = DEFAULT_KEY_TYPE
-    """Key type of the target's certificate (``dnscost.certs.KEY_TYPES``)."""
+    """Key type of the target's certificate (``dnscost.transports.KEY_TYPES``)."""
     network: str = DEFAULT_NETWORK
     """Where the target sits: ``loopback``, ``veth`` or ``veth-rps`` (see dnscost.network)."""
     external: ExternalSettings | None = None

@@ -180,3 +180,34 @@ def test_a_one_query_step_that_opened_no_connection_is_invalid() -> None:
     assert flag_not_one_query(rows) == ["low"]
     assert rows[0]["valid"] is False and rows[0]["flags"] == NOT_ONE_QUERY
     assert all(r["valid"] for r in rows[1:])
+
+
+def test_a_population_taken_apart_sums_its_classes_beside_the_whole() -> None:
+    """split_table: per part and the whole, CPU-µs per second of the window (answered qps ÷
+    answered queries times the CPU-µs), medians over valid rounds; the classes' sum beside the
+    whole; invalid rounds and other populations left out."""
+    from dnscost.report.curves import split_table
+
+    def row(group: str, rnd: int, measured: float, predicted: float, valid: str = "true") -> dict[str, str]:
+        return {
+            "id": f"{group}-dnsdist-population-r{rnd}", "target": "dnsdist", "rate_qps": "3000", "valid": valid,
+            "answered_qps": "1000", "queries_answered": "2000", "measured_cpu_us": str(measured),
+            "load_predicted_cpu_us": str(predicted), "load_error_pct": str(100 * (predicted / measured - 1)),
+        }  # fmt: skip
+
+    rows = [
+        *(row("population_operator", r, 400_000 + r, 300_000) for r in range(3)),
+        *(row("class_udp_rate_1e0", r, 100_000, 90_000) for r in range(3)),
+        *(row("class_dot_persistent", r, 200_000, 150_000) for r in range(2)),
+        row("class_dot_persistent", 2, 1, 1, valid="false"),
+        row("population_doh", 0, 5, 5),
+    ]
+    text = split_table(rows)
+    lines = [line for line in text.splitlines() if line.startswith("| ") and "---" not in line][1:]
+    assert lines == [
+        "| dot-persistent | 1 000 | 2 | 100 000 | 75 000 | -25 % [-25 to -25] |",
+        "| udp-rate-1e0 | 1 000 | 3 | 50 000 | 45 000 | -10 % [-10 to -10] |",
+        "| the classes summed | | | 150 000 | 120 000 | -20 % |",
+        "| the whole | 1 000 | 3 | 200 000 | 150 000 | -25 % [-25 to -25] |",
+    ]
+    assert split_table([r for r in rows if not r["id"].startswith("class_")]) == ""

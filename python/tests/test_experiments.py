@@ -51,10 +51,12 @@ def test_shipped_specs_are_valid() -> None:
     assert {p.name for p in EXPERIMENTS.glob("*.toml")} >= {"study.toml", "study-quick.toml"}
 
 
-def test_the_model_check_fits_the_model_as_model_toml_does_and_spaces_its_replays_as_the_ladders() -> None:
-    """experiments/model-check.toml is experiments/model.toml's groups, then populations: a
-    change to one spec's fitting groups that the other does not follow fails here."""
-    model, check = load_spec(EXPERIMENTS / "model.toml"), load_spec(EXPERIMENTS / "model-check.toml")
+@pytest.mark.parametrize("name", ["model-check.toml", "model-probe.toml"])
+def test_the_model_check_fits_the_model_as_model_toml_does_and_spaces_its_replays_as_the_ladders(name: str) -> None:
+    """experiments/model-check.toml and model-probe.toml are experiments/model.toml's groups,
+    then populations: a change to one spec's fitting groups that another does not follow fails
+    here."""
+    model, check = load_spec(EXPERIMENTS / "model.toml"), load_spec(EXPERIMENTS / name)
     assert check.groups[: len(model.groups)] == model.groups
     replays = [g for g in check.groups[len(model.groups) :]]
     assert replays and all("population" in g.settings for g in replays)
@@ -463,3 +465,22 @@ def test_a_population_group_replays_every_class_at_once_per_rate_and_round() -> 
 def test_bad_population_groups_name_the_field(change: tuple[str, str], message: str) -> None:
     with pytest.raises(UsageError, match=re.escape(message)):
         parse_spec(POPULATION.replace(*change), str(EXPERIMENTS / "p.toml"))
+
+
+def test_a_class_alone_is_replayed_as_the_whole_replays_it() -> None:
+    """experiments/model-probe.toml's class groups send one class each, with the clients and
+    the rate the whole population's trial gives that class on the same target; a class over a
+    transport the target does not serve gets no trial there."""
+    from dnscost.plan import population_replay
+
+    spec = load_spec(EXPERIMENTS / "model-probe.toml")
+    served = {"dnsdist": ("doh", "dot", "tcp", "udp"), "knot-resolver": ("doh", "dot", "tcp", "udp")}
+    for target, transports in served.items():
+        trials = [t for t in expand(spec) if t.transport == "population" and t.target == target and t.rep == 0]
+        whole = next(t for t in trials if t.group == "population_operator")
+        by_name = {c["name"]: c["config"] for c in population_replay(spec, whole, transports).classes}
+        alone = [t for t in trials if t.group.startswith("class_")]
+        assert {t.group for t in alone} == {"class_" + n.replace("-", "_") for n in by_name}, target
+        for t in alone:
+            [c] = population_replay(spec, t, transports).classes
+            assert c["config"] == by_name[c["name"]], (target, c["name"])

@@ -498,3 +498,22 @@ def test_a_capture_of_real_clients_is_recovered(tmp_path: Path) -> None:
     )
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1, bad.stderr
     assert "not an NSS key log" in bad.stderr
+
+
+@pytest.mark.parametrize(("name", "seed"), [("doh-heavy", 54), ("one-query", 54), ("mobile", 58)])
+def test_the_shipped_synthetic_populations_are_what_their_commands_write(tmp_path: Path, name: str, seed: int) -> None:
+    """experiments/populations/NAME.toml is what its first line's commands write today
+    (``capturegen --mix NAME --seed N``, then ``dnscost population``), but for that line and the
+    capture's path: a change to the generator or the reader that would move a kept composition
+    fails here."""
+    shipped = Path(__file__).parents[1] / "dnscost" / "experiments" / "populations" / f"{name}.toml"
+    pcap, out = tmp_path / f"{name}.pcap", tmp_path / f"{name}.toml"
+    from dnscost.capturegen import main as capturegen
+
+    assert capturegen([str(pcap), "--mix", name, "--seed", str(seed)]) == 0
+    r = _dnscost("population", str(pcap), "-o", str(out), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    first = shipped.read_text(encoding="utf-8").split("\n", 2)
+    assert f"--mix {name} --seed {seed}" in first[0]
+    assert first[1] == f'source = "{name}.pcap"'
+    assert out.read_text(encoding="utf-8").split("\n", 2)[2] == first[2]

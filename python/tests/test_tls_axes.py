@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from conftest import need
 from dnscost import trial
-from dnscost.certs import KEY_TYPES
 from dnscost.plan import engine_knobs, expand
 from dnscost.spec import parse_spec
+from dnscost.transports import KEY_TYPES
 from test_load import installed
 
 SPEC = """

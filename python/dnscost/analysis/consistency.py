@@ -54,9 +54,8 @@ from typing import Any
 
 from dnscost.analysis.rounds import round_of
 from dnscost.analysis.stats import fit_line
-from dnscost.certs import DEFAULT_KEY_TYPE
 from dnscost.contract import Row
-from dnscost.transports import STREAM_TRANSPORTS, TLS_TRANSPORTS
+from dnscost.transports import DEFAULT_KEY_TYPE, STREAM_TRANSPORTS, TLS_TRANSPORTS
 from dnscost.validity import KERNEL_ACCEPT_NOISE, MAX_NEW_CONNECTIONS, MIN_ONE_QUERY_OPENS, ONE_ROUND_SPREAD
 
 __all__ = [

@@ -46,9 +46,9 @@ from dnscost.analysis.tables import (
     group_by,
     per_unit_trials,
 )
-from dnscost.certs import DEFAULT_KEY_TYPE
 from dnscost.contract import Row
 from dnscost.study import published
+from dnscost.transports import DEFAULT_KEY_TYPE
 
 __all__ = [
     "AGREE_FACTOR",

@@ -13,11 +13,10 @@ from dnscost.analysis.load import is_valid, run_network, validity_flags
 from dnscost.analysis.rounds import ROUND_COLUMNS, round_of, udp_references
 from dnscost.analysis.series import SERIES_COLUMNS
 from dnscost.analysis.stats import fit_line, median
-from dnscost.certs import DEFAULT_KEY_TYPE
 from dnscost.contract import Row, RunRecord, TrialRecord
 from dnscost.shares import CURVE
 from dnscost.study import wire_one_query
-from dnscost.transports import DATAGRAM_TRANSPORTS
+from dnscost.transports import DATAGRAM_TRANSPORTS, DEFAULT_KEY_TYPE, TRANSPORTS
 from dnscost.validity import CONSISTENCY_FLAGS
 
 __all__ = [
@@ -728,7 +727,7 @@ def latency_rows(rows: list[Row]) -> list[Row]:
     return sorted(out, key=_latency_order)
 
 
-TRANSPORT_ORDER = {"udp": 0, "tcp": 1, "dot": 2, "doh": 3, "doq": 4, "doh3": 5}
+TRANSPORT_ORDER = {t: i for i, t in enumerate(TRANSPORTS)}
 """How tables list transports: the study's order, then QUIC's."""
 
 

@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from dnscost.argtypes import cpu_list, parse_duration_ms, parse_lifetime, parse_rate
-from dnscost.certs import DEFAULT_KEY_TYPE, KEY_TYPES
 from dnscost.commands.cluster import add_options as add_cluster_options
 from dnscost.commands.cluster import check_cluster
 from dnscost.commands.cluster import settings_from as cluster_settings
@@ -26,7 +25,7 @@ from dnscost.errors import UsageError
 from dnscost.jsonl import loads
 from dnscost.network import DEFAULT_NETWORK, NETWORKS
 from dnscost.targets.place import label_of
-from dnscost.transports import POPULATION, TRANSPORTS
+from dnscost.transports import DEFAULT_KEY_TYPE, KEY_TYPES, POPULATION, TRANSPORTS
 
 if TYPE_CHECKING:
     from dnscost.population import Replay

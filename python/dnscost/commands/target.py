@@ -16,11 +16,11 @@ import time
 from pathlib import Path
 
 from dnscost.argtypes import cpu_list
-from dnscost.certs import DEFAULT_KEY_TYPE, KEY_TYPES
 from dnscost.errors import DnscostError, MachineError, UsageError
 from dnscost.targets import PACKAGED, TARGETS, Target, served, target_name
 from dnscost.targets.place import BUILD_MARKER, RELEASES, Build, Host, Place, Root, label_of
 from dnscost.targets.roots import package_of, prepare, read_manifest, roots_dir
+from dnscost.transports import DEFAULT_KEY_TYPE, KEY_TYPES
 
 __all__ = ["LISTED_RELEASES", "add_parser", "add_roots_option", "list_rows", "main"]
 

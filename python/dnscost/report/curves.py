@@ -17,7 +17,7 @@ from pathlib import Path
 from dnscost.errors import DnscostError, UsageError
 from dnscost.report.versions import Row, read_csv
 
-__all__ = ["curve_tables", "main", "validation_table"]
+__all__ = ["curve_tables", "main", "split_table", "validation_table"]
 
 OBSERVERS = {"wakeups_per_query": "wake-ups", "runs_per_query": "scheduler runs", "softirq_us_per_query": "softirq µs"}
 
@@ -176,6 +176,65 @@ def validation_table(population: list[Row]) -> str:
     return "\n".join(out) + "\n"
 
 
+CLASS_GROUP = "class_"
+"""A group that replays one class of a population alone (``population_classes``) is named
+``class_`` and the class's name with ``_`` for ``-`` (``experiments/model-probe.toml``)."""
+
+
+def _per_second(r: Row, field: str) -> float:
+    """A population row's CPU-µs in ``field`` per second of its measured window."""
+    return float(r[field]) * float(r["answered_qps"]) / float(r["queries_answered"])
+
+
+def split_table(population: list[Row], whole: str = "population_operator") -> str:
+    """Markdown: a population taken apart, per target and rate where the run replayed it whole
+    (group ``whole``) and class by class (groups ``class_<name>``): each part's target CPU per
+    second measured and predicted by the run's load model from its counts (medians over the
+    valid rounds), the load model's error (median [min-max] over rounds); then the parts summed
+    beside the whole, measured and predicted: whether the classes alone add up to the mix, and
+    which part the model misses. Empty when the run has no such groups."""
+    rows = [r for r in population if r.get("valid") == "true" and _num(r.get("load_predicted_cpu_us")) is not None]
+    cells: dict[tuple[str, float], dict[str, list[Row]]] = {}
+    for r in rows:
+        group = r["id"].split("-", 1)[0]
+        if group == whole or group.startswith(CLASS_GROUP):
+            cells.setdefault((r["target"], float(r["rate_qps"])), {}).setdefault(group, []).append(r)
+    out: list[str] = []
+    for (target, rate), groups in sorted(cells.items()):
+        parts = sorted(g for g in groups if g != whole)
+        if whole not in groups or not parts:
+            continue
+        out += [
+            f"{whole.removeprefix('population_')} on {target} at {_g(rate)} qps, whole and class by class: "
+            "target CPU-µs per second measured and predicted by the run's load model (medians over valid "
+            "rounds), the error (predicted ÷ measured - 1, median [min-max] over rounds)",
+            "",
+            "| replayed | answered qps | rounds | measured CPU-µs/s | load model | error |",
+            "|---|---:|---:|---:|---:|---:|",
+        ]
+        sums = [0.0, 0.0]
+        for g in [*parts, whole]:
+            rs = groups[g]
+            measured = _median([_per_second(r, "measured_cpu_us") for r in rs])
+            predicted = _median([_per_second(r, "load_predicted_cpu_us") for r in rs])
+            errs = [float(r["load_error_pct"]) for r in rs]
+            name = g.removeprefix(CLASS_GROUP).replace("_", "-") if g != whole else "the whole"
+            if g == whole:
+                out.append(
+                    f"| the classes summed | | | {_g(sums[0])} | {_g(sums[1])} | "
+                    f"{_signed(100 * (sums[1] / sums[0] - 1))} % |"
+                )
+            out.append(
+                f"| {name} | {_g(_median([float(r['answered_qps']) for r in rs]))} | {len(rs)} | {_g(measured)} "
+                f"| {_g(predicted)} | {_signed(_median(errs))} % [{_signed(min(errs))} to {_signed(max(errs))}] |"
+            )
+            if g != whole:
+                sums[0] += measured
+                sums[1] += predicted
+        out.append("")
+    return "\n".join(out)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     try:
@@ -192,6 +251,8 @@ def main(argv: list[str] | None = None) -> int:
             validation := validation_table(read_csv(tables / "population.csv"))
         ):
             print("\n" + validation, end="")
+            if split := split_table(read_csv(tables / "population.csv")):
+                print("\n" + split, end="")
     except DnscostError as e:
         print(f"dnscost: {e}", file=sys.stderr)
         return 2

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from dnscost.errors import DnscostError, UsageError
 from dnscost.report.versions import Row, read_csv
+from dnscost.transports import TRANSPORTS
 
 __all__ = ["main", "scale_tables"]
 
@@ -35,16 +36,13 @@ def _range(value: str, low: str, high: str, scale: float, digits: int) -> str:
     return text
 
 
-TRANSPORT_ORDER = ("udp", "tcp", "dot", "doh", "doq", "doh3")
-
-
 def _order(rows: list[Row]) -> list[Row]:
     """Rows by target (in the order they first come), transport, then connections."""
     targets = list(dict.fromkeys(r["target"] for r in rows))
 
     def key(r: Row) -> tuple[int, int, float]:
         t = r["transport"]
-        rank = TRANSPORT_ORDER.index(t) if t in TRANSPORT_ORDER else len(TRANSPORT_ORDER)
+        rank = TRANSPORTS.index(t) if t in TRANSPORTS else len(TRANSPORTS)
         return targets.index(r["target"]), rank, _num(r.get("connections")) or 0.0
 
     return sorted(rows, key=key)
