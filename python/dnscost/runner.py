@@ -26,7 +26,8 @@ import shutil
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict, cast
@@ -461,6 +462,174 @@ def capacity(
     return out
 
 
+@dataclass
+class _Job:
+    """One trial as the loop runs it: what every kind of trial is given."""
+
+    spec: Spec
+    plan: TrialPlan
+    """The trial as the engine runs it (a share of capacity: at its derived rate)."""
+    settings: LoadSettings
+    trial_dir: Path
+    progress: Progress
+    cluster: Cluster | None
+    target_cpus: Sequence[int]
+    generator_cpus: Sequence[int]
+    network: str
+
+
+def _search_trial(job: _Job, bed: Testbed, info: TrialRecord) -> TrialRecord:
+    """A search for the highest rate answered within the loss limit."""
+
+    def step_note(st: SearchStep) -> None:
+        loss = st["loss"]
+        verdict = "ok" if st["ok"] else "generator behind" if st["generator_behind"] else "over"
+        job.progress.note(f"{st['offered_qps']:,.0f} qps offered: loss {100 * (loss or 0):.2f} % ({verdict})")
+
+    t = job.plan
+    out = search(bed, job.settings, t, job.trial_dir, info.get("cache_hit_ratio"), step_note, cluster=job.cluster)
+    if "summary" not in out:
+        raise TargetError(f"{t.target}: no offered rate was answered with loss below the limit")
+    return out
+
+
+def _capacity_trial(job: _Job, bed: Testbed, info: TrialRecord) -> TrialRecord:
+    """A search for the highest rate that meets the service level."""
+
+    def capacity_note(st: SearchStep) -> None:
+        p99 = st.get("p99_us")
+        clients = f" ({st['clients']:,} clients)" if st.get("clients") else ""
+        job.progress.note(
+            f"{st['offered_qps']:,.0f} qps offered{clients}: loss {100 * (st['loss'] or 0):.2f} %, "
+            f"p99 {(p99 or 0) / 1000:.1f} ms ({st.get('failed') or 'ok'})"
+        )
+
+    def settings_at(step: TrialPlan) -> LoadSettings:
+        return settings_for(job.spec, step, job.target_cpus, job.generator_cpus, job.network)
+
+    t = job.plan
+    out = capacity(bed, settings_at, t, job.trial_dir, info.get("cache_hit_ratio"), capacity_note, cluster=job.cluster)
+    if "summary" not in out:
+        raise TargetError(
+            f"{t.target}: no offered rate met the objective (loss at most "
+            f"{t.params['max_loss']:.1%}, p99 at most {t.params['max_p99_ms']:g} ms)"
+        )
+    return out
+
+
+def _measured_trial(job: _Job, bed: Testbed, info: TrialRecord) -> TrialRecord:
+    """A load or idle trial: one measured window."""
+    return measure(
+        bed,
+        job.settings,
+        job.trial_dir,
+        cache_hit_ratio=info.get("cache_hit_ratio"),
+        backlog=info.get("listen_backlog"),
+        **_with_cluster(job.cluster),
+    )
+
+
+KINDS: dict[str, Callable[[_Job, Testbed, TrialRecord], TrialRecord]] = {
+    "search": _search_trial,
+    "capacity": _capacity_trial,
+    "load": _measured_trial,
+    "idle": _measured_trial,
+}
+"""How each kind of trial runs, behind one signature: the trial, its bed and what is known of the
+bed in, the trial record's measured fields out."""
+
+
+@dataclass
+class _Beds:
+    """The beds a run's trials measure against: one shared by consecutive trials of a target and
+    certificate key type, started at the first, restarted when either changes or its target died,
+    stopped when the loop ends (``with``); and a bed of its own for a trial that must start cold
+    (an idle trial, or one of a capture's own names, every name forwarded), stopped after it."""
+
+    run: Run
+    cluster: Cluster | None
+    shared: Testbed | None = None
+    shared_info: TrialRecord | None = None
+    shared_key: tuple[str, str] = ("", "")
+    started: int = 0
+
+    def __enter__(self) -> _Beds:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.stop_shared()
+
+    def stop_shared(self) -> None:
+        if self.shared is not None:
+            self.shared.stop()
+            self.shared = None
+
+    def drop_dead(self) -> None:
+        """Stops the shared bed if its target died: the next trial starts a fresh one."""
+        if self.shared is not None and not self.shared.target.alive():
+            self.stop_shared()
+
+    @contextmanager
+    def for_trial(self, t: TrialPlan, s: LoadSettings, trial_dir: Path) -> Iterator[tuple[Testbed, TrialRecord]]:
+        """The bed of trial ``t`` and what is known of it, started if need be."""
+        if t.kind == "idle" or s.any_name():
+            own, info = start_bed(s, trial_dir / "bed", fill=False, **bed_network(self.cluster))
+            try:
+                yield own, info
+            finally:
+                own.stop()
+            return
+        if self.shared is not None and (self.shared_key != (t.target, s.cert_key) or not self.shared.target.alive()):
+            self.stop_shared()
+        if self.shared is None or self.shared_info is None:
+            self.started += 1
+            name = f"{label_of(t.target)}-{self.started}"
+            self.shared, self.shared_info = start_bed(s, self.run.dir / "beds" / name, **bed_network(self.cluster))
+            self.shared_key = (t.target, s.cert_key)
+            self.shared_info["bed"] = f"beds/{name}"
+        yield self.shared, self.shared_info
+
+
+def _not_to_run(run: Run, t: TrialPlan, progress: Progress, start_failures: dict[str, int]) -> str | None:
+    """Why trial ``t`` is not run now (``skipped``: done already; ``not_run``: its target failed
+    to start too often), recorded in ``run``; None: run it."""
+    if run.done(t.id):
+        return "skipped"
+    if _done_on_disk(run.trial_dir(t.id)):
+        # The run stopped between the trial's last write and run.json's (a disk that filled up,
+        # a directory made unwritable): its records are whole, keep them.
+        run.set_trial(t.id, "done")
+        progress.note(f"{t.id}: done, as its trial.json says; not measured again")
+        return "skipped"
+    if start_failures.get(t.target, 0) >= START_ATTEMPTS:
+        reason = f"not run: {t.target} failed to start {START_ATTEMPTS} times in a row"
+        progress.note(f"{t.id}: {reason}")
+        run.set_trial(t.id, "not-run", reason)
+        return "not_run"
+    return None
+
+
+def _at_derived_rate(run: Run, t: TrialPlan, record: TrialRecord, progress: Progress) -> TrialPlan | None:
+    """Trial ``t`` as the engine runs it: at a share of capacity, at the rate derived from its
+    reference (read from disk: it may have run in an earlier invocation, ``--resume``) and
+    recorded as ``derived_rate``; None, with the record not-run and why, when there is none."""
+    if t.reference is None:
+        return t
+    try:
+        record["derived_rate"] = share_rate(t, read_record(run.trial_dir(t.reference)))
+    except ValueError as e:
+        # Not a failure of this trial: its cell has no valid capacity to take a share of.
+        record["status"], record["error"] = "not-run", f"no rate to derive: {e}"
+        progress.note(f"not run: {record['error']}")
+        return None
+    derived = record["derived_rate"]
+    progress.note(
+        f"{derived['rate_qps']:,.0f} qps offered: {t.params['rate']} of "
+        f"{derived['reference_answered_qps']:,.0f} qps answered by {t.reference}"
+    )
+    return replace(t, params={**t.params, "rate": derived["rate_qps"]})
+
+
 def run_plan(
     run: Run,
     spec: Spec,
@@ -479,28 +648,11 @@ def run_plan(
     estimates = [estimate_s(t) for t in plan]
     counts = {"done": 0, "failed": 0, "skipped": 0, "not_run": 0}
     start_failures: dict[str, int] = {}
-    bed: Testbed | None = None
-    bed_info: TrialRecord = {}
-    bed_target: tuple[str, str] = ("", "")
-    beds = 0
     spent = 0.0
-    try:
+    with _Beds(run, cluster) as beds:
         for k, t in enumerate(plan, 1):
-            if run.done(t.id):
-                counts["skipped"] += 1
-                continue
-            if _done_on_disk(run.trial_dir(t.id)):
-                # The run stopped between the trial's last write and run.json's (a disk that
-                # filled up, a directory made unwritable): its records are whole, keep them.
-                run.set_trial(t.id, "done")
-                progress.note(f"{t.id}: done, as its trial.json says; not measured again")
-                counts["skipped"] += 1
-                continue
-            if start_failures.get(t.target, 0) >= START_ATTEMPTS:
-                reason = f"not run: {t.target} failed to start {START_ATTEMPTS} times in a row"
-                progress.note(f"{t.id}: {reason}")
-                run.set_trial(t.id, "not-run", reason)
-                counts["not_run"] += 1
+            if (why := _not_to_run(run, t, progress, start_failures)) is not None:
+                counts[why] += 1
                 continue
             progress.trial(k, t, sum(estimates[k - 1 :]), spent)
             trial_dir = run.trial_dir(t.id)
@@ -512,139 +664,70 @@ def run_plan(
                 "target_cpus": list(target_cpus),
                 "generator_cpus": list(generator_cpus),
             }
-            engine_plan = t
-            if t.reference is not None:
-                # Read from disk: the reference may have run in an earlier invocation (--resume).
-                try:
-                    record["derived_rate"] = share_rate(t, read_record(run.trial_dir(t.reference)))
-                except ValueError as e:
-                    # Not a failure of this trial: its cell has no valid capacity to take a share of.
-                    record["status"], record["error"] = "not-run", f"no rate to derive: {e}"
-                    write_json(trial_dir / "trial.json", record)
-                    run.set_trial(t.id, "not-run", record["error"])
-                    counts["not_run"] += 1
-                    progress.note(f"not run: {record['error']}")
-                    spent += estimates[k - 1]
-                    continue
-                engine_plan = replace(t, params={**t.params, "rate": record["derived_rate"]["rate_qps"]})
-                progress.note(
-                    f"{record['derived_rate']['rate_qps']:,.0f} qps offered: {t.params['rate']} of "
-                    f"{record['derived_rate']['reference_answered_qps']:,.0f} qps answered by {t.reference}"
-                )
+            engine_plan = _at_derived_rate(run, t, record, progress)
+            if engine_plan is None:
+                write_json(trial_dir / "trial.json", record)
+                run.set_trial(t.id, "not-run", record["error"])
+                counts["not_run"] += 1
+                spent += estimates[k - 1]
+                continue
             s = settings_for(spec, engine_plan, target_cpus, generator_cpus, network)
             s.validate()
             write_json(trial_dir / "trial.json", record)
             run.set_trial(t.id, "running")
-            own_bed: Testbed | None = None
-            starting = True
+            job = _Job(spec, engine_plan, s, trial_dir, progress, cluster, target_cpus, generator_cpus, network)
+            counts[_run_trial(job, t, record, beds, start_failures)] += 1
+            spent += estimates[k - 1]
+    return counts
+
+
+def _run_trial(job: _Job, t: TrialPlan, record: TrialRecord, beds: _Beds, start_failures: dict[str, int]) -> str:
+    """Runs one trial on its bed and records it, whatever happens; returns ``done`` or
+    ``failed``. A target, engine or machine failure while the bed starts counts against the
+    target's starts; a failure of the target or the engine while it is measured fails the trial
+    (the bed's last words in its error); a machine failure then stops the run with the trial
+    still running (``--resume`` runs it again), anything else with it failed or interrupted."""
+    starting = True
+    try:
+        with beds.for_trial(t, job.settings, job.trial_dir) as (bed, info):
+            starting = False
+            start_failures[t.target] = 0
+            beds.run.doc["versions"][t.target] = info.get("target_version", "")
+            record.update(info)
+            record.pop("target_pid", None)
+            write_json(job.trial_dir / "trial.json", record)
             try:
-                if t.kind == "idle" or s.any_name():
-                    # A trial of a capture's own names starts cold, as the capture did: a bed
-                    # of its own (every name forwarded), never shared.
-                    own_bed, info = start_bed(s, trial_dir / "bed", fill=False, **bed_network(cluster))
-                    current = own_bed
-                else:
-                    # One bed per target and certificate key type, restarted when either changes.
-                    if bed is not None and (bed_target != (t.target, s.cert_key) or not bed.target.alive()):
-                        bed.stop()
-                        bed = None
-                    if bed is None:
-                        beds += 1
-                        bed, bed_info = start_bed(
-                            s, run.dir / "beds" / f"{label_of(t.target)}-{beds}", **bed_network(cluster)
-                        )
-                        bed_target = (t.target, s.cert_key)
-                        bed_info["bed"] = f"beds/{label_of(t.target)}-{beds}"
-                    current, info = bed, bed_info
-                starting = False
-                start_failures[t.target] = 0
-                run.doc["versions"][t.target] = info.get("target_version", "")
-                record.update(info)
-                record.pop("target_pid", None)
-                write_json(trial_dir / "trial.json", record)
-                if t.kind == "search":
-
-                    def step_note(st: SearchStep) -> None:
-                        loss = st["loss"]
-                        verdict = "ok" if st["ok"] else "generator behind" if st["generator_behind"] else "over"
-                        text = f"{st['offered_qps']:,.0f} qps offered: loss {100 * (loss or 0):.2f} % ({verdict})"
-                        progress.note(text)
-
-                    record.update(
-                        search(current, s, t, trial_dir, info.get("cache_hit_ratio"), step_note, cluster=cluster)
-                    )
-                    if "summary" not in record:
-                        raise TargetError(f"{t.target}: no offered rate was answered with loss below the limit")
-                elif t.kind == "capacity":
-
-                    def capacity_note(st: SearchStep) -> None:
-                        p99 = st.get("p99_us")
-                        clients = f" ({st['clients']:,} clients)" if st.get("clients") else ""
-                        text = (
-                            f"{st['offered_qps']:,.0f} qps offered{clients}: loss {100 * (st['loss'] or 0):.2f} %, "
-                            f"p99 {(p99 or 0) / 1000:.1f} ms ({st.get('failed') or 'ok'})"
-                        )
-                        progress.note(text)
-
-                    def settings_at(step: TrialPlan) -> LoadSettings:
-                        return settings_for(spec, step, target_cpus, generator_cpus, network)
-
-                    record.update(
-                        capacity(
-                            current,
-                            settings_at,
-                            t,
-                            trial_dir,
-                            info.get("cache_hit_ratio"),
-                            capacity_note,
-                            cluster=cluster,
-                        )
-                    )
-                    if "summary" not in record:
-                        raise TargetError(
-                            f"{t.target}: no offered rate met the objective (loss at most "
-                            f"{t.params['max_loss']:.1%}, p99 at most {t.params['max_p99_ms']:g} ms)"
-                        )
-                else:
-                    record.update(
-                        measure(
-                            current,
-                            s,
-                            trial_dir,
-                            cache_hit_ratio=info.get("cache_hit_ratio"),
-                            backlog=info.get("listen_backlog"),
-                            **_with_cluster(cluster),
-                        )
-                    )
-                record["status"] = "done"
-                counts["done"] += 1
-                progress.note(_one_line(record))
-            except (TargetError, EngineError, MachineError) as e:
-                if isinstance(e, MachineError) and not starting:
-                    raise
-                record["status"], record["error"] = "failed", describe_failure(e, own_bed or bed)
-                counts["failed"] += 1
-                if starting:
-                    start_failures[t.target] = start_failures.get(t.target, 0) + 1
-                progress.note(f"failed: {record['error']}")
-                if bed is not None and not bed.target.alive():
-                    bed.stop()
-                    bed = None
+                record.update(KINDS[t.kind](job, bed, info))
+            except (TargetError, EngineError) as e:
+                record["status"], record["error"] = "failed", describe_failure(e, bed)
+            except MachineError:
+                raise  # the machine's, not the trial's: the run stops, the trial still running
             except BaseException as e:
                 record["status"] = "interrupted" if isinstance(e, KeyboardInterrupt) else "failed"
-                record["error"] = describe_failure(e, own_bed or bed)
+                record["error"] = describe_failure(e, bed)
                 raise
-            finally:
-                if own_bed is not None:
-                    own_bed.stop()
-                write_json(trial_dir / "trial.json", record)
-                _compress(trial_dir / "engine-connections.jsonl", keep=t.kind != "idle")
-                run.set_trial(t.id, record["status"], record.get("error"))
-            spent += estimates[k - 1]
+            else:
+                record["status"] = "done"
+    except (TargetError, EngineError, MachineError) as e:
+        if not starting:
+            raise
+        record["status"], record["error"] = "failed", describe_failure(e, None)
+        start_failures[t.target] = start_failures.get(t.target, 0) + 1
+    except BaseException as e:
+        if starting:
+            record["status"] = "interrupted" if isinstance(e, KeyboardInterrupt) else "failed"
+            record["error"] = describe_failure(e, None)
+        raise
     finally:
-        if bed is not None:
-            bed.stop()
-    return counts
+        write_json(job.trial_dir / "trial.json", record)
+        _compress(job.trial_dir / "engine-connections.jsonl", keep=t.kind != "idle")
+        beds.run.set_trial(t.id, record["status"], record.get("error"))
+    if record["status"] == "done":
+        job.progress.note(_one_line(record))
+        return "done"
+    job.progress.note(f"failed: {record['error']}")
+    beds.drop_dead()
+    return "failed"
 
 
 def check_split(
