@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 from dnscost.analysis.load import resummarize, trial_problem
 from dnscost.cluster.shares import split_config
-from dnscost.contract import EngineConfig, RunStatus, SearchStep, TrialRecord, TrialSummary
+from dnscost.contract import EngineConfig, RunStatus, SearchStep, TrialRecord, TrialSummary, Validity
 from dnscost.engine import check_config
 from dnscost.errors import EngineError, MachineError, TargetError, UsageError
 from dnscost.jsonl import loads
@@ -331,6 +331,42 @@ def _stolen_share(summary: TrialSummary) -> float:
     return max(steal, default=0.0) / (seconds * 1e6) if seconds else 0.0
 
 
+def _step_failure(v: Validity, p99: float | None, max_loss: float, max_p99_us: float) -> str | None:
+    """Why a capacity step fails (None: it met the service level). The generator is the
+    bottleneck when its own cores were saturated. Behind its schedule with cores to spare and
+    answers slower than the objective, it waited for the target's answers to free the queries in
+    flight (knot-resolver over TCP at 40 000 qps: p99 344 ms, the target 75 % busy, the generator
+    43 %): the target's limit."""
+    loss = v["loss"]
+    bound = "generator-bound" in v["flags"]
+    other = [f for f in v["flags"] if f not in OBJECTIVE_FLAGS]
+    if bound and v["generator_saturated"]:
+        return "generator"
+    if loss is None or loss > max_loss:
+        return "loss"
+    if p99 is None or p99 > max_p99_us:
+        return "p99"
+    if bound:
+        return "generator"
+    if not v["generator_kept_up"]:  # the target answered too slowly for the queries in flight
+        return "in-flight"
+    return f"invalid: {','.join(other)}" if other else None
+
+
+def _measure_again(why: str, stolen_share: float, v: Validity, attempts: int) -> bool:
+    """Whether a failed step is measured again at the same rate, its failure maybe not the
+    target's limit: one that broke an objective while the hypervisor took a core from the target
+    or the generator (a descheduled vCPU adds its time to the answers waiting: 12 to 23 % stolen
+    broke a 10 ms p99 at a third of a core, 1 % did not), up to STOLEN_ATTEMPTS times; once, one
+    invalid for another reason (a cold cache), or one that broke an objective while the target's
+    cores were not saturated (a transient: 14 ms in 2 s at half a core, then 4.5 ms at a higher
+    rate). ``attempts``: the times this rate was measured."""
+    objective = why in ("loss", "p99", "in-flight")
+    stolen = objective and stolen_share >= CAPACITY_MAX_STOLEN
+    transient = objective and v["target_busy_share"] < SATURATED
+    return (stolen and attempts < STOLEN_ATTEMPTS) or ((why.startswith("invalid") or transient) and attempts < 2)
+
+
 def capacity(
     bed: Testbed,
     settings_at: Callable[[TrialPlan], LoadSettings],
@@ -377,25 +413,7 @@ def capacity(
         assert summary is not None  # measure() always summarises
         v = summary["validity"]
         loss, p99 = v["loss"], summary["latency_us"]["p99_us"]
-        other = [f for f in v["flags"] if f not in OBJECTIVE_FLAGS]
-        why: str | None = None
-        # The generator is the bottleneck when its own cores were saturated. Behind its schedule
-        # with cores to spare and answers slower than the objective, it waited for the target's
-        # answers to free the queries in flight (knot-resolver over TCP at 40 000 qps: p99 344 ms,
-        # the target 75 % busy, the generator 43 %): the target's limit.
-        bound = "generator-bound" in v["flags"]
-        if bound and v["generator_saturated"]:
-            why = "generator"
-        elif loss is None or loss > p["max_loss"]:
-            why = "loss"
-        elif p99 is None or p99 > max_p99_us:
-            why = "p99"
-        elif bound:
-            why = "generator"
-        elif not v["generator_kept_up"]:  # the target answered too slowly for the queries in flight
-            why = "in-flight"
-        elif other:
-            why = f"invalid: {','.join(other)}"
+        why = _step_failure(v, p99, p["max_loss"], max_p99_us)
         steps.append(
             {
                 "offered_qps": offered,
@@ -410,21 +428,8 @@ def capacity(
             }
         )
         on_step(steps[-1])
-        # Again at the same rate when the failure may not be the target's limit: a step that
-        # broke an objective while the hypervisor took a core from the target or the generator
-        # (a descheduled vCPU adds its time to the answers waiting: 12 to 23 % stolen broke a
-        # 10 ms p99 at a third of a core, 1 % did not), up to STOLEN_ATTEMPTS times; once, a step
-        # invalid for another reason (a cold cache), or one that broke an objective while the
-        # target's cores were not saturated (a transient: 14 ms in 2 s at half a core, then
-        # 4.5 ms at a higher rate).
         attempts[offered] = attempts.get(offered, 0) + 1
-        objective = why in ("loss", "p99", "in-flight")
-        stolen = objective and steps[-1]["stolen_share"] >= CAPACITY_MAX_STOLEN
-        transient = objective and v["target_busy_share"] < SATURATED
-        if why is not None and (
-            (stolen and attempts[offered] < STOLEN_ATTEMPTS)
-            or ((why.startswith("invalid") or transient) and attempts[offered] < 2)
-        ):
+        if why is not None and _measure_again(why, steps[-1]["stolen_share"], v, attempts[offered]):
             continue
         if why is None:
             lo, best = offered, step

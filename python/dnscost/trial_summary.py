@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 from dnscost import validity as V
 from dnscost.contract import (
@@ -170,147 +170,25 @@ def summarize_trial(
     seconds = max((t1 - t0) / 1000, 1e-9)
     window = meter_summary.summarize(samples, t0, t1)
     baseline = meter_summary.summarize(samples, 0, ctx.baseline_s * 1000)
-    answered = m["queries"]["answered"]
-    established = m["connections"]["established"]
-    intervals = [r for r in records if r["type"] == "interval" and r["phase"] == "measure"]
-    # Open connections as each interval ends; the last one ends as slots close at the end of
-    # sending, so it is left out when there are others.
-    levels = [r["connections"]["active"] for r in intervals]
-    levels = levels[:-1] if len(levels) > 1 else levels
-    active = sum(levels) / max(len(levels), 1)
+    answered, established = m["queries"]["answered"], m["connections"]["established"]
+    active = _mean_active(records)
     cpu_us = window["cpu_us"]
-    wakeups, runs, softirq_us = _wakeups(window, ctx.target_cpus)
-    gen_user, gen_system = window["generator_cpu_user_us"], window["generator_cpu_system_us"]
-    generator_cpu_us = gen_user + gen_system if gen_user is not None and gen_system is not None else None
-    # Metered means the meter saw the generator's process in the window (an idle generator may
-    # well use less than a clock tick: 0 µs is then a measurement, not a gap).
-    generator_seen = any(
-        (meter_summary.value_at(r, ("generator", "processes")) or 0) > 0
-        for r in samples
-        if r.get("type") == "fast" and t0 <= meter_summary.sample_time(r) <= t1
-    )
-    generator_cores = len(ctx.generator_cpus)
-    if ctx.generator_cores is not None:  # on cluster workers: the engines' own accounting
-        generator_cpu_us = float(m["engine"]["cpu_user_us"] + m["engine"]["cpu_system_us"])
-        generator_seen, generator_cores = True, ctx.generator_cores
-
-    # Connections the target held, counted on its side (its sockets on its ports, from ss in
-    # its namespace) less those it held idle (its listeners). A QUIC server keeps no socket per
-    # connection (one UDP socket holds them all): there, the engine's count of open connections.
-    held_now, held_idle = window["sockets_mean"], baseline["sockets_mean"]
-    connections_held = held_now - held_idle if held_now is not None and held_idle is not None else None
-    if config["transport"] in QUIC_TRANSPORTS:
-        connections_held = active
-
-    def per_connection(
-        level: Literal["rss_bytes_mean", "cgroup_kernel_bytes_mean", "tcp_bytes_mean", "socket_buffer_bytes_mean"],
-    ) -> float | None:
-        now, idle = window[level], baseline[level]
-        return (now - idle) / active if active >= 1 and now is not None and idle is not None else None
-
-    # A CPU time read in clock ticks (no cgroup total) that is a few ticks at most is below the
-    # meter's resolution: flagged, and no energy is modelled from it.
-    clk_tck = next(
-        (tck for r in samples if r.get("type") == "header" and (tck := meter_summary.value_at(r, ("clk_tck",)))), 100.0
-    )
+    generator_cpu_us, generator_seen, generator_cores = _generator_cpu(window, samples, (t0, t1), m, ctx)
+    connections_held = _connections_held(window, baseline, config["transport"], active)
     loaded = config.get("rate") != "once"  # an idle trial measures memory, not CPU
-    cpu_unresolved = (
-        loaded
-        and cpu_us is not None
-        and window["cgroup_cpu_total_us"] is None
-        and cpu_us < V.MIN_CPU_TICKS * 1e6 / clk_tck
-    )
-    energy_marginal = None
-    energy_j, idle_j = window["energy_j"], baseline["energy_j"]
-    if window["energy_source"] == "rapl" and energy_j is not None and idle_j is not None:
-        idle_w = idle_j / baseline["duration_s"] if baseline["duration_s"] > 0 else 0.0
-        energy_marginal = max(0.0, energy_j - idle_w * seconds)
-    elif cpu_us is not None and not cpu_unresolved:
-        energy_marginal = CpuPowerModel(include_idle=False).energy_j(int(cpu_us), seconds, 0)
-
-    total = summ["total"]
-    engine_answered = total["queries"]["answered"]
-    target_answers = counters.delta("answers")
-    cache_hit_ratio = ctx.cache_hit_ratio
-    hits, queries = counters.delta("cache_hits"), counters.delta("queries")
-    if hits is not None and queries is not None and queries >= V.MIN_HIT_QUERIES:
-        cache_hit_ratio = hits / queries
+    cpu_unresolved = loaded and _cpu_unresolved(samples, window)
+    engine_answered, target_answers = summ["total"]["queries"]["answered"], counters.delta("answers")
+    cache_hit_ratio = _cache_hit_ratio(counters, ctx)
     offered = m["queries"]["offered"]
-    # What the window answered is what was in flight as it began (the engine's gauge at the end
-    # of the last warm-up interval) and what it offered, less what is still in flight as it
-    # ends, less what was lost. In an open loop, of those in flight at its end, the ones the
-    # drain answered were not lost; the others (timed out in the drain) were. (An open loop's
-    # queue growing in the window is not loss: the CI here once saw 30 of 1 999 queries in
-    # flight at the end of unbound's window, all answered in the drain.) A closed loop keeps its
-    # earlier rule, every query in flight at the end not lost: its drain's timeouts are mostly
-    # the run's first burst, lost before the window. 16 UDP sockets x 64 queries sent at once
-    # to dnsdist 1.7.3: 830 timed out, each the timeout (2 s) after the run began, so sent in its
-    # first instant (with a 2 s run, in the drain or the window's last interval), and the
-    # kernel's RcvbufErrors in the bed's namespace rose by as many. The same 829-831 in every
-    # such reference of docs/versions-run whatever the target, none where the target sets a
-    # larger receive buffer (test_docs_numbers recomputes them); references now keep 8
-    # outstanding per socket (plan.REFERENCE_KNOBS).
-    if config.get("rate") == "max":
-        loss = max(0.0, 1 - (answered + m["queries"].get("in_flight", 0)) / offered) if offered else None
-    else:
-        phases = [r for r in records if r["type"] == "interval"]
-        warmup = [r for r in phases if r["phase"] == "warmup"]
-        before = warmup[-1]["queries"]["in_flight"] if warmup else 0
-        drained = sum(r["queries"]["answered"] for r in phases if r["phase"] == "drain")
-        late = min(m["queries"].get("in_flight", 0), drained)
-        loss = max(0.0, (before + offered - late - answered) / offered) if offered else None
+    loss = _loss(records, m, config.get("rate") == "max")
     agreement = min(engine_answered, target_answers) / max(engine_answered, target_answers) if target_answers else None
-    # Connection attempts the kernel dropped at the target's full accept queue in the window
-    # (its namespace's ListenOverflows, sampled by the meter), against those the engine opened.
-    dropped = window["counters"].get("tcpext_listen_overflows")
-    overflows = round(dropped) if dropped is not None else None
-    opened = m["connections"].get("opened")
-    overflow_share = (
-        overflows / max(opened, 1)
-        if overflows is not None and opened is not None and config["transport"] != "udp"
-        else None
-    )
-
+    overflows, overflow_share = _overflows(window, m, config["transport"])
     capacity_us = seconds * 1e6
-    target_busy_us = max(cpu_us or 0.0, _busy_us(window, ctx.target_cpus))
-    # Busy time of the target's cores not charged to it: another process shared them.
-    foreign_share = (
-        (_busy_us(window, ctx.target_cpus) - cpu_us) / (len(ctx.target_cpus) * capacity_us)
-        if cpu_us is not None
-        else None
-    )
-    # Time the hypervisor ran another machine on the target's cores (their steal time): the
-    # target could not run then, however busy it was.
-    stolen_share = sum(window["cores"].get(str(c), {}).get("steal_us", 0.0) for c in ctx.target_cpus) / (
-        len(ctx.target_cpus) * capacity_us
-    )
-    generator_busy_us = _busy_us(window, ctx.generator_cpus) if ctx.generator_cores is None else generator_cpu_us or 0.0
-    target_saturated = target_busy_us >= V.SATURATED * len(ctx.target_cpus) * capacity_us
-    generator_saturated = generator_busy_us >= V.SATURATED * generator_cores * capacity_us
-    # The schedule, as configured, against what the engine offered: an observer of the
-    # engine's own kept-up verdict. Offering more than scheduled is falling behind too: queries
-    # due before the window (held back by the in-flight limit while queries timed out, or while
-    # connections were still opening) were sent in it, so it carried more than its rate and
-    # their queueing.
-    rate = config.get("rate")
-    if start.get("classes"):  # a population: its classes' rates (each an open loop, or not one)
-        rates = [c["config"].get("rate") for c in start["classes"]]
-        rate = sum(rates) if all(isinstance(r, int | float) for r in rates) else None
-    scheduled = rate * seconds if isinstance(rate, (int, float)) else None
-    spread = V.POISSON_SIGMAS * scheduled**0.5 if scheduled is not None and config.get("arrival") == "poisson" else 0.0
-    off_schedule = scheduled is not None and abs(offered - scheduled) > max(V.MAX_LOSS * scheduled, spread) + 1
+    cores = _Cores.of(window, ctx, cpu_us, generator_cpu_us or 0.0, generator_cores, capacity_us)
+    scheduled, off_schedule = _scheduled(start, seconds, offered)
     generator_behind = not summ["generator_kept_up"] or off_schedule
-    generator_bound = (generator_behind or generator_saturated) and not target_saturated
-    expected_samples = seconds / ctx.meter_interval_s
-    # Connections that live the whole run (a client closing idle ones holds fewer by design).
-    persistent = (
-        config["transport"] != "udp" and _forever(config.get("lifetime")) and config.get("idle_timeout_ms") is None
-    )
-    counters_missing = ctx.target_keeps_counters and target_answers is None
+    generator_bound = (generator_behind or cores.generator_saturated) and not cores.target_saturated
     classes, transports = _population(records, counters, ctx, seconds)
-    class_mismatch = any(
-        a["agreement"] is not None and a["agreement"] < V.MIN_ANSWER_AGREEMENT for a in transports.values()
-    )
     flags = [
         flag
         for flag, bad in (
@@ -318,20 +196,20 @@ def summarize_trial(
             ("loss", loss is not None and loss >= V.MAX_LOSS),
             (
                 "listen-overflow",
-                overflow_share is not None and overflow_share >= V.MAX_LOSS and not target_saturated,
+                overflow_share is not None and overflow_share >= V.MAX_LOSS and not cores.target_saturated,
             ),
             ("unbalanced", not summ["accounting"]["balanced"]),
             ("cold-cache", ctx.cache_filled and cache_hit_ratio is not None and cache_hit_ratio < V.MIN_CACHE_HITS),
-            ("answer-mismatch", agreement is not None and agreement < V.MIN_ANSWER_AGREEMENT),
-            ("class-mismatch", class_mismatch),
-            ("connections-short", persistent and active < V.MIN_CONNECTIONS * config["connections"]),
+            ("answer-mismatch", _disagrees(agreement)),
+            ("class-mismatch", any(_disagrees(a["agreement"]) for a in transports.values())),
+            ("connections-short", _persistent(config) and active < V.MIN_CONNECTIONS * config["connections"]),
             ("no-cpu-data", cpu_us is None),
             ("cpu-unresolved", cpu_unresolved),
             ("no-generator-cpu", generator_cpu_us is None or not generator_seen),
-            ("no-counters", counters_missing),
-            ("meter-gaps", window["samples_fast"] < V.MIN_SAMPLES * expected_samples),
-            ("target-core-shared", loaded and foreign_share is not None and foreign_share >= V.MAX_FOREIGN),
-            ("cores-stolen", loaded and stolen_share >= V.MAX_STOLEN),
+            ("no-counters", ctx.target_keeps_counters and target_answers is None),
+            ("meter-gaps", window["samples_fast"] < V.MIN_SAMPLES * (seconds / ctx.meter_interval_s)),
+            ("target-core-shared", loaded and cores.foreign_share is not None and cores.foreign_share >= V.MAX_FOREIGN),
+            ("cores-stolen", loaded and cores.stolen_share >= V.MAX_STOLEN),
         )
         if bad
     ]
@@ -358,39 +236,21 @@ def summarize_trial(
         ),
         "target_cpu_us_per_new_connection": cpu_us / established if established and cpu_us is not None else None,
         "target_cpu_share": cpu_us / capacity_us if cpu_us is not None else None,
-        "wakeups_per_query": _per(wakeups, answered),
-        "runs_per_query": _per(runs, answered),
-        "softirq_us_per_query": _per(softirq_us, answered),
-        "wakeups_per_s": _per(wakeups, seconds),
-        "runs_per_s": _per(runs, seconds),
-        "softirq_us_per_s": _per(softirq_us, seconds),
+        **_observers(window, ctx.target_cpus, answered, seconds),
         "engine_cpu_us": m["engine"]["cpu_user_us"] + m["engine"]["cpu_system_us"],
         "generator_cpu_us": generator_cpu_us,
         "generator_cpu_us_per_query": generator_cpu_us / answered if answered and generator_cpu_us else None,
         "generator_cpu_share": generator_cpu_us / capacity_us if generator_cpu_us is not None else None,
-        "user_bytes_per_connection": per_connection("rss_bytes_mean"),
-        "kernel_bytes_per_connection": per_connection("cgroup_kernel_bytes_mean"),
-        "tcp_kernel_bytes_per_connection": per_connection("tcp_bytes_mean"),
-        "socket_buffer_bytes_per_connection": per_connection("socket_buffer_bytes_mean"),
-        "energy_j": energy_j,
-        "energy_source": window["energy_source"],
-        "energy_marginal_j": energy_marginal,
-        "energy_j_per_1000_queries": (energy_j * 1000 / answered if answered and energy_j is not None else None),
-        "latency_us": {k: m["latency"][k] for k in ("p50_us", "p90_us", "p99_us", "p999_us", "max_us")},
-        "setup_latency_us": {k: m["setup_latency"][k] for k in ("p50_us", "p90_us", "p99_us", "p999_us", "max_us")},
+        **_memory(window, baseline, active),
+        **_energy(window, baseline, seconds, None if cpu_unresolved else cpu_us, answered),
+        "latency_us": {k: m["latency"][k] for k in QUANTILES},
+        "setup_latency_us": {k: m["setup_latency"][k] for k in QUANTILES},
         "meter": window,
         "baseline_meter": baseline,
         "validity": {
             "generator_kept_up": summ["generator_kept_up"],
             "offered_of_scheduled": offered / scheduled if scheduled else None,
-            "target_saturated": target_saturated,
-            "generator_saturated": generator_saturated,
-            "both_saturated": target_saturated and (generator_behind or generator_saturated),
-            "target_busy_share": target_busy_us / (len(ctx.target_cpus) * capacity_us),
-            "target_foreign_share": foreign_share,
-            "target_stolen_share": stolen_share,
-            "core_time_source": core_time_source(window, ctx.target_cpus),
-            "generator_busy_share": generator_busy_us / (generator_cores * capacity_us),
+            **cores.shares(generator_behind, core_time_source(window, ctx.target_cpus)),
             "loss": loss,
             "accounting_balanced": summ["accounting"]["balanced"],
             "cache_hit_ratio": cache_hit_ratio,
@@ -404,12 +264,305 @@ def summarize_trial(
             "unchecked": list(ctx.unchecked),
             "valid": not flags,
         },
-        "wire": _wire(total),
+        "wire": _wire(summ["total"]),
+        **_population_part(classes, transports),
     }
-    if classes:
-        out["classes"] = classes
-        out["transports"] = transports
     return out
+
+
+QUANTILES = ("p50_us", "p90_us", "p99_us", "p999_us", "max_us")
+"""The latency quantiles a summary keeps of the engine's."""
+
+
+class _CoreShares(TypedDict):
+    target_saturated: bool
+    generator_saturated: bool
+    both_saturated: bool
+    target_busy_share: float
+    target_foreign_share: float | None
+    target_stolen_share: float
+    core_time_source: str
+    generator_busy_share: float
+
+
+class _Observers(TypedDict):
+    wakeups_per_query: float | None
+    runs_per_query: float | None
+    softirq_us_per_query: float | None
+    wakeups_per_s: float | None
+    runs_per_s: float | None
+    softirq_us_per_s: float | None
+
+
+def _observers(window: MeterSummary, cpus: Sequence[int], answered: int, seconds: float) -> _Observers:
+    """What explains a cost per query (``docs/metering.md``, "Wake-ups"): the target's
+    wake-ups, scheduler runs and its cores' softirq time, per answered query and per second."""
+    wakeups, runs, softirq_us = _wakeups(window, cpus)
+    return {
+        "wakeups_per_query": _per(wakeups, answered),
+        "runs_per_query": _per(runs, answered),
+        "softirq_us_per_query": _per(softirq_us, answered),
+        "wakeups_per_s": _per(wakeups, seconds),
+        "runs_per_s": _per(runs, seconds),
+        "softirq_us_per_s": _per(softirq_us, seconds),
+    }
+
+
+class _PopulationPart(TypedDict, total=False):
+    classes: list[ClassResult]
+    transports: dict[str, TransportAgreement]
+
+
+def _population_part(classes: list[ClassResult], transports: dict[str, TransportAgreement]) -> _PopulationPart:
+    """A population's trial: each class apart and each transport's agreement; none otherwise."""
+    return {"classes": classes, "transports": transports} if classes else {}
+
+
+class _Memory(TypedDict):
+    user_bytes_per_connection: float | None
+    kernel_bytes_per_connection: float | None
+    tcp_kernel_bytes_per_connection: float | None
+    socket_buffer_bytes_per_connection: float | None
+
+
+def _memory(window: MeterSummary, baseline: MeterSummary, active: float) -> _Memory:
+    """Memory per open connection: user, kernel, TCP and socket buffers."""
+    return {
+        "user_bytes_per_connection": _per_connection(window, baseline, "rss_bytes_mean", active),
+        "kernel_bytes_per_connection": _per_connection(window, baseline, "cgroup_kernel_bytes_mean", active),
+        "tcp_kernel_bytes_per_connection": _per_connection(window, baseline, "tcp_bytes_mean", active),
+        "socket_buffer_bytes_per_connection": _per_connection(window, baseline, "socket_buffer_bytes_mean", active),
+    }
+
+
+class _Energy(TypedDict):
+    energy_j: float | None
+    energy_source: str | None
+    energy_marginal_j: float | None
+    energy_j_per_1000_queries: float | None
+
+
+def _energy(
+    window: MeterSummary, baseline: MeterSummary, seconds: float, cpu_us: float | None, answered: int
+) -> _Energy:
+    """The window's energy as metered, its source, and above idle (``_energy_marginal``)."""
+    energy_j = window["energy_j"]
+    return {
+        "energy_j": energy_j,
+        "energy_source": window["energy_source"],
+        "energy_marginal_j": _energy_marginal(window, baseline, seconds, cpu_us),
+        "energy_j_per_1000_queries": energy_j * 1000 / answered if answered and energy_j is not None else None,
+    }
+
+
+@dataclass(frozen=True)
+class _Cores:
+    """Each side's busy time on its own cores over the window, as shares of their time."""
+
+    target_busy_share: float
+    foreign_share: float | None
+    """Busy time of the target's cores not charged to it: another process shared them."""
+    stolen_share: float
+    """Time the hypervisor ran another machine on the target's cores (their steal time): the
+    target could not run then, however busy it was."""
+    generator_busy_share: float
+
+    @property
+    def target_saturated(self) -> bool:
+        return self.target_busy_share >= V.SATURATED
+
+    @property
+    def generator_saturated(self) -> bool:
+        return self.generator_busy_share >= V.SATURATED
+
+    def shares(self, generator_behind: bool, source: str) -> _CoreShares:
+        """The validity record's fields of the cores: saturation on each side (both: the target's
+        capacity measured all the same), busy, foreign and stolen shares, the busy time's
+        source."""
+        return {
+            "target_saturated": self.target_saturated,
+            "generator_saturated": self.generator_saturated,
+            "both_saturated": self.target_saturated and (generator_behind or self.generator_saturated),
+            "target_busy_share": self.target_busy_share,
+            "target_foreign_share": self.foreign_share,
+            "target_stolen_share": self.stolen_share,
+            "core_time_source": source,
+            "generator_busy_share": self.generator_busy_share,
+        }
+
+    @staticmethod
+    def of(
+        window: MeterSummary,
+        ctx: SummaryContext,
+        cpu_us: float | None,
+        generator_cpu_us: float,
+        generator_cores: int,
+        capacity_us: float,
+    ) -> _Cores:
+        """From the window's meter; on cluster workers the generator's is its engines' own
+        accounting (``generator_cpu_us`` over ``generator_cores``)."""
+        target = len(ctx.target_cpus) * capacity_us
+        busy = _busy_us(window, ctx.target_cpus)
+        generator_busy = _busy_us(window, ctx.generator_cpus) if ctx.generator_cores is None else generator_cpu_us
+        return _Cores(
+            target_busy_share=max(cpu_us or 0.0, busy) / target,
+            foreign_share=(busy - cpu_us) / target if cpu_us is not None else None,
+            stolen_share=sum(window["cores"].get(str(c), {}).get("steal_us", 0.0) for c in ctx.target_cpus) / target,
+            generator_busy_share=generator_busy / (generator_cores * capacity_us),
+        )
+
+
+def _persistent(config: Mapping[str, Any]) -> bool:
+    """Connections that live the whole run (a client closing idle ones holds fewer by design)."""
+    return config["transport"] != "udp" and _forever(config.get("lifetime")) and config.get("idle_timeout_ms") is None
+
+
+def _disagrees(agreement: float | None) -> bool:
+    """The engine's and the target's counts of answers disagree (their ratio, smaller ÷ larger)."""
+    return agreement is not None and agreement < V.MIN_ANSWER_AGREEMENT
+
+
+def _mean_active(records: Sequence[Mapping[str, Any]]) -> float:
+    """Open connections as each measured interval ends, on average; the last interval ends as
+    slots close at the end of sending, so it is left out when there are others."""
+    levels = [r["connections"]["active"] for r in records if r["type"] == "interval" and r["phase"] == "measure"]
+    levels = levels[:-1] if len(levels) > 1 else levels
+    return float(sum(levels) / max(len(levels), 1))
+
+
+def _generator_cpu(
+    window: MeterSummary,
+    samples: Sequence[meter_summary.Record],
+    span: tuple[float, float],
+    m: Mapping[str, Any],
+    ctx: SummaryContext,
+) -> tuple[float | None, bool, int]:
+    """The generator's CPU-µs over the window, whether the meter saw its process in the window
+    (``span``; an idle generator may well use less than a clock tick: 0 µs is then a
+    measurement, not a gap), and its cores; on cluster workers, the engines' own accounting."""
+    if ctx.generator_cores is not None:
+        return float(m["engine"]["cpu_user_us"] + m["engine"]["cpu_system_us"]), True, ctx.generator_cores
+    user, system = window["generator_cpu_user_us"], window["generator_cpu_system_us"]
+    seen = any(
+        (meter_summary.value_at(r, ("generator", "processes")) or 0) > 0
+        for r in samples
+        if r.get("type") == "fast" and span[0] <= meter_summary.sample_time(r) <= span[1]
+    )
+    return (user + system if user is not None and system is not None else None), seen, len(ctx.generator_cpus)
+
+
+def _connections_held(window: MeterSummary, baseline: MeterSummary, transport: str, active: float) -> float | None:
+    """Connections the target held, counted on its side (its sockets on its ports, from ss in
+    its namespace) less those it held idle (its listeners). A QUIC server keeps no socket per
+    connection (one UDP socket holds them all): there, the engine's count of open connections."""
+    if transport in QUIC_TRANSPORTS:
+        return active
+    now, idle = window["sockets_mean"], baseline["sockets_mean"]
+    return now - idle if now is not None and idle is not None else None
+
+
+def _per_connection(
+    window: MeterSummary,
+    baseline: MeterSummary,
+    level: Literal["rss_bytes_mean", "cgroup_kernel_bytes_mean", "tcp_bytes_mean", "socket_buffer_bytes_mean"],
+    active: float,
+) -> float | None:
+    """Memory per open connection: the window's mean above the idle baseline's."""
+    now, idle = window[level], baseline[level]
+    return (now - idle) / active if active >= 1 and now is not None and idle is not None else None
+
+
+def _cpu_unresolved(samples: Sequence[meter_summary.Record], window: MeterSummary) -> bool:
+    """A CPU time read in clock ticks (no cgroup total) that is a few ticks at most: below the
+    meter's resolution (flagged, and no energy is modelled from it)."""
+    clk_tck = next(
+        (tck for r in samples if r.get("type") == "header" and (tck := meter_summary.value_at(r, ("clk_tck",)))), 100.0
+    )
+    cpu_us = window["cpu_us"]
+    return cpu_us is not None and window["cgroup_cpu_total_us"] is None and cpu_us < V.MIN_CPU_TICKS * 1e6 / clk_tck
+
+
+def _energy_marginal(
+    window: MeterSummary, baseline: MeterSummary, seconds: float, cpu_us: float | None
+) -> float | None:
+    """Energy above idle over the window: RAPL's, less the baseline's power; else modelled from
+    the target's CPU time (``cpu_us``: None when unresolved)."""
+    energy_j, idle_j = window["energy_j"], baseline["energy_j"]
+    if window["energy_source"] == "rapl" and energy_j is not None and idle_j is not None:
+        idle_w = idle_j / baseline["duration_s"] if baseline["duration_s"] > 0 else 0.0
+        return max(0.0, energy_j - idle_w * seconds)
+    if cpu_us is not None:
+        return CpuPowerModel(include_idle=False).energy_j(int(cpu_us), seconds, 0)
+    return None
+
+
+def _cache_hit_ratio(counters: CounterDelta, ctx: SummaryContext) -> float | None:
+    """The target's own cache-hit ratio over the trial when it counted enough queries, else the
+    one measured after the fill."""
+    hits, queries = counters.delta("cache_hits"), counters.delta("queries")
+    if hits is not None and queries is not None and queries >= V.MIN_HIT_QUERIES:
+        return hits / queries
+    return ctx.cache_hit_ratio
+
+
+def _loss(records: Sequence[Mapping[str, Any]], m: Mapping[str, Any], closed_loop: bool) -> float | None:
+    """The window's share of queries lost. What the window answered is what was in flight as it
+    began (the engine's gauge at the end of the last warm-up interval) and what it offered, less
+    what is still in flight as it ends, less what was lost. In an open loop, of those in flight
+    at its end, the ones the drain answered were not lost; the others (timed out in the drain)
+    were. (An open loop's queue growing in the window is not loss: the CI here once saw 30 of
+    1 999 queries in flight at the end of unbound's window, all answered in the drain.) A closed
+    loop keeps its earlier rule, every query in flight at the end not lost: its drain's timeouts
+    are mostly the run's first burst, lost before the window. 16 UDP sockets x 64 queries sent at
+    once to dnsdist 1.7.3: 830 timed out, each the timeout (2 s) after the run began, so sent in
+    its first instant (with a 2 s run, in the drain or the window's last interval), and the
+    kernel's RcvbufErrors in the bed's namespace rose by as many. The same 829-831 in every such
+    reference of docs/versions-run whatever the target, none where the target sets a larger
+    receive buffer (test_docs_numbers recomputes them); references now keep 8 outstanding per
+    socket (plan.REFERENCE_KNOBS)."""
+    offered, answered = m["queries"]["offered"], m["queries"]["answered"]
+    if not offered:
+        return None
+    if closed_loop:
+        return float(max(0.0, 1 - (answered + m["queries"].get("in_flight", 0)) / offered))
+    phases = [r for r in records if r["type"] == "interval"]
+    warmup = [r for r in phases if r["phase"] == "warmup"]
+    before = warmup[-1]["queries"]["in_flight"] if warmup else 0
+    drained = sum(r["queries"]["answered"] for r in phases if r["phase"] == "drain")
+    late = min(m["queries"].get("in_flight", 0), drained)
+    return float(max(0.0, (before + offered - late - answered) / offered))
+
+
+def _overflows(window: MeterSummary, m: Mapping[str, Any], transport: str) -> tuple[int | None, float | None]:
+    """Connection attempts the kernel dropped at the target's full accept queue in the window
+    (its namespace's ListenOverflows, sampled by the meter), and their share of those the
+    engine opened (connected transports)."""
+    dropped = window["counters"].get("tcpext_listen_overflows")
+    overflows = round(dropped) if dropped is not None else None
+    opened = m["connections"].get("opened")
+    if overflows is None or opened is None or transport == "udp":
+        return overflows, None
+    return overflows, overflows / max(opened, 1)
+
+
+def _scheduled(start: Mapping[str, Any], seconds: float, offered: int) -> tuple[float | None, bool]:
+    """The queries the schedule, as configured, had due in the window (an open loop's; a
+    population's, its classes' rates summed when each is one), and whether the engine offered
+    other than that: an observer of its own kept-up verdict. Offering more than scheduled is
+    falling behind too: queries due before the window (held back by the in-flight limit while
+    queries timed out, or while connections were still opening) were sent in it, so it carried
+    more than its rate and their queueing. Poisson arrivals may stray by their own spread
+    (``POISSON_SIGMAS`` standard deviations)."""
+    config = start["config"]
+    rate = config.get("rate")
+    if start.get("classes"):
+        rates = [c["config"].get("rate") for c in start["classes"]]
+        rate = sum(rates) if all(isinstance(r, int | float) for r in rates) else None
+    scheduled = rate * seconds if isinstance(rate, (int, float)) else None
+    if scheduled is None:
+        return None, False
+    spread = V.POISSON_SIGMAS * scheduled**0.5 if config.get("arrival") == "poisson" else 0.0
+    return scheduled, abs(offered - scheduled) > max(V.MAX_LOSS * scheduled, spread) + 1
 
 
 def _wakeups(window: MeterSummary, cpus: Sequence[int]) -> tuple[float | None, float | None, float | None]:

@@ -211,3 +211,28 @@ def test_a_population_taken_apart_sums_its_classes_beside_the_whole() -> None:
         "| the whole | 1 000 | 3 | 200 000 | 150 000 | -25 % [-25 to -25] |",
     ]
     assert split_table([r for r in rows if not r["id"].startswith("class_")]) == ""
+
+
+def test_a_population_planned_from_its_toml_is_set_beside_its_replays() -> None:
+    """planned_table: per planned rate, the replays' CPU-µs per second (median, range over valid
+    rounds) beside the plan's figure and interval, the error on the median and per round; a rate
+    with no valid replay, and other groups' rows, left out."""
+    from dnscost.report.curves import planned_table
+
+    def row(
+        rate: int, rnd: int, measured: float, valid: str = "true", group: str = "population_mobile"
+    ) -> dict[str, str]:
+        return {
+            "id": f"{group}-dnsdist-population-q{rate}-r{rnd}", "rate_qps": str(rate), "valid": valid,
+            "answered_qps": str(rate), "queries_answered": str(2 * rate), "measured_cpu_us": str(2 * measured),
+        }  # fmt: skip
+
+    rows = [row(1000, 0, 50_000), row(1000, 1, 40_000), row(1000, 2, 60_000), row(3000, 0, 1, valid="false")]
+    rows.append(row(1000, 3, 1, group="population_operator"))
+    table = planned_table(
+        rows, "population_mobile", {1000.0: (45_000.0, 40_000.0, 52_000.0), 3000.0: (1.0, None, None)}
+    )
+    assert table.splitlines()[2:] == [
+        "| 1 000 | 3 | 50 000 [40 000 to 60 000] | 45 000 | 40 000 to 52 000 | -10 % [-25 to +12] |"
+    ]
+    assert planned_table(rows, "population_mobile", {3000.0: (1.0, None, None)}) == ""

@@ -16,6 +16,25 @@ import pytest
 from dnscost.report.docpage import render_page
 
 ROOT = Path(__file__).parents[2]
+
+
+@pytest.fixture(scope="session")
+def kept_tables(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
+    """A kept run's tables (``docs/NAME``, analysed again from its records and written as
+    ``dnscost report`` writes them), made once a session however many checks read them."""
+    from dnscost.analysis import analyze, write_tables
+
+    made: dict[str, Path] = {}
+
+    def tables(name: str) -> Path:
+        if name not in made:
+            made[name] = tmp_path_factory.mktemp(name)
+            write_tables(analyze(ROOT / "docs" / name), made[name])
+        return made[name]
+
+    return tables
+
+
 DASH = "\u2013"
 
 
@@ -765,17 +784,16 @@ def test_the_cost_curves_page_is_what_its_run_gives(tmp_path: Path) -> None:
     _says("cost-curves.md", f"is {said} a second at 2.5 %, 6.3 %, 16 % and 40 %")
 
 
-def test_the_load_model_on_trial_is_what_its_run_gives(tmp_path: Path) -> None:
+def test_the_load_model_on_trial_is_what_its_run_gives(kept_tables: Callable[[str], Path]) -> None:
     """docs/population.md's validation table is what the kept run in docs/model-check-run gives,
     analysed again from its records, and its prose's verdicts are the table's: the one-query and
     DoH populations within 15 % at every rate, the operator's under-predicted at every rate and
     most at the lowest."""
-    from dnscost.analysis import analyze, write_tables
     from dnscost.report.curves import validation_table
     from dnscost.report.versions import read_csv as _csv
 
-    write_tables(analyze(ROOT / "docs" / "model-check-run"), tmp_path)
-    rows = _csv(tmp_path / "population.csv")
+    tables_dir = kept_tables("model-check-run")
+    rows = _csv(tables_dir / "population.csv")
     table = validation_table(rows)
     page = (ROOT / "docs" / "population.md").read_text(encoding="utf-8")
     assert table and table.strip() in page
@@ -792,23 +810,24 @@ def test_the_load_model_on_trial_is_what_its_run_gives(tmp_path: Path) -> None:
     )
 
 
-def test_the_cost_curves_under_independent_arrivals_are_what_their_run_gives(tmp_path: Path) -> None:
+def test_the_cost_curves_under_independent_arrivals_are_what_their_run_gives(
+    kept_tables: Callable[[str], Path],
+) -> None:
     """docs/cost-curves.md's tables of docs/model-check-run (dnsdist, Poisson arrivals on a 50 µs
     grid) are what the kept records give, and its prose's figures are the tables': UDP wake-ups a
     second at 40 %, the fall from 1 % to saturation, the hold-out medians."""
-    from dnscost.analysis import analyze, write_tables
     from dnscost.report.curves import curve_tables
     from dnscost.report.versions import read_csv as _csv
 
-    write_tables(analyze(ROOT / "docs" / "model-check-run"), tmp_path)
-    tables = curve_tables(*(_csv(tmp_path / f"{t}.csv") for t in ("cost_curve", "curve_mechanism", "load_model_fit")))
+    tables_dir = kept_tables("model-check-run")
+    tables = curve_tables(*(_csv(tables_dir / f"{t}.csv") for t in ("cost_curve", "curve_mechanism", "load_model_fit")))
     page = (ROOT / "docs" / "cost-curves.md").read_text(encoding="utf-8")
     assert tables.strip() in page
-    udp = {r["share"]: r for r in _csv(tmp_path / "cost_curve.csv") if r["transport"] == "udp"}
+    udp = {r["share"]: r for r in _csv(tables_dir / "cost_curve.csv") if r["transport"] == "udp"}
     wakes = float(udp["0.4"]["wakeups_per_query"]) * float(udp["0.4"]["answered_qps"])
     _says("cost-curves.md", f"woke {wakes:,.0f} times a second".replace(",", " "))
     _says("cost-curves.md", f"falls from 1 % to saturation, {float(udp['0.01']['ratio_to_saturation']):.2f} times")
-    fit = {r["transport"]: r for r in _csv(tmp_path / "load_model_fit.csv")}
+    fit = {r["transport"]: r for r in _csv(tables_dir / "load_model_fit.csv")}
 
     def pct(t: str, column: str = "holdout_median_abs_error_pct") -> str:
         return f"{float(fit[t][column]):.0f} %"

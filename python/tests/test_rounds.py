@@ -363,3 +363,38 @@ def test_a_negative_memory_slope_is_named_with_its_margin() -> None:
     assert row["value"] == pytest.approx(np.polyfit(held, user, 1)[0], rel=1e-9)
     assert row["low"] < row["value"] < row["high"] < 0 and row["margin"] == -row["high"]
     assert row["cell_trials"] == "m-1000;m-2000;m-4000;m-8000" and row["rounds"] == 4
+
+
+def test_the_answers_in_words_are_the_headline_s_figures() -> None:
+    """The report's first screen says each target's headline in words (report.headline.answers):
+    UDP's cost and every persistent transport's ratio to it, every handshake's cost and its UDP
+    queries, each the headline's figure as printed; a resumed handshake dearer than a full one is
+    said to be no result, not a saving."""
+    import copy
+    import dataclasses
+
+    from dnscost.report.headline import answers
+    from dnscost.transports import display_name
+
+    heads = headline(analyze(SYNTHETIC))
+    assert heads
+    for h in heads:
+        text = " ".join(answers(h))
+        udp = h["udp"]["cpu_us_per_query"].median
+        assert udp is not None and f"a UDP query costs the resolver {udp:,.2f}" in text
+        ratios = [(t, v["cpu_ratio"].median) for t, v in h["persistent"].items() if v["cpu_ratio"].median is not None]
+        assert ratios
+        for t, ratio in ratios:
+            assert f"{display_name(t)} {ratio:,.1f}" in text
+        for t, v in h["handshake_us"].items():
+            full = v["full"].median
+            if full is not None:
+                assert f"A new {display_name(t)} connection costs {full:,.0f}" in text
+                assert f"as much as {full / udp:,.0f} UDP queries" in text
+    h = copy.deepcopy(heads[0])
+    tls = next(t for t, v in h["handshake_us"].items() if t != "tcp" and v["full"].median is not None)
+    full = h["handshake_us"][tls]["full"]
+    assert full.median is not None
+    h["handshake_us"][tls]["resumed"] = dataclasses.replace(full, median=full.median * 2)
+    said = next(s for s in answers(h) if f"A new {display_name(tls)} connection" in s)
+    assert said.endswith("no result.") and "less" not in said

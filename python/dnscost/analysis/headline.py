@@ -8,11 +8,11 @@ over rounds; memory per connection is a fit over idle trials, given with its 95 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, NotRequired, TypedDict
 
 from dnscost.analysis.consistency import HandshakeRounds
-from dnscost.analysis.records import Analysis
+from dnscost.analysis.records import Analysis, Table
 from dnscost.analysis.rounds import Spread, round_of, spread
 from dnscost.analysis.stats import fit_line
 from dnscost.analysis.tables import reference_key
@@ -234,6 +234,40 @@ def _handshake_us(
     return full_us, resumed_us, spread(shares)
 
 
+def _persistent_figures(cell: list[Row], source: str) -> PersistentFigures:
+    """A transport's persistent-connection cell against its rounds' UDP references."""
+    share = spread(r["qps_share_of_udp"] for r in cell)
+    return {
+        "qps": spread(r["answered_qps"] for r in cell).median,
+        "share_of_udp": share.median,
+        "share": share,
+        "cpu_ratio": spread(r["cpu_ratio_to_udp"] for r in cell),
+        "capacity_per_core_qps": spread(r["capacity_per_core_qps"] for r in cell),
+        "energy_ratio": spread(r["energy_ratio_to_udp"] for r in cell),
+        "source": source,
+    }
+
+
+def _memory_figures(t: Mapping[str, Table], target: str) -> dict[str, MemoryFigures]:
+    """Per transport, memory per idle connection as fitted and as the points give it in total,
+    and the CPU an idle connection costs a second."""
+    memory: dict[str, MemoryFigures] = {}
+    for r in t["memory_fit"].rows:
+        if r["target"] != target:
+            continue
+        total = _memory_total(t["memory_points"].rows, target, r["transport"])
+        memory[r["transport"]] = {
+            "user_bytes": r["user_bytes_per_connection"],
+            "kernel_bytes": r["kernel_bytes_per_connection"],
+            "total_bytes": total.median if total else None,
+            "total_low": total.low if total else None,
+            "total_high": total.high if total else None,
+            "points": total.n if total else 0,
+            "cpu_us_per_connection_second": _connection_second_us(t["trials"].rows, target, r["transport"]),
+        }
+    return memory
+
+
 def headline(a: Analysis) -> list[Head]:
     """Per target, in plan order, a dict with:
 
@@ -294,16 +328,7 @@ def headline(a: Analysis) -> list[Head]:
                 cell = [r for r in conns if r["transport"] == tr and r["connections"] == smallest]
                 source = "connections"
             if any(r["valid"] for r in cell):
-                share = spread(r["qps_share_of_udp"] for r in cell)
-                persistent[tr] = {
-                    "qps": spread(r["answered_qps"] for r in cell).median,
-                    "share_of_udp": share.median,
-                    "share": share,
-                    "cpu_ratio": spread(r["cpu_ratio_to_udp"] for r in cell),
-                    "capacity_per_core_qps": spread(r["capacity_per_core_qps"] for r in cell),
-                    "energy_ratio": spread(r["energy_ratio_to_udp"] for r in cell),
-                    "source": source,
-                }
+                persistent[tr] = _persistent_figures(cell, source)
             base_cpu = _per_round(cell, lambda r: r["cpu_us_per_query"])
             base_qps = _per_round(cell, lambda r: r["answered_qps"])
             full, resumed = _cell(est, tr, ONE_QUERY, resumed=False), _cell(est, tr, ONE_QUERY, resumed=True)
@@ -334,21 +359,6 @@ def headline(a: Analysis) -> list[Head]:
                 early = _cell(est, tr, ONE_QUERY, resumed=True, early=True)
                 if any(r["valid"] for r in early):
                     handshakes[tr]["zero_rtt"] = spread(_handshake_us(trials, full, early, base_cpu)[1].values())
-        memory: dict[str, MemoryFigures] = {}
-        for r in t["memory_fit"].rows:
-            if r["target"] != target:
-                continue
-            total = _memory_total(t["memory_points"].rows, target, r["transport"])
-            user, kernel = r["user_bytes_per_connection"], r["kernel_bytes_per_connection"]
-            memory[r["transport"]] = {
-                "user_bytes": user,
-                "kernel_bytes": kernel,
-                "total_bytes": total.median if total else None,
-                "total_low": total.low if total else None,
-                "total_high": total.high if total else None,
-                "points": total.n if total else 0,
-                "cpu_us_per_connection_second": _connection_second_us(t["trials"].rows, target, r["transport"]),
-            }
         saturation = udp["qps"].median
         out.append(
             {
@@ -363,7 +373,7 @@ def headline(a: Analysis) -> list[Head]:
                 "collapse_1q": collapse,
                 "handshake_us": handshakes,
                 "handshake_rounds": handshake_rounds,
-                "memory_per_connection": memory,
+                "memory_per_connection": _memory_figures(t, target),
                 "energy": [dict(r) for r in reference_key(t["energy"].rows) if r["target"] == target],
             }
         )

@@ -17,7 +17,7 @@ from pathlib import Path
 from dnscost.errors import DnscostError, UsageError
 from dnscost.report.versions import Row, read_csv
 
-__all__ = ["curve_tables", "main", "split_table", "validation_table"]
+__all__ = ["curve_tables", "main", "planned_table", "split_table", "validation_table"]
 
 OBSERVERS = {"wakeups_per_query": "wake-ups", "runs_per_query": "scheduler runs", "softirq_us_per_query": "softirq µs"}
 
@@ -233,6 +233,37 @@ def split_table(population: list[Row], whole: str = "population_operator") -> st
                 sums[1] += predicted
         out.append("")
     return "\n".join(out)
+
+
+def planned_table(
+    population: list[Row], group: str, planned: dict[float, tuple[float, float | None, float | None]]
+) -> str:
+    """Markdown: a population planned from its TOML alone (``planned``: per total rate, the
+    target CPU-µs per second ``dnscost plan RUN --population POP --qps RATE`` gives, with its 95 %
+    interval) beside its replays in group ``group`` at those rates: CPU-µs per second measured
+    (median and range over the valid rounds) and the plan's error (planned ÷ measured - 1, on
+    the median; its range over rounds). Empty when the run has no valid replay at a planned rate."""
+    out = [
+        "| qps | rounds | measured CPU-µs/s | planned | plan's 95 % interval | error |",
+        "|---:|---:|---:|---:|---:|---:|",
+    ]
+    for rate, (value, low, high) in sorted(planned.items()):
+        rs = [
+            r
+            for r in population
+            if r["id"].split("-", 1)[0] == group and r.get("valid") == "true" and float(r["rate_qps"]) == rate
+        ]
+        if not rs:
+            continue
+        measured = [_per_second(r, "measured_cpu_us") for r in rs]
+        errs = [100 * (value / m - 1) for m in measured]
+        interval = f"{_g(low)} to {_g(high)}" if low is not None and high is not None else "n/a"
+        out.append(
+            f"| {_g(rate)} | {len(rs)} | {_g(_median(measured))} [{_g(min(measured))} to {_g(max(measured))}] "
+            f"| {_g(value)} | {interval} | {_signed(100 * (value / _median(measured) - 1))} % "
+            f"[{_signed(min(errs))} to {_signed(max(errs))}] |"
+        )
+    return "\n".join(out) + "\n" if len(out) > 2 else ""
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -12,8 +12,9 @@ from dnscost.analysis.rounds import Spread, spread
 from dnscost.analysis.stats import median
 from dnscost.analysis.tables import REFERENCE_QPS
 from dnscost.contract import Row
+from dnscost.transports import DEFAULT_KEY_TYPE, TRANSPORTS, display_name
 
-__all__ = ["format_headline", "format_population"]
+__all__ = ["answers", "format_headline", "format_population"]
 
 
 def _fmt(v: float | None, unit: str = "", digits: int = 1) -> str:
@@ -258,3 +259,88 @@ def _format_names(rows: Sequence[Row]) -> list[str]:
             f"{len(mine)} rounds"
         )
     return lines
+
+
+def _num(value: object) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _between(s: Spread, digits: int, scale: float = 1.0) -> str:
+    """``median`` and, over two rounds or more, ``(min to max over N rounds)``."""
+    assert s.median is not None
+    mid = f"{s.median * scale:,.{digits}f}"
+    if s.low is None or s.high is None or s.n < 2:
+        return mid
+    return f"{mid} ({s.low * scale:,.{digits}f} to {s.high * scale:,.{digits}f} over {s.n} rounds)"
+
+
+def _in_order(table: Mapping[str, F]) -> list[tuple[str, F]]:
+    return sorted(table.items(), key=lambda kv: TRANSPORTS.index(kv[0]) if kv[0] in TRANSPORTS else len(TRANSPORTS))
+
+
+def answers(head: Head) -> list[str]:
+    """What a target's headline answers, in words, one sentence a question (each number the
+    headline's, with its spread over rounds): what a query costs over each transport against
+    UDP on persistent connections, what a new connection costs (in CPU-µs and in UDP queries)
+    and what resumption saves of it, what an idle connection holds, and what a day at 10 000
+    queries a second costs by the study's method. A question the run has no valid figure for is
+    left out; a resumed handshake measured dearer than a full one is said to be no result."""
+    name = f"{head['target']} {head['target_version'] or ''}".strip()
+    udp = head["udp"]["cpu_us_per_query"]
+    out: list[str] = []
+    ratios = [
+        f"{display_name(t)} {_between(v['cpu_ratio'], 1)} times"
+        for t, v in _in_order(head["persistent"])
+        if v["cpu_ratio"].median is not None
+    ]
+    if udp.median is not None and ratios:
+        out.append(
+            f"On {name}, a UDP query costs the resolver {_between(udp, 2)} CPU-µs; over a connection kept open, "
+            f"a query costs {', '.join(ratios)} as much."
+        )
+    for t, h in _in_order(head["handshake_us"]):
+        full, resumed = h["full"], h["resumed"]
+        if full.median is None:
+            continue
+        what = f"A new {display_name(t)} connection costs {_between(full, 0)} CPU-µs"
+        if udp.median:
+            what += f", as much as {full.median / udp.median:,.0f} UDP queries"
+        if t != "tcp" and resumed.median is not None:
+            if resumed.median > full.median:
+                what += (
+                    f"; a resumed one measured {resumed.median:,.0f}, dearer than a full one, which a resumption "
+                    "cannot be: no result"
+                )
+            else:
+                saved = 1 - resumed.median / full.median
+                what += f"; a resumed one {_between(resumed, 0)}, {100 * saved:.0f} % less"
+        out.append(what + ".")
+    memory = [
+        f"{display_name(t)} {total / 1024:,.1f} KiB"
+        for t, m in _in_order(head["memory_per_connection"])
+        if (total := _num(m["total_bytes"])) is not None
+    ]
+    if memory:
+        out.append(f"An idle connection holds {', '.join(memory)} of the resolver's memory (user and kernel).")
+    day = {
+        (str(e.get("transport")), str(e.get("lifetime") or "forever")): kwh
+        for e in head["energy"]
+        if not e.get("resumption")
+        and not e.get("early_data")
+        and e.get("cert_key") in (None, "", DEFAULT_KEY_TYPE)
+        and (kwh := _num(e.get("kwh_per_day_at_10k_qps"))) is not None
+    }
+    if ("udp", "forever") in day:
+        others = [
+            f"{display_name(t)} {day[(t, 'forever')]:,.3f}"
+            + (f" ({day[(t, '1q')]:,.3f} with a connection a query)" if (t, "1q") in day else "")
+            for t in TRANSPORTS
+            if t != "udp" and (t, "forever") in day
+        ]
+        out.append(
+            f"A day at 10 000 queries a second costs {day[('udp', 'forever')]:,.3f} kWh above idle over UDP"
+            + (f", over connections kept open {', '.join(others)}" if others else "")
+            + " (the study's method: the energy of a query at saturation, 864 million times; a resolver below "
+            "saturation pays more a query)."
+        )
+    return out

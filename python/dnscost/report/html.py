@@ -39,6 +39,7 @@ from dnscost.report.figures import (
     transport_key,
     wanted_analyses,
 )
+from dnscost.report.headline import answers
 from dnscost.report.render import DASH, TEMPLATES, Links, Span, Table, fmt, inline_svg
 from dnscost.spec import load_profile
 
@@ -209,6 +210,7 @@ def _summary(a: Analysis, headline: Sequence[Head]) -> dict[str, object]:
         else None
     )
     return {
+        "answers": [" ".join(s) for h in headline if (s := answers(h))],
         "planned": len(trials),
         "done": done,
         "invalid": invalid,
