@@ -187,23 +187,25 @@ def _per_second(r: Row, field: str) -> float:
 
 
 def split_table(population: list[Row], whole: str = "population_operator") -> str:
-    """Markdown: a population taken apart, per target and rate where the run replayed it whole
-    (group ``whole``) and class by class (groups ``class_<name>``): each part's target CPU per
-    second measured and predicted by the run's load model from its counts (medians over the
-    valid rounds), the load model's error (median [min-max] over rounds); then the parts summed
-    beside the whole, measured and predicted: whether the classes alone add up to the mix, and
-    which part the model misses. Empty when the run has no such groups."""
+    """Markdown: a population taken apart, per target where the run replayed it whole (group
+    ``whole``, at one rate) and class by class (groups ``class_<name>``, each class at the rate
+    the whole gives it): each part's target CPU per second measured and predicted by the run's
+    load model from its counts (medians over the valid rounds), the load model's error (median
+    [min-max] over rounds); then the parts summed beside the whole, measured and predicted:
+    whether the classes alone add up to the mix, and which part the model misses. Empty when the
+    run has no such groups."""
     rows = [r for r in population if r.get("valid") == "true" and _num(r.get("load_predicted_cpu_us")) is not None]
-    cells: dict[tuple[str, float], dict[str, list[Row]]] = {}
+    cells: dict[str, dict[str, list[Row]]] = {}
     for r in rows:
         group = r["id"].split("-", 1)[0]
         if group == whole or group.startswith(CLASS_GROUP):
-            cells.setdefault((r["target"], float(r["rate_qps"])), {}).setdefault(group, []).append(r)
+            cells.setdefault(r["target"], {}).setdefault(group, []).append(r)
     out: list[str] = []
-    for (target, rate), groups in sorted(cells.items()):
+    for target, groups in sorted(cells.items()):
         parts = sorted(g for g in groups if g != whole)
         if whole not in groups or not parts:
             continue
+        rate = _median([float(r["rate_qps"]) for r in groups[whole]])
         out += [
             f"{whole.removeprefix('population_')} on {target} at {_g(rate)} qps, whole and class by class: "
             "target CPU-µs per second measured and predicted by the run's load model (medians over valid "
@@ -251,7 +253,9 @@ def planned_table(
         rs = [
             r
             for r in population
-            if r["id"].split("-", 1)[0] == group and r.get("valid") == "true" and float(r["rate_qps"]) == rate
+            if r["id"].split("-", 1)[0] == group
+            and r.get("valid") == "true"
+            and abs(float(r["rate_qps"]) - rate) <= 1e-3 * rate  # the classes' rates, each rounded
         ]
         if not rs:
             continue
