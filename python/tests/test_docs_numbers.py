@@ -872,9 +872,11 @@ def test_the_cost_curves_prose_ranges_are_the_tables() -> None:
     )
 
 
-def _planned(tables: Path, population: str, rates: tuple[float, ...]) -> dict[float, tuple[float, Any, Any]]:
-    """What ``dnscost plan TABLES --population POPULATION --qps RATE`` plans for dnsdist at each
-    rate: target CPU-µs per second and its 95 % interval."""
+def _planned(
+    tables: Path, population: str, rates: tuple[float, ...], target: str = "dnsdist"
+) -> dict[float, tuple[float, Any, Any]]:
+    """What ``dnscost plan TABLES --population POPULATION --qps RATE`` plans for ``target`` at
+    each rate: target CPU-µs per second and its 95 % interval."""
     import tomllib
 
     from dnscost.analysis.capacity import mix_from_population, plan, run_model
@@ -886,10 +888,10 @@ def _planned(tables: Path, population: str, rates: tuple[float, ...]) -> dict[fl
     doc = tomllib.loads(path.read_text(encoding="utf-8"))
     out: dict[float, tuple[float, Any, Any]] = {}
     for rate in rates:
-        [target] = [
-            t for t in plan(mix_from_population(doc, population, rate, None), model).targets if t.target == "dnsdist"
+        [planned] = [
+            t for t in plan(mix_from_population(doc, population, rate, None), model).targets if t.target == target
         ]
-        cpu = target.cpu_us_per_s
+        cpu = planned.cpu_us_per_s
         assert cpu.value is not None, cpu.reason
         out[rate] = (cpu.value, cpu.low, cpu.high)
     return out
@@ -949,3 +951,54 @@ def test_the_load_model_probe_is_what_its_run_gives(kept_tables: Callable[[str],
     assert abs(float(plans["3 000"][5].split(" %")[0])) <= 20
     assert abs(float(plans["1 000"][5].split(" %")[0])) > 20
     _says("population.md", "At 3 000 qps the plan is within the issue's 20 %; at 1 000 qps it is not (a miss)")
+
+
+def test_the_load_model_probe_on_knot_resolver_is_what_its_run_gives(kept_tables: Callable[[str], Path]) -> None:
+    """docs/population.md's probe on knot-resolver (docs/model-probe-knot-run): its tables and
+    the figures of its paragraph, recomputed from the kept records."""
+    from dnscost.report.curves import planned_table, split_table
+    from dnscost.report.versions import read_csv as _csv
+
+    tables = kept_tables("model-probe-knot-run")
+    rows = _csv(tables / "population.csv")
+    page = (ROOT / "docs" / "population.md").read_text(encoding="utf-8")
+    split = split_table(rows)
+    assert split and split.strip() in page
+    plans = _planned(tables, "populations/mobile.toml", (1000.0, 3000.0), "knot-resolver")
+    planned = planned_table(rows, "population_mobile", plans)
+    assert planned and planned.strip() in page
+
+    def cells_of(table: str) -> dict[str, list[str]]:
+        lines = [[c.strip() for c in line.strip().strip("|").split("|")] for line in table.splitlines()]
+        return {r[0]: r for r in lines if len(r) > 1 and not r[0].startswith("-")}
+
+    cells = cells_of(split)
+    summed, whole = cells["the classes summed"], cells["the whole"]
+
+    def figure(text: str) -> float:
+        return float(text.replace(" ", ""))
+
+    _says(
+        "population.md",
+        f"alone costing {figure(summed[3]) / figure(whole[3]):.2f} times the whole against the model's "
+        f"{figure(summed[4]) / figure(whole[4]):.2f}",
+    )
+    errors = [
+        float(cells[k][5].split(" %")[0]) for k in cells if k not in ("replayed", "the classes summed", "the whole")
+    ]
+    assert len(errors) == 5 and all(-43 <= e <= -24 for e in errors)
+    _says("population.md", "every class alone under-predicted (24 % to 43 %)")
+    by_rate = cells_of(planned)
+    assert abs(float(by_rate["3 000"][5].split(" %")[0])) <= 20 < abs(float(by_rate["1 000"][5].split(" %")[0]))
+    curve = [r for r in _csv(tables / "cost_curve.csv") if r["lifetime"] == "forever"]
+
+    def per_wake(transport: str, share: str) -> float:
+        cell = {r["share"]: r for r in curve if r["transport"] == transport}
+        excess = float(cell[share]["cpu_us_per_query"]) - float(cell["1.0"]["cpu_us_per_query"])
+        return excess / float(cell[share]["wakeups_per_query"])
+
+    _says(
+        "population.md",
+        f"UDP {per_wake('udp', '0.01'):.1f} CPU-µs at 1 % of capacity against {per_wake('udp', '0.4'):.1f} at 40 %, "
+        f"on persistent DoT {per_wake('dot', '0.01'):.0f} and {per_wake('dot', '0.4'):.0f}",
+    )
