@@ -897,108 +897,100 @@ def _planned(
     return out
 
 
+def _cells(table: str) -> dict[str, list[str]]:
+    """A Markdown table's rows by their first cell, each row's cells stripped."""
+    rows = [[c.strip() for c in line.strip().strip("|").split("|")] for line in table.splitlines()]
+    return {r[0]: r for r in rows if len(r) > 1 and not r[0].startswith("-")}
+
+
+def _figure(text: str) -> float:
+    """A figure as the tables print it (``323 058``)."""
+    return float(text.replace(" ", ""))
+
+
+def _probe_tables(tables: Path, target: str) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
+    """A model-probe run's two tables (the operator whole and class by class, ``split_table``;
+    the unseen composition planned from its TOML alone beside its replays, ``planned_table``),
+    each checked to be in docs/population.md as the kept records give it, by their rows."""
+    from dnscost.report.curves import planned_table, split_table
+    from dnscost.report.versions import read_csv as _csv
+
+    rows = _csv(tables / "population.csv")
+    page = (ROOT / "docs" / "population.md").read_text(encoding="utf-8")
+    split = split_table(rows)
+    assert split and split.strip() in page
+    plans = _planned(tables, "populations/mobile.toml", (1000.0, 3000.0), target)
+    planned = planned_table(rows, "population_mobile", plans)
+    assert planned and planned.strip() in page
+    return _cells(split), _cells(planned)
+
+
+def _class_errors(cells: dict[str, list[str]]) -> list[float]:
+    """The load model's error for each class alone (median over rounds), in percent."""
+    return [
+        float(r[5].split(" %")[0]) for k, r in cells.items() if k not in ("replayed", "the classes summed", "the whole")
+    ]
+
+
+def _per_wake(tables: Path, transport: str, share: str) -> float:
+    """The CPU a wake-up adds at a ladder step of persistent connections: (CPU per query - at
+    saturation) ÷ wake-ups per query, from the run's cost_curve table."""
+    from dnscost.report.versions import read_csv as _csv
+
+    cell = {
+        r["share"]: r
+        for r in _csv(tables / "cost_curve.csv")
+        if r["lifetime"] == "forever" and r["transport"] == transport
+    }
+    excess = float(cell[share]["cpu_us_per_query"]) - float(cell["1.0"]["cpu_us_per_query"])
+    return excess / float(cell[share]["wakeups_per_query"])
+
+
+def _plan_error(plans: dict[str, list[str]], rate: str) -> float:
+    return float(plans[rate][5].split(" %")[0])
+
+
 def test_the_load_model_probe_is_what_its_run_gives(kept_tables: Callable[[str], Path]) -> None:
     """docs/population.md's probe of the load model is what the kept run in docs/model-probe-run
     gives, analysed again from its records: the operator population at 3 000 qps whole and class
     by class (``report.curves.split_table``), and the composition the model had not seen planned
     from its TOML alone on the run's tables (what ``dnscost plan`` prints) beside its replays
-    (``planned_table``)."""
-    from dnscost.report.curves import planned_table, split_table
-    from dnscost.report.versions import read_csv as _csv
-
+    (``planned_table``); the prose's figures and verdicts are the tables'."""
     tables = kept_tables("model-probe-run")
-    rows = _csv(tables / "population.csv")
-    page = (ROOT / "docs" / "population.md").read_text(encoding="utf-8")
-    split = split_table(rows)
-    assert split and split.strip() in page
-    planned = planned_table(rows, "population_mobile", _planned(tables, "populations/mobile.toml", (1000.0, 3000.0)))
-    assert planned and planned.strip() in page
-
-    # The prose: the classes' sum against the whole, measured and modelled, from the table's lines.
-    def cells_of(table: str) -> dict[str, list[str]]:
-        rows = [[c.strip() for c in line.strip().strip("|").split("|")] for line in table.splitlines()]
-        return {r[0]: r for r in rows if len(r) > 1 and not r[0].startswith("-")}
-
-    cells = cells_of(split)
-
-    def figure(text: str) -> float:
-        return float(text.replace(" ", ""))
-
+    cells, plans = _probe_tables(tables, "dnsdist")
     summed, whole = cells["the classes summed"], cells["the whole"]
-    _says("population.md", f"their sum is {figure(summed[3]) / figure(whole[3]):.2f} times the whole's")
-    _says("population.md", f"the load model's sum is {figure(summed[4]) / figure(whole[4]):.2f} times its whole")
-    errors = [
-        float(cells[k][5].split(" %")[0]) for k in cells if k not in ("replayed", "the classes summed", "the whole")
-    ]
+    _says("population.md", f"their sum is {_figure(summed[3]) / _figure(whole[3]):.2f} times the whole's")
+    _says("population.md", f"the load model's sum is {_figure(summed[4]) / _figure(whole[4]):.2f} times its whole")
+    errors = _class_errors(cells)
     assert len(errors) == 5 and all(-46 <= e <= -38 for e in errors)
     _says("population.md", "Every class alone is under-predicted by about as much (38 % to 46 %)")
-    # The CPU a wake-up adds along the ladders, from the run's cost_curve table.
-    curve = [r for r in _csv(tables / "cost_curve.csv") if r["lifetime"] == "forever"]
-
-    def per_wake(transport: str, share: str) -> float:
-        cell = {r["share"]: r for r in curve if r["transport"] == transport}
-        at = cell[share]
-        excess = float(at["cpu_us_per_query"]) - float(cell["1.0"]["cpu_us_per_query"])
-        return excess / float(at["wakeups_per_query"])
-
-    _says(
-        "population.md",
-        f"UDP it is {per_wake('udp', '0.01'):.1f} CPU-µs at 1 % of capacity and {per_wake('udp', '0.4'):.1f} at 40 %",
-    )
-    _says("population.md", f"DoT, {per_wake('dot', '0.01'):.0f} and {per_wake('dot', '0.4'):.0f} (the run's")
-    # The verdicts: the plan within 20 % at 3 000 qps, not at 1 000.
-    plans = cells_of(planned)
-    assert abs(float(plans["3 000"][5].split(" %")[0])) <= 20
-    assert abs(float(plans["1 000"][5].split(" %")[0])) > 20
+    udp = f"{_per_wake(tables, 'udp', '0.01'):.1f} CPU-µs at 1 % of capacity and {_per_wake(tables, 'udp', '0.4'):.1f}"
+    _says("population.md", f"UDP it is {udp} at 40 %")
+    dot = f"{_per_wake(tables, 'dot', '0.01'):.0f} and {_per_wake(tables, 'dot', '0.4'):.0f}"
+    _says("population.md", f"DoT, {dot} (the run's")
+    assert abs(_plan_error(plans, "3 000")) <= 20
+    assert abs(_plan_error(plans, "1 000")) > 20
     _says("population.md", "At 3 000 qps the plan is within the issue's 20 %; at 1 000 qps it is not (a miss)")
 
 
 def test_the_load_model_probe_on_knot_resolver_is_what_its_run_gives(kept_tables: Callable[[str], Path]) -> None:
     """docs/population.md's probe on knot-resolver (docs/model-probe-knot-run): its tables and
     the figures of its paragraph, recomputed from the kept records."""
-    from dnscost.report.curves import planned_table, split_table
-    from dnscost.report.versions import read_csv as _csv
-
     tables = kept_tables("model-probe-knot-run")
-    rows = _csv(tables / "population.csv")
-    page = (ROOT / "docs" / "population.md").read_text(encoding="utf-8")
-    split = split_table(rows)
-    assert split and split.strip() in page
-    plans = _planned(tables, "populations/mobile.toml", (1000.0, 3000.0), "knot-resolver")
-    planned = planned_table(rows, "population_mobile", plans)
-    assert planned and planned.strip() in page
-
-    def cells_of(table: str) -> dict[str, list[str]]:
-        lines = [[c.strip() for c in line.strip().strip("|").split("|")] for line in table.splitlines()]
-        return {r[0]: r for r in lines if len(r) > 1 and not r[0].startswith("-")}
-
-    cells = cells_of(split)
+    cells, plans = _probe_tables(tables, "knot-resolver")
     summed, whole = cells["the classes summed"], cells["the whole"]
-
-    def figure(text: str) -> float:
-        return float(text.replace(" ", ""))
-
     _says(
         "population.md",
-        f"alone costing {figure(summed[3]) / figure(whole[3]):.2f} times the whole against the model's "
-        f"{figure(summed[4]) / figure(whole[4]):.2f}",
+        f"alone costing {_figure(summed[3]) / _figure(whole[3]):.2f} times the whole against the model's "
+        f"{_figure(summed[4]) / _figure(whole[4]):.2f}",
     )
-    errors = [
-        float(cells[k][5].split(" %")[0]) for k in cells if k not in ("replayed", "the classes summed", "the whole")
-    ]
+    errors = _class_errors(cells)
     assert len(errors) == 5 and all(-43 <= e <= -24 for e in errors)
     _says("population.md", "every class alone under-predicted (24 % to 43 %)")
-    by_rate = cells_of(planned)
-    assert abs(float(by_rate["3 000"][5].split(" %")[0])) <= 20 < abs(float(by_rate["1 000"][5].split(" %")[0]))
-    curve = [r for r in _csv(tables / "cost_curve.csv") if r["lifetime"] == "forever"]
-
-    def per_wake(transport: str, share: str) -> float:
-        cell = {r["share"]: r for r in curve if r["transport"] == transport}
-        excess = float(cell[share]["cpu_us_per_query"]) - float(cell["1.0"]["cpu_us_per_query"])
-        return excess / float(cell[share]["wakeups_per_query"])
-
+    assert abs(_plan_error(plans, "3 000")) <= 20 < abs(_plan_error(plans, "1 000"))
     _says(
         "population.md",
-        f"UDP {per_wake('udp', '0.01'):.1f} CPU-µs at 1 % of capacity against {per_wake('udp', '0.4'):.1f} at 40 %, "
-        f"on persistent DoT {per_wake('dot', '0.01'):.0f} and {per_wake('dot', '0.4'):.0f}",
+        f"UDP {_per_wake(tables, 'udp', '0.01'):.1f} CPU-µs at 1 % of capacity against "
+        f"{_per_wake(tables, 'udp', '0.4'):.1f} at 40 %, on persistent DoT {_per_wake(tables, 'dot', '0.01'):.0f} "
+        f"and {_per_wake(tables, 'dot', '0.4'):.0f}",
     )

@@ -484,3 +484,27 @@ def test_a_class_alone_is_replayed_as_the_whole_replays_it() -> None:
         for t in alone:
             [c] = population_replay(spec, t, transports).classes
             assert c["config"] == by_name[c["name"]], (target, c["name"])
+
+
+@pytest.mark.parametrize(
+    ("classes", "says"),
+    [
+        ('["nope"]', "nope: no such class in"),
+        ('"udp-rate-1e0"', "a list of the population's class names"),
+        ("[]", "a list"),
+    ],
+)
+def test_population_classes_that_name_no_class_are_one_line(tmp_path: Path, classes: str, says: str) -> None:
+    """A group's ``population_classes`` must name classes of its population: anything else is
+    refused when the spec is read, naming the field."""
+    source = EXPERIMENTS / "populations" / "operator.toml"
+    (tmp_path / "operator.toml").write_text(source.read_text(encoding="utf-8"), encoding="utf-8")
+    spec = tmp_path / "s.toml"
+    spec.write_text(
+        'name = "s"\ntargets = ["builtin"]\n[[group]]\nname = "p"\npopulation = "operator.toml"\n'
+        f"population_classes = {classes}\nrate = 1000\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(UsageError) as e:
+        load_spec(spec)
+    assert "population_classes" in str(e.value) and says in str(e.value) and "\n" not in str(e.value)
