@@ -280,8 +280,9 @@ def _in_order(table: Mapping[str, F]) -> list[tuple[str, F]]:
 
 def answers(head: Head) -> list[str]:
     """What a target's headline answers, in words, one sentence a question (each number the
-    headline's, with its spread over rounds): what a query costs over each transport against
-    UDP on persistent connections, what a new connection costs (in CPU-µs and in UDP queries)
+    headline's, with its spread over rounds; each cost at saturation, where it was measured):
+    what a query costs over each transport against UDP on persistent connections, what a new
+    connection costs (in CPU-µs and in UDP queries)
     and what resumption saves of it, what an idle connection holds, and what a day at 10 000
     queries a second costs by the study's method. A question the run has no valid figure for is
     left out; a resumed handshake measured dearer than a full one is said to be no result."""
@@ -295,14 +296,14 @@ def answers(head: Head) -> list[str]:
     ]
     if udp.median is not None and ratios:
         out.append(
-            f"On {name}, a UDP query costs the resolver {_between(udp, 2)} CPU-µs; over a connection kept open, "
-            f"a query costs {', '.join(ratios)} as much."
+            f"On {name}, at saturation, a UDP query costs the resolver {_between(udp, 2)} CPU-µs; over a "
+            f"connection kept open, a query costs {', '.join(ratios)} as much."
         )
     for t, h in _in_order(head["handshake_us"]):
         full, resumed = h["full"], h["resumed"]
         if full.median is None:
             continue
-        what = f"A new {display_name(t)} connection costs {_between(full, 0)} CPU-µs"
+        what = f"A new {display_name(t)} connection costs {_between(full, 0)} CPU-µs at saturation"
         if udp.median:
             what += f", as much as {full.median / udp.median:,.0f} UDP queries"
         if t != "tcp" and resumed.median is not None:
