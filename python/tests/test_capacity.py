@@ -507,11 +507,17 @@ def test_the_docs_hand_check_is_the_tables_arithmetic() -> None:
     peak, udp_q, doh_q, clients = 75_000, 52_500, 22_500, 11_250  # 70 % / 30 %; Chromium: 2 queries a second
     udp = udp_q * b[("udp", "query")]
     doh = doh_q * b[("doh", "query")] + clients * b[("doh", "connection_second")]
-    wake = udp_q * b[("udp", "query_wake")] + doh_q * b[("doh", "query_wake")]
+    udp_wake = udp_q * b[("udp", "query_wake")] + doh_q * b[("doh", "query_wake")]
     assert b[("doh", "query_wake")] == 0.0
+    # A wake-up after a long idle period: DoH's long_wake times the share of idle periods
+    # longer than 200 µs when every event (a query each here) arrives independently on two cores.
+    long_wake = b[("doh", "long_wake")]
+    gap_peak, gap_mean = (math.exp(-rate / 2 * 200e-6) for rate in (peak, peak / 1.5))
+    wake = udp_wake + doh_q * long_wake * gap_peak
     busy, cores = udp + doh, 2e6
     cpu = (wake + busy) / (1 + wake / cores)
-    mean = (wake / 1.5 + busy / 1.5) / (1 + wake / 1.5 / cores)
+    wake_mean = udp_wake / 1.5 + doh_q / 1.5 * long_wake * gap_mean
+    mean = (wake_mean + busy / 1.5) / (1 + wake_mean / cores)
     constant = udp_q * a[("udp", "query")] + doh_q * a[("doh", "query")] + clients * a[("doh", "connection_second")]
     user, kernel = float(mem["user_bytes_per_connection"]), float(mem["kernel_bytes_per_connection"])
     watts = (CpuPowerModel().p_max_w_per_vcpu - CpuPowerModel().p_idle_w_per_vcpu) * mean * 1e-6
@@ -521,7 +527,13 @@ def test_the_docs_hand_check_is_the_tables_arithmetic() -> None:
         f"DoH {n(doh_q)} {times} {b[('doh', 'query')]:.3f} µs + {n(clients)} connection-seconds {times} "
         f"{b[('doh', 'connection_second')]:.4f} µs = {n(doh)} CPU-µs/s",
         f"`B` = {n(busy)} CPU-µs/s",
-        f"UDP {n(udp_q)} {times} {b[('udp', 'query_wake')]:.3f} µs = {n(wake)} CPU-µs/s",
+        f"UDP {n(udp_q)} {times} {b[('udp', 'query_wake')]:.3f} µs = {n(udp_wake)} CPU-µs/s",
+        f"`bounded` at {long_wake:.2f} µs",
+        f"so {n(doh_q)} {times} {long_wake:.2f} µs {times} {gap_peak * 1e4:.2f} {times} 10⁻⁴ = "
+        f"{n(doh_q * long_wake * gap_peak)} CPU-µs/s",
+        f"`A` = {n(wake)} CPU-µs/s",
+        f"(exp(\N{MINUS SIGN}25 000 {times} 200 µs) = {gap_mean * 1e3:.2f} {times} 10⁻³) make DoH's long wake-ups "
+        f"{n(doh_q / 1.5 * long_wake * gap_mean)} CPU-µs/s",
         f"= {n(cpu)} CPU-µs/s, which is {cpu / 1e6:.2f} cores, dnsdist busy {cpu / cores:.1%}".replace("%", " %"),
         f"The wake-ups add {cpu / busy - 1:.1%}".replace("%", " %"),
         f"says {n(constant)}: UDP {n(udp_q)} {times} {a[('udp', 'query')]:.3f} µs",

@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import json
 import re
+import statistics
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -803,10 +804,12 @@ def test_the_load_model_on_trial_is_what_its_run_gives(kept_tables: Callable[[st
         population, rate, error = cells[0].lstrip("| "), float(cells[2].replace(" ", "")), cells[6]
         errors.setdefault(population, []).append((rate, float(error.split(" %")[0])))
     assert all(abs(e) <= 15 for p in ("one_query", "doh") for _, e in errors[p])
-    operator = sorted(errors["operator"])
-    assert all(e < 0 for _, e in operator) and min(e for _, e in operator) == operator[0][1]
+    operator = [e for _, e in errors["operator"]]
+    assert all(e < 0 for e in operator)
     _says(
-        "population.md", "predicted within the issue's 15 % at every rate; the operator population is under-predicted"
+        "population.md",
+        "predicted within the issue's 15 % at every rate; the operator population is under-predicted at "
+        f"every rate, by {-max(operator):.0f} % to {-min(operator):.0f} %",
     )
 
 
@@ -840,6 +843,41 @@ def test_the_cost_curves_under_independent_arrivals_are_what_their_run_gives(
         f"over DoT and DoH {pct('dot')[:-2]} % and {pct('doh')}, against {pct('dot', constant)[:-2]} % and "
         f"{pct('doh', constant)}",
     )
+
+
+def test_a_long_idle_period_is_what_the_kept_runs_give(kept_tables: Callable[[str], Path]) -> None:
+    """docs/cost-curves.md's "A long idle period costs more": the CPU a wake-up adds at each
+    ladder step of docs/model-probe-run beside the share of long idle periods
+    (``report.curves.wake_table``), and the hold-out error at each idle time tried on
+    docs/model-run and docs/model-check-run (``gap_table``), as the kept records give them; the
+    prose's verdicts are the tables': 200 µs the best time over model-run's cells, about halving
+    the error without the term, and not the best on model-check-run."""
+    from dnscost.report.curves import gap_table, wake_table
+    from dnscost.report.versions import read_csv as _csv
+
+    page = (ROOT / "docs" / "cost-curves.md").read_text(encoding="utf-8")
+    probe = kept_tables("model-probe-run")
+    assert wake_table(_csv(probe / "cost_curve.csv"), "dnsdist") in page
+    udp = [_per_wake(probe, "udp", share) for share in ("0.01", "0.4")]
+    dot = [_per_wake(probe, "dot", share) for share in ("0.01", "0.4")]
+    _says(
+        "cost-curves.md",
+        f"adds about {udp[1]:.0f} CPU-µs once idle periods are short, and about {udp[0]:.0f} when three in four "
+        f"are longer than 200 µs; over DoT {dot[1]:.0f} and {dot[0]:.0f}",
+    )
+    medians = {}
+    for name in ("model-run", "model-check-run"):
+        gaps = _csv(kept_tables(name) / "load_model_gaps.csv")
+        assert gap_table(gaps) in page
+        by_time: dict[float, list[float]] = {}
+        for r in gaps:
+            by_time.setdefault(float(r["gap_us"]), []).append(float(r["holdout_median_abs_error_pct"]))
+        medians[name] = {t: statistics.median(v) for t, v in by_time.items()}
+    run = medians["model-run"]
+    assert min(run, key=lambda t: run[t]) == 200.0 and run[0.0] / run[200.0] > 1.6
+    check = medians["model-check-run"]
+    assert min(check, key=lambda t: check[t]) != 200.0 and check[200.0] < check[0.0]
+    _says("cost-curves.md", "200 µs is the best of the times tried over both targets of `docs/model-run`")
 
 
 def test_the_cost_curves_prose_ranges_are_the_tables() -> None:
@@ -925,11 +963,13 @@ def _probe_tables(tables: Path, target: str) -> tuple[dict[str, list[str]], dict
     return _cells(split), _cells(planned)
 
 
-def _class_errors(cells: dict[str, list[str]]) -> list[float]:
-    """The load model's error for each class alone (median over rounds), in percent."""
-    return [
-        float(r[5].split(" %")[0]) for k, r in cells.items() if k not in ("replayed", "the classes summed", "the whole")
-    ]
+def _class_errors(cells: dict[str, list[str]]) -> dict[str, float]:
+    """The load model's error for each class alone (median over rounds), in percent, by class."""
+    return {
+        k: float(r[5].split(" %")[0])
+        for k, r in cells.items()
+        if k not in ("replayed", "the classes summed", "the whole")
+    }
 
 
 def _per_wake(tables: Path, transport: str, share: str) -> float:
@@ -962,15 +1002,16 @@ def test_the_load_model_probe_is_what_its_run_gives(kept_tables: Callable[[str],
     _says("population.md", f"their sum is {_figure(summed[3]) / _figure(whole[3]):.2f} times the whole's")
     _says("population.md", f"the load model's sum is {_figure(summed[4]) / _figure(whole[4]):.2f} times its whole")
     errors = _class_errors(cells)
-    assert len(errors) == 5 and all(-46 <= e <= -38 for e in errors)
-    _says("population.md", "Every class alone is under-predicted by about as much (38 % to 46 %)")
+    assert len(errors) == 5 and abs(errors["udp-rate-1e0"]) <= 15
+    rest = [e for k, e in errors.items() if k != "udp-rate-1e0"]
+    assert all(e < 0 for e in rest)
+    _says("population.md", f"still under-predicted, by {-max(rest):.0f} % to {-min(rest):.0f} %")
     udp = f"{_per_wake(tables, 'udp', '0.01'):.1f} CPU-µs at 1 % of capacity and {_per_wake(tables, 'udp', '0.4'):.1f}"
-    _says("population.md", f"UDP it is {udp} at 40 %")
+    _says("population.md", f"UDP the CPU a wake-up adds is {udp} at 40 %")
     dot = f"{_per_wake(tables, 'dot', '0.01'):.0f} and {_per_wake(tables, 'dot', '0.4'):.0f}"
     _says("population.md", f"DoT, {dot} (the run's")
-    assert abs(_plan_error(plans, "3 000")) <= 20
-    assert abs(_plan_error(plans, "1 000")) > 20
-    _says("population.md", "At 3 000 qps the plan is within the issue's 20 %; at 1 000 qps it is not (a miss)")
+    assert abs(_plan_error(plans, "3 000")) <= 20 and abs(_plan_error(plans, "1 000")) <= 20
+    _says("population.md", "Both plans are within the issue's 20 % (medians over rounds")
 
 
 def test_the_load_model_probe_on_knot_resolver_is_what_its_run_gives(kept_tables: Callable[[str], Path]) -> None:
@@ -985,9 +1026,11 @@ def test_the_load_model_probe_on_knot_resolver_is_what_its_run_gives(kept_tables
         f"{_figure(summed[4]) / _figure(whole[4]):.2f}",
     )
     errors = _class_errors(cells)
-    assert len(errors) == 5 and all(-43 <= e <= -24 for e in errors)
-    _says("population.md", "every class alone under-predicted (24 % to 43 %)")
-    assert abs(_plan_error(plans, "3 000")) <= 20 < abs(_plan_error(plans, "1 000"))
+    assert len(errors) == 5 and all(abs(errors[k]) <= 15 for k in ("udp-rate-1e0", "dot-persistent"))
+    rest = [e for k, e in errors.items() if k not in ("udp-rate-1e0", "dot-persistent")]
+    assert all(e < 0 for e in rest)
+    _says("population.md", f"under-predicted ({-max(rest):.0f} % to {-min(rest):.0f} %), the plan within 20 % at both")
+    assert abs(_plan_error(plans, "3 000")) <= 20 and abs(_plan_error(plans, "1 000")) <= 20
     _says(
         "population.md",
         f"UDP {_per_wake(tables, 'udp', '0.01'):.1f} CPU-µs at 1 % of capacity against "

@@ -27,7 +27,7 @@ from dnscost.analysis.costmodel import cost_model_rows, fit_transports
 from dnscost.analysis.curves import curve_rows, mechanism_rows
 from dnscost.analysis.headline import headline, headline_rows
 from dnscost.analysis.load import load_run_series
-from dnscost.analysis.loadmodel import fit_load, load_model_rows
+from dnscost.analysis.loadmodel import fit_load, load_model_rows, long_gap_rows
 from dnscost.analysis.population import population_rows
 from dnscost.analysis.records import Analysis, Table
 from dnscost.analysis.rounds import round_rows
@@ -115,6 +115,7 @@ def derive(
         "population": population_rows(trials, fitted, load_fitted),
         "load_model": load_terms,
         "load_model_fit": load_fits,
+        "load_model_gaps": long_gap_rows(rows),
         "rounds": rounds,
         "cost_curve": curve_rows(rows),
         "curve_mechanism": mechanism_rows(rows),

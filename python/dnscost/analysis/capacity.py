@@ -50,7 +50,7 @@ from typing import Any
 import numpy as np
 
 from dnscost.analysis.costmodel import RESAMPLES, TransportFit, fit_transports
-from dnscost.analysis.loadmodel import Price, busy_ranges, fit_load, price, solve_mix
+from dnscost.analysis.loadmodel import Price, busy_ranges, events, fit_load, gap_share, price, solve_mix
 from dnscost.analysis.stats import median
 from dnscost.analysis.tables import JOULES_PER_KWH, SECONDS_PER_DAY, memory_fit_rows, reference_key
 from dnscost.contract import ClientProfile, Row
@@ -589,54 +589,63 @@ class _Cpu:
 def _cpu(tm: TargetModel, mix: Mix, qps: float, cores: int | None = None) -> _Cpu:
     """Every share's CPU at ``qps``: the load model's where it identifies every term a share
     needs (its cost at the busy share the whole mix sets on ``cores``, by default the fewest
-    that carry it), else the constant cost model's (its cost at saturation, said in
-    ``constant``)."""
-    out = _Cpu()
-    priced: list[Price | None] = []
-    for s in mix.shares:
-        t = s.shape.transport
-        counts = _counts(s.shape, s.share * qps, tm.one_query_hold_s.get(t))
-        fit, load = tm.fits.get(t), tm.load_fits.get(t)
-        if fit is None:
-            out.missing.append(f"{t}: no valid trial of it in this run")
-            priced.append(None)
-            continue
-        if counts is None:
-            out.missing.append(
-                f"{t} connection_second: no valid one-query trial says how long such a connection stays open"
-            )
-            priced.append(None)
-            continue
-        if load is None:
-            p = Price(missing=f"{t}: no load fit")
-        elif load.boot is None:  # a fit too small for intervals is not one to plan on
-            n = len(load.y)
-            p = Price(missing=f"{t}: its load fit has {n} trial{'s' if n != 1 else ''}, too few for an interval")
-        else:
-            p = price(load, counts)
-        if p.missing is not None:
-            why = p.missing
-            p = price(fit, counts)
-            if p.missing is None:
-                out.constant.append(f"{s.label} ({why})")
-        else:
-            out.loaded = True
-        if p.missing is not None:
-            out.missing.append(p.missing)
-            priced.append(None)
-            continue
-        out.fixed += p.fixed
-        out.bounded += p.bounded
-        out.bootstrapped |= p.bootstrapped
-        priced.append(p)
+    that carry it; every share's events shorten the idle periods of each of those cores), else
+    the constant cost model's (its cost at saturation, said in ``constant``)."""
+    # What a share costs a busy target does not depend on the idle periods: it sets the cores.
+    busy = sum(p.busy for s in mix.shares if (p := _price(tm, s, qps, 1.0, _Cpu())) is not None)
+    n = cores if cores is not None else max(1, math.ceil(busy / 1e6))
+    rate = sum(events(c) for s in mix.shares if (c := _share_counts(tm, s, qps)) is not None)
+    out = _Cpu(cores=n)
+    priced = [_price(tm, s, qps, gap_share(rate / n), out) for s in mix.shares]
     known = [p for p in priced if p is not None]
-    out.cores = cores if cores is not None else max(1, math.ceil(sum(p.busy for p in known) / 1e6))
-    idle, idle_draws = solve_mix(known, out.cores * 1e6)
+    idle, idle_draws = solve_mix(known, n * 1e6)
     out.busy_share = 1 - idle if out.loaded else None
     for q in priced:
         out.values.append(None if q is None else q.busy + q.wake * idle)
         out.draws.append(np.full(RESAMPLES, np.nan) if q is None else q.busy_draws + q.wake_draws * idle_draws)
     return out
+
+
+def _share_counts(tm: TargetModel, s: Share, qps: float) -> dict[str, float] | None:
+    return _counts(s.shape, s.share * qps, tm.one_query_hold_s.get(s.shape.transport))
+
+
+def _price(tm: TargetModel, s: Share, qps: float, gap: float, out: _Cpu) -> Price | None:
+    """Share ``s`` of ``qps`` priced by the load model at ``gap`` (the share of long idle
+    periods), else by the constant cost model; None, and why in ``out``, when neither prices
+    it."""
+    t = s.shape.transport
+    counts = _share_counts(tm, s, qps)
+    fit, load = tm.fits.get(t), tm.load_fits.get(t)
+    if fit is None:
+        out.missing.append(f"{t}: no valid trial of it in this run")
+        return None
+    if counts is None:
+        out.missing.append(
+            f"{t} connection_second: no valid one-query trial says how long such a connection stays open"
+        )
+        return None
+    if load is None:
+        p = Price(missing=f"{t}: no load fit")
+    elif load.boot is None:  # a fit too small for intervals is not one to plan on
+        n = len(load.y)
+        p = Price(missing=f"{t}: its load fit has {n} trial{'s' if n != 1 else ''}, too few for an interval")
+    else:
+        p = price(load, counts, gap)
+    if p.missing is not None:
+        why = p.missing
+        p = price(fit, counts)
+        if p.missing is None:
+            out.constant.append(f"{s.label} ({why})")
+    else:
+        out.loaded = True
+    if p.missing is not None:
+        out.missing.append(p.missing)
+        return None
+    out.fixed += p.fixed
+    out.bounded += p.bounded
+    out.bootstrapped |= p.bootstrapped
+    return p
 
 
 def _percentiles(draws: np.ndarray[Any, np.dtype[np.float64]]) -> tuple[float, float, int]:

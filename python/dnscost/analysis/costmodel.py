@@ -198,21 +198,21 @@ def fit_transports(rows: list[Row]) -> list[TransportFit]:
         for r in reference_key(rows)
         if r["kind"] in ("load", "idle") and r.get("analysis") not in ("clients", "population", CURVE)
     ]
-    return fit_cells(candidates, lambda transport: APPLIES.get(transport, tuple(TERMS)), term_count)
+    return fit_cells(candidates, lambda transport, _: APPLIES.get(transport, tuple(TERMS)), term_count)
 
 
 def fit_cells(
-    candidates: list[Row], terms_of: Callable[[str], tuple[str, ...]], count: Callable[[Row, str], float]
+    candidates: list[Row], terms_of: Callable[[str, list[Row]], tuple[str, ...]], count: Callable[[Row, str], float]
 ) -> list[TransportFit]:
     """A model fitted per target x transport over ``candidates`` (``trials`` rows), each with the
-    terms ``terms_of`` its transport, counted by ``count``: target by target in the order the
+    terms ``terms_of`` its transport and its trials, counted by ``count``: target by target in the order the
     plan measured them."""
     targets = list(dict.fromkeys(r["target"] for r in candidates))
     transports = list(dict.fromkeys(r["transport"] for r in candidates))
     groups = group_by(candidates, lambda r: (r["target"], r["transport"]))
     out = []
     for target, transport in sorted(groups, key=lambda k: (targets.index(k[0]), transports.index(k[1]))):
-        terms = terms_of(str(transport))
+        terms = terms_of(str(transport), groups[(target, transport)])
         x, y = _design(groups[(target, transport)], terms, count)
         fit = fit_non_negative(x, y, relative=True)
         enough = len(y) >= len(terms) + MIN_SPARE_TRIALS

@@ -27,7 +27,7 @@ import numpy as np
 
 from dnscost.analysis.costmodel import RESAMPLES, TransportFit
 from dnscost.analysis.load import is_valid
-from dnscost.analysis.loadmodel import price, solve_mix
+from dnscost.analysis.loadmodel import events, gap_share, price, solve_mix
 from dnscost.contract import ClassResult, ReplayRecord, Row, TrialRecord
 
 __all__ = ["population_rows"]
@@ -57,13 +57,17 @@ def _load_prediction(
     if not capacity_us:
         return None, None, None, "no measured window"
     prices = []
-    for transport in dict.fromkeys(c["transport"] for c in classes):
+    transports = list(dict.fromkeys(c["transport"] for c in classes))
+    # Every class's events share the target's idle periods: their rate sets how long those last.
+    everything = sum(events(_counts(classes, t)) for t in transports)
+    gap = gap_share(everything * 1e6 / capacity_us)
+    for transport in transports:
         fit = next((f for f in load_fits if f.target == target and f.transport == transport), None)
         if fit is None:
             return None, None, None, f"{transport}: no valid trial of it in this run"
         if fit.boot is None:
             return None, None, None, f"{transport}: its load fit has {len(fit.y)} trials, too few for an interval"
-        p = price(fit, {k: n for k, n in _counts(classes, transport).items() if k in fit.terms})
+        p = price(fit, {k: n for k, n in _counts(classes, transport).items() if k in fit.terms}, gap)
         if p.missing is not None:
             return None, None, None, p.missing
         prices.append(p)

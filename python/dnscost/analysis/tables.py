@@ -121,6 +121,9 @@ COLUMNS: dict[str, list[str]] = {
             holdout_median_abs_error_pct holdout_max_abs_error_pct constant_holdout_median_abs_error_pct
             constant_holdout_max_abs_error_pct
         """,
+        "load_model_gaps": """
+            target transport gap_us long_wake holdout_trials holdout_median_abs_error_pct holdout_max_abs_error_pct
+        """,
         "rounds": " ".join(ROUND_COLUMNS),
         "cost_curve": " ".join(CURVE_COLUMNS),
         "curve_mechanism": " ".join(MECHANISM_COLUMNS),

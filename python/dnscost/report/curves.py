@@ -4,7 +4,8 @@ range over rounds, the ratio to saturation paired within rounds, the wake-ups pe
 saw); which observer carries each curve (``curve_mechanism``); and the load model's hold-out error
 beside the constant cost model's on the same trials (``load_model_fit``); and, where the run
 replayed populations, the load model on trial (``population``): per population, target and
-rate, the CPU measured beside the CPU the run's load model predicts from the classes' counts.
+rate, the CPU measured beside the CPU the run's load model predicts from the classes' counts;
+and the hold-out error at each idle time tried for ``LONG_GAP_US`` (``load_model_gaps``).
 
 python -m dnscost.report.curves RUN_DIR   (after ``dnscost report RUN_DIR``: reads its tables)
 """
@@ -17,7 +18,7 @@ from pathlib import Path
 from dnscost.errors import DnscostError, UsageError
 from dnscost.report.versions import Row, read_csv
 
-__all__ = ["curve_tables", "main", "planned_table", "split_table", "validation_table"]
+__all__ = ["curve_tables", "gap_table", "main", "planned_table", "split_table", "validation_table", "wake_table"]
 
 OBSERVERS = {"wakeups_per_query": "wake-ups", "runs_per_query": "scheduler runs", "softirq_us_per_query": "softirq µs"}
 
@@ -270,6 +271,62 @@ def planned_table(
     return "\n".join(out) + "\n" if len(out) > 2 else ""
 
 
+def wake_table(curve: list[Row], target: str, transports: tuple[str, ...] = ("udp", "dot")) -> str:
+    """Per ladder step of ``target``'s persistent cells: the CPU a wake-up adds ((CPU per query
+    - CPU per query at saturation) / wake-ups per query, from ``cost_curve``) beside the share of
+    idle periods longer than ``LONG_GAP_US`` at the step's answered rate (``gap_share``): the rows
+    of docs/cost-curves.md's "A long idle period costs more"."""
+    from dnscost.analysis.loadmodel import gap_share
+
+    cells = {
+        t: {r["share"]: r for r in curve if (r["target"], r["transport"], r["lifetime"]) == (target, t, "forever")}
+        for t in transports
+    }
+    shares = [sh for sh in cells[transports[0]] if sh != "1.0"]
+    out = []
+    for sh in shares:
+        parts = []
+        for t in transports:
+            r, top = cells[t].get(sh), cells[t].get("1.0")
+            per_query, wakes = (_num(r["cpu_us_per_query"]), _num(r["wakeups_per_query"])) if r else (None, None)
+            saturated = _num(top["cpu_us_per_query"]) if top else None
+            if r is None or per_query is None or not wakes or saturated is None:
+                parts += ["n/a", "n/a"]
+                continue
+            added = (per_query - saturated) / wakes
+            parts += [f"{added:.1f}" if added < 100 else f"{added:.0f}", f"{gap_share(float(r['answered_qps'])):.2f}"]
+        out.append(f"| {float(sh):.1%} | " + " | ".join(parts) + " |")
+    return "\n".join(out).replace("%", " %") + "\n"
+
+
+def gap_table(gaps: list[Row]) -> str:
+    """The load model's hold-out error (median |error| over its trials) per target x transport
+    at each idle time tried as the one beyond which a wake-up costs more (``load_model_gaps``),
+    and the median over the cells: what ``LONG_GAP_US`` is chosen by."""
+    if not gaps:
+        return ""
+    times = list(dict.fromkeys(float(r["gap_us"]) for r in gaps))
+    cells = list(dict.fromkeys((r["target"], r["transport"]) for r in gaps))
+    error = {(r["target"], r["transport"], float(r["gap_us"])): _num(r["holdout_median_abs_error_pct"]) for r in gaps}
+    head = " | ".join("none" if t == 0 else f"{t:.0f} µs" for t in times)
+    out = [
+        "The load model's hold-out error (median |error| over each cell's trials, %) with a wake-up after an idle "
+        "period longer than each time priced apart (`long_wake`; none: without it)",
+        "",
+        f"| target | transport | {head} |",
+        "|---|---|" + "---:|" * len(times),
+    ]
+    for target, transport in cells:
+        row = " | ".join(_g(error.get((target, transport, t)), 2) for t in times)
+        out.append(f"| {target} | {transport} | {row} |")
+    medians = []
+    for t in times:
+        values = [v for c in cells if (v := error.get((*c, t))) is not None]
+        medians.append(_g(_median(values), 2) if values else "n/a")
+    out.append(f"| median over cells | | {' | '.join(medians)} |")
+    return "\n".join(out) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     try:
@@ -282,6 +339,8 @@ def main(argv: list[str] | None = None) -> int:
             ),
             end="",
         )
+        if (tables / "load_model_gaps.csv").exists() and (gaps := gap_table(read_csv(tables / "load_model_gaps.csv"))):
+            print("\n" + gaps, end="")
         if (tables / "population.csv").exists() and (
             validation := validation_table(read_csv(tables / "population.csv"))
         ):
