@@ -331,7 +331,26 @@ Written after the load model was fitted and checked, and its shapes in none of t
 DoT handshakes every tenth query, TCP of five): the composition it has not seen
 (docs/population.md, "A composition the model has not seen")."""
 
-MIXES = {"operator": OPERATOR_MIX, "doh-heavy": DOH_HEAVY_MIX, "one-query": ONE_QUERY_MIX, "mobile": MOBILE_MIX}
+ENTERPRISE_MIX = (
+    ClassSpec("udp", 150, 1, 20),
+    ClassSpec("doh", 30, 1, 100),
+    ClassSpec("doh", 25, 3, 8, resume=True),
+    ClassSpec("dot", 30, 2, 15, closer="server"),
+    ClassSpec("tcp", 30, 5, 2),
+)
+"""An office network: stubs over UDP, browsers' DoH kept open and in short resumed connections,
+DoT that the server closes when idle, TCP connections of two queries (a retry after a truncated
+answer, then one more). Written after the load model priced a long idle period apart
+(``long_wake``), its server-closed DoT and two-query TCP in none of the others: the second
+composition the model has not seen (docs/population.md)."""
+
+MIXES = {
+    "operator": OPERATOR_MIX,
+    "doh-heavy": DOH_HEAVY_MIX,
+    "one-query": ONE_QUERY_MIX,
+    "mobile": MOBILE_MIX,
+    "enterprise": ENTERPRISE_MIX,
+}
 """The compositions ``--mix`` names."""
 
 

@@ -51,7 +51,7 @@ def test_shipped_specs_are_valid() -> None:
     assert {p.name for p in EXPERIMENTS.glob("*.toml")} >= {"study.toml", "study-quick.toml"}
 
 
-@pytest.mark.parametrize("name", ["model-check.toml", "model-probe.toml"])
+@pytest.mark.parametrize("name", ["model-check.toml", "model-probe.toml", "model-unseen.toml"])
 def test_the_model_check_fits_the_model_as_model_toml_does_and_spaces_its_replays_as_the_ladders(name: str) -> None:
     """experiments/model-check.toml and model-probe.toml are experiments/model.toml's groups,
     then populations: a change to one spec's fitting groups that another does not follow fails

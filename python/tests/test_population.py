@@ -500,7 +500,7 @@ def test_a_capture_of_real_clients_is_recovered(tmp_path: Path) -> None:
     assert "not an NSS key log" in bad.stderr
 
 
-@pytest.mark.parametrize(("name", "seed"), [("doh-heavy", 54), ("one-query", 54), ("mobile", 58)])
+@pytest.mark.parametrize(("name", "seed"), [("doh-heavy", 54), ("one-query", 54), ("mobile", 58), ("enterprise", 59)])
 def test_the_shipped_synthetic_populations_are_what_their_commands_write(tmp_path: Path, name: str, seed: int) -> None:
     """experiments/populations/NAME.toml is what its first line's commands write today
     (``capturegen --mix NAME --seed N``, then ``dnscost population``), but for that line and the
