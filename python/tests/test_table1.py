@@ -309,3 +309,55 @@ def test_every_ratio_divides_by_its_own_rounds_udp_and_flips_are_counted() -> No
     assert (counts.agree_udp_cell, counts.differ_udp_cell) == (1, 0)
     assert counts.flips == ("dnsdist dot 30s default: differ → agree",)
     assert "1 verdicts flip" in counts.sentence()
+
+
+def _day(transport: str, lifetime: str | None, answered: float = 10_000.0, valid: bool = True) -> Row:
+    """One trial of the ``day`` group: the cell open loop at 10 000 qps, its CPU what COST says
+    one second of it takes (queries, the profile's connections a second, the connections held)."""
+    c = COST[transport]
+    seconds = {"30s": 30.0, "1s": 1.0}.get(str(lifetime))
+    if transport == "udp":
+        rate, held = 0.0, 0.0
+    elif lifetime == "1q":
+        rate, held = answered, answered * ONE_QUERY_S
+    else:
+        rate, held = 1000 / float(seconds or 1), 1000.0
+    cpu = answered * c["query"] + rate * c.get("full_handshake", 0.0) + held * c.get("connection_second", 0.0)
+    row = _trial(transport, lifetime, None if transport in ("udp", "tcp") else 0.0)
+    row.update(
+        id=f"day-{row['id']}",
+        group="day",
+        analysis="day",
+        rate=10_000,
+        valid=valid,
+        answered_qps=answered,
+        target_cpu_us=cpu * SECONDS,
+        energy_marginal_j=cpu * SECONDS / 1e6 * W_PER_CPU,
+    )
+    return row
+
+
+def test_the_day_measured_at_10k_qps_stands_beside_the_studys_method() -> None:
+    """The ``day`` group's trials give each cell's kWh measured at 10 000 qps (its energy above
+    idle a second x 86 400), apart from the study's method, which they do not move; a cell one
+    core could not carry (its trials invalid) has none, and its answered rate says how far it got."""
+    rows = _rows()
+    before = {(r["transport"], r["lifetime"]): r for r in table1_rows(rows, energy_rows(rows), _terms())}
+    days = [_day("udp", None), _day("tcp", "30s"), _day("dot", "30s"), _day("dot", "1q", 1_200.0, valid=False)]
+    rows += days
+    table = {(r["transport"], r["lifetime"]): r for r in table1_rows(rows, energy_rows(rows), _terms())}
+    for key, r in table.items():
+        assert r["kwh_study_method"] == before[key]["kwh_study_method"], key
+    per_day = 86_400 / 3.6e6
+    udp = 10_000 * COST["udp"]["query"] / 1e6 * W_PER_CPU * per_day
+    assert table[("udp", None)]["kwh_measured"] == pytest.approx(udp)
+    dot = (10_000 * 9.0 + 1000 / 30 * 600.0 + 1000 * 1.5) / 1e6 * W_PER_CPU * per_day
+    assert table[("dot", "30s")]["kwh_measured"] == pytest.approx(dot)
+    assert table[("dot", "30s")]["measured_ratio_to_udp"] == pytest.approx(dot / udp)
+    assert table[("dot", "30s")]["day_valid_reps"] == table[("dot", "30s")]["day_reps"] == 1
+    # At saturation the 30 s cell's handshakes are spread over more queries than at 10 000 qps.
+    assert table[("dot", "30s")]["kwh_measured"] > table[("dot", "30s")]["kwh_study_method"]
+    one = table[("dot", "1q")]
+    assert one["kwh_measured"] is None and one["day_answered_qps"] == 1_200.0
+    assert (one["day_reps"], one["day_valid_reps"]) == (1, 0)
+    assert table[("doh", "1s")]["day_reps"] == 0 and table[("doh", "1s")]["kwh_measured"] is None

@@ -167,6 +167,34 @@ def _kwh_per_day(j_per_s: float) -> float:
     return j_per_s * SECONDS_PER_DAY / JOULES_PER_KWH
 
 
+DAY = "day"
+"""The group (and analysis) of a spec that measures each Table I cell open loop at
+:data:`REFERENCE_QPS` (experiments/table1-day.toml): the day measured, not multiplied out."""
+
+
+def _day(trials: list[Row]) -> Row:
+    """A cell measured at 10 000 qps: its trials, the valid ones, and over the valid ones the
+    median queries answered a second, target CPU-µs a second and the kWh of a day at that
+    (their energy above idle a second x 86 400). A cell one core cannot carry at that rate
+    (its trials lose queries or fall behind the schedule) has no valid trial and no kWh: its
+    answered rate says how far it got."""
+    valid = [r for r in trials if r["valid"] and r["measured_s"]]
+    answered = [float(r["answered_qps"]) for r in trials if r.get("answered_qps") is not None]
+    return {
+        "day_reps": len(trials),
+        "day_valid_reps": len(valid),
+        "day_answered_qps": median(answered) if answered else None,
+        "day_cpu_us_per_s": median([r["target_cpu_us"] / r["measured_s"] for r in valid if r["target_cpu_us"]])
+        if valid
+        else None,
+        "kwh_measured": median(
+            [_kwh_per_day(r["energy_marginal_j"] / r["measured_s"]) for r in valid if r["energy_marginal_j"] is not None]
+        )
+        if valid
+        else None,
+    }
+
+
 def _ratio(value: float | None, udp: float | None) -> float | None:
     return value / udp if value is not None and udp else None
 
@@ -210,6 +238,10 @@ def table1_rows(rows: list[Row], energy: list[Row], cost_terms: list[Row]) -> li
     }
 
     refs = udp_references(rows)
+    days = group_by(
+        [r for r in rows if r["analysis"] == DAY and r["kind"] == "load" and _cell(r)],
+        lambda r: (r["target"], r["transport"], r["lifetime"], r["cert_key"]),
+    )
     out: list[Row] = []
     for (target, transport, lifetime, cert_key), group in groups.items():
         e = by_energy.get((target, transport, lifetime, cert_key), {})
@@ -241,6 +273,7 @@ def table1_rows(rows: list[Row], energy: list[Row], cost_terms: list[Row]) -> li
                 "study_kwh": _study_kwh(str(target), str(transport), lifetime),
                 "below_saturation": bool(e.get("below_saturation")),
                 "ratio_to_udp": _in_round(group, refs),
+                **_day(days.get((target, transport, lifetime, cert_key), [])),
             }
         )
     for target in dict.fromkeys(r["target"] for r in out):
@@ -255,6 +288,7 @@ def table1_rows(rows: list[Row], energy: list[Row], cost_terms: list[Row]) -> li
         r.setdefault("ratio_to_udp", None)
         r["ratio_to_udp_cell"] = _ratio(r["kwh_study_method"], u.get("kwh_study_method"))
         r["model_ratio_to_udp"] = _ratio(r["kwh_model"], u.get("kwh_model"))
+        r["measured_ratio_to_udp"] = _ratio(r.get("kwh_measured"), u.get("kwh_measured"))
         r["study_ratio_to_udp"] = _ratio(r["study_kwh"], u.get("study_kwh"))
         connected = r["transport"] != "udp"
         r["verdict"] = _verdict(r["ratio_to_udp"], r["study_ratio_to_udp"]) if connected else None

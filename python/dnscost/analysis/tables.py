@@ -85,7 +85,8 @@ COLUMNS: dict[str, list[str]] = {
             target transport lifetime cert_key connections_per_s_at_10k_qps reps valid_reps cpu_us_per_query
             kwh_study_method
             model_cpu_us_per_s kwh_model model_status energy_source study_kwh ratio_to_udp model_ratio_to_udp
-            study_ratio_to_udp verdict below_saturation ratio_to_udp_cell verdict_udp_cell
+            study_ratio_to_udp verdict below_saturation ratio_to_udp_cell verdict_udp_cell day_reps day_valid_reps
+            day_answered_qps day_cpu_us_per_s kwh_measured measured_ratio_to_udp
         """,
         "latency": """
             target transport group analysis lifetime resumption early_data connections reps p50_us p90_us p99_us p999_us
