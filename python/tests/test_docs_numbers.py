@@ -1037,3 +1037,51 @@ def test_the_load_model_probe_on_knot_resolver_is_what_its_run_gives(kept_tables
         f"{_per_wake(tables, 'udp', '0.4'):.1f} at 40 %, on persistent DoT {_per_wake(tables, 'dot', '0.01'):.0f} "
         f"and {_per_wake(tables, 'dot', '0.4'):.0f}",
     )
+
+
+def test_the_day_page_is_what_its_run_gives(kept_tables: Callable[[str], Path]) -> None:
+    """docs/table1-day.md's tables are what the kept run in docs/table1-day-run gives
+    (``report.day.day_table``), and its prose's figures and verdicts are the table's: UDP's day
+    measured over the study's method per target, the range over the connected cells one core
+    carried, every such cell's ratio to UDP lower measured, the one-query cells' answered rates."""
+    from dnscost.report.day import day_table
+    from dnscost.report.versions import read_csv as _csv
+
+    rows = _csv(kept_tables("table1-day-run") / "table1.csv")
+    page = (ROOT / "docs" / "table1-day.md").read_text(encoding="utf-8")
+    assert day_table(rows) in page
+    cell = {(r["target"], r["transport"], r["lifetime"]): r for r in rows if int(r["day_reps"] or 0)}
+
+    def over(r: dict[str, str]) -> float:
+        return float(r["kwh_measured"]) / float(r["kwh_study_method"])
+
+    udp = [over(cell[(t, "udp", "")]) for t in ("dnsdist", "knot-resolver")]
+    _says("table1-day.md", f"UDP's day is {udp[0]:.2f} times what the study's method says on dnsdist and {udp[1]:.2f}")
+    carried = [r for r in cell.values() if r["transport"] != "udp" and r["kwh_measured"]]
+    ratios = [over(r) for r in carried]
+    assert all(1 < x < min(udp) for x in ratios)
+    _says("table1-day.md", f"dearer measured too, by {min(ratios):.2g} to {max(ratios):.3g} times")
+    assert all(float(r["measured_ratio_to_udp"]) < float(r["ratio_to_udp_cell"]) for r in carried)
+    for target, says in (("dnsdist", "dnsdist's DoT"), ("knot-resolver", "knot-resolver's DoT")):
+        dot, doh = cell[(target, "dot", "30s")], cell[(target, "doh", "30s")]
+        _says(
+            "table1-day.md",
+            f"{says} {'with 30 s lifetimes costs ' if target == 'dnsdist' else ''}"
+            f"{float(dot['measured_ratio_to_udp']):.2f} {'times UDP' if target == 'dnsdist' else 'against'}",
+        )
+        _says(
+            "table1-day.md",
+            f"DoH {float(doh['measured_ratio_to_udp']):.2f} against {float(doh['ratio_to_udp_cell']):.2f}",
+        )
+    one = [
+        f"{float(cell[(t, tr, '1q')]['day_answered_qps']):,.0f}".replace(",", " ")
+        for t in ("dnsdist", "knot-resolver")
+        for tr in ("dot", "doh")
+    ]
+    _says("table1-day.md", f"dnsdist answered {one[0]} and {one[1]} qps, knot-resolver {one[2]} and {one[3]}")
+    assert all(
+        not cell[(t, tr, "1q")]["kwh_measured"] for t in ("dnsdist", "knot-resolver") for tr in ("tcp", "dot", "doh")
+    )
+    assert all(not cell[(t, "doh", "1s")]["kwh_measured"] for t in ("dnsdist", "knot-resolver"))
+    assert cell[("dnsdist", "dot", "1s")]["day_valid_reps"] == "1"
+    _says("table1-day.md", "dnsdist's DoT in two of three (its day stands on one round)")

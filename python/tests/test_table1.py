@@ -4,6 +4,7 @@ model at exactly 10 000 qps, the study's kWh beside them, both ratios to UDP and
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -361,3 +362,34 @@ def test_the_day_measured_at_10k_qps_stands_beside_the_studys_method() -> None:
     assert one["kwh_measured"] is None and one["day_answered_qps"] == 1_200.0
     assert (one["day_reps"], one["day_valid_reps"]) == (1, 0)
     assert table[("doh", "1s")]["day_reps"] == 0 and table[("doh", "1s")]["kwh_measured"] is None
+
+
+def test_the_day_report_prints_the_measured_cells_and_refuses_a_run_without_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``python -m dnscost.report.day``: one table per target, a measured cell as median [min-max],
+    one that no round stands for as n/a; a run without a ``day`` group is one line and exit 2."""
+    from dnscost.analysis.records import Analysis, Table
+    from dnscost.analysis.tables import COLUMNS
+    from dnscost.analysis.write import write_tables
+    from dnscost.report.day import main
+
+    def write(table: list[Row]) -> None:
+        columns = COLUMNS["table1"]
+        rows = [{c: r.get(c) for c in columns} for r in table]
+        write_tables(
+            Analysis(run={}, trials=[], tables={"table1": Table("table1", columns, rows)}), tmp_path / "tables"
+        )
+
+    rows = [*_rows(), _day("udp", None), _day("dot", "30s"), _day("dot", "1q", 1_200.0, valid=False)]
+    table = table1_rows(rows, energy_rows(rows), _terms())
+    write(table)
+    assert main([str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("**dnsdist**: a day at 10 000 qps")
+    assert "| n/a | n/a | n/a | 1 200 | 0 of 1 |" in out.split("| dot, one query |")[1].splitlines()[0]
+    assert " [" in out.split("| dot, 30 s |")[1].splitlines()[0]
+    write([r for r in table if not r.get("day_reps")])
+    assert main([str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no Table I cell measured at 10 000 qps" in err[0]

@@ -86,7 +86,7 @@ COLUMNS: dict[str, list[str]] = {
             kwh_study_method
             model_cpu_us_per_s kwh_model model_status energy_source study_kwh ratio_to_udp model_ratio_to_udp
             study_ratio_to_udp verdict below_saturation ratio_to_udp_cell verdict_udp_cell day_reps day_valid_reps
-            day_answered_qps day_cpu_us_per_s kwh_measured measured_ratio_to_udp
+            day_answered_qps day_cpu_us_per_s kwh_measured kwh_measured_min kwh_measured_max measured_ratio_to_udp
         """,
         "latency": """
             target transport group analysis lifetime resumption early_data connections reps p50_us p90_us p99_us p999_us

@@ -38,18 +38,24 @@ def _cell(r: Row) -> str:
     return f"{r['transport']}, {lifetime}"
 
 
+def _measured(r: Row) -> str:
+    value, low, high = (_num(r[k]) for k in ("kwh_measured", "kwh_measured_min", "kwh_measured_max"))
+    return "n/a" if value is None else f"{_g(value)} [{_g(low)}-{_g(high)}]"
+
+
 def day_table(table1: list[Row]) -> str:
     """One Markdown table per target of the run's Table I cells that were measured at 10 000 qps."""
-    rows = [r for r in table1 if r.get("day_reps") and r["cert_key"] in ("", "ecdsa-p256")]
+    rows = [r for r in table1 if int(r.get("day_reps") or 0) and r["cert_key"] in ("", "ecdsa-p256")]
     out: list[str] = []
     for target in dict.fromkeys(r["target"] for r in rows):
         out += [
             f"**{target}**: a day at 10 000 qps, kWh (energy above idle), three ways, and each ÷ UDP's by the same "
-            "way; measured ÷ the study's method; the rate the cell answered at 10 000 qps offered (median over "
-            "rounds) and its valid rounds",
+            "way (measured: median [min-max] over the rounds that stand for the day); measured ÷ the study's "
+            "method; the rate the cell answered at 10 000 qps offered (median over rounds) and its rounds that "
+            "stand for the day (valid, answering at least 97 % of 10 000 qps)",
             "",
-            "| cell | study's method | ÷ UDP | cost model | ÷ UDP | measured | ÷ UDP | measured ÷ study's | answered qps "
-            "| valid |",
+            "| cell | study's method | ÷ UDP | cost model | ÷ UDP | measured | ÷ UDP | measured ÷ study's "
+            "| answered qps | rounds |",
             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
         ]
         for r in (r for r in rows if r["target"] == target):
@@ -58,7 +64,7 @@ def day_table(table1: list[Row]) -> str:
             udp_study = _num(r["ratio_to_udp_cell"]) if r["transport"] != "udp" else 1.0
             out.append(
                 f"| {_cell(r)} | {_g(study)} | {_g(udp_study)} | {_g(_num(r['kwh_model']))} "
-                f"| {_g(_num(r['model_ratio_to_udp']))} | {_g(measured)} | {_g(_num(r['measured_ratio_to_udp']))} "
+                f"| {_g(_num(r['model_ratio_to_udp']))} | {_measured(r)} | {_g(_num(r['measured_ratio_to_udp']))} "
                 f"| {_g(over)} | {_g(_num(r['day_answered_qps']))} | {r['day_valid_reps']} of {r['day_reps']} |"
             )
         out.append("")
