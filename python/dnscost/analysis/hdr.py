@@ -5,6 +5,7 @@ from the raw records. Pure."""
 from __future__ import annotations
 
 import base64
+import functools
 import math
 import struct
 import zlib
@@ -46,15 +47,16 @@ class Layout:
     lowest: int
     highest: int
 
-    @property
+    # Computed once a layout (a merge asks millions of times: docs/scale-run's cluster trials).
+    @functools.cached_property
     def half_magnitude(self) -> int:
         return int(math.log2(self._sub_bucket_count)) - 1
 
-    @property
+    @functools.cached_property
     def unit_magnitude(self) -> int:
         return math.floor(math.log2(max(self.lowest, 1)))
 
-    @property
+    @functools.cached_property
     def _sub_bucket_count(self) -> int:
         return int(2 ** math.ceil(math.log2(2 * 10**self.digits)))
 
