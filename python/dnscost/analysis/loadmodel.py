@@ -16,7 +16,10 @@ wake-up adds. Both are fitted as the cost model's terms are (non-negative, relat
 bootstrap intervals, identification) over every valid load and idle trial, the cost curves'
 ladder steps included: they are what sets ``u`` apart from 1. ``u`` is the trial's measured
 busy share (``target_cpu_share`` over its cores). The connection-second term has no wake-up part
-(an idle connection wakes nobody).
+(an idle connection wakes nobody). A wake-up after an idle period longer than :data:`LONG_GAP_US`
+adds :data:`LONG_WAKE`, one per target x transport, paid by the share of idle periods that long
+at the rate of every event the target serves (:func:`gap_share`): ``A`` below gains
+``sum_k n_k x long_wake x gap_share(rate)``.
 
 A prediction solves the equation for ``cpu`` (:func:`solve_cpu`): with ``B = sum n_k b_k``,
 ``A = sum n_k a_k`` and ``C`` the CPU-µs the window holds, ``cpu = (A + B) / (1 + A / C)``

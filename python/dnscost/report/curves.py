@@ -17,22 +17,12 @@ from pathlib import Path
 
 from dnscost.errors import DnscostError, UsageError
 from dnscost.report.versions import Row, read_csv
+from dnscost.report.versions import figure as _g
+from dnscost.report.versions import number as _num
 
 __all__ = ["curve_tables", "gap_table", "main", "planned_table", "split_table", "validation_table", "wake_table"]
 
 OBSERVERS = {"wakeups_per_query": "wake-ups", "runs_per_query": "scheduler runs", "softirq_us_per_query": "softirq µs"}
-
-
-def _num(text: str | None) -> float | None:
-    return float(text) if text not in (None, "") else None
-
-
-def _g(v: float | None, digits: int = 3) -> str:
-    if v is None:
-        return "n/a"
-    if abs(v) >= 10**digits:
-        return f"{v:,.0f}".replace(",", " ")
-    return f"{v:.{digits}g}"
 
 
 def _pct(v: float | None) -> str:

@@ -15,20 +15,10 @@ from pathlib import Path
 
 from dnscost.errors import DnscostError, UsageError
 from dnscost.report.versions import Row, read_csv
+from dnscost.report.versions import figure as _g
+from dnscost.report.versions import number as _num
 
 __all__ = ["day_table", "main"]
-
-
-def _num(text: str | None) -> float | None:
-    return float(text) if text not in (None, "") else None
-
-
-def _g(v: float | None, digits: int = 3) -> str:
-    if v is None:
-        return "n/a"
-    if abs(v) >= 10**digits:
-        return f"{v:,.0f}".replace(",", " ")
-    return f"{v:.{digits}g}"
 
 
 def _cell(r: Row) -> str:

@@ -13,16 +13,13 @@ from pathlib import Path
 
 from dnscost.errors import DnscostError, UsageError
 from dnscost.report.versions import Row, read_csv
+from dnscost.report.versions import number as _num
 from dnscost.transports import TRANSPORTS
 
 __all__ = ["main", "scale_tables"]
 
 
 KIB, MIB, GIB = 1024.0, 1024.0**2, 1024.0**3
-
-
-def _num(text: str | None) -> float | None:
-    return float(text) if text not in (None, "") else None
 
 
 def _fmt(v: float | None, scale: float = 1.0, digits: int = 1) -> str:

@@ -18,7 +18,7 @@ from pathlib import Path
 from dnscost.errors import DnscostError, UsageError
 from dnscost.jsonl import loads
 
-__all__ = ["FIGURES", "main", "read_csv", "versions_tables"]
+__all__ = ["FIGURES", "figure", "main", "number", "read_csv", "versions_tables"]
 
 Row = dict[str, str]
 
@@ -47,6 +47,21 @@ def read_csv(path: Path) -> list[Row]:
             return list(csv.DictReader(f))
     except OSError as e:
         raise UsageError(f"{path}: {e.strerror or e} (run dnscost report on the run first)") from e
+
+
+def number(text: str | None) -> float | None:
+    """A CSV cell as a number; None for an empty one."""
+    return float(text) if text not in (None, "") else None
+
+
+def figure(v: float | None, digits: int = 3) -> str:
+    """A number as the docs' Markdown tables print it: ``digits`` significant digits, whole
+    numbers from ``10**digits`` up with thin groups (``323 058``), ``n/a`` for none."""
+    if v is None:
+        return "n/a"
+    if abs(v) >= 10**digits:
+        return f"{v:,.0f}".replace(",", " ")
+    return f"{v:.{digits}g}"
 
 
 def _cell(r: Row | None, scale: float, digits: int) -> str:
